@@ -1,0 +1,362 @@
+"""The chapter's attention classes (sections 3.4-3.6), traced.
+
+Each class keeps the book's name, constructor signature (same positional order) and
+attribute names, and creates ``W_query``, ``W_key``, ``W_value`` (then ``out_proj``) in
+that order, so the book's seeds give the book's numbers. ``forward(x, trace=None)``
+is the book's straight-line forward; a :class:`~attn_core.trace.Trace` passed in
+receives every intermediate tensor.
+
+Additions to the book, all off the book's path by default:
+- ``mask_method``: ``"neg_inf"`` (the book: fill -inf before softmax) or
+  ``"renormalize"`` (softmax, zero the future, divide by the row sums; section 3.5.1).
+- ``causal``: ``False`` turns the mask off, to show plain self-attention.
+- ``MultiHeadAttention`` runs PyTorch's fused ``scaled_dot_product_attention`` when no
+  trace is asked for (``efficient=True``), as nanoGPT does; the explicit path otherwise.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .trace import Trace, record
+
+MASK_METHODS = ("neg_inf", "renormalize")
+
+
+def check_sizes(
+    d_in: int,
+    d_out: int,
+    context_length: int | None = None,
+    dropout: float | None = None,
+    mask_method: str | None = None,
+    num_heads: int | None = None,
+) -> None:
+    """Raise ``ValueError`` with a plain message for sizes the classes cannot use."""
+    for name, value in (("d_in", d_in), ("d_out", d_out), ("context_length", context_length),
+                        ("num_heads", num_heads)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a whole number of at least 1; got {value!r}")
+    if dropout is not None and not (0.0 <= float(dropout) < 1.0):
+        raise ValueError(
+            f"dropout must be at least 0 and below 1 (it is the fraction of weights zeroed); "
+            f"got {dropout!r}"
+        )
+    if mask_method is not None and mask_method not in MASK_METHODS:
+        raise ValueError(
+            f"unknown mask method {mask_method!r}: use 'neg_inf' (-inf before softmax) "
+            "or 'renormalize' (zero after softmax, then renormalize)"
+        )
+    if num_heads is not None and d_out % num_heads != 0:
+        fits = [h for h in range(1, min(d_out, 16) + 1) if d_out % h == 0]
+        raise ValueError(
+            f"d_out ({d_out}) must be divisible by num_heads ({num_heads}) so that each head "
+            f"gets head_dim = d_out / num_heads columns; with d_out = {d_out} use num_heads in "
+            f"{fits}, or pick d_out as a multiple of {num_heads} (e.g. {num_heads * max(1, round(d_out / num_heads))})"
+        )
+
+
+def check_inputs(x: torch.Tensor, d_in: int, context_length: int | None = None) -> None:
+    """Raise ``ValueError`` unless ``x`` is (b, num_tokens, d_in) with num_tokens in [1, context_length]."""
+    if x.ndim != 3 or x.shape[-1] != d_in:
+        raise ValueError(
+            f"expected inputs of shape (batch, num_tokens, d_in={d_in}); got {tuple(x.shape)}"
+        )
+    num_tokens = x.shape[1]
+    if num_tokens == 0:
+        raise ValueError("the input has no tokens: type at least one word")
+    if context_length is not None and num_tokens > context_length:
+        raise ValueError(
+            f"{num_tokens} tokens do not fit in context_length = {context_length}: the causal "
+            f"mask is only {context_length} x {context_length}. Raise context_length to at least "
+            f"{num_tokens}, or shorten the text"
+        )
+
+
+def masked_softmax(
+    attn_scores: torch.Tensor,
+    mask_bool: torch.Tensor | None,
+    d_k: int,
+    mask_method: str = "neg_inf",
+    trace: Trace | None = None,
+    axes: tuple[str, ...] = (),
+) -> torch.Tensor:
+    """Scores -> causal attention weights, by either masking method (section 3.5.1).
+
+    ``mask_bool`` is True above the diagonal (the future); ``None`` means no mask.
+    Both methods give the same weights: softmax over the unmasked keys only.
+    """
+    if mask_bool is not None:
+        record(trace, "mask_bool", mask_bool, "mask_bool = self.mask.bool()[:num_tokens, :num_tokens]",
+               "True above the diagonal: keys in the future of each query", kind="mask",
+               axes=axes[-2:])
+    if mask_bool is not None and mask_method == "neg_inf":
+        attn_scores.masked_fill_(mask_bool, -torch.inf)
+        record(trace, "attn_scores_masked", attn_scores, "attn_scores.masked_fill_(mask_bool, -torch.inf)",
+               "future keys set to -inf, so softmax gives them exactly 0", kind="masked_scores", axes=axes)
+    scaled = attn_scores / d_k**0.5
+    record(trace, "attn_scores_scaled", scaled, "attn_scores / keys.shape[-1]**0.5",
+           f"divided by sqrt(d_k) = sqrt({d_k}) = {d_k ** 0.5:.3g} so softmax does not saturate",
+           kind="scaled_scores", axes=axes)
+    attn_weights = torch.softmax(scaled, dim=-1)
+    if mask_bool is None or mask_method == "neg_inf":
+        record(trace, "attn_weights", attn_weights,
+               "attn_weights = torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1)",
+               "softmax over keys: each row is >= 0 and sums to 1", kind="weights", axes=axes)
+        return attn_weights
+    # mask_method == "renormalize": softmax first, then zero the future and renormalize.
+    record(trace, "attn_weights_unmasked", attn_weights,
+           "attn_weights = torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1)",
+           "softmax over all keys, future included (masked next)", kind="unmasked_weights", axes=axes)
+    attn_weights = attn_weights.masked_fill(mask_bool, 0.0)
+    record(trace, "attn_weights_zeroed", attn_weights, "masked_simple = attn_weights.masked_fill(mask_bool, 0.0)",
+           "future weights zeroed: rows now sum to less than 1", kind="zeroed_weights", axes=axes)
+    attn_weights = attn_weights / attn_weights.sum(dim=-1, keepdim=True)
+    record(trace, "attn_weights", attn_weights,
+           "attn_weights = masked_simple / masked_simple.sum(dim=-1, keepdim=True)",
+           "renormalized: rows sum to 1 again, equal to softmax over the past keys only",
+           kind="weights", axes=axes)
+    return attn_weights
+
+
+def traced_dropout(
+    dropout: nn.Dropout, attn_weights: torch.Tensor, trace: Trace | None, axes: tuple[str, ...] = ()
+) -> torch.Tensor:
+    """``dropout(attn_weights)``, recording which weights it zeroed when tracing."""
+    dropped = dropout(attn_weights)
+    if trace is not None:
+        active = dropout.training and dropout.p > 0
+        if active:
+            trace.record("dropout_mask", (dropped == 0) & (attn_weights != 0),
+                         "(attn_weights_dropped == 0) & (attn_weights != 0)",
+                         f"True where dropout zeroed a weight (p = {dropout.p:g})",
+                         kind="dropout_mask", axes=axes)
+        note = (f"zeroed at random with p = {dropout.p:g}, survivors scaled by 1/(1-p) = "
+                f"{1 / (1 - dropout.p):.3g}; rows no longer sum to 1" if active else
+                "dropout inactive (eval mode or p = 0): weights unchanged")
+        trace.record("attn_weights_dropout", dropped, "attn_weights = self.dropout(attn_weights)",
+                     note, kind="dropped_weights", axes=axes)
+    return dropped
+
+
+def record_projections(trace: Trace | None, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                       linear: bool = True, axes: tuple[str, ...] = ()) -> None:
+    """Record the three projections, with the line that made each (``self.W_key(x)`` or ``x @ self.W_key``)."""
+    if trace is None:
+        return
+    for name, w, t in (("queries", "W_query", queries), ("keys", "W_key", keys), ("values", "W_value", values)):
+        code = f"{name} = self.{w}(x)" if linear else f"{name} = x @ self.{w}"
+        trace.record(name, t, code, f"each input vector projected to a {name[:-1] if name != 'queries' else 'query'}"
+                     f" (d_in -> {t.shape[-1]})", kind=name, axes=axes)
+
+
+class SelfAttention_v1(nn.Module):
+    """Section 3.4.2: self-attention with trainable weight matrices as raw parameters."""
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        check_sizes(d_in, d_out)
+        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
+
+    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+        keys = x @ self.W_key
+        queries = x @ self.W_query
+        values = x @ self.W_value
+        record_projections(trace, queries, keys, values, linear=False)
+        attn_scores = queries @ keys.transpose(-2, -1)  # omega; book: keys.T for 2-d x
+        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.T",
+               "omega[i, j] = q(i) . k(j)", kind="scores")
+        attn_weights = masked_softmax(attn_scores, None, keys.shape[-1], trace=trace)
+        context_vec = attn_weights @ values
+        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
+               "each token's weighted sum of values", kind="context")
+        return context_vec
+
+
+class SelfAttention_v2(nn.Module):
+    """Section 3.4.2: the same, with nn.Linear layers (better initialization)."""
+
+    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
+        super().__init__()
+        check_sizes(d_in, d_out)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        record_projections(trace, queries, keys, values)
+        attn_scores = queries @ keys.transpose(-2, -1)  # book: keys.T for 2-d x
+        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.T",
+               "omega[i, j] = q(i) . k(j)", kind="scores")
+        attn_weights = masked_softmax(attn_scores, None, keys.shape[-1], trace=trace)
+        context_vec = attn_weights @ values
+        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
+               "each token's weighted sum of values", kind="context")
+        return context_vec
+
+
+class CausalAttention(nn.Module):
+    """Section 3.5.3: self-attention with a causal mask and dropout, for batches."""
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float,
+                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True):
+        super().__init__()
+        check_sizes(d_in, d_out, context_length, dropout, mask_method)
+        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.mask_method, self.causal = mask_method, causal
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+        check_inputs(x, self.d_in, self.context_length)
+        b, num_tokens, d_in = x.shape
+        axes = ("b", "num_tokens", "num_tokens")
+        keys = self.W_key(x)  # (b, num_tokens, d_out)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        record_projections(trace, queries, keys, values, axes=("b", "num_tokens", "d_out"))
+        attn_scores = queries @ keys.transpose(1, 2)  # (b, num_tokens, num_tokens)
+        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.transpose(1, 2)",
+               "omega[i, j] = q(i) . k(j), for every pair of tokens", kind="scores", axes=axes)
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal else None
+        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace, axes)
+        attn_weights = traced_dropout(self.dropout, attn_weights, trace, axes)
+        context_vec = attn_weights @ values  # (b, num_tokens, d_out)
+        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
+               "each token's weighted sum of values", kind="context", axes=("b", "num_tokens", "d_out"))
+        return context_vec
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+    """Section 3.6.1: ``num_heads`` independent CausalAttention heads, outputs concatenated.
+
+    The output width is ``d_out * num_heads``: here ``d_out`` is the width of each head.
+    """
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int,
+                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True):
+        super().__init__()
+        check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads=None)
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(f"num_heads must be a whole number of at least 1; got {num_heads!r}")
+        self.heads = nn.ModuleList(
+            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, mask_method, causal)
+             for _ in range(num_heads)]
+        )
+
+    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+        if trace is None:
+            return torch.cat([head(x) for head in self.heads], dim=-1)
+        outs = []
+        for i, head in enumerate(self.heads):
+            with trace.scope(f"heads[{i}]"):
+                outs.append(head(x, trace))
+        context_vec = torch.cat(outs, dim=-1)  # (b, num_tokens, num_heads * d_out)
+        trace.record("context_vec", context_vec, "torch.cat([head(x) for head in self.heads], dim=-1)",
+                     f"the {len(self.heads)} heads' context vectors side by side: width "
+                     f"d_out x num_heads = {context_vec.shape[-1]}", kind="output",
+                     axes=("b", "num_tokens", "num_heads * d_out"))
+        return context_vec
+
+
+class MultiHeadAttention(nn.Module):
+    """Section 3.6.2: multi-head attention with weight splits (one matmul for all heads).
+
+    ``d_out`` is the total width; each of the ``num_heads`` heads gets ``head_dim = d_out // num_heads``.
+    """
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int,
+                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True,
+                 efficient: bool = True):
+        super().__init__()
+        check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads)
+        self.d_in, self.context_length = d_in, context_length
+        self.mask_method, self.causal, self.efficient = mask_method, causal, efficient
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads  # reduce the projection dim to match desired output dim
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)  # linear layer to combine head outputs
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+        check_inputs(x, self.d_in, self.context_length)
+        if trace is None and self.efficient:
+            return self.forward_efficient(x)
+        b, num_tokens, d_in = x.shape
+        bthd = ("b", "num_tokens", "num_heads", "head_dim")
+        bhtd = ("b", "num_heads", "num_tokens", "head_dim")
+        bhtt = ("b", "num_heads", "num_tokens", "num_tokens")
+        keys = self.W_key(x)  # Shape: (b, num_tokens, d_out)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        record_projections(trace, queries, keys, values, axes=("b", "num_tokens", "d_out"))
+        # Split the matrix by adding a num_heads dimension:
+        # (b, num_tokens, d_out) -> (b, num_tokens, num_heads, head_dim)
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)
+        for name, t in (("keys", keys), ("values", values), ("queries", queries)):
+            record(trace, f"{name}.view", t, f"{name} = {name}.view(b, num_tokens, self.num_heads, self.head_dim)",
+                   "d_out columns regrouped into num_heads x head_dim (no data moved)",
+                   kind=f"{name}_view", axes=bthd)
+        # Transpose: (b, num_tokens, num_heads, head_dim) -> (b, num_heads, num_tokens, head_dim)
+        keys = keys.transpose(1, 2)
+        queries = queries.transpose(1, 2)
+        values = values.transpose(1, 2)
+        for name, t in (("keys", keys), ("queries", queries), ("values", values)):
+            record(trace, f"{name}.transpose", t, f"{name} = {name}.transpose(1, 2)",
+                   "heads moved in front of tokens, so each head is a (num_tokens, head_dim) "
+                   "matrix; only strides change, the tensor is no longer contiguous",
+                   kind=f"{name}_per_head", axes=bhtd)
+        # Dot product for each head: (b, num_heads, num_tokens, num_tokens)
+        attn_scores = queries @ keys.transpose(2, 3)
+        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.transpose(2, 3)",
+               "one batched matmul computes every head's num_tokens x num_tokens scores",
+               kind="scores", axes=bhtt)
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal else None
+        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace, bhtt)
+        attn_weights = traced_dropout(self.dropout, attn_weights, trace, bhtt)
+        # Shape: (b, num_heads, num_tokens, head_dim) -> (b, num_tokens, num_heads, head_dim)
+        context_vec = attn_weights @ values
+        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
+               "each head's context vectors", kind="context", axes=bhtd)
+        context_vec = context_vec.transpose(1, 2)
+        record(trace, "context_vec.transpose", context_vec, "context_vec = context_vec.transpose(1, 2)",
+               "tokens back in front of heads (not contiguous)", kind="context_transpose", axes=bthd)
+        # Combine heads, where self.d_out = self.num_heads * self.head_dim
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        record(trace, "context_vec.view", context_vec,
+               "context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)",
+               ".contiguous() copies into row-major order so .view can merge heads back into d_out",
+               kind="context_merged", axes=("b", "num_tokens", "d_out"))
+        context_vec = self.out_proj(context_vec)  # optional projection
+        record(trace, "out_proj", context_vec, "context_vec = self.out_proj(context_vec)",
+               "a linear layer mixes the heads' outputs", kind="output", axes=("b", "num_tokens", "d_out"))
+        return context_vec
+
+    def forward_efficient(self, x: torch.Tensor) -> torch.Tensor:
+        """Same math through PyTorch's fused scaled_dot_product_attention (no weights matrix kept)."""
+        b, num_tokens, d_in = x.shape
+        # (b, num_tokens, d_out) -> (b, num_heads, num_tokens, head_dim)
+        queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        context_vec = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=None,
+            dropout_p=self.dropout.p if self.training else 0.0, is_causal=self.causal,
+        )  # (b, num_heads, num_tokens, head_dim)
+        context_vec = context_vec.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
+        return self.out_proj(context_vec)

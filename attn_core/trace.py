@@ -1,0 +1,130 @@
+"""Trace: the intermediate tensors a module really computed, in order.
+
+``trace = Trace(); out = module(x, trace=trace)`` fills ``trace`` with one
+:class:`Step` per line of the forward pass worth looking at. The dashboard draws
+these steps; it never recomputes them. With ``trace=None`` (the default) the
+modules skip all of this, so tracing costs nothing when nobody looks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded tensor and the code line that produced it."""
+
+    name: str  # unique within a trace, e.g. "attn_weights" or "heads[1].attn_weights"
+    kind: str  # what it is, for pages that look steps up: "weights", "scores", ...
+    code: str  # the source line, as a learner reads it in the book
+    tensor: torch.Tensor  # detached copy on the CPU
+    note: str = ""  # one line: what happened and why
+    axes: tuple[str, ...] = ()  # axis names, e.g. ("b", "num_tokens", "num_heads", "head_dim")
+    contiguous: bool = True  # of the tensor as computed (before the CPU copy)
+    stride: tuple[int, ...] = ()  # of the tensor as computed
+    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.tensor.shape)
+
+    def numpy(self) -> np.ndarray:
+        """The tensor as a float64 NumPy array (bool stays bool)."""
+        t = self.tensor
+        if t.dtype == torch.bool:
+            return t.numpy()
+        return t.to(torch.float64).numpy()
+
+
+@dataclass
+class Trace:
+    """An ordered list of :class:`Step`, filled by a module's ``forward``."""
+
+    steps: list[Step] = field(default_factory=list)
+    _scope: str = ""
+
+    def record(
+        self,
+        name: str,
+        tensor: torch.Tensor,
+        code: str,
+        note: str = "",
+        *,
+        kind: str | None = None,
+        axes: tuple[str, ...] = (),
+    ) -> None:
+        """Store a detached CPU copy of ``tensor`` (later in-place edits don't reach it)."""
+        full = f"{self._scope}.{name}" if self._scope else name
+        if any(s.name == full for s in self.steps):
+            raise ValueError(f"trace already has a step named {full!r}")
+        self.steps.append(
+            Step(
+                name=full,
+                kind=kind or name,
+                code=code,
+                tensor=tensor.detach().to("cpu", copy=True),
+                note=note,
+                axes=axes,
+                contiguous=tensor.is_contiguous(),
+                stride=tuple(tensor.stride()),
+                scope=self._scope,
+            )
+        )
+
+    @contextmanager
+    def scope(self, prefix: str) -> Iterator[Trace]:
+        """Record the steps of a sub-module under ``prefix`` (e.g. one head of a wrapper)."""
+        outer = self._scope
+        self._scope = f"{outer}.{prefix}" if outer else prefix
+        try:
+            yield self
+        finally:
+            self._scope = outer
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"no step {name!r}; steps: {', '.join(self.names())}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(s.name == name for s in self.steps)
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    def kinds(self) -> list[str]:
+        """Distinct step kinds, in first-seen order."""
+        return list(dict.fromkeys(s.kind for s in self.steps))
+
+    def of_kind(self, kind: str) -> list[Step]:
+        """Every step of one kind, in order (one per head for a wrapper)."""
+        return [s for s in self.steps if s.kind == kind]
+
+    def last(self) -> Step:
+        return self.steps[-1]
+
+
+def record(
+    trace: Trace | None,
+    name: str,
+    tensor: torch.Tensor,
+    code: str,
+    note: str = "",
+    **kw: object,
+) -> None:
+    """``trace.record(...)`` when tracing, nothing otherwise (keeps forwards one-liners)."""
+    if trace is not None:
+        trace.record(name, tensor, code, note, **kw)  # type: ignore[arg-type]

@@ -1,0 +1,112 @@
+"""Read a Trace the way a page shows it: one head's 2-d matrix, or one cell's story.
+
+A Trace's layout depends on the module: ``MultiHeadAttention`` keeps heads in axis 1
+(b, num_heads, ...), the wrapper records each head under ``heads[i]``, single-head modules
+have (b, ...). These helpers hide that, so pages stay free of attention logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .trace import Step, Trace
+
+# MultiHeadAttention records per-head queries/keys/values after its transpose.
+_PER_HEAD_KIND = {"queries": "queries_per_head", "keys": "keys_per_head", "values": "values_per_head"}
+
+
+def num_heads(trace: Trace) -> int:
+    """How many heads the traced module has (1 for single-head modules)."""
+    scopes = {s.scope for s in trace if s.scope}
+    if scopes:
+        return len(scopes)
+    weights = trace.of_kind("weights")
+    if weights and weights[-1].tensor.ndim == 4:
+        return int(weights[-1].tensor.shape[1])
+    return 1
+
+
+def head_step(trace: Trace, kind: str, head: int = 0) -> Step | None:
+    """The step of ``kind`` that holds ``head`` (None if the module has no such step)."""
+    kind = _PER_HEAD_KIND[kind] if kind in _PER_HEAD_KIND and trace.of_kind(_PER_HEAD_KIND[kind]) else kind
+    steps = trace.of_kind(kind)
+    if not steps:
+        return None
+    return steps[head] if len(steps) > 1 else steps[0]
+
+
+def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.ndarray | None:
+    """The 2-d matrix of ``kind`` for one head and batch element, as float64 (None if absent)."""
+    step = head_step(trace, kind, head)
+    if step is None:
+        return None
+    t = step.tensor
+    if t.ndim == 4:
+        t = t[batch, head]
+    elif t.ndim == 3:
+        t = t[batch]
+    return t.float().numpy().astype(np.float64) if t.dtype.is_floating_point else t.numpy().astype(np.float64)
+
+
+def all_heads(trace: Trace, kind: str, batch: int = 0) -> np.ndarray | None:
+    """(num_heads, rows, cols) stack of ``kind`` over every head."""
+    mats = [head_matrix(trace, kind, h, batch) for h in range(num_heads(trace))]
+    if any(m is None for m in mats):
+        return None
+    return np.stack(mats)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CellStory:
+    """How weight (i, j) came about and what it contributes: the numbers for one clicked cell."""
+
+    i: int
+    j: int
+    head: int
+    query: np.ndarray  # q_i
+    key: np.ndarray  # k_j
+    dot: float  # q_i . k_j (the score)
+    d_k: int
+    scaled: float | None  # dot / sqrt(d_k); None where the variant does not scale
+    masked: bool  # j is in the future of i under the causal mask
+    row_scaled: np.ndarray  # the scaled scores of row i (what softmax sees; -inf where masked)
+    weight: float  # softmax share of key j in row i
+    weight_used: float  # after dropout (equals weight without dropout)
+    value: np.ndarray  # v_j
+    contribution: np.ndarray  # weight_used * v_j
+    context: np.ndarray  # z_i = sum over j of the contributions
+
+
+def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> CellStory:
+    """The story of attention weight (query i, key j) in one head, read from a trace."""
+    x = head_matrix(trace, "input", 0, batch)
+    q_all = head_matrix(trace, "queries", head, batch)
+    k_all = head_matrix(trace, "keys", head, batch)
+    v_all = head_matrix(trace, "values", head, batch)
+    if q_all is None:  # simplified attention: the inputs play all three roles
+        q_all = k_all = v_all = x
+    weights = head_matrix(trace, "weights", head, batch)
+    used = head_matrix(trace, "dropped_weights", head, batch)
+    used = weights if used is None else used
+    context = head_matrix(trace, "context", head, batch)
+    scaled_m = head_matrix(trace, "scaled_scores", head, batch)
+    mask = head_matrix(trace, "mask", head, batch)
+    n = weights.shape[0]
+    if not (0 <= i < n and 0 <= j < n):
+        raise ValueError(f"cell ({i}, {j}) is outside the {n} x {n} weights")
+    q, k, v = q_all[i], k_all[j], v_all[j]
+    dot = float(q @ k)
+    d_k = int(k_all.shape[-1])
+    masked = bool(mask[i, j]) if mask is not None else False
+    scaled = None if scaled_m is None else dot / d_k**0.5
+    if scaled_m is not None:
+        row = scaled_m[i].copy()
+    else:
+        row = head_matrix(trace, "scores", head, batch)[i].copy()
+    if mask is not None:
+        row[mask[i].astype(bool)] = -np.inf
+    w_used = float(used[i, j])
+    return CellStory(i, j, head, q, k, dot, d_k, scaled, masked, row, float(weights[i, j]), w_used, v,
+                     w_used * v, context[i])

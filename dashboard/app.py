@@ -1,0 +1,28 @@
+"""Attention Lab: `streamlit run dashboard/app.py`.
+
+The entry script sets the page up, draws the shared sidebar, and runs the chosen page.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from dashboard.controls import render_sidebar  # noqa: E402
+
+# Not "pages/": a folder of that name beside the entry script turns on Streamlit's old
+# auto-discovered multipage mode, which fights st.navigation.
+PAGES = Path(__file__).resolve().parent / "app_pages"
+
+st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
+page = st.navigation([
+    st.Page(PAGES / "explore.py", title="Explore", icon="🔍", default=True),
+])
+render_sidebar()
+page.run()

@@ -1,0 +1,294 @@
+"""Pure chart builders: NumPy data in, Altair chart (or PNG bytes) out. No Streamlit here.
+
+Measured rules (../shared/GUIDE.md) they follow:
+- token axes are integer positions in token order (``sort="ascending"``), shown with a
+  ``labelExpr``: sorting by a list of labels is O(T^3) in Vega-Lite, and repeated words
+  would collapse on a nominal axis;
+- fixed cell sizes (``alt.Step``): no stretched canvases;
+- masked cells (-inf) become NaN + a ``masked`` flag, drawn in neutral grey with "−∞";
+- weights on a fixed 0-1 sequential scale, scores on a diverging scale centred on 0;
+- rect marks only up to ``MAX_RECT_CELLS`` cells; above that a colour-mapped PNG.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of browser time at 16k)
+TEXT_MAX_TOKENS = 16  # value text on cells only up to this many rows/columns
+MASK_GREY = "#d0d0d0"
+CHART_PX = 480  # the longer side of a heatmap, in pixels
+
+# Colour-blind-safe schemes (Vega's viridis and blue-orange).
+SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange", "mask": "greys"}
+
+LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask"}
+
+# Anchor colours for the PNG raster (viridis; and a blue-white-orange diverging map).
+_VIRIDIS = np.array([[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+                     [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]],
+                    dtype=np.float64)
+_DIVERGING = np.array([[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 247],
+                       [254, 224, 182], [224, 130, 20], [127, 59, 8]], dtype=np.float64)
+
+
+def kind_scale(kind: str) -> str:
+    """Which colour treatment a step kind gets: 'weights' (0-1), 'mask' (bool) or 'scores' (diverging)."""
+    if kind in ("weights", "unmasked_weights", "zeroed_weights", "dropped_weights"):
+        return "weights"
+    if kind in ("mask", "dropout_mask"):
+        return "mask"
+    return "scores"
+
+
+def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX) -> int:
+    """Square cell size that keeps the longer side within ``max_px`` (2 to 44 px)."""
+    return int(max(2, min(44, max_px // max(n_rows, n_cols, 1))))
+
+
+def needs_raster(n_cells: int) -> bool:
+    return n_cells > MAX_RECT_CELLS
+
+
+def label_expr(labels: Sequence[str]) -> str:
+    """A Vega expression that maps an integer position to its label."""
+    return f"{json.dumps(list(labels), ensure_ascii=False)}[datum.value]"
+
+
+def matrix_frame(
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    offset_rows: int = 0,
+    offset_cols: int = 0,
+) -> pd.DataFrame:
+    """Long-form frame of a 2-d matrix: integer ``q``/``k`` positions, ``value`` (NaN where -inf),
+    ``masked`` (True where -inf), and the row/column labels for tooltips."""
+    m = np.asarray(matrix, dtype=np.float64)
+    n_rows, n_cols = m.shape
+    q, k = np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij")
+    flat = m.ravel()
+    masked = np.isneginf(flat)
+    return pd.DataFrame({
+        "q": (q.ravel() + offset_rows).astype(np.int32),
+        "k": (k.ravel() + offset_cols).astype(np.int32),
+        "value": np.where(np.isfinite(flat), flat, np.nan),
+        "masked": masked,
+        "color": np.where(np.isfinite(flat), flat, 0.0),  # for the colour channel: NaN rows would be dropped
+        "row": pd.Categorical(np.asarray(row_labels, dtype=object)[q.ravel()]),
+        "col": pd.Categorical(np.asarray(col_labels, dtype=object)[k.ravel()]),
+    })
+
+
+def color_scale(scale: str, values: np.ndarray) -> alt.Scale:
+    if scale == "weights":
+        return alt.Scale(scheme=SCHEMES["weights"], domain=[0, 1])
+    if scale == "mask":
+        return alt.Scale(domain=[0, 1], range=["#f7f7f7", "#404040"])
+    finite = values[np.isfinite(values)]
+    bound = float(np.max(np.abs(finite))) if finite.size else 1.0
+    bound = bound or 1.0
+    return alt.Scale(scheme=SCHEMES["scores"], domain=[-bound, bound], domainMid=0)
+
+
+def heatmap(
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    scale: str = "scores",
+    title: str = "",
+    x_title: str = "key",
+    y_title: str = "query",
+    max_px: int = CHART_PX,
+    show_text: bool | None = None,
+    selectable: bool = False,
+    offset_rows: int = 0,
+    offset_cols: int = 0,
+) -> alt.LayerChart:
+    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips.
+
+    ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
+    (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    n_rows, n_cols = m.shape
+    if needs_raster(n_rows * n_cols):
+        raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
+    df = matrix_frame(m, row_labels[offset_rows:offset_rows + n_rows],
+                      col_labels[offset_cols:offset_cols + n_cols], offset_rows, offset_cols)
+    px = cell_px(n_rows, n_cols, max_px)
+    if show_text is None:
+        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
+    label_angle = -45 if px < 30 or n_cols > 8 else 0
+    x = alt.X("k:O", sort="ascending", title=x_title,
+              axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=label_angle, labelLimit=120,
+                            labelOverlap=n_cols > 24, orient="top"))
+    y = alt.Y("q:O", sort="ascending", title=y_title,
+              axis=alt.Axis(labelExpr=label_expr(row_labels), labelLimit=120, labelOverlap=n_rows > 24))
+    tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
+               alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
+    base = alt.Chart(df).encode(x=x, y=y)
+    cells = base.mark_rect().encode(
+        color=alt.condition("datum.masked", alt.value(MASK_GREY),
+                            alt.Color("color:Q", scale=color_scale(scale, m), title=LEGEND_TITLES[scale],
+                                      legend=alt.Legend(orient="right", gradientLength=min(200, px * n_rows)))),
+        tooltip=tooltip,
+    )
+    if selectable:
+        cell = alt.selection_point(fields=["q", "k"], name="cell", on="click", clear=False, empty=False)
+        cells = cells.add_params(cell).encode(
+            stroke=alt.condition(cell, alt.value("#e4007c"), alt.value(None)),
+            strokeWidth=alt.condition(cell, alt.value(3), alt.value(0)),
+        )
+    layers = [cells]
+    if px >= 14:
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(14, px // 2)).encode(
+            text=alt.value("−∞"), color=alt.value("#555555")))
+    if show_text:
+        layers.append(base.transform_filter("!datum.masked").mark_text(fontSize=min(13, px // 3 + 2)).encode(
+            text=alt.Text("value:Q", format=".2f"),
+            color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white"))))
+    chart = alt.layer(*layers).properties(width=alt.Step(px), height=alt.Step(px))
+    return chart.properties(title=title) if title else chart
+
+
+def _light_cell(scale: str) -> str:
+    """Vega predicate: is the cell's colour light (so black text reads on it)?"""
+    if scale == "weights":
+        return "datum.value > 0.55"  # viridis is light at the top
+    return "true"  # diverging maps are light in the middle, where most values sit
+
+
+def facet_grid(
+    matrices: Sequence[np.ndarray],
+    panel_titles: Sequence[str],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str] | None = None,
+    *,
+    scale: str = "weights",
+    columns: int = 4,
+    max_px: int = 200,
+    x_title: str = "key",
+    y_title: str = "query",
+) -> alt.FacetChart:
+    """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
+
+    One faceted chart draws much faster than one chart per panel (GUIDE: 12 heads at T=32,
+    1.67 s vs 2.06 s in the browser).
+    """
+    mats = [np.asarray(m, dtype=np.float64) for m in matrices]
+    n_rows, n_cols = mats[0].shape
+    col_labels = row_labels if col_labels is None else col_labels
+    if needs_raster(len(mats) * n_rows * n_cols):
+        raise ValueError("too many cells for one faceted chart: draw one raster per panel")
+    frames = []
+    for order, (title, m) in enumerate(zip(panel_titles, mats)):
+        f = matrix_frame(m, row_labels[:n_rows], col_labels[:n_cols])
+        f["panel"] = title
+        f["order"] = order
+        frames.append(f)
+    df = pd.concat(frames, ignore_index=True)
+    px = cell_px(n_rows, n_cols, max_px)
+    small = max(n_rows, n_cols) > 24
+    axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
+    all_values = np.concatenate([m.ravel() for m in mats])
+    base = alt.Chart(df).encode(
+        x=alt.X("k:O", sort="ascending", title=x_title,
+                axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=-45, **axis)),
+        y=alt.Y("q:O", sort="ascending", title=y_title, axis=alt.Axis(labelExpr=label_expr(row_labels), **axis)),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.condition("datum.masked", alt.value(MASK_GREY),
+                            alt.Color("color:Q", scale=color_scale(scale, all_values), title=LEGEND_TITLES[scale])),
+        tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
+                 alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
+                 alt.Tooltip("masked:N")],
+    )
+    layers = [cells]
+    if px >= 14:
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(12, px // 2)).encode(
+            text=alt.value("−∞"), color=alt.value("#555555")))
+    chart = alt.layer(*layers, data=df).properties(width=alt.Step(px), height=alt.Step(px))
+    return chart.facet(
+        facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"), header=alt.Header(labelFontSize=13)),
+        columns=columns,
+    )
+
+
+def heads_grid(matrices: np.ndarray, labels: Sequence[str], *, scale: str = "weights", columns: int = 4,
+               max_px: int = 200) -> alt.FacetChart:
+    """One small heatmap per head (head 1 ... head H) in one faceted chart."""
+    mats = list(np.asarray(matrices, dtype=np.float64))
+    return facet_grid(mats, [f"head {h + 1}" for h in range(len(mats))], labels, scale=scale,
+                      columns=columns, max_px=max_px)
+
+
+def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """Interpolate ``anchors`` (n, 3) at positions t in [0, 1] -> (..., 3) uint8."""
+    pos = np.clip(t, 0.0, 1.0) * (len(anchors) - 1)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, len(anchors) - 1)
+    frac = (pos - lo)[..., None]
+    return (anchors[lo] * (1 - frac) + anchors[hi] * frac).round().astype(np.uint8)
+
+
+def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
+    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
+    m = np.asarray(matrix, dtype=np.float64)
+    finite = np.isfinite(m)
+    if scale == "weights":
+        t = m
+        rgb = _colormap(np.where(finite, t, 0), _VIRIDIS)
+    elif scale == "mask":
+        rgb = np.repeat(np.where(m > 0.5, 64, 247).astype(np.uint8)[..., None], 3, axis=-1)
+    else:
+        bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
+        t = 0.5 + 0.5 * m / (bound or 1.0)
+        rgb = _colormap(np.where(finite, t, 0.5), _DIVERGING)
+    rgb[~finite] = (208, 208, 208)
+    return rgb
+
+
+def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160) -> bytes:
+    """A PNG of the colour-mapped matrix: nearest-neighbour upscaled so the longer side reaches
+    about ``target_px`` and a thin side is stretched to ``min_side`` (never downscaled)."""
+    rgb = raster_rgb(matrix, scale)
+    img = Image.fromarray(rgb, mode="RGB")
+    rows, cols = rgb.shape[:2]
+    factor = max(1, target_px // max(rows, cols))
+    width, height = max(cols * factor, min(min_side, target_px)), max(rows * factor, min(min_side, target_px))
+    if (width, height) != (cols, rows):
+        img = img.resize((width, height), Image.NEAREST)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title: str = "",
+              width: int = 520) -> alt.Chart:
+    """A horizontal bar chart (benchmarks)."""
+    enc = dict(y=alt.Y(f"{y}:N", sort="-x", title=None), x=alt.X(f"{x}:Q", title=x),
+               tooltip=list(df.columns))
+    if color:
+        enc["color"] = alt.Color(f"{color}:N")
+    chart = alt.Chart(df).mark_bar().encode(**enc).properties(width=width)
+    return chart.properties(title=title) if title else chart
+
+
+def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool = True,
+               width: int = 520, height: int = 300) -> alt.Chart:
+    """Lines with points, log axes by default (time vs sequence length)."""
+    sc = alt.Scale(type="log") if log else alt.Undefined
+    chart = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X(f"{x}:Q", scale=sc), y=alt.Y(f"{y}:Q", scale=sc), color=alt.Color(f"{color}:N"),
+        tooltip=list(df.columns),
+    ).properties(width=width, height=height)
+    return chart.properties(title=title) if title else chart

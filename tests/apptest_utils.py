@@ -1,0 +1,67 @@
+"""Helpers for Streamlit AppTest tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")  # absolute: AppTest resolves
+TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
+
+
+def clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def new_app(**query: str) -> AppTest:
+    """An AppTest whose URL carries ``query`` (option values are written as the URL shows them)."""
+    from dashboard.controls import INPUT_NAMES, MASK_NAMES, VARIANT_NAMES
+
+    shown = {"variant": VARIANT_NAMES, "mask_method": MASK_NAMES, "input_mode": INPUT_NAMES}
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = shown[k].get(v, v) if k in shown else v
+    return at
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
+
+
+def chart_data(at: AppTest, key: str) -> list[dict]:
+    """The rows of the (first) dataset of the chart drawn with widget key ``key``."""
+    for el in at.get("vega_lite_chart"):
+        if el.proto.id and el.proto.id.endswith(key) or getattr(el, "key", None) == key:
+            return _rows(el)
+    raise KeyError(f"no chart with key {key!r}")
+
+
+def chart_with(at: AppTest, text: str) -> list[dict]:
+    """The rows of the first chart whose spec mentions ``text`` (a panel or axis title)."""
+    for el in at.get("vega_lite_chart"):
+        rows = _rows(el)
+        if text in el.proto.spec or any(text == v for r in rows for v in r.values() if isinstance(v, str)):
+            return rows
+    raise KeyError(f"no chart mentions {text!r}")
+
+
+def _rows(el) -> list[dict]:
+    import pyarrow as pa
+
+    proto = el.proto
+    if proto.datasets:
+        table = pa.ipc.open_stream(proto.datasets[0].data.data).read_all()
+        return table.to_pylist()
+    if proto.data.data:
+        return pa.ipc.open_stream(proto.data.data).read_all().to_pylist()
+    spec = json.loads(proto.spec)
+    return next(iter(spec.get("datasets", {}).values()))
+
+
+def messages(at: AppTest) -> dict[str, list[str]]:
+    return {"error": [e.value for e in at.error], "warning": [w.value for w in at.warning],
+            "info": [i.value for i in at.info], "exception": [e.value for e in at.exception]}

@@ -1,0 +1,93 @@
+"""Shared helpers for driving the real app in headless Chromium (tests and bench/)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-first-run"]
+
+
+def browser_missing_reason() -> str | None:
+    """Why browser tests cannot run here, or None when they can."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright (Python) is not installed: pip install -r requirements-dev.txt"
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        return f"Chromium not found at {CHROMIUM}: apt-get install chromium"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(port: int | None = None, timeout: float = 60) -> Iterator[str]:
+    """Run `streamlit run dashboard/app.py` on 127.0.0.1; yield its base URL; stop it by PID."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
+           "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"streamlit did not start on {url}:\n{out[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextmanager
+def chromium_page(width: int = 1600, height: int = 1000) -> Iterator[object]:
+    """A Playwright page in Debian's Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            yield page
+        finally:
+            browser.close()
+
+
+def wait_idle(page, timeout: float = 60_000, charts: bool = True) -> None:
+    """Wait until the script run finished and (optionally) a Vega chart is drawn."""
+    page.wait_for_selector('[data-test-script-state="notRunning"]', state="attached", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-test-script-state=\"running\"]')", timeout=timeout)
+    if charts:
+        page.wait_for_selector('[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg',
+                               timeout=timeout)

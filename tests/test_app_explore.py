@@ -1,0 +1,149 @@
+"""AppTest: the Explore page with every variant, mask method and bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+from apptest_utils import chart_data, chart_with, clear_caches, messages, new_app
+from attn_core import BOOK_INPUTS, VARIANTS, CausalAttention, MultiHeadAttention, tokenize
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def weights_matrix(at) -> np.ndarray:
+    rows = chart_data(at, "weights")
+    n = max(r["q"] for r in rows) + 1
+    m = np.zeros((n, n))
+    for r in rows:
+        m[r["q"], r["k"]] = r["value"]
+    return m
+
+
+def test_defaults_run_and_match_attn_core():
+    at = new_app()
+    at.run()
+    assert not at.exception
+    torch.manual_seed(123)
+    ca = CausalAttention(3, 2, 1024, 0.0)
+    from attn_core import Trace
+    t = Trace()
+    ca(BOOK_INPUTS.unsqueeze(0), t)
+    np.testing.assert_allclose(weights_matrix(at), t["attn_weights"].tensor[0].numpy(), atol=1e-6)
+    assert "CausalAttention" in at.markdown[0].value
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["neg_inf", "renormalize"])
+def test_every_variant_and_mask_method(variant, method):
+    at = new_app()
+    at.run()
+    at.selectbox(key="variant").set_value(variant)
+    at.selectbox(key="mask_method").set_value(method)
+    at.run()
+    msgs = messages(at)
+    assert not msgs["exception"] and not msgs["error"], msgs
+    w = weights_matrix(at)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    if variant in ("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"):
+        assert np.allclose(np.triu(w, 1), 0)
+
+
+def test_book_multihead_weights_equal_attn_core_for_both_methods():
+    for method in ("neg_inf", "renormalize"):
+        clear_caches()
+        at = new_app()
+        at.run()
+        at.button(key="preset_Book example").click().run()
+        at.selectbox(key="mask_method").set_value(method).run()
+        torch.manual_seed(123)
+        from attn_core import Trace
+        t = Trace()
+        MultiHeadAttention(3, 2, 1024, 0.0, 2, mask_method=method)(BOOK_INPUTS.unsqueeze(0), t)
+        np.testing.assert_allclose(weights_matrix(at), t["attn_weights"].tensor[0, 0].numpy(), atol=1e-6)
+        heads = chart_with(at, "head 2")
+        assert {r["panel"] for r in heads} == {"head 1", "head 2"}
+
+
+def test_changing_knobs_changes_chart_data():
+    at = new_app(input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="8", num_heads="2")
+    at.run()
+    assert not at.exception
+    base = weights_matrix(at)
+    at.number_input(key="d_out").set_value(16).run()
+    assert not np.allclose(weights_matrix(at), base)
+    at.number_input(key="num_heads").set_value(4).run()
+    heads = chart_with(at, "head 4")
+    assert {r["panel"] for r in heads} == {f"head {h}" for h in range(1, 5)}
+    at.toggle(key="train_mode").set_value(True)
+    at.slider(key="dropout").set_value(0.5).run()
+    dropped = chart_with(at, "weights after dropout")
+    assert any(r["value"] and r["value"] > 1.0 / (1 - 0.5) * 0.0 for r in dropped)
+    assert {r["panel"] for r in dropped} == {"dropped cells (1 = zeroed)", "weights after dropout"}
+
+
+def test_masked_cells_are_marked_not_blank():
+    at = new_app()
+    at.run()
+    rows = chart_with(at, "masked scores (−∞ above diagonal)")
+    masked = [r for r in rows if r["panel"].startswith("masked") and r["masked"]]
+    assert len(masked) == 15  # 6 x 6 upper triangle
+
+
+def test_repeated_tokens_stay_distinct():
+    at = new_app()
+    at.run()
+    at.text_area(key="sentence").set_value("the cat saw the dog").run()
+    rows = chart_data(at, "weights")
+    assert sorted({r["row"] for r in rows}) == sorted(["1: the", "2: cat", "3: saw", "4: the", "5: dog"])
+    assert any("learned token + position" in m for m in messages(at)["info"])
+
+
+@pytest.mark.parametrize("params,expect", [
+    (dict(variant="MultiHeadAttention", d_out="6", num_heads="4"), "divisible by num_heads"),
+    (dict(sentence=""), "empty"),
+    (dict(sentence="   "), "empty"),
+    (dict(sentence="word " * 40, variant="CausalAttention", context_length="16"), "context_length is 16"),
+    (dict(sentence="word " * 1100), "up to 1024 tokens"),
+    (dict(sentence="a b c d e f g h", input_mode="onehot", d_in="4"), "One-hot inputs need d_in"),
+])
+def test_invalid_combinations_explain_without_exception(params, expect):
+    at = new_app(**params)
+    at.run()
+    msgs = messages(at)
+    assert not msgs["exception"]
+    assert any(expect in e for e in msgs["error"]), msgs
+
+
+def test_context_length_button_raises_it():
+    at = new_app(sentence="word " * 40, context_length="16")
+    at.run()
+    at.button(key="raise_context").click().run()
+    assert at.number_input(key="context_length").value == len(tokenize("word " * 40))
+    assert not messages(at)["error"]
+
+
+def test_unavailable_device_falls_back_to_cpu():
+    at = new_app(device="cuda:7")
+    at.run()
+    msgs = messages(at)
+    assert not msgs["exception"]
+    assert any("not available" in w for w in msgs["warning"])
+    assert "on cpu" in at.markdown[0].value
+
+
+@pytest.mark.parametrize("text", ["🙂 emoji and 你好世界 CJK", "<script>alert('x')</script> <b>bold</b>",
+                                  "tokens <|endoftext|> special"])
+def test_odd_text_is_shown_as_text(text):
+    at = new_app(sentence=text)
+    at.run()
+    msgs = messages(at)
+    assert not msgs["exception"] and not msgs["error"], msgs
+    labels = {r["row"] for r in chart_data(at, "weights")}
+    assert all("\ufffd" not in lbl for lbl in labels)
+    for md in at.markdown:
+        assert "<script>" not in md.value

@@ -1,0 +1,100 @@
+"""End-to-end: the real app in headless Chromium (Playwright driving Debian's /usr/bin/chromium)."""
+
+import os
+
+import pytest
+
+from browser import browser_missing_reason, chromium_page, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.browser
+
+_reason = browser_missing_reason()
+if _reason and os.environ.get("CI") == "true":
+    raise RuntimeError(f"browser tests must run under CI: {_reason}")
+
+
+@pytest.fixture(scope="module")
+def server():
+    if _reason:
+        pytest.skip(_reason)
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture
+def page(server):
+    with chromium_page(1500, 2400) as p:
+        yield p
+
+
+def no_exception(page) -> None:
+    errors = page.locator('[data-testid="stException"]')
+    assert errors.count() == 0, errors.first.inner_text()
+
+
+def weights_chart(page):
+    """The weights heatmap: the first chart below the 'Attention weights' subheader."""
+    top = page.get_by_text("Attention weights — every row sums to 1").bounding_box()["y"]
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
+    for i in range(charts.count()):
+        box = charts.nth(i).bounding_box()
+        if box and box["y"] > top:
+            return charts.nth(i), box
+    raise AssertionError("no weights chart")
+
+
+def test_explore_end_to_end(page, server, tmp_path):
+    page.goto(server)
+    wait_idle(page)
+    no_exception(page)
+    page.screenshot(path=tmp_path / "explore_default.png")
+
+    # Type a sentence (Ctrl+Enter commits a text area).
+    area = page.get_by_role("textbox", name="Sentence")
+    area.fill("the cat saw the dog and the bird")
+    area.press("Control+Enter")
+    wait_idle(page)
+    page.get_by_text("8 tokens").first.wait_for()
+    no_exception(page)
+
+    # Switch to MultiHeadAttention with the book preset, then change the number of heads.
+    page.get_by_role("button", name="Book example").click()
+    wait_idle(page)
+    page.get_by_text("MultiHeadAttention (§3.6.2)").first.wait_for()
+    heads = page.get_by_role("spinbutton", name="num_heads")
+    heads.fill("1")
+    heads.press("Enter")
+    wait_idle(page)
+    page.get_by_text("1 heads × head_dim 2").first.wait_for()
+    heads.fill("2")
+    heads.press("Enter")
+    wait_idle(page)
+    page.get_by_text("head 2", exact=True).first.wait_for()
+    no_exception(page)
+
+    # Mask method: renormalize after softmax.
+    page.get_by_role("combobox", name="Masking method").click()  # opens the selectbox
+    page.get_by_role("option", name="zero after softmax, renormalize").click()
+    wait_idle(page)
+    page.get_by_text("mask: zero after softmax, renormalize").first.wait_for()
+    page.get_by_text("future zeroed", exact=True).first.wait_for()
+    no_exception(page)
+    page.screenshot(path=tmp_path / "explore_mha.png")
+
+    # Click a weight cell: the story switches from the default cell.
+    chart, box = weights_chart(page)
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    default = "query 6: step → key 1: Your"
+    assert page.get_by_text(default).count() == 1
+    clicked = False
+    for fx, fy in [(0.45, 0.55), (0.35, 0.7), (0.3, 0.8), (0.5, 0.75), (0.25, 0.45)]:
+        page.mouse.click(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+        wait_idle(page)
+        if page.get_by_text(default).count() == 0:
+            clicked = True
+            break
+    assert clicked, "clicking the weights heatmap did not change the cell story"
+    assert page.get_by_text("Cell story: query").count() == 1
+    no_exception(page)
+    page.screenshot(path=tmp_path / "explore_clicked.png")

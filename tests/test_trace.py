@@ -1,0 +1,84 @@
+"""Trace: the MHA shape flow of the chapter, step by step, and the record semantics."""
+
+import torch
+
+from attn_core import (
+    AttentionConfig,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    Trace,
+    run_attention,
+    simplified_attention,
+)
+
+
+def test_mha_trace_is_the_chapters_shape_flow(batch):
+    torch.manual_seed(123)
+    mha = MultiHeadAttention(3, 2, 6, 0.0, num_heads=2)
+    trace = Trace()
+    out = mha(batch, trace)
+    b, T, h, hd, d_out = 2, 6, 2, 1, 2
+    expected = [
+        ("queries", (b, T, d_out)), ("keys", (b, T, d_out)), ("values", (b, T, d_out)),
+        ("keys.view", (b, T, h, hd)), ("values.view", (b, T, h, hd)), ("queries.view", (b, T, h, hd)),
+        ("keys.transpose", (b, h, T, hd)), ("queries.transpose", (b, h, T, hd)),
+        ("values.transpose", (b, h, T, hd)),
+        ("attn_scores", (b, h, T, T)), ("mask_bool", (T, T)), ("attn_scores_masked", (b, h, T, T)),
+        ("attn_scores_scaled", (b, h, T, T)), ("attn_weights", (b, h, T, T)),
+        ("attn_weights_dropout", (b, h, T, T)),
+        ("context_vec", (b, h, T, hd)), ("context_vec.transpose", (b, T, h, hd)),
+        ("context_vec.view", (b, T, d_out)), ("out_proj", (b, T, d_out)),
+    ]
+    assert [(s.name, s.shape) for s in trace] == expected
+    torch.testing.assert_close(trace.last().tensor, out.detach())
+    assert trace["keys.transpose"].contiguous is False
+    assert trace["context_vec.transpose"].contiguous is False
+    assert trace["context_vec.view"].contiguous is True
+    assert trace["keys.view"].axes == ("b", "num_tokens", "num_heads", "head_dim")
+    for step in trace:
+        assert step.code and step.note and step.tensor.device.type == "cpu"
+        assert not step.tensor.requires_grad
+
+
+def test_trace_copies_survive_in_place_masking(batch):
+    torch.manual_seed(123)
+    t = Trace()
+    MultiHeadAttention(3, 2, 6, 0.0, num_heads=2)(batch, t)
+    assert torch.isfinite(t["attn_scores"].tensor).all()  # recorded before masked_fill_
+    assert torch.isinf(t["attn_scores_masked"].tensor).any()
+
+
+def test_wrapper_records_each_head_in_its_scope(batch):
+    torch.manual_seed(123)
+    t = Trace()
+    out = MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)(batch, t)
+    weights = t.of_kind("weights")
+    assert [s.name for s in weights] == [f"heads[{i}].attn_weights" for i in range(3)]
+    assert [s.scope for s in weights] == ["heads[0]", "heads[1]", "heads[2]"]
+    torch.testing.assert_close(t.last().tensor, out.detach())
+
+
+def test_simplified_attention_trace(inputs):
+    t = Trace()
+    res = simplified_attention(inputs, trace=t)
+    assert t.kinds() == ["scores", "weights", "context"]
+    torch.testing.assert_close(t["attn_weights"].tensor, res.weights)
+
+
+def test_run_attention_every_variant_ends_with_its_output(batch):
+    for variant in ("simplified", "SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
+                    "MultiHeadAttentionWrapper", "MultiHeadAttention"):
+        cfg = AttentionConfig(variant, 3, 4, 2, 16)
+        out, t = run_attention(cfg, batch)
+        assert t.steps[0].kind == "input"
+        torch.testing.assert_close(t.last().tensor, out)
+        assert out.shape == (2, 6, cfg.output_width)
+        assert t.of_kind("weights"), variant
+
+
+def test_no_trace_records_nothing_and_matches(batch):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(3, 4, 6, 0.0, 2)
+    t = Trace()
+    torch.testing.assert_close(mha(batch), mha(batch, t), atol=1e-6, rtol=0)
+    assert len(t) > 0
