@@ -38,7 +38,9 @@ def head_step(trace: Trace, kind: str, head: int = 0) -> Step | None:
 
 
 def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.ndarray | None:
-    """The 2-d matrix of ``kind`` for one head and batch element, as float64 (None if absent)."""
+    """The 2-d matrix of ``kind`` for one head and batch element, as float32 (None if absent).
+
+    A view of the trace's tensor where possible (no copy): treat it as read-only."""
     step = head_step(trace, kind, head)
     if step is None:
         return None
@@ -47,7 +49,7 @@ def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.nd
         t = t[batch, head]
     elif t.ndim == 3:
         t = t[batch]
-    return t.float().numpy().astype(np.float64) if t.dtype.is_floating_point else t.numpy().astype(np.float64)
+    return t.float().numpy() if t.dtype.is_floating_point else t.numpy().astype(np.float32)
 
 
 def all_heads(trace: Trace, kind: str, batch: int = 0) -> np.ndarray | None:

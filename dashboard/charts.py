@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from collections.abc import Sequence
 
 import altair as alt
@@ -22,6 +23,7 @@ import pandas as pd
 from PIL import Image
 
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of browser time at 16k)
+MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 16  # value text on cells only up to this many rows/columns
 MASK_GREY = "#d0d0d0"
 CHART_PX = 480  # the longer side of a heatmap, in pixels
@@ -53,8 +55,9 @@ def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX) -> int:
     return int(max(2, min(44, max_px // max(n_rows, n_cols, 1))))
 
 
-def needs_raster(n_cells: int) -> bool:
-    return n_cells > MAX_RECT_CELLS
+def needs_raster(n_cells: int, limit: int = MAX_RECT_CELLS) -> bool:
+    """Whether ``n_cells`` rect marks would be too slow to draw (then a PNG is used)."""
+    return n_cells > limit
 
 
 def label_expr(labels: Sequence[str]) -> str:
@@ -87,15 +90,37 @@ def matrix_frame(
     })
 
 
-def color_scale(scale: str, values: np.ndarray) -> alt.Scale:
+def color_scale(scale: str) -> alt.Scale:
+    """Weights: fixed 0-1 sequential. Masks: 0/1 greys. Scores: diverging, centred on 0.
+
+    No scale depends on the data's values, so one chart spec serves any data of its shape."""
     if scale == "weights":
         return alt.Scale(scheme=SCHEMES["weights"], domain=[0, 1])
     if scale == "mask":
         return alt.Scale(domain=[0, 1], range=["#f7f7f7", "#404040"])
-    finite = values[np.isfinite(values)]
-    bound = float(np.max(np.abs(finite))) if finite.size else 1.0
-    bound = bound or 1.0
-    return alt.Scale(scheme=SCHEMES["scores"], domain=[-bound, bound], domainMid=0)
+    return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
+
+
+def heatmap_frame(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
+                  offset_rows: int = 0, offset_cols: int = 0) -> pd.DataFrame:
+    """The data of :func:`heatmap`: a window of a matrix placed at its true token positions."""
+    n_rows, n_cols = np.shape(matrix)
+    return matrix_frame(matrix, row_labels[offset_rows:offset_rows + n_rows],
+                        col_labels[offset_cols:offset_cols + n_cols], offset_rows, offset_cols)
+
+
+def facet_frame(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_labels: Sequence[str],
+                col_labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """The data of :func:`facet_grid`: every panel's cells, tagged with its title and order."""
+    col_labels = row_labels if col_labels is None else col_labels
+    frames = []
+    for order, (title, m) in enumerate(zip(panel_titles, matrices)):
+        n_rows, n_cols = np.shape(m)
+        f = matrix_frame(m, row_labels[:n_rows], col_labels[:n_cols])
+        f["panel"] = title
+        f["order"] = order
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True)
 
 
 def heatmap(
@@ -122,8 +147,7 @@ def heatmap(
     n_rows, n_cols = m.shape
     if needs_raster(n_rows * n_cols):
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
-    df = matrix_frame(m, row_labels[offset_rows:offset_rows + n_rows],
-                      col_labels[offset_cols:offset_cols + n_cols], offset_rows, offset_cols)
+    df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols)
     px = cell_px(n_rows, n_cols, max_px)
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
@@ -138,7 +162,7 @@ def heatmap(
     base = alt.Chart(df).encode(x=x, y=y)
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
-                            alt.Color("color:Q", scale=color_scale(scale, m), title=LEGEND_TITLES[scale],
+                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale],
                                       legend=alt.Legend(orient="right", gradientLength=min(200, px * n_rows)))),
         tooltip=tooltip,
     )
@@ -187,19 +211,12 @@ def facet_grid(
     mats = [np.asarray(m, dtype=np.float64) for m in matrices]
     n_rows, n_cols = mats[0].shape
     col_labels = row_labels if col_labels is None else col_labels
-    if needs_raster(len(mats) * n_rows * n_cols):
+    if needs_raster(len(mats) * n_rows * n_cols, MAX_PANEL_CELLS):
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
-    frames = []
-    for order, (title, m) in enumerate(zip(panel_titles, mats)):
-        f = matrix_frame(m, row_labels[:n_rows], col_labels[:n_cols])
-        f["panel"] = title
-        f["order"] = order
-        frames.append(f)
-    df = pd.concat(frames, ignore_index=True)
+    df = facet_frame(mats, panel_titles, row_labels, col_labels)
     px = cell_px(n_rows, n_cols, max_px)
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
-    all_values = np.concatenate([m.ravel() for m in mats])
     base = alt.Chart(df).encode(
         x=alt.X("k:O", sort="ascending", title=x_title,
                 axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=-45, **axis)),
@@ -207,7 +224,7 @@ def facet_grid(
     )
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
-                            alt.Color("color:Q", scale=color_scale(scale, all_values), title=LEGEND_TITLES[scale])),
+                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale])),
         tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
                  alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
                  alt.Tooltip("masked:N")],
@@ -242,7 +259,7 @@ def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
 
 def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
     """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
-    m = np.asarray(matrix, dtype=np.float64)
+    m = np.asarray(matrix, dtype=np.float32)
     finite = np.isfinite(m)
     if scale == "weights":
         t = m
@@ -257,9 +274,31 @@ def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
     return rgb
 
 
-def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160) -> bytes:
+def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarray, int]:
+    """Shrink a matrix by k x k blocks (k = ceil(longest side / max_side)) so neither side exceeds
+    ``max_side``; returns (pooled, k). ``how`` is "max" (keeps sharp peaks such as attention to one
+    token) or "mean". Masked (-inf/NaN) cells stay masked only where a whole block is masked."""
+    m = np.asarray(matrix, dtype=np.float32)
+    k = int(np.ceil(max(m.shape) / max_side))
+    if k <= 1:
+        return m, 1
+    rows, cols = m.shape
+    pad_r, pad_c = (-rows) % k, (-cols) % k
+    padded = np.pad(np.where(np.isfinite(m), m, np.nan), ((0, pad_r), (0, pad_c)), constant_values=np.nan)
+    blocks = padded.reshape(padded.shape[0] // k, k, padded.shape[1] // k, k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks (fully masked) stay NaN
+        pooled = np.nanmax(blocks, axis=(1, 3)) if how == "max" else np.nanmean(blocks, axis=(1, 3))
+    return pooled, k
+
+
+def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160,
+               max_side: int | None = None) -> bytes:
     """A PNG of the colour-mapped matrix: nearest-neighbour upscaled so the longer side reaches
-    about ``target_px`` and a thin side is stretched to ``min_side`` (never downscaled)."""
+    about ``target_px`` and a thin side is stretched to ``min_side``. With ``max_side`` a larger
+    matrix is first pooled (max for weights and masks, mean for scores) to at most that many pixels."""
+    if max_side is not None:
+        matrix, _ = pool(matrix, max_side, "mean" if scale == "scores" else "max")
     rgb = raster_rgb(matrix, scale)
     img = Image.fromarray(rgb, mode="RGB")
     rows, cols = rgb.shape[:2]

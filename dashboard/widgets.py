@@ -3,8 +3,12 @@ matrices as rect heatmaps or, when too large, as PNG rasters with a zoom window.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 
+import altair as alt
 import numpy as np
 import streamlit as st
 
@@ -15,6 +19,68 @@ from .compute import Run, cached_tokens, traced_run
 from .controls import Settings
 
 ZOOM_SIZES = (32, 64, 128)
+RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
+THUMB_SIDE = 256  # the same for the small panels of a grid
+
+# Built charts (Vega-Lite spec with Arrow data) and PNGs, keyed by what they show. Building an
+# Altair chart and converting it costs ~50 ms a chart; a rerun that changes nothing in a chart
+# (a click, another head) then sends the cached spec. Shared by sessions: entries are immutable.
+_CACHE: OrderedDict[Hashable, object] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 256
+
+
+def memo(key: Hashable | None, build: Callable[[], object]) -> object:
+    """``build()``, remembered under ``key`` (None: not remembered)."""
+    if key is None:
+        return build()
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = build()
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def _to_spec(chart: alt.TopLevelMixin) -> dict:
+    """Streamlit's own conversion of an Altair chart: a Vega-Lite dict with Arrow datasets."""
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+
+    return dict(_convert_altair_to_vega_lite_spec(chart))
+
+
+def _arrow_bytes(df) -> bytes:
+    """A frame as Arrow IPC bytes, converted on this thread (pyarrow's default thread pool costs
+    ~10 ms a chart in thread start-up on a 2-core machine)."""
+    import pyarrow as pa
+    from streamlit.dataframe_util import convert_arrow_table_to_arrow_bytes
+
+    return convert_arrow_table_to_arrow_bytes(pa.Table.from_pandas(df, nthreads=1))
+
+
+def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object],
+               structure: Hashable, data_key: Hashable | None, key: str, selectable: bool = False):
+    """Draw a chart from a cached spec template; return its selection event (or a DeltaGenerator).
+
+    No chart spec depends on the data's values (see charts.color_scale), so the spec built once
+    for a ``structure`` (shape, labels, scale, sizes) serves every run: a rerun only swaps in the
+    new data (``frame()`` as Arrow bytes, cached under ``data_key``). Building and converting a
+    chart costs ~50 ms; swapping data ~1 ms.
+    """
+    template = memo(("spec", structure), lambda: _to_spec(build()))
+    data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
+    name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
+    spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}
+    spec["data"] = {"name": name}
+    spec["datasets"] = {name: data}
+    kw = dict(width="content", key=key)
+    if selectable:
+        kw.update(on_select="rerun", selection_mode=["cell"])
+    return container.vega_lite_chart(spec=spec, **kw)
 
 
 def _set_state(key: str, value: object) -> None:
@@ -79,6 +145,7 @@ def show_matrix(
     max_px: int = charts.CHART_PX,
     selectable: bool = False,
     zoom: bool = False,
+    cache_key: Hashable | None = None,
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked.
 
@@ -88,13 +155,22 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
+    labels = (tuple(row_labels), tuple(col_labels))
+    ck = None if cache_key is None else (cache_key, scale, max_px)
     if not charts.needs_raster(n_rows * n_cols):
-        chart = charts.heatmap(matrix, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                               max_px=max_px, selectable=selectable)
-        return _draw(container, chart, key, selectable)
-    container.image(charts.raster_png(matrix, scale), width=min(max_px, 640))
+        def build(m=matrix):
+            return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
+                                  max_px=max_px, selectable=selectable)
+        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable)
+        event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels),
+                           structure, ck, key, selectable)
+        return _clicked(event)
+    png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
+    container.image(png, width=min(max_px, 640))
+    k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
+    pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
     container.caption(f"{n_rows * n_cols:,} cells: drawn as an image so the page stays fast "
-                      f"(rows: {y_title}, columns: {x_title}; grey = masked).")
+                      f"(rows: {y_title}, columns: {x_title}; grey = masked{pooled}).")
     if not zoom:
         return None
     size = container.select_slider("Zoom window (tokens)", ZOOM_SIZES, value=64, key=f"{key}_zoom_size")
@@ -102,18 +178,22 @@ def show_matrix(
     start = container.slider("Zoom window starts at token", 1, n_rows - size + 1, 1, key=f"{key}_zoom_start") - 1
     cols = (start, start + size) if n_cols == n_rows else (0, min(n_cols, size))
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
-    chart = charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                           max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0])
+    def build_zoom():
+        return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
+                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0])
+    structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable)
+    event = draw_chart(container, build_zoom,
+                       lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0]),
+                       structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
-    return _draw(container, chart, key, selectable)
+    return _clicked(event)
 
 
-def _draw(container, chart, key: str, selectable: bool) -> tuple[int, int] | None:
-    if not selectable:
-        container.altair_chart(chart, width="content", key=key)
+def _clicked(event) -> tuple[int, int] | None:
+    """The (row, col) of a clicked cell from a chart's selection event, if any."""
+    if not isinstance(event, dict):  # a plain chart (no selection) returns its DeltaGenerator
         return None
-    event = container.altair_chart(chart, width="content", key=key, on_select="rerun", selection_mode=["cell"])
-    points = (event.selection or {}).get("cell") if event is not None else None
+    points = (event.get("selection") or {}).get("cell")
     if points:
         p = points[0]
         return int(p["q"]), int(p["k"])
@@ -122,16 +202,25 @@ def _draw(container, chart, key: str, selectable: bool) -> tuple[int, int] | Non
 
 def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str], row_labels: Sequence[str],
                 col_labels: Sequence[str] | None = None, *, key: str, scale: str = "weights", columns: int = 4,
-                max_px: int = 220, x_title: str = "key", y_title: str = "query") -> None:
+                max_px: int = 220, x_title: str = "key", y_title: str = "query",
+                cache_key: Hashable | None = None) -> None:
     """Same-shaped matrices side by side: one faceted chart, or one PNG each when too large."""
     col_labels = row_labels if col_labels is None else col_labels
     n_rows, n_cols = np.shape(matrices[0])
-    if not charts.needs_raster(len(matrices) * n_rows * n_cols):
-        chart = charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
-                                  max_px=max_px, x_title=x_title, y_title=y_title)
-        container.altair_chart(chart, width="content", key=key)
+    ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
+    if not charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS):
+        def build():
+            return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
+                                     max_px=max_px, x_title=x_title, y_title=y_title)
+        structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
+                     scale, columns, max_px, x_title, y_title)
+        draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels),
+                   structure, ck, key)
         return
-    container.caption(f"{len(matrices)} × {n_rows * n_cols:,} cells: each panel drawn as an image.")
+    container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "
+                      "so the page stays fast.")
     cols = container.columns(min(columns, len(matrices)))
     for i, (m, title) in enumerate(zip(matrices, titles)):
-        cols[i % len(cols)].image(charts.raster_png(m, scale, target_px=max_px), caption=title, width=max_px)
+        png = memo(None if ck is None else ("png", ck, i),
+                   lambda m=m: charts.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE))
+        cols[i % len(cols)].image(png, caption=title, width=max_px)

@@ -91,3 +91,20 @@ def wait_idle(page, timeout: float = 60_000, charts: bool = True) -> None:
     if charts:
         page.wait_for_selector('[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg',
                                timeout=timeout)
+
+
+def wait_drawn(page, timeout: float = 60_000) -> None:
+    """Wait until a rerun has finished and the page has painted its results: the script is not
+    running, no element is stale, every chart has a canvas and every image has loaded, then two
+    animation frames."""
+    page.wait_for_function(
+        """() => {
+            if (!document.querySelector('[data-test-script-state="notRunning"]')) return false;
+            if (document.querySelector('[data-stale="true"]')) return false;
+            for (const c of document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+                if (!c.querySelector('canvas, svg')) return false;
+            for (const img of document.querySelectorAll('[data-testid="stImage"] img'))
+                if (!img.complete) return false;
+            return true;
+        }""", timeout=timeout, polling="raf")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")

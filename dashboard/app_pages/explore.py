@@ -9,7 +9,7 @@ import streamlit as st
 from attn_core import HAS_HEADS
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
-from dashboard.widgets import load_run, show_matrix, show_panels
+from dashboard.widgets import load_run, memo, show_matrix, show_panels
 
 s = settings()
 cfg = s.cfg
@@ -18,7 +18,14 @@ run = load_run(s)
 if run is None:
     st.stop()
 
-trace, labels = run.trace, run.labels
+trace, labels, rk = run.trace, run.labels, run.key
+
+
+def mat(kind: str, h: int = 0) -> np.ndarray | None:
+    """One head's 2-d matrix of a step kind (remembered: T=1024 traces are large)."""
+    return memo((rk, "matrix", kind, h), lambda: head_matrix(trace, kind, h))
+
+
 T = len(run.tokens)
 H = num_heads(trace)
 out_shape = tuple(run.output.shape)
@@ -40,54 +47,56 @@ left, right = st.columns([2, 3])
 token_df = pd.DataFrame({"label": labels, "id": [t.id for t in run.tokens],
                          "piece": [repr(t.text) for t in run.tokens]})
 left.dataframe(token_df, hide_index=True, height=min(420, 38 + 35 * T), width="stretch")
-x = head_matrix(trace, "input")
+x = mat("input")
 dims = [f"dim {i + 1}" for i in range(x.shape[1])]
 show_matrix(right, x, labels, dims, key="input", scale="scores", title=f"Input x ({run.input_mode} inputs)",
-            x_title="dimension", y_title="token", max_px=420)
+            x_title="dimension", y_title="token", max_px=420, cache_key=(rk, "input"))
 
 # Head picker ------------------------------------------------------------------------------------
 head = 0
 if H > 1:
     st.header("All heads: attention weights")
-    show_panels(st, list(all_heads(trace, "weights")), [f"head {h + 1}" for h in range(H)], labels,
-                key="heads_grid", scale="weights", columns=min(H, 6), max_px=200 if T <= 32 else 160)
+    show_panels(st, memo((rk, "all_heads"), lambda: list(all_heads(trace, "weights"))),
+                [f"head {h + 1}" for h in range(H)], labels, key="heads_grid", scale="weights",
+                columns=min(H, 6), max_px=200 if T <= 32 else 160, cache_key=(rk, "heads_grid"))
     head = st.segmented_control("Look at one head", list(range(H)), default=0, key="head",
                                 format_func=lambda h: f"head {h + 1}") or 0
 
 # 2. Queries, keys, values -----------------------------------------------------------------------
-qkv = [head_matrix(trace, k, head) for k in ("queries", "keys", "values")]
+qkv = [mat(k, head) for k in ("queries", "keys", "values")]
 if qkv[0] is not None:
     st.header("2 · Queries, keys, values" + (f" (head {head + 1})" if H > 1 else ""))
     width = qkv[0].shape[1]
     show_panels(st, qkv, ["queries", "keys", "values"], labels, [f"{i + 1}" for i in range(width)],
-                key="qkv", scale="scores", columns=3, max_px=240, x_title="dim", y_title="token")
+                key="qkv", scale="scores", columns=3, max_px=240, x_title="dim", y_title="token",
+                cache_key=(rk, "qkv", head))
 
 # 3. Scores to weights ---------------------------------------------------------------------------
 st.header("3 · Scores → weights" + (f" (head {head + 1})" if H > 1 else ""))
 score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", "masked scores (−∞ above diagonal)"),
                ("scaled_scores", "scaled scores  ÷ √d_k")]
-score_mats = [(title, m) for kind, title in score_kinds if (m := head_matrix(trace, kind, head)) is not None]
+score_mats = [(title, m) for kind, title in score_kinds if (m := mat(kind, head)) is not None]
 show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], labels, key="scores",
-            scale="scores", columns=3, max_px=260)
+            scale="scores", columns=3, max_px=260, cache_key=(rk, "scores", head))
 st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
-mask = head_matrix(trace, "mask", head)
+mask = mat("mask", head)
 weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", "future zeroed"),
                 ("weights", "attention weights")]
-weight_mats = [(t, m) for kind, t in weight_kinds if (m := head_matrix(trace, kind, head)) is not None]
+weight_mats = [(t, m) for kind, t in weight_kinds if (m := mat(kind, head)) is not None]
 if mask is not None:
     c_mask, c_rest = st.columns([1, 3])
     show_matrix(c_mask, mask, labels, labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
-                max_px=220)
+                max_px=220, cache_key=(rk, "mask"))
     if len(weight_mats) > 1:
         show_panels(c_rest, [m for _, m in weight_mats[:-1]], [t for t, _ in weight_mats[:-1]], labels,
-                    key="renorm_steps", scale="weights", columns=2, max_px=220)
+                    key="renorm_steps", scale="weights", columns=2, max_px=220, cache_key=(rk, "renorm", head))
         c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
 
-weights = head_matrix(trace, "weights", head)
+weights = mat("weights", head)
 st.subheader("Attention weights — every row sums to 1")
 c_w, c_story = st.columns([3, 2])
 clicked = show_matrix(c_w, weights, labels, labels, key="weights", scale="weights", selectable=True, zoom=True,
-                      max_px=520)
+                      max_px=520, cache_key=(rk, "weights", head))
 c_w.caption("Fixed 0–1 colour scale (viridis), comparable across charts. Click a cell to see its story.")
 row_sums = weights.sum(axis=1)
 c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
@@ -116,12 +125,12 @@ with c_story:
                    f"range {finite.min():.3f} … {finite.max():.3f}.")
 
 # 4. Dropout ------------------------------------------------------------------------------------
-dmask = head_matrix(trace, "dropout_mask", head)
+dmask = mat("dropout_mask", head)
 if dmask is not None:
     st.header("4 · Dropout on the weights")
-    dropped = head_matrix(trace, "dropped_weights", head)
+    dropped = mat("dropped_weights", head)
     show_panels(st, [dmask, dropped], ["dropped cells (1 = zeroed)", "weights after dropout"], labels,
-                key="dropout", scale="weights", columns=2, max_px=300)
+                key="dropout", scale="weights", columns=2, max_px=300, cache_key=(rk, "dropout", head))
     p = cfg.dropout
     st.caption(f"p = {p:g}: {dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed; survivors "
                f"× 1/(1−p) = {1 / (1 - p):.3f}. Row sums now range {dropped.sum(1).min():.3f} … "
@@ -133,14 +142,14 @@ elif cfg.variant in ("CausalAttention", *HAS_HEADS):
 
 # 5. Context vectors and output -----------------------------------------------------------------
 st.header("5 · Context vectors and output")
-ctx = head_matrix(trace, "context", head)
+ctx = mat("context", head)
 out = run.output[0].numpy().astype(np.float64)
 c1, c2 = st.columns(2)
 show_matrix(c1, ctx, labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context", scale="scores",
             title="context vectors" + (f" (head {head + 1})" if H > 1 else ""), x_title="dimension",
-            y_title="token", max_px=380)
+            y_title="token", max_px=380, cache_key=(rk, "context", head))
 show_matrix(c2, out, labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
-            title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=380)
+            title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=380, cache_key=(rk, "output"))
 if cfg.variant == "MultiHeadAttentionWrapper":
     st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {H}.")
 elif cfg.variant == "MultiHeadAttention":

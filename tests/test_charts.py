@@ -1,0 +1,90 @@
+"""Chart builders: pure functions, tested without a browser."""
+
+import io
+import json
+
+import altair as alt
+import numpy as np
+import pytest
+from PIL import Image
+
+from dashboard import charts
+
+LABELS = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
+
+
+def causal_scores(n: int) -> np.ndarray:
+    m = np.random.default_rng(0).normal(size=(n, n))
+    m[np.triu_indices(n, 1)] = -np.inf
+    return m
+
+
+def test_masked_cells_present_and_marked():
+    df = charts.matrix_frame(causal_scores(5), LABELS, LABELS)
+    assert len(df) == 25  # no cell dropped
+    assert df["masked"].sum() == 10
+    assert df.loc[df["masked"], "value"].isna().all()  # -inf becomes NaN, never a number
+    spec = charts.heatmap(causal_scores(5), LABELS, LABELS).to_dict()
+    text = json.dumps(spec, ensure_ascii=False)
+    assert charts.MASK_GREY in text and "−∞" in text and "datum.masked" in text
+
+
+def test_repeated_tokens_stay_distinct_and_axes_are_positions():
+    df = charts.heatmap_frame(np.eye(5), LABELS, LABELS)
+    assert sorted(df["q"].unique()) == [0, 1, 2, 3, 4]
+    assert set(df[df["q"] == 3]["row"]) == {"4: the"} and set(df[df["q"] == 0]["row"]) == {"1: the"}
+    spec = charts.heatmap(np.eye(5), LABELS, LABELS).to_dict()
+    x = spec["layer"][0]["encoding"]["x"]
+    assert x["field"] == "k" and x["type"] == "ordinal" and x["sort"] == "ascending"  # never sort by labels
+    assert "1: the" in x["axis"]["labelExpr"] and "4: the" in x["axis"]["labelExpr"]
+
+
+def test_scales_weights_fixed_scores_diverging():
+    w = charts.heatmap(np.full((3, 3), 1 / 3), LABELS[:3], LABELS[:3], scale="weights").to_dict()
+    enc = json.dumps(w["layer"][0]["encoding"]["color"])
+    assert '"domain": [0, 1]' in enc and "viridis" in enc
+    s = charts.heatmap(np.array([[-2.0, 1.0], [0.5, 3.0]]), LABELS[:2], LABELS[:2], scale="scores").to_dict()
+    enc = json.dumps(s["layer"][0]["encoding"]["color"])
+    assert '"domainMid": 0' in enc and "blueorange" in enc
+
+
+def test_fixed_square_cells_and_text_only_when_readable():
+    small = charts.heatmap(np.eye(6), LABELS + ["6: x"], LABELS + ["6: x"], scale="weights").to_dict()
+    assert small["width"] == {"step": charts.cell_px(6, 6)} == small["height"]
+    assert any(layer["mark"]["type"] == "text" and "format" in json.dumps(layer) for layer in small["layer"])
+    labels = [f"{i + 1}: t" for i in range(40)]
+    big = charts.heatmap(np.eye(40), labels, labels, scale="weights").to_dict()
+    assert not any("format" in json.dumps(layer.get("encoding", {}).get("text", {})) for layer in big["layer"])
+
+
+def test_raster_switch_above_threshold():
+    assert not charts.needs_raster(128 * 128)
+    assert charts.needs_raster(129 * 129)
+    labels = [f"{i}" for i in range(200)]
+    with pytest.raises(ValueError, match="raster_png"):
+        charts.heatmap(np.zeros((200, 200)), labels, labels)
+    png = charts.raster_png(causal_scores(200), "scores")
+    img = Image.open(io.BytesIO(png))
+    assert img.size == (400, 400)  # upscaled x2 towards 512 px
+    rgb = np.asarray(img)
+    assert tuple(rgb[0, -1]) == (208, 208, 208)  # masked corner is grey
+
+
+def test_pooling_keeps_peaks_and_masks():
+    m = np.zeros((1024, 1024), dtype=np.float32)
+    m[500, 10] = 1.0
+    m[np.triu_indices(1024, 1)] = -np.inf
+    pooled, k = charts.pool(m, 256)
+    assert k == 4 and pooled.shape == (256, 256)
+    assert pooled[125, 2] == 1.0  # max pooling keeps a single sharp weight
+    assert np.isnan(pooled[0, 200])  # a fully masked block stays masked
+
+
+def test_heads_grid_is_one_faceted_chart():
+    chart = charts.heads_grid(np.random.rand(4, 5, 5), LABELS)
+    assert isinstance(chart, alt.FacetChart)
+    spec = chart.to_dict()
+    data = next(iter(spec["datasets"].values()))
+    assert {row["panel"] for row in data} == {"head 1", "head 2", "head 3", "head 4"}
+    with pytest.raises(ValueError):
+        charts.heads_grid(np.random.rand(12, 32, 32), [str(i) for i in range(32)])  # 12k cells: rasters
