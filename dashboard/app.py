@@ -23,6 +23,9 @@ PAGES = Path(__file__).resolve().parent / "app_pages"
 st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
 page = st.navigation([
     st.Page(PAGES / "explore.py", title="Explore", icon="🔍", default=True),
+    st.Page(PAGES / "shape_flow.py", title="Shape flow", icon="🧩", url_path="shape-flow"),
+    st.Page(PAGES / "masking_lab.py", title="Masking lab", icon="🎭", url_path="masking-lab"),
+    st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon="📖", url_path="walkthrough"),
 ])
 render_sidebar()
 page.run()

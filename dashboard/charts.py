@@ -248,6 +248,48 @@ def heads_grid(matrices: np.ndarray, labels: Sequence[str], *, scale: str = "wei
                       columns=columns, max_px=max_px)
 
 
+def numbered_cells(
+    numbers: np.ndarray,
+    groups: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    panels: Sequence[str] | None = None,
+    group_title: str = "head",
+    x_title: str = "column",
+    y_title: str = "token",
+    px: int = 30,
+) -> alt.Chart | alt.FacetChart:
+    """Cells that show their number, coloured by group (e.g. which head a column belongs to).
+
+    ``numbers``/``groups`` are (rows, cols), or (panels, rows, cols) with ``panels`` titles: the
+    same numbers before and after a reshape, so learners can follow each one."""
+    nums = np.asarray(numbers)
+    grps = np.asarray(groups)
+    if nums.ndim == 2:
+        nums, grps, panels = nums[None], grps[None], [""]
+    frames = []
+    for p, title in enumerate(panels):
+        n_rows, n_cols = nums[p].shape
+        q, k = np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij")
+        frames.append(pd.DataFrame({"q": q.ravel(), "k": k.ravel(), "number": nums[p].ravel(),
+                                    group_title: [f"{group_title} {g + 1}" for g in grps[p].ravel()],
+                                    "panel": title, "order": p}))
+    df = pd.concat(frames, ignore_index=True)
+    base = alt.Chart(df).encode(
+        x=alt.X("k:O", title=x_title, axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=0)),
+        y=alt.Y("q:O", title=y_title, axis=alt.Axis(labelExpr=label_expr(row_labels))),
+    )
+    cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.Color(f"{group_title}:N", scale=alt.Scale(scheme="tableau10"), title=group_title),
+        tooltip=["number:Q", f"{group_title}:N"])
+    text = base.mark_text(fontSize=11, color="white").encode(text=alt.Text("number:Q", format=".0f"))
+    chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
+    if len(panels) == 1:
+        return chart
+    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels))
+
+
 def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     """Interpolate ``anchors`` (n, 3) at positions t in [0, 1] -> (..., 3) uint8."""
     pos = np.clip(t, 0.0, 1.0) * (len(anchors) - 1)

@@ -62,8 +62,9 @@ def _arrow_bytes(df) -> bytes:
     return convert_arrow_table_to_arrow_bytes(pa.Table.from_pandas(df, nthreads=1))
 
 
-def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object],
-               structure: Hashable, data_key: Hashable | None, key: str, selectable: bool = False):
+def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None = None,
+               structure: Hashable | None = None, data_key: Hashable | None = None, *, key: str,
+               selectable: bool = False):
     """Draw a chart from a cached spec template; return its selection event (or a DeltaGenerator).
 
     No chart spec depends on the data's values (see charts.color_scale), so the spec built once
@@ -71,15 +72,17 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
     new data (``frame()`` as Arrow bytes, cached under ``data_key``). Building and converting a
     chart costs ~50 ms; swapping data ~1 ms.
     """
+    kw = dict(width="content", key=key)
+    if selectable:
+        kw.update(on_select="rerun", selection_mode=["cell"])
+    if structure is None:  # a one-off chart: its own data, nothing remembered
+        return container.vega_lite_chart(spec=_to_spec(build()), **kw)
     template = memo(("spec", structure), lambda: _to_spec(build()))
     data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
     name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
     spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}
     spec["data"] = {"name": name}
     spec["datasets"] = {name: data}
-    kw = dict(width="content", key=key)
-    if selectable:
-        kw.update(on_select="rerun", selection_mode=["cell"])
     return container.vega_lite_chart(spec=spec, **kw)
 
 
@@ -163,7 +166,7 @@ def show_matrix(
                                   max_px=max_px, selectable=selectable)
         structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable)
         event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels),
-                           structure, ck, key, selectable)
+                           structure, ck, key=key, selectable=selectable)
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
     container.image(png, width=min(max_px, 640))
@@ -184,7 +187,7 @@ def show_matrix(
     structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable)
     event = draw_chart(container, build_zoom,
                        lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0]),
-                       structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
+                       structure, None if ck is None else (ck, "zoom", start, size), key=key, selectable=selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
     return _clicked(event)
 
@@ -215,7 +218,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
                      scale, columns, max_px, x_title, y_title)
         draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels),
-                   structure, ck, key)
+                   structure, ck, key=key)
         return
     container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "
                       "so the page stays fast.")
@@ -224,3 +227,50 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         png = memo(None if ck is None else ("png", ck, i),
                    lambda m=m: charts.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE))
         cols[i % len(cols)].image(png, caption=title, width=max_px)
+
+
+def _step(key: str, delta: int, n: int) -> None:
+    st.session_state[key] = min(n - 1, max(0, st.session_state.get(key, 0) + delta))
+
+
+def stepper(key: str, labels: Sequence[str]) -> int:
+    """Previous / Next buttons and a slider over ``labels``; returns the chosen index.
+
+    Buttons and slider share one session-state value, so a projector user can click or drag."""
+    n = len(labels)
+    st.session_state.setdefault(key, 0)
+    st.session_state[key] = min(st.session_state[key], n - 1)
+    c_prev, c_slider, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
+    c_prev.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="stretch",
+                  disabled=st.session_state[key] == 0)
+    c_next.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="stretch",
+                  disabled=st.session_state[key] == n - 1)
+    if n > 1:
+        c_slider.select_slider("Step", options=list(range(n)), key=key,
+                               format_func=lambda i: f"{i + 1}/{n} · {labels[i]}", label_visibility="collapsed")
+    return int(st.session_state[key])
+
+
+def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,
+                 scale: str = "scores", cache_key: Hashable | None = None) -> None:
+    """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes."""
+    t = tensor.float() if tensor.dtype.is_floating_point else tensor.float()
+    index = []
+    lead = t.ndim - 2
+    if lead > 0:
+        cols = container.columns(lead)
+        for d in range(lead):
+            name = axes[d] if d < len(axes) else f"dim {d}"
+            size = t.shape[d]
+            i = cols[d].number_input(f"{name} index", 0, size - 1, 0, key=f"{key}_{d}") if size > 1 else 0
+            index.append(int(i))
+    m = t[tuple(index)] if index else t
+    if m.ndim == 1:
+        m = m.unsqueeze(0)
+    m = m.numpy()
+    row_axis = axes[-2] if len(axes) >= 2 else "row"
+    col_axis = axes[-1] if axes else "column"
+    rows = labels if row_axis == "num_tokens" and len(labels) == m.shape[0] else [str(i) for i in range(m.shape[0])]
+    cols_l = labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else [str(i) for i in range(m.shape[1])]
+    show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=420,
+                cache_key=None if cache_key is None else (cache_key, tuple(index)))

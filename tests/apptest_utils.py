@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")  # absolute: AppTest resolves
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+APP = str(ROOT / "dashboard" / "app.py")  # absolute: AppTest resolves relative paths against the test file
 TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
 
 

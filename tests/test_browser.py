@@ -98,3 +98,35 @@ def test_explore_end_to_end(page, server, tmp_path):
     assert page.get_by_text("Cell story: query").count() == 1
     no_exception(page)
     page.screenshot(path=tmp_path / "explore_clicked.png")
+
+
+def test_teaching_pages_step_through(page, server, tmp_path):
+    page.goto(f"{server}/shape-flow")
+    wait_idle(page)
+    no_exception(page)
+    for i in range(4):
+        page.get_by_role("button", name="Next ▶").click()
+        wait_idle(page)
+        page.get_by_text(f"{i + 2}/20 ·").first.wait_for()
+        no_exception(page)
+    page.get_by_text("view size is not compatible").first.wait_for()
+    page.screenshot(path=tmp_path / "shape_flow.png", full_page=True)
+
+    page.goto(f"{server}/walkthrough")
+    wait_idle(page, charts=False)
+    for i in range(18):
+        page.get_by_text("Agrees with the book").first.wait_for()
+        no_exception(page)
+        page.get_by_role("button", name="Next ▶").click()
+        wait_idle(page, charts=False)
+    page.get_by_text("§3.6.2 · MultiHeadAttention (seed 123)").wait_for()
+    page.get_by_text("Agrees with the book").first.wait_for()
+    page.screenshot(path=tmp_path / "walkthrough.png", full_page=True)
+
+    page.goto(f"{server}/masking-lab")
+    wait_idle(page)
+    page.get_by_text("mistake: renormalize raw scores", exact=True).first.click()
+    wait_idle(page)
+    page.get_by_text("Wrong: raw scores can be negative").first.wait_for()
+    no_exception(page)
+    page.screenshot(path=tmp_path / "masking_lab.png", full_page=True)

@@ -1,0 +1,106 @@
+"""AppTest for the teaching pages: every stepper position, every mistake, numbers shown."""
+
+import pytest
+
+from apptest_utils import chart_with, clear_caches, messages, new_app
+
+SHAPE, LAB, WALK = "app_pages/shape_flow.py", "app_pages/masking_lab.py", "app_pages/walkthrough.py"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def open_page(page, **query):
+    at = new_app(**query)
+    at.run()
+    at.switch_page(page).run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def metric(at, label):
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_shape_flow_every_step():
+    at = open_page(SHAPE, input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="6", num_heads="3")
+    n = 20  # x + 19 MultiHeadAttention steps
+    seen = []
+    for i in range(n):
+        assert at.session_state["flow_step"] == i
+        seen.append(at.subheader[0].value)
+        assert not messages(at)["exception"]
+        if i < n - 1:
+            at.button(key="flow_step_next").click().run()
+    assert seen[0] == "1. `x`" and seen[-1] == "20. `out_proj`"
+    assert any("`keys.transpose`" in s for s in seen)
+    shapes = " ".join(m.value for m in at.markdown)
+    assert "(b=1, num_tokens=5, d_out=6)" in shapes or "num_tokens" in shapes
+    at.button(key="flow_step_prev").click().run()
+    assert at.session_state["flow_step"] == n - 2
+
+
+def test_shape_flow_checks_show_equivalence_and_view_error():
+    at = open_page(SHAPE, input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="6", num_heads="3")
+    assert float(metric(at, "max |difference|")) < 1e-5  # wrapper == MHA with copied weights (first metric)
+    diffs = [float(m.value) for m in at.metric if m.label == "max |difference|"]
+    assert len(diffs) == 2 and max(diffs) < 1e-5
+    assert any("view size is not compatible" in c.value for c in at.code)
+    assert any("contiguous" in m.value for m in at.markdown)
+
+
+def test_shape_flow_steps_show_contiguity():
+    at = open_page(SHAPE)
+    at.session_state["flow_step"] = 7  # keys.transpose (after x, 3 projections, 3 views)
+    at.run()
+    assert at.subheader[0].value == "8. `keys.transpose`"
+    assert any("**Contiguous:** no" in m.value for m in at.markdown)
+
+
+def test_masking_lab_methods_agree_and_every_mistake_differs():
+    at = open_page(LAB)
+    assert float(metric(at, "max |(a) − (b)|")) < 1e-6
+    names = ["mistake: zeros in the scores", "mistake: renormalize raw scores", "mistake: no renormalization",
+             "large negative instead of −∞"]
+    for name in names:
+        at.button_group(key="mistake").set_value(name).run()
+        assert not messages(at)["exception"]
+        rows = chart_with(at, name)
+        pair = {r["panel"] for r in rows}
+        assert pair == {"right: −∞ before softmax", name}
+        assert any(f"{name} − right answer" in m.value for m in at.markdown)
+        right = {(r["q"], r["k"]): r["value"] for r in rows if r["panel"].startswith("right")}
+        biggest = max(abs(r["value"] - right[(r["q"], r["k"])]) for r in rows if r["panel"] == name)
+        if name.startswith("mistake"):
+            assert biggest > 1e-3, name
+        else:
+            assert biggest < 1e-6, name
+
+
+def test_masking_lab_precision_table_has_every_dtype():
+    at = open_page(LAB)
+    table = at.dataframe[0].value
+    assert set(table["dtype"]) == {"float32", "float16", "bfloat16"}
+    nan_rows = table[table["mask value"] == "−∞"]["a fully masked row becomes"]
+    assert all(v.startswith("NaN") for v in nan_rows)
+
+
+def test_walkthrough_every_step_agrees():
+    at = open_page(WALK)
+    for i in range(19):
+        assert not messages(at)["error"], at.session_state["walk_step"]
+        assert at.success and at.success[0].value.startswith("Agrees with the book")
+        if i < 18:
+            at.button(key="walk_step_next").click().run()
+    assert at.session_state["walk_step"] == 18
+
+
+def test_walkthrough_with_your_sentence():
+    at = open_page(WALK, sentence="the cat saw the dog")
+    assert any(s.value == "Now with your sentence" for s in at.subheader)
+    frames = [d.value for d in at.dataframe]
+    assert any(list(f.columns) == ["1: the", "2: cat", "3: saw", "4: the", "5: dog"] for f in frames)
