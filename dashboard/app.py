@@ -26,6 +26,7 @@ page = st.navigation([
     st.Page(PAGES / "shape_flow.py", title="Shape flow", icon="🧩", url_path="shape-flow"),
     st.Page(PAGES / "masking_lab.py", title="Masking lab", icon="🎭", url_path="masking-lab"),
     st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon="📖", url_path="walkthrough"),
+    st.Page(PAGES / "benchmark.py", title="Benchmark", icon="⏱️", url_path="benchmark"),
 ])
 render_sidebar()
 page.run()

@@ -104,3 +104,26 @@ def test_walkthrough_with_your_sentence():
     assert any(s.value == "Now with your sentence" for s in at.subheader)
     frames = [d.value for d in at.dataframe]
     assert any(list(f.columns) == ["1: the", "2: cat", "3: saw", "4: the", "5: dog"] for f in frames)
+
+
+def test_benchmark_page_runs_within_budget_and_offers_csv():
+    import time
+
+    at = open_page("app_pages/benchmark.py")
+    assert any("Run benchmark" in i.value for i in at.info)
+    t = time.perf_counter()
+    at.button(key="bench_run").click().run()
+    assert time.perf_counter() - t < 30
+    assert not messages(at)["exception"]
+    table = at.dataframe[0].value
+    assert set(table["implementation"]) >= {"raw SDPA", "MultiHeadAttention (efficient)",
+                                            "MultiHeadAttention (explicit)"}
+    assert table.loc[table["implementation"] == "raw SDPA", "× raw SDPA"].iloc[0] == 1.0
+    assert len(at.get("vega_lite_chart")) >= 3  # bars per size + the time-vs-T lines
+    assert any(b.label == "Download results (CSV)" for b in at.get("download_button"))
+
+
+def test_benchmark_page_needs_a_pass():
+    at = open_page("app_pages/benchmark.py")
+    at.multiselect(key="bench_passes").set_value([]).run()
+    assert any("Pick at least one pass" in i.value for i in at.info)

@@ -114,7 +114,7 @@ def test_teaching_pages_step_through(page, server, tmp_path):
 
     page.goto(f"{server}/walkthrough")
     wait_idle(page, charts=False)
-    for i in range(18):
+    for _ in range(18):
         page.get_by_text("Agrees with the book").first.wait_for()
         no_exception(page)
         page.get_by_role("button", name="Next ▶").click()
@@ -130,3 +130,14 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     page.get_by_text("Wrong: raw scores can be negative").first.wait_for()
     no_exception(page)
     page.screenshot(path=tmp_path / "masking_lab.png", full_page=True)
+
+
+def test_benchmark_page_in_browser(page, server, tmp_path):
+    page.goto(f"{server}/benchmark")
+    wait_idle(page, charts=False)
+    page.get_by_role("button", name="Run benchmark").click()
+    page.get_by_text("Why the efficient version is efficient").wait_for(timeout=60_000)
+    wait_idle(page)
+    page.get_by_text("Time vs number of tokens").wait_for()
+    no_exception(page)
+    page.screenshot(path=tmp_path / "benchmark.png", full_page=True)

@@ -1,0 +1,250 @@
+"""Timing every multi-head attention implementation on one device: shared by bench/ and the
+dashboard's Benchmark page (which adds only the progress bar and charts).
+
+All implementations compute the same causal multi-head attention with the same weights (taken
+from one seeded MultiHeadAttention), so differences are the implementation's alone. Each time is
+the median of repeated runs after warm-up; on CUDA each run is timed with CUDA events.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from .attention import MultiHeadAttention, MultiHeadAttentionWrapper
+from .devices import pick_device
+from .efficient import MultiHeadAttentionCombinedQKV, sdpa_attention
+from .lab import DTYPES
+
+IMPLEMENTATIONS = (
+    "MultiHeadAttentionWrapper",
+    "MultiHeadAttention (explicit)",
+    "MultiHeadAttention (efficient)",
+    "combined QKV (efficient)",
+    "torch.nn.MultiheadAttention",
+    "raw SDPA",
+)
+BASELINE = "raw SDPA"
+
+
+@dataclass(frozen=True)
+class Size:
+    """A benchmark shape: batch, tokens, embedding width (d_in = d_out) and heads."""
+
+    name: str
+    batch: int
+    num_tokens: int
+    d: int
+    num_heads: int
+
+
+SIZES = {
+    "book": Size("book demo (d 3, 1 head)", 2, 6, 3, 1),
+    "small": Size("small", 4, 128, 256, 4),
+    "medium": Size("medium", 8, 256, 768, 12),
+    "gpt2": Size("GPT-2 small", 8, 1024, 768, 12),
+}
+
+
+@dataclass
+class Result:
+    implementation: str
+    size: str
+    batch: int
+    num_tokens: int
+    d: int
+    num_heads: int
+    device: str
+    dtype: str
+    pass_: str  # "forward" or "forward+backward"
+    ms: float  # median milliseconds
+    ratio_to_sdpa: float | None = None  # filled in once the baseline of the same run is known
+    peak_mb: float | None = None  # CUDA only
+
+    def row(self) -> dict:
+        d = asdict(self)
+        d["pass"] = d.pop("pass_")
+        return d
+
+
+def build(name: str, size: Size, device: torch.device, dtype: torch.dtype, seed: int = 123) -> Callable:
+    """A callable x -> output for implementation ``name``, with weights shared across implementations."""
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(size.d, size.d, size.num_tokens, 0.0, size.num_heads, efficient=False)
+    mha = mha.to(device=device, dtype=dtype).eval()
+    if name == "MultiHeadAttention (explicit)":
+        return mha
+    if name == "MultiHeadAttention (efficient)":
+        fast = MultiHeadAttention(size.d, size.d, size.num_tokens, 0.0, size.num_heads, efficient=True)
+        fast.load_state_dict(mha.state_dict())
+        return fast.to(device=device, dtype=dtype).eval()
+    if name == "combined QKV (efficient)":
+        return MultiHeadAttentionCombinedQKV.from_multihead(mha).eval()
+    if name == "MultiHeadAttentionWrapper":
+        torch.manual_seed(seed)
+        wrapper = MultiHeadAttentionWrapper(size.d, size.d // size.num_heads, size.num_tokens, 0.0, size.num_heads)
+        return wrapper.to(device=device, dtype=dtype).eval()
+    if name == "torch.nn.MultiheadAttention":
+        ref = nn.MultiheadAttention(size.d, size.num_heads, bias=True, batch_first=True)
+        with torch.no_grad():
+            ref.in_proj_weight.copy_(torch.cat([mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]))
+            ref.in_proj_bias.zero_()
+            ref.out_proj.load_state_dict(mha.out_proj.state_dict())
+        ref = ref.to(device=device, dtype=dtype).eval()
+        mask = torch.triu(torch.ones(size.num_tokens, size.num_tokens, dtype=torch.bool, device=device), 1)
+        return lambda x: ref(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0]
+    if name == "raw SDPA":
+        w = [mha.W_query.weight, mha.W_key.weight, mha.W_value.weight, mha.out_proj.weight]
+        b_out = mha.out_proj.bias
+        return lambda x: sdpa_attention(x, *w, b_out, size.num_heads)
+    raise ValueError(f"unknown implementation {name!r}: choose from {', '.join(IMPLEMENTATIONS)}")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def time_once(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device) -> float:
+    """Milliseconds for one call (and backward), measured with CUDA events on CUDA."""
+    if backward:
+        def step():
+            fn(x).float().sum().backward()
+    else:
+        def step():
+            with torch.no_grad():
+                fn(x)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(end)
+    _sync(device)
+    t = time.perf_counter()
+    step()
+    _sync(device)
+    return (time.perf_counter() - t) * 1e3
+
+
+def measure(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device, warmup: int = 2,
+            reps: int = 5, budget_s: float | None = None) -> float:
+    """Median milliseconds over ``reps`` runs after ``warmup`` (stops early past ``budget_s``)."""
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        time_once(fn, x, backward, device)
+    times = []
+    for _ in range(reps):
+        times.append(time_once(fn, x, backward, device))
+        spent = time.perf_counter() - t0
+        # Past the budget, stop, but keep 3 runs for a median unless they would double the budget.
+        if budget_s is not None and spent > budget_s and (len(times) >= 3 or spent > 2 * budget_s):
+            break
+    return statistics.median(times)
+
+
+def run(sizes: Iterable[Size], implementations: Iterable[str] = IMPLEMENTATIONS, device: str = "cpu",
+        dtype: str = "float32", passes: Iterable[str] = ("forward",), warmup: int = 2, reps: int = 5,
+        budget_s: float | None = None, on_result: Callable[[Result, int, int], None] | None = None) -> list[Result]:
+    """Time every implementation x size x pass; ratios are to raw SDPA in the same run.
+
+    ``budget_s`` bounds the whole run: each measurement gets an equal share, and reps stop early
+    when it is spent. ``on_result(result, done, total)`` reports progress."""
+    dev = pick_device(device)
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    dt = DTYPES[dtype]
+    impls = list(dict.fromkeys([*implementations, BASELINE]))
+    jobs = [(s, p, name) for s in sizes for p in passes for name in impls]
+    share = None if budget_s is None else budget_s / max(1, len(jobs))
+    results: list[Result] = []
+    for n, (size, pass_, name) in enumerate(jobs, 1):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(size.batch, size.num_tokens, size.d, generator=g).to(device=dev, dtype=dt)
+        backward = pass_ == "forward+backward"
+        fn = build(name, size, dev, dt)
+        if not backward and isinstance(fn, nn.Module):
+            fn.requires_grad_(False)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        ms = measure(fn, x, backward, dev, warmup, reps, share)
+        peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None
+        r = Result(name, size.name, size.batch, size.num_tokens, size.d, size.num_heads, str(dev), dtype, pass_,
+                   ms, peak_mb=peak)
+        results.append(r)
+        if on_result:
+            on_result(r, n, len(jobs))
+    base = {(r.size, r.pass_): r.ms for r in results if r.implementation == BASELINE}
+    for r in results:
+        r.ratio_to_sdpa = r.ms / base[(r.size, r.pass_)]
+    return results
+
+
+def format_table(results: list[Result]) -> str:
+    """A plain-text table, one block per size and pass, fastest first."""
+    lines = []
+    keys = list(dict.fromkeys((r.size, r.batch, r.num_tokens, r.d, r.num_heads, r.pass_) for r in results))
+    for size, b, t, d, h, pass_ in keys:
+        rows = sorted((r for r in results if (r.size, r.pass_) == (size, pass_)), key=lambda r: r.ms)
+        r0 = rows[0]
+        lines.append(f"\n{size} (b={b}, T={t}, d={d}, h={h}) · {pass_} · {r0.device} · {r0.dtype}")
+        lines.append(f"  {'implementation':<32}{'median ms':>12}{'x raw SDPA':>12}" + (
+            f"{'peak MB':>10}" if r0.peak_mb is not None else ""))
+        for r in rows:
+            peak = f"{r.peak_mb:>10.1f}" if r.peak_mb is not None else ""
+            lines.append(f"  {r.implementation:<32}{r.ms:>12.3f}{r.ratio_to_sdpa:>12.2f}{peak}")
+    return "\n".join(lines)
+
+
+def run_isolated(spec: dict, timeout_s: float = 60.0) -> Iterator[Result]:
+    """``run(**spec)`` in a fresh Python process, yielding each result as it arrives.
+
+    Timing inside a busy server process is skewed by its other threads (they take the GIL for
+    milliseconds at a time); a child process has the interpreter to itself. Closing the generator
+    (e.g. when a Streamlit rerun cancels the page) kills the child."""
+    sizes = [asdict(s) for s in spec.pop("sizes")]
+    payload = json.dumps({**spec, "sizes": sizes})
+    root = str(Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen([sys.executable, "-c", "from attn_core.benchmark import _child_main; _child_main()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=root)
+    try:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(payload)
+        proc.stdin.close()
+        deadline = time.time() + timeout_s
+        for line in proc.stdout:
+            row = json.loads(line)
+            yield Result(**row)
+            if time.time() > deadline:
+                break
+        proc.wait(timeout=5)
+        if proc.returncode not in (0, None):
+            err = proc.stderr.read() if proc.stderr else ""
+            raise RuntimeError(f"benchmark process failed: {err.strip().splitlines()[-1] if err else proc.returncode}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _child_main() -> None:
+    spec = json.loads(sys.stdin.read())
+    spec["sizes"] = [Size(**s) for s in spec["sizes"]]
+
+    def emit(r: Result, done: int, total: int) -> None:
+        print(json.dumps(asdict(r)), flush=True)
+
+    run(**spec, on_result=emit)
