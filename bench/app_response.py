@@ -1,6 +1,8 @@
 """How fast the Explore page answers as the sentence grows (issue: T = 6 ... 1024 tokens).
 
-For each T it reports, with the GPT-2-small settings (MultiHeadAttention, d 768, 12 heads):
+For each T and each settings profile -- "default" (the app's defaults on your own text:
+CausalAttention, 3-d learned inputs, d_out 2) and "gpt2" (MultiHeadAttention, d 768, 12 heads) --
+it reports:
 - server: the page's script run after a seed change (a new traced run, nothing cached), via
   Streamlit's AppTest, median of --reps;
 - cached: the same rerun when nothing changed (a click on a cell, say);
@@ -23,7 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 WORDS = "the quick brown fox jumps over the lazy dog while a small bird sings".split()
-SETTINGS = dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12")
+PROFILES = {
+    "default": dict(input_mode="learned", variant="CausalAttention", d_in="3", d_out="2", num_heads="2"),
+    "gpt2": dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12"),
+}
 
 
 def sentence(num_tokens: int) -> str:
@@ -35,11 +40,11 @@ def sentence(num_tokens: int) -> str:
     return text
 
 
-def server_times(num_tokens: int, reps: int) -> tuple[float, float]:
+def server_times(num_tokens: int, reps: int, settings: dict) -> tuple[float, float]:
     from apptest_utils import clear_caches, messages, new_app
 
     clear_caches()
-    at = new_app(sentence=sentence(num_tokens), **SETTINGS)
+    at = new_app(sentence=sentence(num_tokens), **settings)
     at.run()
     assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
     fresh, cached = [], []
@@ -54,7 +59,7 @@ def server_times(num_tokens: int, reps: int) -> tuple[float, float]:
     return statistics.median(fresh), statistics.median(cached)
 
 
-def browser_times(sizes: list[int], reps: int) -> dict[int, tuple[float, float]]:
+def browser_times(sizes: list[int], reps: int, settings: dict) -> dict[int, tuple[float, float]]:
     from urllib.parse import urlencode
 
     from browser import chromium_page, streamlit_server, wait_drawn
@@ -63,8 +68,8 @@ def browser_times(sizes: list[int], reps: int) -> dict[int, tuple[float, float]]
     out = {}
     with streamlit_server() as url, chromium_page(1500, 1000) as page:
         for n in sizes:
-            q = dict(SETTINGS, sentence=sentence(n), input_mode=INPUT_NAMES["learned"],
-                     variant=VARIANT_NAMES["MultiHeadAttention"])
+            q = dict(settings, sentence=sentence(n), input_mode=INPUT_NAMES[settings["input_mode"]],
+                     variant=VARIANT_NAMES[settings["variant"]])
             t = time.perf_counter()
             page.goto(f"{url}/?{urlencode(q)}")
             page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=120_000)
@@ -89,26 +94,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[6, 32, 128, 512, 1024])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
     args = ap.parse_args(argv)
 
-    rows = {n: server_times(n, args.reps) for n in args.sizes}
-    browser = {}
-    if not args.no_browser:
-        from browser import browser_missing_reason
+    from browser import browser_missing_reason
 
-        reason = browser_missing_reason()
-        if reason:
-            print(f"(browser times skipped: {reason})")
-        else:
-            browser = browser_times(args.sizes, args.reps)
-    print(f"{'T':>5} | {'server rerun':>12} | {'cached rerun':>12} | {'browser change':>14} | {'first load':>10}")
-    print("-" * 66)
-    for n in args.sizes:
-        fresh, cached = rows[n]
-        b = browser.get(n)
-        bt = f"{b[1]:>13.2f}s" if b else f"{'-':>14}"
-        bf = f"{b[0]:>9.2f}s" if b else f"{'-':>10}"
-        print(f"{n:>5} | {fresh:>11.3f}s | {cached:>11.3f}s | {bt} | {bf}")
+    reason = None if args.no_browser else browser_missing_reason()
+    if reason:
+        print(f"(browser times skipped: {reason})")
+    for profile in args.profiles:
+        settings = PROFILES[profile]
+        rows = {n: server_times(n, args.reps, settings) for n in args.sizes}
+        browser = {} if args.no_browser or reason else browser_times(args.sizes, args.reps, settings)
+        print(f"\nprofile {profile}: " + ", ".join(f"{k} {v}" for k, v in settings.items()))
+        print(f"{'T':>5} | {'server rerun':>12} | {'cached rerun':>12} | {'browser change':>14} | {'first load':>10}")
+        print("-" * 66)
+        for n in args.sizes:
+            fresh, cached = rows[n]
+            b = browser.get(n)
+            bt = f"{b[1]:>13.2f}s" if b else f"{'-':>14}"
+            bf = f"{b[0]:>9.2f}s" if b else f"{'-':>10}"
+            print(f"{n:>5} | {fresh:>11.3f}s | {cached:>11.3f}s | {bt} | {bf}")
 
 
 if __name__ == "__main__":

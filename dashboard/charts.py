@@ -55,9 +55,18 @@ def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX) -> int:
     return int(max(2, min(44, max_px // max(n_rows, n_cols, 1))))
 
 
+MAX_RECT_SIDE = 128  # more rows or columns than this: cells under 4 px, unreadable as rects
+
+
 def needs_raster(n_cells: int, limit: int = MAX_RECT_CELLS) -> bool:
     """Whether ``n_cells`` rect marks would be too slow to draw (then a PNG is used)."""
     return n_cells > limit
+
+
+def matrix_needs_raster(n_rows: int, n_cols: int) -> bool:
+    """A single heatmap is drawn as a PNG above 16k cells, or when a side exceeds 128 (a 6 x 768
+    input matrix has only 4.6k cells, but 768 columns of sub-pixel rects help nobody)."""
+    return needs_raster(n_rows * n_cols) or max(n_rows, n_cols) > MAX_RECT_SIDE
 
 
 def label_expr(labels: Sequence[str]) -> str:

@@ -160,7 +160,7 @@ def show_matrix(
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
     labels = (tuple(row_labels), tuple(col_labels))
     ck = None if cache_key is None else (cache_key, scale, max_px)
-    if not charts.needs_raster(n_rows * n_cols):
+    if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                                   max_px=max_px, selectable=selectable)
@@ -211,7 +211,8 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     col_labels = row_labels if col_labels is None else col_labels
     n_rows, n_cols = np.shape(matrices[0])
     ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
-    if not charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS):
+    if not (charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS)
+            or max(n_rows, n_cols) > charts.MAX_RECT_SIDE):
         def build():
             return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
                                      max_px=max_px, x_title=x_title, y_title=y_title)
