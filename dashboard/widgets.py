@@ -86,6 +86,15 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
     return container.vega_lite_chart(spec=spec, **kw)
 
 
+_MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=")
+
+
+def md_escape(text: str) -> str:
+    """User text made inert for st.markdown: every Markdown/LaTeX character backslash-escaped, so a
+    sentence like "![x](http://...)" or "**bold**" is shown literally (HTML is never enabled)."""
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+
+
 def _set_state(key: str, value: object) -> None:
     st.session_state[key] = value
 

@@ -147,3 +147,19 @@ def test_odd_text_is_shown_as_text(text):
     assert all("\ufffd" not in lbl for lbl in labels)
     for md in at.markdown:
         assert "<script>" not in md.value
+
+
+def test_markdown_in_the_sentence_is_shown_literally():
+    at = new_app(sentence="![x](http://example.invalid/a.png) **bold** $x^2$")
+    at.run()
+    assert not messages(at)["exception"]
+    story = next(m.value for m in at.markdown if m.value.startswith("#### Cell story"))
+    # the default cell is (last token "$", first token "!"): both arrive escaped, so Markdown and
+    # LaTeX in a sentence never render (no image fetched, no formula)
+    assert "23\\: \\$" in story and "1\\: \\!" in story
+
+
+def test_md_escape_neutralizes_links_and_formulas():
+    from dashboard.widgets import md_escape
+
+    assert md_escape("[a](b) $x$ **y**") == "\\[a\\]\\(b\\) \\$x\\$ \\*\\*y\\*\\*"

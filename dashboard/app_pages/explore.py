@@ -9,7 +9,7 @@ import streamlit as st
 from attn_core import HAS_HEADS
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
-from dashboard.widgets import load_run, memo, show_matrix, show_panels
+from dashboard.widgets import load_run, md_escape, memo, show_matrix, show_panels
 
 s = settings()
 cfg = s.cfg
@@ -104,7 +104,7 @@ c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
 with c_story:
     i, j = clicked if clicked is not None else (T - 1, 0)
     story = cell_story(trace, i, j, head)
-    st.markdown(f"#### Cell story: query **{labels[i]}** → key **{labels[j]}**"
+    st.markdown(f"#### Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**"
                 + ("" if clicked else "  \n_(click a weight cell to pick another)_"))
     vec = lambda v: "[" + ", ".join(f"{a:.3f}" for a in v[:8]) + (", …]" if len(v) > 8 else "]")  # noqa: E731
     st.markdown(

@@ -10,7 +10,7 @@ from attn_core import BOOK_TOKENS, embed
 from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
-from dashboard.widgets import memo, stepper
+from dashboard.widgets import md_escape, memo, stepper
 
 s = settings()
 st.title("Book walkthrough: chapter 3, step by step")
@@ -86,7 +86,7 @@ ids = tuple(t.id for t in tokens)
 x = memo(("walk_inputs", ids), lambda: embed(list(ids), 3, "learned", seed=EMBEDDING_SEED)[0])
 mine = memo(("walk_mine", ids), lambda: book_walkthrough(x))[i]
 st.caption("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
-           + ", ".join(t.label for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
+           + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
 value = mine.value.detach().float().numpy()
 show(mine.value, [t.label for t in tokens])
 if np.isnan(value).any() and step.key != "overflow":
