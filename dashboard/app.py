@@ -20,13 +20,13 @@ from dashboard.controls import render_sidebar  # noqa: E402
 # auto-discovered multipage mode, which fights st.navigation.
 PAGES = Path(__file__).resolve().parent / "app_pages"
 
-st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="Attention Lab", page_icon=":material/blur_on:", layout="wide")
 page = st.navigation([
-    st.Page(PAGES / "explore.py", title="Explore", icon="🔍", default=True),
-    st.Page(PAGES / "shape_flow.py", title="Shape flow", icon="🧩", url_path="shape-flow"),
-    st.Page(PAGES / "masking_lab.py", title="Masking lab", icon="🎭", url_path="masking-lab"),
-    st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon="📖", url_path="walkthrough"),
-    st.Page(PAGES / "benchmark.py", title="Benchmark", icon="⏱️", url_path="benchmark"),
+    st.Page(PAGES / "explore.py", title="Explore", icon=":material/search:", default=True),
+    st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),
+    st.Page(PAGES / "masking_lab.py", title="Masking lab", icon=":material/visibility_off:", url_path="masking-lab"),
+    st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon=":material/menu_book:", url_path="walkthrough"),
+    st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
 ])
 render_sidebar()
 page.run()

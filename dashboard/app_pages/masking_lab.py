@@ -53,7 +53,7 @@ st.header("2 · Classic mistakes, beside the right answer")
 names = [v.name for v in variants[2:]]
 pick = st.segmented_control("Mistake", names, default=names[0], key="mistake") or names[0]
 wrong = next(v for v in variants if v.name == pick)
-st.markdown(("✅ " if wrong.correct else "❌ ") + f"**{wrong.verdict}**")
+st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
 show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
             key="mistake_pair", scale="weights", columns=2, max_px=260, cache_key=(rk, "mistake", pick))
 c2, c3 = st.columns([1, 1])

@@ -15,7 +15,7 @@ from dashboard.widgets import md_escape, memo, stepper
 s = settings()
 st.title("Book walkthrough: chapter 3, step by step")
 st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
-           "seeds, and the values it prints. A ✅ means our code reproduces the print to 4 decimals.")
+           "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
 steps = memo(("walkthrough",), book_walkthrough)
 
 
@@ -24,7 +24,7 @@ def agrees(step) -> bool | None:
 
 
 summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
-                        "matches the book": ["✅" if agrees(x) else "❌" for x in steps]})
+                        "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
 with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
                  expanded=False):
     st.dataframe(summary, hide_index=True, width="stretch")
@@ -67,9 +67,9 @@ with c2:
 if ok:
     diff = step.max_abs_diff
     st.success(f"Agrees with the book ({step.check})" + (f": max |difference| {diff:.1e}." if diff is not None
-                                                           else "."), icon="✅")
+                                                           else "."), icon=":material/check_circle:")
 else:
-    st.error(f"Does not agree with the book ({step.check}).", icon="❌")
+    st.error(f"Does not agree with the book ({step.check}).", icon=":material/cancel:")
 
 # Now with your sentence ---------------------------------------------------------------------------------
 st.subheader("Now with your sentence")
