@@ -45,7 +45,7 @@ def cached_tokens(text: str) -> list[Token]:
 EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws the attention weights
 
 
-@st.cache_resource(max_entries=12, show_spinner=False)
+@st.cache_resource(max_entries=6, show_spinner=False)  # a T=1024 GPT-2-size trace is ~300 MB
 def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
     """Tokenize, embed and run ``cfg`` on ``text``; raises ValueError for bad combinations.
 

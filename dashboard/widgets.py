@@ -25,24 +25,41 @@ THUMB_SIDE = 256  # the same for the small panels of a grid
 # Built charts (Vega-Lite spec with Arrow data) and PNGs, keyed by what they show. Building an
 # Altair chart and converting it costs ~50 ms a chart; a rerun that changes nothing in a chart
 # (a click, another head) then sends the cached spec. Shared by sessions: entries are immutable.
-_CACHE: OrderedDict[Hashable, object] = OrderedDict()
+_CACHE: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 256
+_CACHE_BYTES = 512 * 2**20  # a classroom server keeps at most this much of drawn data
+
+
+def _nbytes(value: object) -> int:
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return sum(_nbytes(v) for v in value)
+    return 4096  # specs and small objects
 
 
 def memo(key: Hashable | None, build: Callable[[], object]) -> object:
-    """``build()``, remembered under ``key`` (None: not remembered)."""
+    """``build()``, remembered under ``key`` (None: not remembered); least recently used entries go
+    first once the cache holds more than ``_CACHE_BYTES``. Arrays are stored as copies, so an entry
+    never pins a whole trace in memory."""
     if key is None:
         return build()
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
-            return _CACHE[key]
+            return _CACHE[key][0]
     value = build()
+    if isinstance(value, np.ndarray) and value.base is not None:
+        value = value.copy()
+    size = _nbytes(value)
     with _CACHE_LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _CACHE[key] = (value, size)
+        total = sum(n for _, n in _CACHE.values())
+        while total > _CACHE_BYTES and len(_CACHE) > 1:
+            _, (_, n) = _CACHE.popitem(last=False)
+            total -= n
     return value
 
 
