@@ -136,26 +136,28 @@ class ScalingRow:
     max_weight_scaled: float
 
 
+def scaling_weights(d_k: int, num_tokens: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(unscaled, scaled) softmax weights for random unit-variance queries and keys of width d_k."""
+    scores = _random_scores(d_k, num_tokens, seed)
+    return torch.softmax(scores, -1), torch.softmax(scores / d_k**0.5, -1)
+
+
 def scaling_table(d_ks: tuple[int, ...] = (2, 8, 32, 128, 512), num_tokens: int = 8, seed: int = 0) -> list[ScalingRow]:
-    """Random unit-variance queries and keys: softmax sharpens as d_k grows unless scores are divided by sqrt(d_k)."""
-    g = torch.Generator().manual_seed(seed)
+    """Softmax sharpens as d_k grows unless scores are divided by sqrt(d_k)."""
     rows = []
     for d_k in d_ks:
-        q = torch.randn(num_tokens, d_k, generator=g)
-        k = torch.randn(num_tokens, d_k, generator=g)
-        scores = q @ k.T
-        rows.append(ScalingRow(d_k, float(scores.std()), float(torch.softmax(scores, -1).max(-1).values.mean()),
-                               float(torch.softmax(scores / d_k**0.5, -1).max(-1).values.mean())))
+        unscaled, scaled = scaling_weights(d_k, num_tokens, seed)
+        rows.append(ScalingRow(d_k, float(_random_scores(d_k, num_tokens, seed).std()),
+                               float(unscaled.max(-1).values.mean()), float(scaled.max(-1).values.mean())))
     return rows
 
 
-def scaling_weights(d_k: int, num_tokens: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(unscaled, scaled) softmax weights for random unit-variance q, k of width d_k."""
-    g = torch.Generator().manual_seed(seed)
+def _random_scores(d_k: int, num_tokens: int, seed: int) -> torch.Tensor:
+    """q @ k.T for random unit-variance q, k of width d_k: their spread grows like sqrt(d_k)."""
+    g = torch.Generator().manual_seed(seed * 100_003 + d_k)
     q = torch.randn(num_tokens, d_k, generator=g)
     k = torch.randn(num_tokens, d_k, generator=g)
-    scores = q @ k.T
-    return torch.softmax(scores, -1), torch.softmax(scores / d_k**0.5, -1)
+    return q @ k.T
 
 
 # ---- multi-head reshapes ------------------------------------------------------------------------

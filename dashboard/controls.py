@@ -70,11 +70,10 @@ MAX_DIM = 1024
 
 @dataclass
 class Settings:
-    """What the sidebar says: the text, the input mode actually used, and the module config."""
+    """What the sidebar says: the text, the input mode, and the module config."""
 
     text: str
-    input_mode: str  # as chosen
-    effective_input_mode: str  # what runs (book inputs only exist for the book's sentence)
+    input_mode: str  # as chosen (the page falls back from "book" for other sentences, and says so)
     cfg: AttentionConfig
     messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) to show on pages
 
@@ -82,10 +81,6 @@ class Settings:
 def _apply_preset(name: str) -> None:
     for key, value in PRESETS[name].items():
         st.session_state[key] = value
-
-
-def _raise_context(n: int) -> None:
-    st.session_state["context_length"] = n
 
 
 def _select(container, label: str, options, key: str, names: dict | None = None, **kw):
@@ -152,7 +147,7 @@ def render_sidebar() -> Settings:
         causal=bool(causal), qkv_bias=bool(qkv_bias), train_mode=bool(train_mode), seed=int(seed),
         device=device or "cpu",
     )
-    settings = Settings(text or "", input_mode, input_mode, cfg, messages)
+    settings = Settings(text or "", input_mode, cfg, messages)
     st.session_state["_settings"] = settings
     return settings
 
@@ -160,10 +155,3 @@ def render_sidebar() -> Settings:
 def settings() -> Settings:
     """The Settings the sidebar produced in this run."""
     return st.session_state["_settings"]
-
-
-def heads_help(d_out: int) -> str:
-    fits = [h for h in range(1, 17) if d_out % h == 0]
-    return f"With d_out = {d_out}, num_heads can be {', '.join(map(str, fits))}."
-
-

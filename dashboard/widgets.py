@@ -281,7 +281,7 @@ def stepper(key: str, labels: Sequence[str]) -> int:
 def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,
                  scale: str = "scores", cache_key: Hashable | None = None) -> None:
     """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes."""
-    t = tensor.float() if tensor.dtype.is_floating_point else tensor.float()
+    t = tensor.float()  # bool masks become 0/1
     index = []
     lead = t.ndim - 2
     if lead > 0:
