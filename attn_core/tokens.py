@@ -20,14 +20,20 @@ RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
 ENDOFTEXT = "<|endoftext|>"
 ENDOFTEXT_ID = 50256
 VOCAB_SIZE = 50257
+MAX_TEXT_CHARS = 20_000  # longer texts are refused before any work (1,024 GPT-2 tokens are ~5,000 characters)
 
 
 @lru_cache(maxsize=1)
 def gpt2_encoding() -> tiktoken.Encoding:
     """The GPT-2 (r50k_base) encoding, built from the shipped ranks without any network access."""
-    data = RANKS_PATH.read_bytes()
+    damaged = (f"The GPT-2 vocabulary that ships with Attention Lab (assets/{RANKS_PATH.name}) is missing or "
+               "damaged: restore that file from the project's repository")
+    try:
+        data = RANKS_PATH.read_bytes()
+    except OSError:  # missing, a directory, unreadable: say so without a server path
+        raise ValueError(damaged) from None
     if hashlib.sha256(data).hexdigest() != RANKS_SHA256:
-        raise ValueError(f"{RANKS_PATH} is not the GPT-2 rank file (sha256 mismatch)")
+        raise ValueError(damaged)
     ranks = {
         base64.b64decode(token): int(rank)
         for token, rank in (line.split() for line in data.splitlines() if line)
@@ -66,12 +72,21 @@ def readable_piece(raw: bytes) -> str:
     return "".join(_VISIBLE.get(c, c) for c in text) or "∅"
 
 
-def tokenize(text: str) -> list[Token]:
-    """GPT-2 BPE tokens of ``text``; a typed ``<|endoftext|>`` becomes the special token 50256."""
+def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
+    """GPT-2 BPE tokens of ``text``; a typed ``<|endoftext|>`` becomes the special token 50256.
+
+    Input is bounded before any work: texts over ``MAX_TEXT_CHARS`` characters, and (with
+    ``max_tokens``) texts of more tokens, raise ValueError saying how much to cut."""
     if text is None or not text.strip():
-        raise ValueError("the text is empty: type a sentence (for example: Your journey starts with one step)")
+        raise ValueError("The text is empty: type a sentence (for example: Your journey starts with one step)")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"Your text is {len(text):,} characters long; Attention Lab takes up to "
+                         f"{MAX_TEXT_CHARS:,} characters. Shorten it by {len(text) - MAX_TEXT_CHARS:,} characters")
     enc = gpt2_encoding()
     ids = enc.encode(text, allowed_special={ENDOFTEXT})
+    if max_tokens is not None and len(ids) > max_tokens:
+        raise ValueError(f"Your text is {len(ids)} tokens long; Attention Lab shows up to {max_tokens} tokens "
+                         f"(GPT-2's context length). Shorten the text by about {len(ids) - max_tokens} tokens")
     tokens = []
     for i, tid in enumerate(ids):
         raw = enc.decode_single_token_bytes(tid)

@@ -1,6 +1,7 @@
 """Attention Lab: `streamlit run dashboard/app.py`.
 
-The entry script sets the page up, draws the shared sidebar, and runs the chosen page.
+The entry script sets the page up, refuses requests addressed to a foreign host name, draws the
+shared sidebar, and runs the chosen page.
 """
 
 from __future__ import annotations
@@ -14,13 +15,24 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from dashboard.cache import tune_allocator  # noqa: E402
 from dashboard.controls import render_sidebar  # noqa: E402
+from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
 
 # Not "pages/": a folder of that name beside the entry script turns on Streamlit's old
 # auto-discovered multipage mode, which fights st.navigation.
 PAGES = Path(__file__).resolve().parent / "app_pages"
+FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
-st.set_page_config(page_title="Attention Lab", page_icon=":material/blur_on:", layout="wide")
+tune_allocator()
+st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide")
+foreign = foreign_host(dict(st.context.headers))
+if foreign is not None:
+    from dashboard.widgets import md_escape
+
+    st.error(f"This server does not answer to the host name “{md_escape(foreign[:80])}”. Open it by this "
+             f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")
+    st.stop()
 page = st.navigation([
     st.Page(PAGES / "explore.py", title="Explore", icon=":material/search:", default=True),
     st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),

@@ -1,8 +1,8 @@
 """Cached calls into attn_core, keyed by plain values (text, sizes, seed, method, device).
 
-Results are cached with ``st.cache_resource``: a traced run at 1024 tokens holds hundreds of
-MB of tensors, which ``st.cache_data`` would pickle and copy on every hit. Pages only read
-them (never mutate a Trace or flip a module's mode).
+Runs are kept in a :class:`~dashboard.cache.ByteLRU` bounded by the bytes their traces hold
+(``RUN_CACHE_BYTES``): a traced run at 1024 tokens and GPT-2 size holds ~300 MB of tensors, so a
+count bound is no bound. Pages only read runs (never mutate a Trace or flip a module's mode).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import streamlit as st
 import torch
 
-from attn_core import AttentionConfig, Token, Trace, embed, run_attention, tokenize
+from attn_core import MAX_POSITIONS, AttentionConfig, Token, Trace, embed, run_attention, tokenize
+
+from .cache import ByteLRU
 
 
 @dataclass(frozen=True)
@@ -37,26 +39,41 @@ class Run:
         return (self.text, self.input_mode, self.cfg)
 
 
+def run_nbytes(run: Run) -> int:
+    """The bytes a run's tensors hold (views of one storage counted once)."""
+    seen: dict[int, int] = {}
+    for t in (run.x, run.output, *(step.tensor for step in run.trace)):
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values()) + 4096 * len(run.tokens)
+
+
 @st.cache_resource(max_entries=32, show_spinner=False)
 def cached_tokens(text: str) -> list[Token]:
-    return tokenize(text)
+    """The text's tokens; texts over MAX_POSITIONS tokens or MAX_TEXT_CHARS characters raise ValueError
+    (and are not cached), so every entry is small."""
+    return tokenize(text, max_tokens=MAX_POSITIONS)
 
 
 EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws the attention weights
+RUN_CACHE_BYTES = 640 * 2**20  # two GPT-2-size T=1024 traces, or hundreds of small ones
+_RUNS: ByteLRU[Run] = ByteLRU(RUN_CACHE_BYTES, run_nbytes)
 
 
-@st.cache_resource(max_entries=6, show_spinner=False)  # a T=1024 GPT-2-size trace is ~300 MB
 def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
     """Tokenize, embed and run ``cfg`` on ``text``; raises ValueError for bad combinations.
 
     The embeddings use a fixed seed, so turning the seed knob changes only the module's weights
     and dropout masks (and costs no new 50257 x d_in embedding table)."""
-    tokens = cached_tokens(text)
-    x = embed([t.id for t in tokens], cfg.d_in, input_mode, seed=EMBEDDING_SEED)
-    output, trace = run_attention(cfg, x)
-    return Run(text, input_mode, cfg, tokens, x, output, trace)
+    def build() -> Run:
+        tokens = cached_tokens(text)
+        x = embed([t.id for t in tokens], cfg.d_in, input_mode, seed=EMBEDDING_SEED)
+        output, trace = run_attention(cfg, x)
+        return Run(text, input_mode, cfg, tokens, x, output, trace)
+
+    return _RUNS.get((text, input_mode, cfg), build)
 
 
 def clear_caches() -> None:
     cached_tokens.clear()
-    traced_run.clear()
+    _RUNS.clear()

@@ -1,8 +1,13 @@
-"""The shared sidebar: every knob, each with a stable key and bound to the URL.
+"""The shared sidebar: every knob, each with a stable key, and the URL that restores them.
 
 ``render_sidebar()`` draws the controls and returns a :class:`Settings`; pages call
 ``settings()`` to read it. Invalid combinations are turned into messages here, never into
 exceptions: pages show them with st.error / st.warning.
+
+The URL is kept by hand rather than with ``bind="query-params"``, so that a link carries the plain
+identifiers (``?variant=MultiHeadAttention&mask_method=renormalize``), every value read from a
+link is validated with a message naming what was wrong, and a text too long for a link stays
+out of it (``URL_TEXT_LIMIT``) instead of making a link that cannot load.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from attn_core import (
     INPUT_MODES,
     MASK_METHODS,
     MAX_POSITIONS,
+    MAX_TEXT_CHARS,
     VARIANTS,
     AttentionConfig,
     available_devices,
@@ -78,6 +84,134 @@ class Settings:
     messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) to show on pages
 
 
+URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (a 200 KB link does not load)
+
+# Each URL parameter: how to read it and which values it may take. Choices accept the plain identifier
+# and, for links made before, the label the selectbox shows.
+CHOICES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "input_mode": (INPUT_MODES, INPUT_NAMES),
+    "variant": (VARIANTS, VARIANT_NAMES),
+    "mask_method": (MASK_METHODS, MASK_NAMES),
+}
+INTS: dict[str, tuple[int, int]] = {
+    "d_in": (1, MAX_DIM), "d_out": (1, MAX_DIM), "num_heads": (1, 64), "context_length": (1, MAX_CONTEXT),
+    "seed": (0, 2**31 - 1),
+}
+BOOLS = ("causal", "qkv_bias", "train_mode")
+DROPOUT_MAX, DROPOUT_STEP = 0.9, 0.05
+URL_KEYS = ("sentence", *CHOICES, *INTS, "dropout", *BOOLS, "device")
+
+
+class BadValue(ValueError):
+    """A URL value that cannot be used; the message says what it should be."""
+
+
+def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> object:
+    """The setting a URL parameter asks for, or :class:`BadValue` saying what it should be."""
+    if key == "sentence":
+        if len(raw) > MAX_TEXT_CHARS:
+            raise BadValue(f"a text of {len(raw):,} characters is longer than the {MAX_TEXT_CHARS:,} allowed")
+        return raw
+    raw = raw.strip()
+    if key in CHOICES:
+        options, names = CHOICES[key]
+        by_label = {label: ident for ident, label in names.items()}
+        if raw in options:
+            return raw
+        if raw in by_label:
+            return by_label[raw]
+        raise BadValue("expected one of " + ", ".join(options))
+    if key in INTS:
+        lo, hi = INTS[key]
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadValue(f"expected a whole number from {lo} to {hi}") from None
+        if not lo <= value <= hi:
+            raise BadValue(f"expected a whole number from {lo} to {hi}")
+        return value
+    if key == "dropout":
+        try:
+            value = float(raw)
+        except ValueError:
+            raise BadValue(f"expected a number from 0 to {DROPOUT_MAX}") from None
+        if not 0.0 <= value <= DROPOUT_MAX:
+            raise BadValue(f"expected a number from 0 to {DROPOUT_MAX}")
+        snapped = round(round(value / DROPOUT_STEP) * DROPOUT_STEP, 2)
+        if abs(snapped - value) > 1e-9:
+            raise BadValue(f"expected a multiple of {DROPOUT_STEP} from 0 to {DROPOUT_MAX}")
+        return snapped
+    if key in BOOLS:
+        low = raw.lower()
+        if low in ("true", "1", "on", "yes"):
+            return True
+        if low in ("false", "0", "off", "no"):
+            return False
+        raise BadValue("expected true or false")
+    if key == "device":
+        if raw not in (devices or ["cpu"]):
+            raise BadValue("it is not available on this machine (available: " + ", ".join(devices or ["cpu"]) + ")")
+        return raw
+    raise BadValue("unknown parameter")
+
+
+def url_value(key: str, value: object) -> str:
+    """How a setting is written into a link: plain identifiers, ``true``/``false``, numbers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _shown(raw: str, limit: int = 80) -> str:
+    """A URL value as it may appear inside a message: shortened, and made inert for Markdown."""
+    from dashboard.widgets import md_escape
+
+    return md_escape(raw if len(raw) <= limit else raw[:limit] + "…")
+
+
+def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
+    """On a session's first run, take each setting the link names (once; widgets own them after)."""
+    messages: list[tuple[str, str]] = []
+    if st.session_state.get("_url_read"):
+        return messages
+    st.session_state["_url_read"] = True
+    defaults = {**DEFAULTS, "device": "cpu"}
+    for key in URL_KEYS:
+        if key not in st.query_params:
+            continue
+        raw = st.query_params[key]
+        try:
+            st.session_state[key] = parse_url_value(key, raw, devices)
+        except BadValue as e:
+            used = defaults[key]
+            used_text = (CHOICES[key][1][used] if key in CHOICES else
+                         "the book's sentence" if key == "sentence" else url_value(key, used))
+            messages.append(("warning", f"The link's **{key}** = “{_shown(raw)}” cannot be used: {e}. "
+                                        f"Using {_shown(used_text, 80)} instead."))
+    return messages
+
+
+def _write_url(values: dict[str, object]) -> bool:
+    """Put the settings into the URL (only those that differ from the defaults); return whether the
+    text was left out for being too long for a link."""
+    from urllib.parse import quote_plus
+
+    defaults = {**DEFAULTS, "device": "cpu"}
+    text_too_long = False
+    for key, value in values.items():
+        wanted = None if value == defaults[key] else url_value(key, value)
+        if key == "sentence" and wanted is not None and len(quote_plus(wanted)) > URL_TEXT_LIMIT:
+            wanted, text_too_long = None, True
+        current = st.query_params.get(key)
+        if wanted is None and current is not None:
+            del st.query_params[key]
+        elif wanted is not None and current != wanted:
+            st.query_params[key] = wanted
+    return text_too_long
+
+
 def _apply_preset(name: str) -> None:
     for key, value in PRESETS[name].items():
         st.session_state[key] = value
@@ -85,34 +219,30 @@ def _apply_preset(name: str) -> None:
 
 def _select(container, label: str, options, key: str, names: dict | None = None, **kw):
     return container.selectbox(label, options, index=list(options).index(DEFAULTS[key]) if DEFAULTS[key] in options
-                               else 0, format_func=(names.get if names else str), key=key,
-                               bind="query-params", **kw)
+                               else 0, format_func=(names.get if names else str), key=key, **kw)
 
 
 def render_sidebar() -> Settings:
     """Draw the shared controls in the sidebar and return the resulting Settings."""
-    messages: list[tuple[str, str]] = []
     devices = available_devices()
-    wanted = st.query_params.get("device")
-    if wanted and wanted not in devices:
-        messages.append(("warning", f"Device {wanted!r} is not available on this machine: using cpu instead."))
-        st.query_params["device"] = "cpu"
-        if "device" in st.session_state:
-            st.session_state["device"] = "cpu"
+    messages = _seed_from_url(devices)
+    if st.session_state.get("device") not in devices:
+        st.session_state["device"] = "cpu"
     sb = st.sidebar
     sb.header("Attention Lab")
     sb.caption("Presets")
     for name in PRESETS:
         sb.button(name, key=f"preset_{name}", on_click=_apply_preset, args=(name,), width="stretch")
-    text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90, bind="query-params",
-                        help="Your own text: it is split into GPT-2 tokens (up to 1024).")
+    text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90,
+                        max_chars=MAX_TEXT_CHARS,
+                        help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}).")
     input_mode = _select(sb, "Input vectors", INPUT_MODES, "input_mode", INPUT_NAMES)
     variant = _select(sb, "Variant", VARIANTS, "variant", VARIANT_NAMES)
     book_mode = input_mode == "book"
     c1, c2 = sb.columns(2)
-    d_in = c1.number_input("d_in", 1, MAX_DIM, value=DEFAULTS["d_in"], key="d_in", bind="query-params",
+    d_in = c1.number_input("d_in", 1, MAX_DIM, value=DEFAULTS["d_in"], key="d_in",
                            disabled=book_mode, help="Width of each input vector (the book's inputs are 3-d).")
-    d_out = c2.number_input("d_out", 1, MAX_DIM, value=DEFAULTS["d_out"], key="d_out", bind="query-params",
+    d_out = c2.number_input("d_out", 1, MAX_DIM, value=DEFAULTS["d_out"], key="d_out",
                             disabled=variant == "simplified")
     if variant == "MultiHeadAttentionWrapper":
         sb.caption("d_out is **per head**: the wrapper's output is d_out × num_heads wide.")
@@ -120,26 +250,34 @@ def render_sidebar() -> Settings:
         sb.caption("d_out is the **total** width: each head gets head_dim = d_out / num_heads.")
     c3, c4 = sb.columns(2)
     num_heads = c3.number_input("num_heads", 1, 64, value=DEFAULTS["num_heads"], key="num_heads",
-                                bind="query-params", disabled=variant not in HAS_HEADS)
+                                disabled=variant not in HAS_HEADS)
     context_length = c4.number_input("context_length", 1, MAX_CONTEXT, value=DEFAULTS["context_length"],
-                                     key="context_length", bind="query-params", disabled=variant not in HAS_MASK,
+                                     key="context_length", disabled=variant not in HAS_MASK,
                                      help="Size of the causal mask buffer (GPT-2: 1024).")
     mask_method = _select(sb, "Masking method", MASK_METHODS, "mask_method", MASK_NAMES,
                           disabled=variant not in HAS_MASK)
     t1, t2 = sb.columns(2)
-    causal = t1.toggle("causal", value=DEFAULTS["causal"], key="causal", bind="query-params",
+    causal = t1.toggle("causal", value=DEFAULTS["causal"], key="causal",
                        disabled=variant not in HAS_MASK, help="Off: plain self-attention through the same class.")
-    qkv_bias = t2.toggle("qkv_bias", value=DEFAULTS["qkv_bias"], key="qkv_bias", bind="query-params",
+    qkv_bias = t2.toggle("qkv_bias", value=DEFAULTS["qkv_bias"], key="qkv_bias",
                          disabled=variant in ("simplified", "SelfAttention_v1"))
-    dropout = sb.slider("dropout", 0.0, 0.9, value=DEFAULTS["dropout"], step=0.05, key="dropout",
-                        bind="query-params", disabled=variant not in HAS_MASK)
+    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=DEFAULTS["dropout"], step=DROPOUT_STEP, key="dropout",
+                        disabled=variant not in HAS_MASK)
     t3, t4 = sb.columns(2)
-    train_mode = t3.toggle("training",  value=DEFAULTS["train_mode"], key="train_mode", bind="query-params",
+    train_mode = t3.toggle("training",  value=DEFAULTS["train_mode"], key="train_mode",
                            disabled=variant not in HAS_MASK, help="Dropout is only active in training mode.")
-    seed = t4.number_input("seed", 0, 2**31 - 1, value=DEFAULTS["seed"], key="seed", bind="query-params")
-    device = sb.selectbox("Device", devices, key="device", bind="query-params",
+    seed = t4.number_input("seed", 0, 2**31 - 1, value=DEFAULTS["seed"], key="seed")
+    device = sb.selectbox("Device", devices, key="device",
                           help="Only devices that exist on this machine are listed.")
     sb.caption(f"Running on **{device}**.")
+    text = text or ""
+    values = dict(sentence=text, input_mode=input_mode, variant=variant, d_in=int(d_in), d_out=int(d_out),
+                  num_heads=int(num_heads), context_length=int(context_length), dropout=float(dropout),
+                  mask_method=mask_method, causal=bool(causal), qkv_bias=bool(qkv_bias),
+                  train_mode=bool(train_mode), seed=int(seed), device=device or "cpu")
+    if _write_url(values):
+        sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
+                   "every setting but opens with the book's sentence.")
 
     cfg = AttentionConfig(
         variant=variant, d_in=3 if book_mode else int(d_in), d_out=int(d_out), num_heads=int(num_heads),
@@ -147,7 +285,7 @@ def render_sidebar() -> Settings:
         causal=bool(causal), qkv_bias=bool(qkv_bias), train_mode=bool(train_mode), seed=int(seed),
         device=device or "cpu",
     )
-    settings = Settings(text or "", input_mode, cfg, messages)
+    settings = Settings(text, input_mode, cfg, messages)
     st.session_state["_settings"] = settings
     return settings
 

@@ -17,8 +17,11 @@ TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
 
 
 def clear_caches() -> None:
+    from dashboard.compute import clear_caches as clear_runs
+
     st.cache_data.clear()
     st.cache_resource.clear()
+    clear_runs()
 
 
 def new_app(**query: str) -> AppTest:

@@ -1,0 +1,218 @@
+"""A classroom server: hostile links and pastes, bounded input, damaged assets, foreign hosts."""
+
+from __future__ import annotations
+
+import re
+import time
+import tomllib
+
+import pytest
+from markdown_it import MarkdownIt
+
+import attn_core.tokens as tokens_mod
+from apptest_utils import ROOT, clear_caches, messages, new_app
+from attn_core import MAX_TEXT_CHARS, tokenize
+from dashboard.controls import DEFAULTS, URL_KEYS, URL_TEXT_LIMIT
+from dashboard.guard import foreign_host, host_allowed
+
+PAGES = ("app_pages/explore.py", "app_pages/shape_flow.py", "app_pages/masking_lab.py", "app_pages/walkthrough.py")
+
+# Payloads from the issue (Markdown image and link through ?device=), HTML, and formatting.
+PAYLOADS = (
+    "![x](http://attacker/p.png)",
+    "[Click here to fix your GPU](https://evil.example/fix)",
+    "<img src=x onerror=alert(1)>**bold** $x$ www.evil.example",
+)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def rendered_texts(at) -> list[str]:
+    """Every piece of text the app hands to Streamlit's Markdown renderer in this run."""
+    out = []
+    for kind in ("markdown", "caption", "warning", "error", "info", "success", "title", "header", "subheader"):
+        out += [el.value for el in at.get(kind)]
+    return out
+
+
+def assert_inert(texts: list[str]) -> None:
+    """Rendered as Markdown, no text makes a link, an image or an HTML tag, and no URL stays live."""
+    md = MarkdownIt("commonmark")
+    for text in texts:
+        html = md.render(text)
+        assert "<a " not in html and "<img" not in html, (text, html)
+        assert not re.search(r"(?<!\\)(https?:|www\.)", text) or "evil" not in text and "attacker" not in text, text
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_no_url_value_reaches_markdown_unescaped(payload):
+    for key in URL_KEYS:
+        at = new_app(**{key: payload})
+        at.run()
+        msgs = messages(at)
+        assert not msgs["exception"], (key, msgs)
+        assert_inert(rendered_texts(at))
+        if key != "sentence":  # every other parameter rejects it, naming the parameter
+            assert any(f"**{key}**" in w for w in msgs["warning"]), (key, msgs)
+
+
+def test_device_payload_from_the_issue_is_literal():
+    at = new_app(device="[Click here to fix your GPU](https://evil.example/fix)")
+    at.run()
+    (warning,) = [w for w in messages(at)["warning"] if "device" in w]
+    html = MarkdownIt("commonmark").render(warning)
+    assert "<a " not in html and "[Click here to fix your GPU](https://evil.example/fix)" in html
+
+
+@pytest.mark.parametrize("key, raw, used", [
+    ("num_heads", "-3", "2"), ("d_out", "abc", "2"), ("variant", "foo", "CausalAttention (§3.5)"),
+    ("dropout", "5", "0"), ("causal", "maybe", "true"), ("seed", "1.5", "123"), ("device", "tpu", "cpu"),
+    ("context_length", "99999", "1024"), ("mask_method", "zero", "−∞ before softmax"),
+])
+def test_invalid_url_values_are_named_with_what_was_used(key, raw, used):
+    at = new_app(**{key: raw})
+    at.run()
+    msgs = messages(at)
+    assert not msgs["exception"]
+    (warning,) = [w for w in msgs["warning"] if f"**{key}**" in w]
+    assert f"“{raw}”" in warning.replace("\\", "") and f"Using {used} instead" in warning.replace("\\", "")
+    assert key not in at.query_params or at.query_params[key] != raw  # the link is corrected
+
+
+def test_plain_identifiers_and_old_labels_both_work():
+    at = new_app()
+    at.query_params.update(variant="MultiHeadAttention", mask_method="renormalize", input_mode="learned",
+                           num_heads="4", d_out="8", d_in="16", causal="false", dropout="0.1")
+    at.run()
+    assert not messages(at)["warning"] and not messages(at)["exception"], messages(at)
+    assert at.selectbox(key="variant").value == "MultiHeadAttention"
+    assert at.selectbox(key="mask_method").value == "renormalize"
+    assert at.number_input(key="num_heads").value == 4 and at.toggle(key="causal").value is False
+    assert at.slider(key="dropout").value == pytest.approx(0.1)
+    old = new_app(variant="MultiHeadAttention", mask_method="renormalize")  # written as labels, as links were
+    assert "§" in old.query_params["variant"]
+    old.run()
+    assert at.selectbox(key="variant").value == old.selectbox(key="variant").value == "MultiHeadAttention"
+
+
+def test_the_link_carries_plain_identifiers_of_what_changed():
+    at = new_app()
+    at.run()
+    assert not any(k in at.query_params for k in URL_KEYS)  # defaults stay out of the link
+    at.selectbox(key="variant").set_value("MultiHeadAttention")
+    at.selectbox(key="mask_method").set_value("renormalize")
+    at.number_input(key="seed").set_value(7)
+    at.run()
+    assert at.query_params["variant"] == ["MultiHeadAttention"] or at.query_params["variant"] == "MultiHeadAttention"
+    assert "renormalize" in str(at.query_params["mask_method"]) and "7" in str(at.query_params["seed"])
+
+
+def test_text_too_long_for_a_link_stays_out_of_it():
+    long_text = "猫が好きです。" * 300  # 2,100 characters, ~19,000 once URL-encoded
+    at = new_app()
+    at.run()
+    at.text_area(key="sentence").set_value(long_text).run()
+    assert "sentence" not in at.query_params
+    assert any("too long to put in a link" in c.value for c in at.caption)
+    at.text_area(key="sentence").set_value("the cat sat").run()
+    assert "the cat sat" in str(at.query_params["sentence"])
+
+
+def test_input_is_bounded_before_any_work(monkeypatch):
+    assert new_app().run().text_area(key="sentence").max_chars == MAX_TEXT_CHARS
+    calls = []
+    real = tokens_mod.gpt2_encoding
+    monkeypatch.setattr(tokens_mod, "gpt2_encoding", lambda: calls.append(1) or real())
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="characters"):
+        tokenize("x" * (MAX_TEXT_CHARS + 1))
+    assert not calls and time.perf_counter() - t0 < 0.05  # refused before the tokenizer ran
+    with pytest.raises(ValueError, match="Shorten the text by about 76 tokens"):
+        tokenize(" word" * 1100, max_tokens=1024)
+    assert len(" word" * 1100) < MAX_TEXT_CHARS
+
+
+def test_a_paste_over_the_limit_is_cut_and_explained_not_a_traceback():
+    at = new_app()
+    at.run()
+    at.session_state["sentence"] = "word " * 5000  # 25,000 characters: what a hostile client could send
+    at.run()
+    msgs = messages(at)
+    assert len(at.text_area(key="sentence").value) <= MAX_TEXT_CHARS  # the widget keeps at most the limit
+    assert not msgs["exception"] and any("Shorten the text" in e for e in msgs["error"]), msgs
+
+
+def test_refused_texts_are_not_cached():
+    from dashboard.compute import cached_tokens
+
+    at = new_app(sentence="word " * 1100)
+    at.run()
+    assert any("up to 1024 tokens" in e for e in messages(at)["error"])
+    # a refused text raises inside the cached function (Streamlit caches no exception), so no
+    # cache entry ever holds more than MAX_POSITIONS tokens
+    with pytest.raises(ValueError, match="Shorten the text"):
+        cached_tokens("word " * 1100)
+
+
+@pytest.mark.parametrize("damage", ["missing", "directory", "empty", "garbled"])
+@pytest.mark.parametrize("page", PAGES)
+def test_damaged_asset_gives_a_plain_message_without_paths(tmp_path, monkeypatch, damage, page):
+    path = tmp_path / "r50k_base.tiktoken"
+    if damage == "directory":
+        path.mkdir()
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "garbled":
+        path.write_bytes(b"not a rank file\n")
+    monkeypatch.setattr(tokens_mod, "RANKS_PATH", path)
+    tokens_mod.gpt2_encoding.cache_clear()
+    try:
+        at = new_app(input_mode="learned")
+        at.run()
+        if page != PAGES[0]:
+            at.switch_page(page).run()
+        msgs = messages(at)
+        assert not msgs["exception"], msgs
+        shown = " ".join(msgs["error"] + msgs["warning"])
+        assert "vocabulary" in shown and "missing or damaged" in shown, msgs
+        assert str(tmp_path) not in shown and "/work" not in shown and str(ROOT) not in shown
+    finally:
+        tokens_mod.gpt2_encoding.cache_clear()
+
+
+def test_host_check_rejects_foreign_names():
+    assert host_allowed("localhost:8501") and host_allowed("127.0.0.1:8501") and host_allowed("[::1]:8501")
+    assert host_allowed("192.168.1.20:8501") and host_allowed("http://localhost:8501")
+    assert not host_allowed("attacker.example") and not host_allowed("attacker.example:8501")
+    assert not host_allowed("http://attacker.example:8501")
+    assert foreign_host({"Host": "attacker.example:8501", "Origin": "http://attacker.example:8501"}) == \
+        "attacker.example"
+    assert foreign_host({"Host": "127.0.0.1:8501", "Origin": "http://evil.example"}) == "evil.example"
+    assert foreign_host({"Host": "localhost:8501", "Origin": "http://localhost:8501"}) is None
+    assert foreign_host({}) is None
+
+
+def test_host_allow_list_from_environment(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_HOSTS", "lab.school.example, other.example")
+    assert host_allowed("lab.school.example:8501") and host_allowed("http://other.example")
+    assert not host_allowed("attacker.example")
+
+
+def test_server_config_is_local_and_quiet():
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["client"]["showErrorDetails"] == "none"
+    assert cfg["client"]["toolbarMode"] == "viewer"
+    assert cfg["server"]["disconnectedSessionTTL"] <= 60
+
+
+def test_url_text_limit_keeps_links_loadable():
+    from urllib.parse import quote_plus
+
+    assert URL_TEXT_LIMIT <= 16_000  # far below what a server or browser refuses (~64 KB request line)
+    assert len(quote_plus(str(DEFAULTS["sentence"]))) < URL_TEXT_LIMIT
