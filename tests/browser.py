@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -38,14 +39,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(port: int | None = None, timeout: float = 60) -> Iterator[str]:
-    """Run `streamlit run dashboard/app.py` on 127.0.0.1; yield its base URL; stop it by PID."""
+def streamlit_server(port: int | None = None, timeout: float = 60, address: str | None = "127.0.0.1",
+                     env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run `streamlit run dashboard/app.py` (on ``address``; None: the project's configured default);
+    yield its base URL; stop it by PID."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
-           "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+           "--server.headless", "true", "--server.port", str(port),
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    if address is not None:
+        cmd += ["--server.address", address]
+    # The server's log goes to a file: an unread pipe fills up (64 KB) and blocks a chatty server.
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -57,7 +64,8 @@ def streamlit_server(port: int | None = None, timeout: float = 60) -> Iterator[s
             except OSError:
                 pass
             if proc.poll() is not None or time.time() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                log.seek(0)
+                out = log.read().decode(errors="replace")
                 raise RuntimeError(f"streamlit did not start on {url}:\n{out[-3000:]}")
             time.sleep(0.2)
         yield url
@@ -67,15 +75,17 @@ def streamlit_server(port: int | None = None, timeout: float = 60) -> Iterator[s
             proc.wait(timeout=10)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
 
 
 @contextmanager
-def chromium_page(width: int = 1600, height: int = 1000) -> Iterator[object]:
+def chromium_page(width: int = 1600, height: int = 1000, extra_args: list[str] | None = None) -> Iterator[object]:
     """A Playwright page in Debian's Chromium."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + (extra_args or []),
+                                    headless=True)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
             yield page

@@ -1,0 +1,112 @@
+"""End-to-end, as a classroom meets the server: nothing leaves the machine, local by default,
+foreign host names refused, and a link made from any accepted text loads."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+import pytest
+
+from browser import browser_missing_reason, chromium_page, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.browser
+
+_reason = browser_missing_reason()
+if _reason and os.environ.get("CI") == "true":
+    raise RuntimeError(f"browser tests must run under CI: {_reason}")
+
+
+@pytest.fixture(scope="module")
+def server():
+    if _reason:
+        pytest.skip(_reason)
+    with streamlit_server() as url:
+        yield url
+
+
+def test_no_request_leaves_the_machine(server, tmp_path):
+    """Every page of the navigation, opened in a real browser: all requests go to the app itself."""
+    own = urlsplit(server).netloc
+    outside: list[str] = []
+    with chromium_page(1280, 720) as page:
+        page.on("request", lambda r: outside.append(r.url) if urlsplit(r.url).scheme in ("http", "https", "ws",
+                "wss") and urlsplit(r.url).netloc != own else None)
+        page.goto(server)
+        wait_idle(page)
+        links = page.locator('[data-testid="stSidebarNavLink"]')
+        hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+        assert len(hrefs) >= 5, hrefs
+        for href in hrefs:
+            page.goto(href if href.startswith("http") else server + "/" + href.lstrip("/"))
+            wait_idle(page, charts=False)
+            assert page.locator('[data-testid="stException"]').count() == 0, href
+        page.screenshot(path=tmp_path / "last_page.png")
+    assert not outside, f"requests to other hosts: {sorted(set(outside))[:10]}"
+
+
+def test_foreign_host_name_is_refused(server):
+    """DNS rebinding: the browser believes attacker.example is 127.0.0.1 and sends that Host."""
+    port = urlsplit(server).port
+    rules = ["--host-resolver-rules=MAP attacker.example 127.0.0.1"]
+    with chromium_page(1280, 720, extra_args=rules) as page:
+        page.goto(f"http://attacker.example:{port}/")
+        page.get_by_text("does not answer to the host name").wait_for(timeout=60_000)
+        wait_idle(page, charts=False)
+        assert page.locator('[data-testid="stVegaLiteChart"]').count() == 0
+        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses with a socket listening on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A = LISTEN
+                found.add(addr)
+    return found
+
+
+def test_readme_command_listens_on_loopback_only():
+    if not os.path.exists("/proc/net/tcp"):
+        pytest.skip("no /proc/net/tcp on this system")
+    from browser import free_port
+
+    port = free_port()
+    with streamlit_server(port=port, address=None):  # as the README starts it: no --server.address
+        addrs = _listening_addresses(port)
+    assert addrs and addrs <= {"0100007F", "00000000000000000000000001000000"}, addrs  # 127.0.0.1 / ::1
+
+
+def test_a_link_made_from_any_accepted_text_loads(server, tmp_path):
+    with chromium_page(1280, 720) as page:
+        page.goto(server)
+        wait_idle(page)
+        area = page.get_by_role("textbox", name="Sentence")
+        # A text that fits in a link comes back with it.
+        short = "the cat sat on the mat" * 20  # 120 tokens
+        area.fill(short)
+        area.press("Control+Enter")
+        wait_idle(page)
+        page.get_by_text("120 tokens").first.wait_for(timeout=60_000)
+        page.goto(page.url)
+        wait_idle(page)
+        page.get_by_text("120 tokens").first.wait_for(timeout=60_000)
+        # A long one (~19 KB once URL-encoded) stays out of the link, which says so and still loads.
+        area = page.get_by_role("textbox", name="Sentence")
+        area.fill("猫が好きです。" * 300)
+        area.press("Control+Enter")
+        wait_idle(page, charts=False)
+        page.get_by_text("too long to put in a link").wait_for(timeout=60_000)
+        assert len(page.url) < 10_000, len(page.url)
+        page.goto(page.url)
+        wait_idle(page)
+        assert page.get_by_text("Invalid HTTP request").count() == 0
+        page.get_by_text("6 tokens").first.wait_for(timeout=60_000)  # the book's sentence, every setting kept
+        page.screenshot(path=tmp_path / "long_text_link.png")
