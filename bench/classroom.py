@@ -1,0 +1,188 @@
+"""A classroom against one server: memory under many distinct long texts, and 20 sessions at once.
+
+Memory (issue: "Hold up in a classroom"): the server's RSS after warm-up, after N distinct
+~1,000-token texts at default settings, after M at GPT-2 size, after K refused 1 MB pastes, and
+once those sessions are gone (closed tabs are let go after server.disconnectedSessionTTL). Each
+text is opened in its own browser context (its own Streamlit session), drawn, and closed.
+
+Concurrency: one session's time to draw a ~200-token text alone, then 20 sessions at once, each
+with its own text; every page must show its own first token (no cross-talk), and the slowest must
+answer within 2 x (one session's time x 20 / cores).
+
+    python -m bench.classroom                      # 100 / 20 / 50, then 20 concurrent sessions
+    python -m bench.classroom --texts 10 --gpt2 3 --pastes 5 --concurrent 5    # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+GPT2 = dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12")
+WORDS = ("attention query key value token head layer weight softmax mask causal context vector model "
+         "teacher student class board river mountain window garden kitchen letter music story").split()
+
+
+MARKERS = ("apple banana cherry lemon orange tiger lion horse cow eagle wolf salmon copper silver "
+           "marble velvet canyon garden harbor island").split()
+
+
+def text_of(num_tokens: int, rng: random.Random) -> str:
+    """A distinct text of about ``num_tokens`` GPT-2 tokens (each word here is one token with its space)."""
+    return " ".join(rng.choice(WORDS) for _ in range(num_tokens - 1)) + f" {rng.randrange(10**9)}"
+
+
+def server_pid(port: int) -> int:
+    """The pid of the streamlit process started with ``--server.port port``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"streamlit" in b" ".join(cmd) and str(port).encode() in cmd:
+            return int(entry.name)
+    raise RuntimeError(f"no streamlit process on port {port}")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def open_session(browser, url: str, timeout: float = 120_000) -> float:
+    """Open ``url`` in a fresh context (a new Streamlit session), wait until drawn, close; seconds."""
+    from browser import wait_drawn
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector('[data-test-script-state="notRunning"]', state="attached", timeout=timeout)
+    wait_drawn(page, timeout)
+    dt = time.perf_counter() - t0
+    ctx.close()
+    return dt
+
+
+def paste_session(browser, base: str, text: str, timeout: float = 120_000) -> None:
+    """Paste ``text`` into the sentence box of a fresh session and wait for the answer."""
+    from browser import wait_drawn
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(base)
+    wait_drawn(page, timeout)
+    area = page.get_by_role("textbox", name="Sentence")
+    area.evaluate("(el, t) => { el.focus(); }", text)
+    page.evaluate("t => navigator.clipboard && 0", text)
+    area.fill(text)
+    area.press("Control+Enter")
+    page.wait_for_selector('[data-testid="stAlertContentError"], [data-testid="stAlert"]', timeout=timeout)
+    ctx.close()
+
+
+def memory(browser, base: str, pid: int, args) -> None:
+    rng = random.Random(0)
+    row = lambda label, extra="": print(f"{label:<44} {rss_mb(pid):8.0f} MB {extra}", flush=True)  # noqa: E731
+    row("server started")
+    open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng)}))
+    open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **GPT2}))
+    time.sleep(2)
+    warm = rss_mb(pid)
+    row("after warm-up (1 default + 1 GPT-2 run)")
+    peak = warm
+    for i in range(args.texts):
+        open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng)}))
+        peak = max(peak, rss_mb(pid))
+        if (i + 1) % 25 == 0 or i + 1 == args.texts:
+            row(f"after {i + 1} distinct ~{args.tokens}-token texts (default)")
+    for i in range(args.gpt2):
+        open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **GPT2}))
+        peak = max(peak, rss_mb(pid))
+        if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
+            row(f"after {i + 1} distinct texts at GPT-2 size")
+    mb = "x" * 2**20
+    for i in range(args.pastes):
+        paste_session(browser, base, mb[:-8] + f"{i:08d}")
+        peak = max(peak, rss_mb(pid))
+        if (i + 1) % 10 == 0 or i + 1 == args.pastes:
+            row(f"after {i + 1} refused 1 MB pastes")
+    ttl_wait = args.idle
+    time.sleep(ttl_wait)
+    after = rss_mb(pid)
+    row(f"{ttl_wait:.0f} s after the last session closed")
+    print(f"peak {peak:.0f} MB (goal <= 1536 MB); after sessions gone {after:.0f} MB = "
+          f"{after / warm:.2f}x post-warm-up (goal <= 1.10x)", flush=True)
+
+
+def concurrent(browser, base: str, n: int) -> None:
+    rng = random.Random(1)
+    one = open_session(browser, base + "/?" + urlencode({"sentence": text_of(200, rng)}))
+    one = min(one, open_session(browser, base + "/?" + urlencode({"sentence": text_of(200, rng)})))
+    from browser import wait_drawn
+
+    # each session's text ends with its own one-token word: the default cell story names it
+    texts = [text_of(199, rng) + " " + MARKERS[i % len(MARKERS)] for i in range(n)]
+    ctxs = [browser.new_context(viewport={"width": 1280, "height": 720}) for _ in range(n)]
+    pages = [c.new_page() for c in ctxs]
+    t0 = time.perf_counter()
+    for page, text in zip(pages, texts):
+        page.goto(base + "/?" + urlencode({"sentence": text}), wait_until="commit")
+    done = []
+    for page in pages:
+        page.wait_for_selector('[data-test-script-state="notRunning"]', state="attached", timeout=300_000)
+        wait_drawn(page, 300_000)
+        done.append(time.perf_counter() - t0)
+    crossed = [i for i, (page, text) in enumerate(zip(pages, texts))
+               if page.get_by_role("textbox", name="Sentence").input_value() != text
+               or page.get_by_text(re.compile(rf"query \d+: {text.split()[-1]} ")).count() == 0]
+    for c in ctxs:
+        c.close()
+    cores = os.cpu_count() or 1
+    budget = 2 * one * n / cores
+    print(f"one session alone: {one:.2f} s; {n} at once: slowest {max(done):.2f} s, median "
+          f"{sorted(done)[n // 2]:.2f} s; goal slowest <= 2 x {one:.2f} x {n} / {cores} = {budget:.1f} s "
+          f"({'met' if max(done) <= budget else 'MISSED'}); pages showing another session's text: "
+          f"{crossed or 'none'}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--texts", type=int, default=100)
+    ap.add_argument("--gpt2", type=int, default=20)
+    ap.add_argument("--pastes", type=int, default=50)
+    ap.add_argument("--tokens", type=int, default=1000)
+    ap.add_argument("--idle", type=float, default=75, help="seconds to wait once the sessions are closed")
+    ap.add_argument("--concurrent", type=int, default=20)
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+
+    with streamlit_server() as base, sync_playwright() as p:
+        pid = server_pid(urlsplit(base).port)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            if args.texts or args.gpt2 or args.pastes:
+                memory(browser, base, pid, args)
+            if args.concurrent:
+                concurrent(browser, base, args.concurrent)
+        finally:
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()
