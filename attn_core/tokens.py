@@ -10,12 +10,13 @@ import base64
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import tiktoken
 from tiktoken_ext.openai_public import r50k_pat_str
 
-RANKS_PATH = Path(__file__).resolve().parent.parent / "assets" / "r50k_base.tiktoken"
+from .paths import asset
+
+RANKS_PATH = asset("r50k_base.tiktoken")
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 ENDOFTEXT = "<|endoftext|>"
 ENDOFTEXT_ID = 50256

@@ -1,0 +1,47 @@
+"""The package installs as a wheel that works anywhere: its own copy of the GPT-2 ranks, no repo needed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+from apptest_utils import ROOT
+
+EXAMPLE = """
+import torch
+from attn_core import BOOK_INPUTS, MultiHeadAttention, tokenize
+from attn_core.paths import ASSETS_DIR
+torch.manual_seed(123)
+batch = torch.stack((BOOK_INPUTS, BOOK_INPUTS))
+mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
+print(round(float(mha(batch)[0, 0, 0]), 4), [t.id for t in tokenize("Your journey")], ASSETS_DIR)
+"""
+
+
+def test_wheel_is_self_contained(tmp_path):
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("attention_lab-*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        z.extractall(site)
+    assert "attn_core/assets/r50k_base.tiktoken" in names
+    assert not any(n.startswith(("dashboard/", "tests/")) for n in names)
+    # Run the README's example from an empty folder, importing only from the unpacked wheel.
+    run = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r});" + EXAMPLE],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[0] == "0.319" and "[7120, 7002]" in run.stdout
+    assert str(site) in run.stdout  # the ranks came from the wheel, not the checkout
+
+
+def test_dependencies_are_declared_once():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "torch==2.13.0" in project["dependencies"]
+    for req in ("requirements.txt", "requirements-dev.txt"):
+        lines = [ln.split("#")[0].strip() for ln in (ROOT / req).read_text().splitlines()]
+        assert [ln for ln in lines if ln] in (["-e .[app]"], ["-e .[app,dev]"]), req
