@@ -1,0 +1,36 @@
+"""The chart cache (dashboard/widgets.py) calls two private Streamlit functions. Streamlit is pinned
+to the version they were tested with; this test says in plain words when they change."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import pyarrow as pa
+import streamlit
+
+from apptest_utils import ROOT
+
+
+def test_private_streamlit_functions_still_behave():
+    try:
+        from streamlit.dataframe_util import convert_arrow_table_to_arrow_bytes
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError as e:  # pragma: no cover - only on a Streamlit that renamed them
+        raise AssertionError(
+            "Streamlit's private chart helpers moved (dashboard/widgets.py: _to_spec, _arrow_bytes): "
+            f"{e}. Pin the Streamlit version in pyproject.toml back, or port the chart cache.") from None
+    df = pd.DataFrame({"q": [0, 1], "v": [0.5, 1.5]})
+    spec = _convert_altair_to_vega_lite_spec(alt.Chart(df).mark_rect().encode(x="q:O", color="v:Q"))
+    assert spec.get("datasets") and spec.get("mark") == {"type": "rect"}, \
+        "Streamlit's _convert_altair_to_vega_lite_spec no longer returns a Vega-Lite dict with datasets"
+    data = convert_arrow_table_to_arrow_bytes(pa.Table.from_pandas(df))
+    assert pa.ipc.open_stream(data).read_all().to_pandas()["v"].tolist() == [0.5, 1.5], \
+        "Streamlit's convert_arrow_table_to_arrow_bytes no longer writes an Arrow IPC stream"
+
+
+def test_streamlit_is_pinned_to_the_tested_version():
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["app"]
+    assert f"streamlit=={streamlit.__version__}" in deps, \
+        f"pyproject.toml must pin the Streamlit these private helpers were tested with ({streamlit.__version__})"
