@@ -1,16 +1,16 @@
-"""How fast the Explore page answers as the sentence grows (issue: T = 6 ... 1024 tokens).
+"""What the user sees after a change: Explore against the floor page, measured the same way, in one run.
 
-For each T and each settings profile -- "default" (the app's defaults on your own text:
-CausalAttention, 3-d learned inputs, d_out 2) and "gpt2" (MultiHeadAttention, d 768, 12 heads) --
-it reports:
-- server: the page's script run after a seed change (a new traced run, nothing cached), via
-  Streamlit's AppTest, median of --reps;
-- cached: the same rerun when nothing changed (a click on a cell, say);
-- browser: in headless Chromium, from pressing Enter on a new seed to the page painted with every
-  chart and image (tests/browser.py: wait_drawn), median of --reps; and the first load.
+Time is measured as the shared probe does (``../shared/tools/e2e_probe.py``): from the change until the
+page's DOM last changed, with the script idle and 400 ms of quiet -- not "every chart painted", since
+a page keeps changing afterwards (late Vega re-layouts, images, widgets). The floor page
+(``bench/floor_app/app.py``, a copy of the probe's: one T x T heatmap, torch imported) runs beside the
+project, the two measured alternately, so load on the machine hits both alike.
 
-    python -m bench.app_response                 # T = 6 32 128 512 1024
-    python -m bench.app_response --sizes 6 32 --reps 2 --no-browser
+For each T: a sentence change on the floor, and on Explore with each settings profile; the ratio
+project / floor. Then the first page after server start (process start -> first page drawn and quiet).
+
+    python -m bench.app_response                            # T = 6 32 128 1024, profiles default heads4 gpt2
+    python -m bench.app_response --sizes 6 32 --reps 3 --profiles default
 """
 
 from __future__ import annotations
@@ -20,101 +20,128 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+FLOOR = ROOT / "bench" / "floor_app" / "app.py"
 WORDS = "the quick brown fox jumps over the lazy dog while a small bird sings".split()
 PROFILES = {
-    "default": dict(input_mode="learned", variant="CausalAttention", d_in="3", d_out="2", num_heads="2"),
+    "default": {},
+    "heads4": dict(input_mode="learned", variant="MultiHeadAttention", d_in="16", d_out="16", num_heads="4"),
     "gpt2": dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12"),
 }
 
-
-def sentence(num_tokens: int) -> str:
-    """A text of exactly ``num_tokens`` GPT-2 tokens (each word here is one token)."""
-    from attn_core import tokenize
-
-    text = " ".join((WORDS * (num_tokens // len(WORDS) + 1))[:num_tokens])
-    assert len(tokenize(text)) == num_tokens
-    return text
-
-
-def server_times(num_tokens: int, reps: int, settings: dict) -> tuple[float, float]:
-    from apptest_utils import clear_caches, messages, new_app
-
-    clear_caches()
-    at = new_app(sentence=sentence(num_tokens), **settings)
-    at.run()
-    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
-    fresh, cached = [], []
-    for r in range(reps):
-        at.number_input(key="seed").set_value(1000 + r)
-        t = time.perf_counter()
-        at.run()
-        fresh.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        at.run()
-        cached.append(time.perf_counter() - t)
-    return statistics.median(fresh), statistics.median(cached)
+QUIET_JS = """() => {
+  if (!window.__probe) {
+    window.__probe = {last: performance.now()};
+    new MutationObserver(() => { window.__probe.last = performance.now(); })
+      .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  }
+}"""
+IDLE_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  return document.querySelectorAll('[data-testid="stVegaLiteChart"], [data-testid="stImage"]').length > 0;
+}"""
 
 
-def browser_times(sizes: list[int], reps: int, settings: dict) -> dict[int, tuple[float, float]]:
-    from urllib.parse import urlencode
+def sentence(num_tokens: int, salt: int = 0) -> str:
+    """A text of exactly ``num_tokens`` GPT-2 tokens (each word here is one token); ``salt`` varies it."""
+    words = WORDS[salt % len(WORDS):] + WORDS[:salt % len(WORDS)]
+    return " ".join((words * (num_tokens // len(words) + 1))[:num_tokens])
 
-    from browser import chromium_page, streamlit_server, wait_drawn
-    from dashboard.controls import INPUT_NAMES, VARIANT_NAMES
 
-    out = {}
-    with streamlit_server() as url, chromium_page(1500, 1000) as page:
-        for n in sizes:
-            q = dict(settings, sentence=sentence(n), input_mode=INPUT_NAMES[settings["input_mode"]],
-                     variant=VARIANT_NAMES[settings["variant"]])
-            t = time.perf_counter()
-            page.goto(f"{url}/?{urlencode(q)}")
-            page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=120_000)
-            wait_drawn(page, 120_000)
-            first = time.perf_counter() - t
-            seed = page.get_by_role("spinbutton", name="seed")
-            times = []
-            for r in range(reps):
-                seed.fill(str(2000 + r))
-                t = time.perf_counter()
-                seed.press("Enter")
-                page.wait_for_selector('[data-test-script-state="running"], [data-stale="true"]',
-                                       state="attached", timeout=10_000)
-                wait_drawn(page, 120_000)
-                times.append(time.perf_counter() - t)
-            out[n] = (first, statistics.median(times))
-    return out
+def timed_change(page, action, quiet_ms: int = 400, timeout: float = 120_000) -> float:
+    """Seconds from ``action()`` until the DOM last changed (script idle, then ``quiet_ms`` of quiet)."""
+    page.evaluate(QUIET_JS)
+    t0 = page.evaluate("() => performance.now()")
+    action()
+    page.wait_for_function(
+        f"""() => {{
+          const app = document.querySelector('[data-testid="stApp"]');
+          const idle = app && app.getAttribute('data-test-script-state') === 'notRunning';
+          return idle && window.__probe.last > {t0} && performance.now() - window.__probe.last > {quiet_ms};
+        }}""", timeout=timeout, polling=50)
+    return (page.evaluate("() => window.__probe.last") - t0) / 1000
+
+
+def set_sentence(page, text: str) -> None:
+    box = page.locator(".st-key-sentence textarea").first
+    box.fill(text)
+    box.press("Control+Enter")
+    box.blur()
+
+
+def first_page(app: Path, cwd: Path, browser, reps: int) -> float:
+    """Median seconds from starting the server process to its first page drawn and quiet."""
+    from browser import free_port, streamlit_server
+
+    times = []
+    for _ in range(reps):
+        port = free_port()
+        t0 = time.perf_counter()
+        with streamlit_server(port=port, app=app, cwd=cwd) as url:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(url, wait_until="domcontentloaded")
+            page.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
+            page.evaluate(QUIET_JS)
+            page.wait_for_function("() => performance.now() - window.__probe.last > 400", timeout=120_000,
+                                   polling=50)
+            times.append(time.perf_counter() - t0 - 0.4)
+            page.close()
+    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[6, 32, 128, 512, 1024])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[6, 32, 128, 1024])
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
+    ap.add_argument("--no-first-page", action="store_true")
     args = ap.parse_args(argv)
+    from playwright.sync_api import sync_playwright
 
-    from browser import browser_missing_reason
+    from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 
-    reason = None if args.no_browser else browser_missing_reason()
-    if reason:
-        print(f"(browser times skipped: {reason})")
-    for profile in args.profiles:
-        settings = PROFILES[profile]
-        rows = {n: server_times(n, args.reps, settings) for n in args.sizes}
-        browser = {} if args.no_browser or reason else browser_times(args.sizes, args.reps, settings)
-        print(f"\nprofile {profile}: " + ", ".join(f"{k} {v}" for k, v in settings.items()))
-        print(f"{'T':>5} | {'server rerun':>12} | {'cached rerun':>12} | {'browser change':>14} | {'first load':>10}")
-        print("-" * 66)
-        for n in args.sizes:
-            fresh, cached = rows[n]
-            b = browser.get(n)
-            bt = f"{b[1]:>13.2f}s" if b else f"{'-':>14}"
-            bf = f"{b[0]:>9.2f}s" if b else f"{'-':>10}"
-            print(f"{n:>5} | {fresh:>11.3f}s | {cached:>11.3f}s | {bt} | {bf}")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        rows: dict[int, dict[str, float]] = {n: {} for n in args.sizes}
+        with streamlit_server(app=FLOOR, cwd=FLOOR.parent) as floor_url, streamlit_server() as app_url:
+            pages = {"floor": (floor_url, {})} | {name: (app_url, PROFILES[name]) for name in args.profiles}
+            tabs = {}
+            for name, (url, query) in pages.items():
+                tab = browser.new_page(viewport={"width": 1600, "height": 1000})
+                tab.goto(f"{url}/?{urlencode(query)}" if query else url)
+                tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
+                tabs[name] = tab
+            for n in args.sizes:
+                samples: dict[str, list[float]] = {name: [] for name in tabs}
+                for r in range(args.reps + 1):  # the first change at each size warms caches: not counted
+                    text = sentence(n, r)
+                    for name, tab in tabs.items():  # alternate: load on the machine hits each alike
+                        dt = timed_change(tab, lambda tab=tab, text=text: set_sentence(tab, text))
+                        if r:
+                            samples[name].append(dt)
+                rows[n] = {name: statistics.median(v) for name, v in samples.items()}
+            for tab in tabs.values():
+                tab.close()
+        first = {} if args.no_first_page else {
+            "floor": first_page(FLOOR, FLOOR.parent, browser, args.reps),
+            "Explore": first_page(ROOT / "dashboard" / "app.py", ROOT, browser, args.reps)}
+        browser.close()
+
+    print(f"sentence change -> DOM quiet (median of {args.reps}; ratio = Explore / floor, same run)")
+    head = f"{'T':>5} | {'floor':>7} | " + " | ".join(f"{name:>16}" for name in args.profiles)
+    print(head + "\n" + "-" * len(head))
+    for n in args.sizes:
+        f = rows[n]["floor"]
+        cells = " | ".join(f"{rows[n][name]:6.2f}s ({rows[n][name] / f:4.2f}x)" for name in args.profiles)
+        print(f"{n:>5} | {f:6.2f}s | {cells}")
+    if first:
+        print(f"first page after server start: floor {first['floor']:.2f} s, Explore {first['Explore']:.2f} s "
+              f"({first['Explore'] / first['floor']:.2f}x)")
 
 
 if __name__ == "__main__":

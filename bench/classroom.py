@@ -3,7 +3,8 @@
 Memory (issue: "Hold up in a classroom"): the server's RSS after warm-up, after N distinct
 ~1,000-token texts at default settings, after M at GPT-2 size, after K refused 1 MB pastes, and
 once those sessions are gone (closed tabs are let go after server.disconnectedSessionTTL). Each
-text is opened in its own browser context (its own Streamlit session), drawn, and closed.
+text is opened in its own browser context (its own Streamlit session) and drawn; up to
+--keep-open tabs stay open at once (a class keeps its tabs open), the oldest closing first.
 
 Concurrency: one session's time to draw a ~200-token text alone, then 20 sessions at once, each
 with its own text; every page must show its own first token (no cross-talk), and the slowest must
@@ -28,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 GPT2 = dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12")
-WORDS = ("attention query key value token head layer weight softmax mask causal context vector model "
-         "teacher student class board river mountain window garden kitchen letter music story").split()
+WORDS = ("attention query key value token head layer weight mask causal context vector model "
+         "teacher student class board river mountain window garden kitchen letter music story word").split()
 
 
 MARKERS = ("apple banana cherry lemon orange tiger lion horse cow eagle wolf salmon copper silver "
@@ -62,8 +63,24 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+OPEN: list = []  # the tabs still open (a class keeps its tabs open while the teacher talks)
+KEEP_OPEN = 0
+
+
+def _retire(ctx) -> None:
+    """Close ``ctx`` now, or keep it open while fewer than KEEP_OPEN tabs are (closing the oldest)."""
+    OPEN.append(ctx)
+    while len(OPEN) > KEEP_OPEN:
+        OPEN.pop(0).close()
+
+
+def close_all() -> None:
+    while OPEN:
+        OPEN.pop(0).close()
+
+
 def open_session(browser, url: str, timeout: float = 120_000) -> float:
-    """Open ``url`` in a fresh context (a new Streamlit session), wait until drawn, close; seconds."""
+    """Open ``url`` in a fresh context (a new Streamlit session), wait until drawn; seconds."""
     from browser import wait_drawn
 
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
@@ -72,8 +89,10 @@ def open_session(browser, url: str, timeout: float = 120_000) -> float:
     page.goto(url)
     page.wait_for_selector('[data-test-script-state="notRunning"]', state="attached", timeout=timeout)
     wait_drawn(page, timeout)
+    if page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count():
+        raise RuntimeError(f"the page showed an error for {url[:120]}...")
     dt = time.perf_counter() - t0
-    ctx.close()
+    _retire(ctx)
     return dt
 
 
@@ -86,12 +105,10 @@ def paste_session(browser, base: str, text: str, timeout: float = 120_000) -> No
     page.goto(base)
     wait_drawn(page, timeout)
     area = page.get_by_role("textbox", name="Sentence")
-    area.evaluate("(el, t) => { el.focus(); }", text)
-    page.evaluate("t => navigator.clipboard && 0", text)
     area.fill(text)
     area.press("Control+Enter")
     page.wait_for_selector('[data-testid="stAlertContentError"], [data-testid="stAlert"]', timeout=timeout)
-    ctx.close()
+    _retire(ctx)
 
 
 def memory(browser, base: str, pid: int, args) -> None:
@@ -107,7 +124,7 @@ def memory(browser, base: str, pid: int, args) -> None:
     for i in range(args.texts):
         open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng)}))
         peak = max(peak, rss_mb(pid))
-        if (i + 1) % 25 == 0 or i + 1 == args.texts:
+        if (i + 1) % 20 == 0 or i + 1 == args.texts:
             row(f"after {i + 1} distinct ~{args.tokens}-token texts (default)")
     for i in range(args.gpt2):
         open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **GPT2}))
@@ -120,6 +137,7 @@ def memory(browser, base: str, pid: int, args) -> None:
         peak = max(peak, rss_mb(pid))
         if (i + 1) % 10 == 0 or i + 1 == args.pastes:
             row(f"after {i + 1} refused 1 MB pastes")
+    close_all()
     ttl_wait = args.idle
     time.sleep(ttl_wait)
     after = rss_mb(pid)
@@ -164,10 +182,13 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=100)
     ap.add_argument("--gpt2", type=int, default=20)
     ap.add_argument("--pastes", type=int, default=50)
-    ap.add_argument("--tokens", type=int, default=1000)
+    ap.add_argument("--tokens", type=int, default=990)
     ap.add_argument("--idle", type=float, default=75, help="seconds to wait once the sessions are closed")
     ap.add_argument("--concurrent", type=int, default=20)
+    ap.add_argument("--keep-open", type=int, default=30, help="tabs kept open at once (a class of 30)")
     args = ap.parse_args()
+    global KEEP_OPEN
+    KEEP_OPEN = args.keep_open
     from playwright.sync_api import sync_playwright
 
     from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server

@@ -40,18 +40,19 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(port: int | None = None, timeout: float = 60, address: str | None = "127.0.0.1",
-                     env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run `streamlit run dashboard/app.py` (on ``address``; None: the project's configured default);
-    yield its base URL; stop it by PID."""
+                     env: dict[str, str] | None = None, app: Path = ROOT / "dashboard" / "app.py",
+                     cwd: Path = ROOT) -> Iterator[str]:
+    """Run `streamlit run app` in ``cwd`` (whose .streamlit/config.toml applies) on ``address`` (None: the
+    configured default); yield its base URL; stop it by PID."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app),
            "--server.headless", "true", "--server.port", str(port),
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     if address is not None:
         cmd += ["--server.address", address]
     # The server's log goes to a file: an unread pipe fills up (64 KB) and blocks a chatty server.
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
