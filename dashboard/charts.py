@@ -285,18 +285,33 @@ def numbered_cells(
                                     group_title: [f"{group_title} {g + 1}" for g in grps[p].ravel()],
                                     "panel": title, "order": p}))
     df = pd.concat(frames, ignore_index=True)
+    ids = sorted({int(g) for g in grps.ravel()})
+    names = [f"{group_title} {g + 1}" for g in ids]  # numeric order: head 2 before head 10
     base = alt.Chart(df).encode(
         x=alt.X("k:O", title=x_title, axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=0)),
         y=alt.Y("q:O", title=y_title, axis=alt.Axis(labelExpr=label_expr(row_labels))),
     )
     cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color(f"{group_title}:N", scale=alt.Scale(scheme="tableau10"), title=group_title),
+        color=alt.Color(f"{group_title}:N", scale=alt.Scale(domain=names, range=distinct_colors(len(names))),
+                        sort=names, title=group_title),
         tooltip=["number:Q", f"{group_title}:N"])
     text = base.mark_text(fontSize=11, color="white").encode(text=alt.Text("number:Q", format=".0f"))
     chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
         return chart
-    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels))
+    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels),
+                       spacing=16)
+
+
+# Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.
+_CATEGORICAL = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+                "#9c755f", "#bab0ac", "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63",
+                "#d4a6c8", "#fabfd2", "#d7b5a6", "#79706e"]
+
+
+def distinct_colors(n: int) -> list[str]:
+    """``n`` different colours (up to 20; beyond that they repeat, so callers show at most 20 groups)."""
+    return [_CATEGORICAL[i % len(_CATEGORICAL)] for i in range(n)]
 
 
 def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:

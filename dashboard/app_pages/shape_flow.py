@@ -12,9 +12,20 @@ import torch
 
 from attn_core import MultiHeadAttentionWrapper, attention, build_module
 from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
+from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
-from dashboard.widgets import draw_chart, load_run, show_matrix, stepper, tensor_slice
+from dashboard.widgets import draw_chart, load_run, plural, show_matrix, stepper, tensor_slice
+
+DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
+DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
+# The first step's code line, by the input vectors actually used (the trace records the learned one).
+X_CODE = {
+    "book": "x = inputs  # the book's fixed 6 x 3 tensor for \"Your journey starts with one step\"",
+    "learned": "x = token_embeddings + pos_embeddings",
+    "sinusoidal": "x = token_embeddings + sinusoidal_pos_embeddings",
+    "onehot": "x = one_hot(token_ids)  # one column per distinct token",
+}
 
 SOURCES = {fn.__name__: inspect.getsource(fn) for fn in
            (attention.MultiHeadAttention.forward, attention.masked_softmax, attention.traced_dropout)}
@@ -53,28 +64,34 @@ def render() -> None:
     steps = list(trace)
     T = len(labels)
 
-    st.markdown(f"**{T} tokens · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
+    st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
                 f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
     i = stepper("flow_step", [s.name for s in steps])
     step = steps[i]
-    prev = steps[i - 1] if i > 0 else None
+    prev = previous_form(steps, i)
+    code = X_CODE.get(run.input_mode, step.code) if step.kind == "input" else step.code
 
     left, right = st.columns([5, 4])
     with left:
         st.subheader(f"{i + 1}. `{step.name}`")
-        st.code(step.code, language="python")
+        st.code(code, language="python")
         st.markdown(f"**Shape** {shape_text(step)}")
         if prev is not None:
-            changed = "unchanged" if prev.shape == step.shape else f"{shape_text(prev)} → {shape_text(step)}"
-            st.markdown(f"**From the previous step** (`{prev.name}`): {changed}")
+            var, before = prev
+            what = f"`{var}`" if var == before.name else f"`{var}` (step `{before.name}`)"
+            change = ("same shape" if before.shape == step.shape
+                      else f"{shape_text(before)} → {shape_text(step)}")
+            st.markdown(f"**Before this step** {what}: {change}")
         st.markdown(f"**Why:** {step.note}")
         st.markdown(f"**Contiguous:** {'yes' if step.contiguous else 'no'} · **strides** {step.stride}")
         if not step.contiguous:
             st.caption("Not contiguous: the elements are not in row-major order for this shape, so `.view` "
                        "cannot regroup them without a copy (`.contiguous()` makes one).")
         name, src = source_with_marker(step.code)
-        with st.expander(f"The step in the full source of `{name or 'the class'}`", expanded=False):
-            st.code(src, language="python", line_numbers=True)
+        if name:
+            where = "MultiHeadAttention.forward" if name == "forward" else name
+            with st.expander(f"This line in the full source of `{where}`", expanded=False):
+                st.code(src, language="python", line_numbers=True)
     with right:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
@@ -82,32 +99,36 @@ def render() -> None:
 
     # --- the reshape itself --------------------------------------------------------------------------
     st.header("How `.view` and `.transpose(1, 2)` regroup the numbers")
-    demo_T = min(T, 4)
-    demo_d = min(cfg.d_out, 12)
-    demo_h = cfg.num_heads if demo_d % cfg.num_heads == 0 else next(h for h in range(min(cfg.num_heads, demo_d), 0, -1)
-                                                                      if demo_d % h == 0)
-    demo = reshape_demo(demo_T, demo_d, demo_h)
-    hd = demo_d // demo_h
+    H, head_dim = cfg.num_heads, cfg.d_out // cfg.num_heads
+    demo = reshape_demo(min(T, 4), cfg.d_out, H)  # the real sizes: (num_tokens, d_out) -> (num_heads, T, head_dim)
+    demo_T, demo_h, demo_hd = min(T, 4), min(H, DEMO_HEADS), min(head_dim, DEMO_HEAD_DIM)
+    columns = [h * head_dim + c for h in range(demo_h) for c in range(demo_hd)]  # real d_out columns shown
     tok = labels[:demo_T]
-    st.caption(f"A small example with the same rules: {demo_T} tokens, d_out = {demo_d}, num_heads = {demo_h}, "
-               f"head_dim = {hd}. Each number is one entry of the projected queries; the colour says which head "
-               "gets it.")
+    shown = (f"the first {demo_h} of {H} heads" if demo_h < H else f"all {H} heads") + (
+        f", the first {demo_hd} of each head's {head_dim} columns" if demo_hd < head_dim else "")
+    st.caption(f"Your sizes (d_out = {cfg.d_out}, num_heads = {H}, head_dim = {head_dim}), drawn for "
+               f"{plural(demo_T, 'token')} and {shown}. Each number is one entry of the projected queries, "
+               "numbered in memory order; the colour says which head gets it."
+               + (" With head_dim = 1 each head gets a single column: raise d_out (e.g. 8 with 2 heads) to see "
+                  "wider heads." if head_dim == 1 else ""))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Before**: `queries` (num_tokens, d_out)")
-        groups = np.tile(demo.head_of_column.numpy(), (demo_T, 1))
-        draw_chart(st, lambda: charts.numbered_cells(demo.flat.numpy(), groups, tok,
-                                                      [str(c) for c in range(demo_d)], x_title="d_out column"),
+        before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
+        groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
+        draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
+                                                      x_title="d_out column"),
                    key="reshape_before")
     with c2:
-        st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, head_dim) "
-                    "matrix per head")
-        per_head = demo.transposed.numpy()  # (num_heads, num_tokens, head_dim)
+        st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
+                    "head_dim) matrix per head")
+        per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
         draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
-                                                      .repeat(hd, 2), tok, [str(c) for c in range(hd)],
+                                                      .repeat(demo_hd, 2), tok, [str(c) for c in range(demo_hd)],
                                                       panels=[f"head {h + 1}" for h in range(demo_h)],
                                                       x_title="head_dim"),
                    key="reshape_after")
+    hd = head_dim
     st.markdown(
         f"`.view` only re-reads the same memory with a new shape: column *c* of d_out lands in head *c // {hd}*. "
         "`.transpose(1, 2)` swaps the token and head axes by changing strides, without moving data: "
