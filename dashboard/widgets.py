@@ -181,10 +181,13 @@ def show_messages(s: Settings) -> None:
         getattr(st, level)(text)
 
 
-def load_run(s: Settings, cfg=None) -> Run | None:
-    """The traced run for the sidebar settings, or None after explaining what to change."""
+def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
+    """The traced run for the sidebar settings, or None after explaining what to change.
+
+    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes."""
     cfg = cfg or s.cfg
-    show_messages(s)
+    if not quiet:
+        show_messages(s)
     try:
         tokens = cached_tokens(s.text)
     except ValueError as e:
@@ -197,8 +200,9 @@ def load_run(s: Settings, cfg=None) -> Run | None:
         return None
     mode = s.input_mode
     if mode == "book" and n != 6:
-        st.info(f"The book's fixed 3-d inputs exist only for its 6-token sentence; your text has {n} tokens, "
-                "so it uses learned token + position embeddings (d_in = 3) instead.")
+        if not quiet:  # one line, not a box: it shows on every page
+            st.caption(f":material/info: The book's fixed inputs exist only for its 6-token sentence: these "
+                       f"{plural(n, 'token')} use learned token + position embeddings (d_in = 3).")
         mode = "learned"
     if cfg.variant in HAS_MASK and n > cfg.context_length:
         st.error(f"Your text has {n} tokens but context_length is {cfg.context_length}: the causal mask "
@@ -235,8 +239,10 @@ def show_matrix(
     selectable: bool = False,
     zoom: bool = False,
     cache_key: Hashable | None = None,
+    text_format: str = ".2f",
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked.
+    ``text_format`` is the d3 format of the values printed in cells (when they fit).
 
     Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -249,9 +255,9 @@ def show_matrix(
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable)
-        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable)
-        event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels),
+                                  max_px=max_px, selectable=selectable, text_format=text_format)
+        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable, text_format)
+        event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                            structure, ck, key=key, selectable=selectable)
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
@@ -276,7 +282,7 @@ def show_matrix(
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0])
     structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable)
     event = draw_chart(container, build_zoom,
-                       lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0]),
+                       lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                        structure, None if ck is None else (ck, "zoom", start, size), key=key, selectable=selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
     return _clicked(event)
@@ -308,7 +314,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
                                      max_px=max_px, x_title=x_title, y_title=y_title)
         structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
                      scale, columns, max_px, x_title, y_title)
-        draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels),
+        draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
                    structure, ck, key=key)
         return
     container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "

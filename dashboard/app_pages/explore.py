@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core import HAS_HEADS
+from attn_core import HAS_HEADS, HAS_MASK
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
+from dashboard import charts
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
-from dashboard.widgets import load_run, md_escape, memo, show_matrix, show_panels
+from dashboard.widgets import load_run, md_escape, memo, plural, show_matrix, show_panels, url_cell, url_choice
+
+NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
+
+
+def compare_methods(s, run, head: int, labels: list[str], wscale: str) -> None:
+    """Both causal masking methods on the user's sentence and settings, side by side."""
+    if not st.toggle("Compare both masking methods", key="compare_methods", bind="query-params",
+                     help="Run the same module with −∞ before softmax and with renormalize after softmax."):
+        return
+    runs = {m: run if m == run.cfg.mask_method else load_run(s, dataclasses.replace(run.cfg, mask_method=m),
+                                                              quiet=True)
+            for m in MASK_NAMES}
+    if any(r is None for r in runs.values()):
+        return
+    mats = [memo((r.key, "matrix", "weights", head), lambda r=r: head_matrix(r.trace, "weights", head))
+            for r in runs.values()]
+    diff = float(np.max(np.abs(mats[0] - mats[1])))
+    c_pair, c_diff = st.columns([3, 1])
+    show_panels(c_pair, mats, [MASK_NAMES[m] for m in runs], labels, key="compare_methods_pair", scale=wscale,
+                columns=2, max_px=300, cache_key=(run.key, "compare_methods", head))
+    c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
+    c_diff.caption("Same module, same weights, same sentence: the two methods give the same attention weights. "
+                   "Switching the sidebar's method therefore changes nothing you can see.")
 
 
 def render() -> None:
@@ -22,7 +48,6 @@ def render() -> None:
         st.stop()
 
     trace, labels, rk = run.trace, run.labels, run.key
-
 
     def mat(kind: str, h: int = 0) -> np.ndarray | None:
         """One head's 2-d matrix of a step kind (remembered: T=1024 traces are large)."""
@@ -38,7 +63,7 @@ def render() -> None:
     elif cfg.variant == "MultiHeadAttentionWrapper":
         head_note = f" · {H} heads × d_out {cfg.d_out} each, concatenated"
     st.markdown(
-        f"**{VARIANT_NAMES[cfg.variant]}** · {T} tokens · d_in {cfg.d_in}{head_note}"
+        f"**{VARIANT_NAMES[cfg.variant]}** · {plural(T, 'token')} · d_in {cfg.d_in}{head_note}"
         + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if cfg.variant in HAS_HEADS or cfg.variant == "CausalAttention"
            else "")
         + f" · output shape **{out_shape}** on {cfg.device}"
@@ -57,13 +82,27 @@ def render() -> None:
 
     # Head picker ------------------------------------------------------------------------------------
     head = 0
+    row_max = memo((rk, "row_max"), lambda: np.nanmax(all_heads(trace, "weights"), axis=-1))  # (H, T)
+    typical = float(np.median(row_max))
+    wscale = "relative" if st.session_state.get("row_scale") else "weights"
     if H > 1:
         st.header("All heads: attention weights")
         show_panels(st, memo((rk, "all_heads"), lambda: list(all_heads(trace, "weights"))),
-                    [f"head {h + 1}" for h in range(H)], labels, key="heads_grid", scale="weights",
+                    [f"head {h + 1}" for h in range(H)], labels, key="heads_grid", scale=wscale,
                     columns=min(H, 6), max_px=200 if T <= 32 else 160, cache_key=(rk, "heads_grid"))
+        head_names = [f"head {h + 1}" for h in range(H)]
+        url_choice("head", head_names, "head 1")
         head = st.segmented_control("Look at one head", list(range(H)), default=0, key="head",
-                                    format_func=lambda h: f"head {h + 1}") or 0
+                                    format_func=head_names.__getitem__, bind="query-params") or 0
+    if typical < NEAR_UNIFORM and wscale == "weights":
+        st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
+                f"spreads its attention almost evenly over the keys it can see: about 1/{T} = {1 / T:.4f} each "
+                f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
+                "that is uniformly dark. Turn on **per-row relative colours** below to see which keys each "
+                "row still prefers; a trained model's attention is much sharper.")
+    st.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
+              bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the true values; "
+              "colours then compare keys within a row, not across rows or charts.")
 
     # 2. Queries, keys, values -----------------------------------------------------------------------
     qkv = [mat(k, head) for k in ("queries", "keys", "values")]
@@ -98,17 +137,29 @@ def render() -> None:
     weights = mat("weights", head)
     st.subheader("Attention weights — every row sums to 1")
     c_w, c_story = st.columns([3, 2])
-    clicked = show_matrix(c_w, weights, labels, labels, key="weights", scale="weights", selectable=True, zoom=True,
+    clicked = show_matrix(c_w, weights, labels, labels, key="weights", scale=wscale, selectable=True, zoom=True,
                           max_px=520, cache_key=(rk, "weights", head))
-    c_w.caption("Fixed 0–1 colour scale (viridis), comparable across charts. Click a cell to see its story.")
+    if wscale == "relative":
+        c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
+                    "attends to most). Hover for the true weights. Click a cell to see its story.")
+    else:
+        c_w.caption("Fixed 0–1 colour scale (viridis), comparable across charts. Click a cell to see its story.")
+    if clicked is not None:  # the clicked cell goes into the link (1-based, validated when read back)
+        st.session_state["cell_pick"] = clicked
+        st.query_params["cell"] = f"{clicked[0] + 1},{clicked[1] + 1}"
+    elif "cell_pick" not in st.session_state:  # a new session: the link may name a cell
+        st.session_state["cell_pick"] = url_cell("cell", T, T)
+    pick = st.session_state.get("cell_pick")
+    if pick is not None and max(pick) >= T:  # from another sentence
+        pick = None
     row_sums = weights.sum(axis=1)
     c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
 
     with c_story:
-        i, j = clicked if clicked is not None else (T - 1, 0)
+        i, j = pick if pick is not None else (T - 1, 0)
         story = cell_story(trace, i, j, head)
         st.markdown(f"#### Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**"
-                    + ("" if clicked else "  \n_(click a weight cell to pick another)_"))
+                    + ("" if pick else "  \n_(click a weight cell to pick another)_"))
         vec = lambda v: "[" + ", ".join(f"{a:.3f}" for a in v[:8]) + (", …]" if len(v) > 8 else "]")  # noqa: E731
         st.markdown(
             f"1. **Score** q{i + 1} · k{j + 1} = {vec(story.query)} · {vec(story.key)} = **{story.dot:.4f}**\n"
@@ -128,17 +179,26 @@ def render() -> None:
             st.caption(f"Row {i + 1} of what softmax sees: {finite.size} visible keys, "
                        f"range {finite.min():.3f} … {finite.max():.3f}.")
 
+    if cfg.variant in HAS_MASK and cfg.causal:
+        compare_methods(s, run, head, labels, wscale)
+
     # 4. Dropout ------------------------------------------------------------------------------------
     dmask = mat("dropout_mask", head)
     if dmask is not None:
         st.header("4 · Dropout on the weights")
         dropped = mat("dropped_weights", head)
-        show_panels(st, [dmask, dropped], ["dropped cells (1 = zeroed)", "weights after dropout"], labels,
-                    key="dropout", scale="weights", columns=2, max_px=300, cache_key=(rk, "dropout", head))
         p = cfg.dropout
-        st.caption(f"p = {p:g}: {dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed; survivors "
-                   f"× 1/(1−p) = {1 / (1 - p):.3f}. Row sums now range {dropped.sum(1).min():.3f} … "
-                   f"{dropped.sum(1).max():.3f}.")
+        top = 1 / (1 - p)
+        st.markdown(f"**p = {p:g}: every surviving weight is multiplied by 1/(1−p) = {top:.3g}**, so the colour "
+                    f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
+        c_dm, c_dw = st.columns([1, 2])
+        show_matrix(c_dm, dmask, labels, labels, key="dropout_mask", scale="mask",
+                    title="dropped cells (1 = zeroed)", max_px=260, cache_key=(rk, "dropout_mask", head))
+        show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
+                    labels, key="dropout", scale=charts.weights_scale(top), columns=2, max_px=300,
+                    cache_key=(rk, "dropout", head))
+        st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
+                   f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
     elif cfg.variant in ("CausalAttention", *HAS_HEADS):
         st.header("4 · Dropout")
         st.info("Dropout is off: " + ("train_mode is off (eval mode)." if not cfg.train_mode else "p = 0.")

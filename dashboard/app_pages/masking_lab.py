@@ -12,8 +12,11 @@ import torch
 from attn_core import HAS_MASK
 from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_table, scaling_table, scaling_weights
 from attn_core.views import head_matrix
+from dashboard import charts
 from dashboard.controls import settings
-from dashboard.widgets import load_run, memo, show_matrix, show_panels
+from dashboard.widgets import load_run, memo, show_matrix, show_panels, url_choice
+
+EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
 
 
 def render() -> None:
@@ -43,8 +46,12 @@ def render() -> None:
     c1, c2 = st.columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
     with c2:
-        show_matrix(st, diff.numpy(), labels, labels, key="method_diff", scale="scores", title="|(a) − (b)|",
-                    max_px=260, cache_key=(rk, "method_diff"))
+        # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
+        show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
+                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})", max_px=260,
+                    cache_key=(rk, "method_diff"), text_format=".2g")
+        st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
+                   "agree up to float rounding.")
     st.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
@@ -54,7 +61,8 @@ def render() -> None:
     # 2. Mistakes -----------------------------------------------------------------------------------------
     st.header("2 · Classic mistakes, beside the right answer")
     names = [v.name for v in variants[2:]]
-    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake") or names[0]
+    url_choice("mistake", names, names[0])
+    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params") or names[0]
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
@@ -76,7 +84,7 @@ def render() -> None:
     rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, d_k, cfg.device))
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
         "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
-        "fully_masked_row": "a fully masked row becomes", "finite": "weights finite"})
+        "fully_masked_row": "a fully masked row becomes", "finite": "all weights finite (that row too)"})
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e")})
     st.markdown(
@@ -95,13 +103,19 @@ def render() -> None:
     st.header("4 · Dropout after masking")
     p = cfg.dropout if cfg.dropout > 0 else 0.5
     dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
-    drun = load_run(s, dcfg)
+    drun = load_run(s, dcfg, quiet=True)
     if drun is not None:
         dmask = head_matrix(drun.trace, "dropout_mask", 0)
         dropped = head_matrix(drun.trace, "dropped_weights", 0)
         before = head_matrix(drun.trace, "weights", 0)
-        show_panels(st, [before, dmask, dropped], ["weights (eval mode: used as is)", "dropped (1 = zeroed)",
-                    "after dropout (training)"], labels, key="dropout_lab", scale="weights", columns=3, max_px=260,
+        top = 1 / (1 - p)
+        st.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels share a colour scale from 0 to "
+                    f"{top:.3g}, so the scaled survivors are the brightest cells.")
+        c_mask, c_pair = st.columns([1, 2])
+        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask",
+                    title="dropped (1 = zeroed)", max_px=240, cache_key=(drun.key, "dropout_lab_mask"))
+        show_panels(c_pair, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
+                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=260,
                     cache_key=(drun.key, "dropout_lab"))
         sums = dropped.sum(axis=1)
         st.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
