@@ -90,7 +90,7 @@ class PrecisionRow:
     method: str
     max_diff_vs_fp32: float  # against the float32 −∞ result, over the normal rows
     fully_masked_row: str  # what a row with every key masked becomes
-    finite: bool
+    finite: bool  # every weight finite, the fully masked row's included
 
 
 def precision_table(attn_scores: torch.Tensor, d_k: int, device: str = "cpu") -> list[PrecisionRow]:
@@ -117,7 +117,8 @@ def precision_table(attn_scores: torch.Tensor, d_k: int, device: str = "cpu") ->
                 row = "NaN (0/0: every exp(−∞) is 0)"
             else:
                 row = f"uniform 1/T = {first[0].item():.3f} (attends to masked keys!)"
-            rows.append(PrecisionRow(name, str(s.device), label, diff, row, bool(torch.isfinite(w).all())))
+            finite = bool(torch.isfinite(w).all() and torch.isfinite(wf).all())  # the fully masked row too
+            rows.append(PrecisionRow(name, str(s.device), label, diff, row, finite))
     return rows
 
 

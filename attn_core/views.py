@@ -7,6 +7,8 @@ have (b, ...). These helpers hide that, so pages stay free of attention logic.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +17,46 @@ from .trace import Step, Trace
 
 # MultiHeadAttention records per-head queries/keys/values after its transpose.
 _PER_HEAD_KIND = {"queries": "queries_per_head", "keys": "keys_per_head", "values": "values_per_head"}
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _variable(step: Step) -> str:
+    """The variable a step's code line writes: ``queries = queries.view(...)`` -> "queries",
+    ``attn_scores.masked_fill_(...)`` -> "attn_scores"; else the step's name up to its first dot."""
+    code = step.code.splitlines()[0] if step.code else ""
+    lhs = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\s*=[^=]", code)
+    if lhs:
+        return lhs.group(1)
+    inplace = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\.\w+_\(", code)
+    if inplace:
+        return inplace.group(1)
+    return step.name.split(".")[0]
+
+
+def previous_form(steps: Sequence[Step], i: int) -> tuple[str, Step] | None:
+    """The same tensor one step earlier, as (variable, step): for ``queries.view`` the projected
+    ``queries``, for ``queries.transpose`` its ``.view``. A new tensor (``attn_weights =
+    torch.softmax(attn_scores ...)``) is compared with the first recorded variable it is computed
+    from. None for the first step or when nothing recorded feeds it."""
+    step = steps[i]
+    var = _variable(step)
+    code = step.code.splitlines()[0] if step.code else ""
+    rhs = code.split("=", 1)[1] if re.match(r"\s*\w+\s*=[^=]", code) else code
+    written = {}  # variable -> the last step (before i) that wrote it
+    for s in steps[:i]:
+        written[_variable(s)] = s
+    if var in written and re.search(rf"\b{var}\b", rhs):  # the variable rewritten from itself
+        return var, written[var]
+    for s in reversed(steps[:i]):  # an unnamed expression fed in whole: softmax(attn_scores / ...)
+        expr = s.code.splitlines()[0].strip() if s.code else ""
+        if expr and "=" not in expr and expr in rhs:
+            return s.name, s
+    for name in _NAME.findall(rhs):
+        if name in written and name != "self":
+            return name, written[name]
+    return None
 
 
 def num_heads(trace: Trace) -> int:

@@ -31,7 +31,21 @@ CHART_PX = 480  # the longer side of a heatmap, in pixels
 # Colour-blind-safe schemes (Vega's viridis and blue-orange).
 SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange", "mask": "greys"}
 
-LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask"}
+LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask", "relative": "÷ row max",
+                 "magnitude": "size"}
+
+
+def scale_parts(scale: str) -> tuple[str, float]:
+    """A scale name and its top: "weights" (0-1), "weights:2" (0-2, dropout's scaled survivors),
+    "relative" (each row divided by its largest value, 0-1), "magnitude:N" (sizes ≥ 0, sequential
+    0-N), "scores", "mask"."""
+    kind, _, top = scale.partition(":")
+    return kind, float(top) if top else 1
+
+
+def weights_scale(top: float = 1.0) -> str:
+    """The scale name for weights that reach ``top`` (e.g. 1/(1-p) after dropout)."""
+    return "weights" if top <= 1.0 else f"weights:{top:g}"
 
 # Anchor colours for the PNG raster (viridis; and a blue-white-orange diverging map).
 _VIRIDIS = np.array([[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
@@ -80,52 +94,60 @@ def matrix_frame(
     col_labels: Sequence[str],
     offset_rows: int = 0,
     offset_cols: int = 0,
+    scale: str = "scores",
 ) -> pd.DataFrame:
     """Long-form frame of a 2-d matrix: integer ``q``/``k`` positions, ``value`` (NaN where -inf),
-    ``masked`` (True where -inf), and the row/column labels for tooltips."""
+    ``masked`` (True where -inf), ``color`` (the value, or with the "relative" scale the value
+    divided by its row's largest), and the row/column labels for tooltips."""
     m = np.asarray(matrix, dtype=np.float64)
     n_rows, n_cols = m.shape
     q, k = np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij")
     flat = m.ravel()
     masked = np.isneginf(flat)
+    shade = np.where(np.isfinite(m), m, 0.0)
+    if scale_parts(scale)[0] == "relative":
+        top = shade.max(axis=1, keepdims=True)
+        shade = np.divide(shade, top, out=np.zeros_like(shade), where=top > 0)
     return pd.DataFrame({
         "q": (q.ravel() + offset_rows).astype(np.int32),
         "k": (k.ravel() + offset_cols).astype(np.int32),
         "value": np.where(np.isfinite(flat), flat, np.nan),
         "masked": masked,
-        "color": np.where(np.isfinite(flat), flat, 0.0),  # for the colour channel: NaN rows would be dropped
+        "color": shade.ravel(),  # for the colour channel (NaN rows would be dropped)
         "row": pd.Categorical(np.asarray(row_labels, dtype=object)[q.ravel()]),
         "col": pd.Categorical(np.asarray(col_labels, dtype=object)[k.ravel()]),
     })
 
 
 def color_scale(scale: str) -> alt.Scale:
-    """Weights: fixed 0-1 sequential. Masks: 0/1 greys. Scores: diverging, centred on 0.
+    """Weights: fixed sequential 0-1 (0 to 1/(1-p) after dropout; per-row 0-1 when "relative").
+    Masks: 0/1 greys. Scores: diverging, centred on 0.
 
     No scale depends on the data's values, so one chart spec serves any data of its shape."""
-    if scale == "weights":
-        return alt.Scale(scheme=SCHEMES["weights"], domain=[0, 1])
+    kind, top = scale_parts(scale)
+    if kind in ("weights", "relative", "magnitude"):
+        return alt.Scale(scheme=SCHEMES["weights"], domain=[0, top])
     if scale == "mask":
         return alt.Scale(domain=[0, 1], range=["#f7f7f7", "#404040"])
     return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
 
 
 def heatmap_frame(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
-                  offset_rows: int = 0, offset_cols: int = 0) -> pd.DataFrame:
+                  offset_rows: int = 0, offset_cols: int = 0, scale: str = "scores") -> pd.DataFrame:
     """The data of :func:`heatmap`: a window of a matrix placed at its true token positions."""
     n_rows, n_cols = np.shape(matrix)
     return matrix_frame(matrix, row_labels[offset_rows:offset_rows + n_rows],
-                        col_labels[offset_cols:offset_cols + n_cols], offset_rows, offset_cols)
+                        col_labels[offset_cols:offset_cols + n_cols], offset_rows, offset_cols, scale)
 
 
 def facet_frame(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_labels: Sequence[str],
-                col_labels: Sequence[str] | None = None) -> pd.DataFrame:
+                col_labels: Sequence[str] | None = None, scale: str = "scores") -> pd.DataFrame:
     """The data of :func:`facet_grid`: every panel's cells, tagged with its title and order."""
     col_labels = row_labels if col_labels is None else col_labels
     frames = []
     for order, (title, m) in enumerate(zip(panel_titles, matrices)):
         n_rows, n_cols = np.shape(m)
-        f = matrix_frame(m, row_labels[:n_rows], col_labels[:n_cols])
+        f = matrix_frame(m, row_labels[:n_rows], col_labels[:n_cols], scale=scale)
         f["panel"] = title
         f["order"] = order
         frames.append(f)
@@ -146,6 +168,7 @@ def heatmap(
     selectable: bool = False,
     offset_rows: int = 0,
     offset_cols: int = 0,
+    text_format: str = ".2f",
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips.
 
@@ -156,10 +179,11 @@ def heatmap(
     n_rows, n_cols = m.shape
     if needs_raster(n_rows * n_cols):
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
-    df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols)
+    df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
     px = cell_px(n_rows, n_cols, max_px)
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
+    kind = scale_parts(scale)[0]
     label_angle = -45 if px < 30 or n_cols > 8 else 0
     x = alt.X("k:O", sort="ascending", title=x_title,
               axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=label_angle, labelLimit=120,
@@ -171,7 +195,7 @@ def heatmap(
     base = alt.Chart(df).encode(x=x, y=y)
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
-                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale],
+                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
                                       legend=alt.Legend(orient="right", gradientLength=min(200, px * n_rows)))),
         tooltip=tooltip,
     )
@@ -186,17 +210,23 @@ def heatmap(
         layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(14, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(base.transform_filter("!datum.masked").mark_text(fontSize=min(13, px // 3 + 2)).encode(
-            text=alt.Text("value:Q", format=".2f"),
-            color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white"))))
+        layers.append(_value_text(base, scale, min(13, px // 3 + 2), text_format))
     chart = alt.layer(*layers).properties(width=alt.Step(px), height=alt.Step(px))
     return chart.properties(title=title) if title else chart
 
 
+def _value_text(base: alt.Chart, scale: str, size: int, text_format: str = ".2f") -> alt.Chart:
+    """Each unmasked cell's value as text, black on light cells and white on dark ones."""
+    return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
+        text=alt.Text("value:Q", format=text_format),
+        color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
+
+
 def _light_cell(scale: str) -> str:
     """Vega predicate: is the cell's colour light (so black text reads on it)?"""
-    if scale == "weights":
-        return "datum.value > 0.55"  # viridis is light at the top
+    kind, top = scale_parts(scale)
+    if kind in ("weights", "relative", "magnitude"):
+        return f"datum.color > {0.55 * top:g}"  # viridis is light at the top
     return "true"  # diverging maps are light in the middle, where most values sit
 
 
@@ -211,8 +241,10 @@ def facet_grid(
     max_px: int = 200,
     x_title: str = "key",
     y_title: str = "query",
+    show_text: bool | None = None,
 ) -> alt.FacetChart:
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
+    ``show_text`` (default: when cells are large enough) prints each value in its cell.
 
     One faceted chart draws much faster than one chart per panel (GUIDE: 12 heads at T=32,
     1.67 s vs 2.06 s in the browser).
@@ -222,8 +254,10 @@ def facet_grid(
     col_labels = row_labels if col_labels is None else col_labels
     if needs_raster(len(mats) * n_rows * n_cols, MAX_PANEL_CELLS):
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
-    df = facet_frame(mats, panel_titles, row_labels, col_labels)
+    df = facet_frame(mats, panel_titles, row_labels, col_labels, scale)
     px = cell_px(n_rows, n_cols, max_px)
+    if show_text is None:
+        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 28 and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
     base = alt.Chart(df).encode(
@@ -233,7 +267,8 @@ def facet_grid(
     )
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
-                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale])),
+                            alt.Color("color:Q", scale=color_scale(scale),
+                                      title=LEGEND_TITLES[scale_parts(scale)[0]])),
         tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
                  alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
                  alt.Tooltip("masked:N")],
@@ -242,6 +277,8 @@ def facet_grid(
     if px >= 14:
         layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(12, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
+    if show_text:
+        layers.append(_value_text(base, scale, min(12, px // 3 + 1)))
     chart = alt.layer(*layers, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     return chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"), header=alt.Header(labelFontSize=13)),
@@ -285,18 +322,33 @@ def numbered_cells(
                                     group_title: [f"{group_title} {g + 1}" for g in grps[p].ravel()],
                                     "panel": title, "order": p}))
     df = pd.concat(frames, ignore_index=True)
+    ids = sorted({int(g) for g in grps.ravel()})
+    names = [f"{group_title} {g + 1}" for g in ids]  # numeric order: head 2 before head 10
     base = alt.Chart(df).encode(
         x=alt.X("k:O", title=x_title, axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=0)),
         y=alt.Y("q:O", title=y_title, axis=alt.Axis(labelExpr=label_expr(row_labels))),
     )
     cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color(f"{group_title}:N", scale=alt.Scale(scheme="tableau10"), title=group_title),
+        color=alt.Color(f"{group_title}:N", scale=alt.Scale(domain=names, range=distinct_colors(len(names))),
+                        sort=names, title=group_title),
         tooltip=["number:Q", f"{group_title}:N"])
     text = base.mark_text(fontSize=11, color="white").encode(text=alt.Text("number:Q", format=".0f"))
     chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
         return chart
-    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels))
+    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels),
+                       spacing=16)
+
+
+# Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.
+_CATEGORICAL = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+                "#9c755f", "#bab0ac", "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63",
+                "#d4a6c8", "#fabfd2", "#d7b5a6", "#79706e"]
+
+
+def distinct_colors(n: int) -> list[str]:
+    """``n`` different colours (up to 20; beyond that they repeat, so callers show at most 20 groups)."""
+    return [_CATEGORICAL[i % len(_CATEGORICAL)] for i in range(n)]
 
 
 def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
@@ -312,10 +364,14 @@ def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
     """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
     m = np.asarray(matrix, dtype=np.float32)
     finite = np.isfinite(m)
-    if scale == "weights":
-        t = m
-        rgb = _colormap(np.where(finite, t, 0), _VIRIDIS)
-    elif scale == "mask":
+    kind, top = scale_parts(scale)
+    if kind in ("weights", "magnitude"):
+        rgb = _colormap(np.where(finite, m / top, 0), _VIRIDIS)
+    elif kind == "relative":
+        shade = np.where(finite, m, 0)
+        row_max = shade.max(axis=1, keepdims=True)
+        rgb = _colormap(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0), _VIRIDIS)
+    elif kind == "mask":
         rgb = np.repeat(np.where(m > 0.5, 64, 247).astype(np.uint8)[..., None], 3, axis=-1)
     else:
         bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
@@ -349,7 +405,7 @@ def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, 
     about ``target_px`` and a thin side is stretched to ``min_side``. With ``max_side`` a larger
     matrix is first pooled (max for weights and masks, mean for scores) to at most that many pixels."""
     if max_side is not None:
-        matrix, _ = pool(matrix, max_side, "mean" if scale == "scores" else "max")
+        matrix, _ = pool(matrix, max_side, "mean" if scale_parts(scale)[0] == "scores" else "max")
     rgb = raster_rgb(matrix, scale)
     img = Image.fromarray(rgb, mode="RGB")
     rows, cols = rgb.shape[:2]

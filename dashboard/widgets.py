@@ -112,6 +112,66 @@ def md_escape(text: str) -> str:
     return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def sentence(message: object) -> str:
+    """An error message as a sentence: capital first letter, one final full stop."""
+    text = str(message).strip().rstrip(".")
+    return (text[:1].upper() + text[1:] + ".") if text else ""
+
+
+def warn_bad_link(param: str, value: str, used: str) -> None:
+    """Say that a link's ``?param=value`` was not usable and what is shown instead (all escaped)."""
+    st.warning(f"The link's value for “{md_escape(param)}” ({md_escape(repr(value))}) is not valid here: "
+               f"using {md_escape(used)} instead.")
+
+
+def url_choice(key: str, shown: Sequence[str], used: str) -> None:
+    """Before a widget bound to the URL is drawn: warn if the link's ``?key=`` is not one of the
+    labels the widget shows (Streamlit would drop it silently). Only a new session reads the link."""
+    if key in st.session_state:
+        return
+    raw = st.query_params.get(key)
+    if raw is not None and raw not in shown:
+        warn_bad_link(key, raw, used)
+
+
+def url_int(key: str, lo: int, hi: int, used: int) -> None:
+    """Like :func:`url_choice` for an integer widget with the range ``lo``..``hi``."""
+    if key in st.session_state:
+        return
+    raw = st.query_params.get(key)
+    if raw is None:
+        return
+    try:
+        ok = lo <= int(raw) <= hi
+    except ValueError:
+        ok = False
+    if not ok:
+        warn_bad_link(key, raw, f"{used} (it must be a whole number from {lo} to {hi})")
+
+
+def url_cell(key: str, n_rows: int, n_cols: int) -> tuple[int, int] | None:
+    """A cell from the link's ``?key=row,col`` (1-based), validated; None (with a warning) if bad."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return None
+    parts = raw.split(",")
+    try:
+        i, j = (int(p) for p in parts) if len(parts) == 2 else (0, 0)
+    except ValueError:
+        i, j = 0, 0
+    if 1 <= i <= n_rows and 1 <= j <= n_cols:
+        return i - 1, j - 1
+    warn_bad_link(key, raw, f"the default cell (it must be “row,column” with row 1–{n_rows} and column "
+                            f"1–{n_cols})")
+    del st.query_params[key]
+    return None
+
+
 def _set_state(key: str, value: object) -> None:
     st.session_state[key] = value
 
@@ -121,14 +181,17 @@ def show_messages(s: Settings) -> None:
         getattr(st, level)(text)
 
 
-def load_run(s: Settings, cfg=None) -> Run | None:
-    """The traced run for the sidebar settings, or None after explaining what to change."""
+def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
+    """The traced run for the sidebar settings, or None after explaining what to change.
+
+    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes."""
     cfg = cfg or s.cfg
-    show_messages(s)
+    if not quiet:
+        show_messages(s)
     try:
         tokens = cached_tokens(s.text)
     except ValueError as e:
-        st.error(f"{e}.")
+        st.error(sentence(e))
         return None
     n = len(tokens)
     if n > MAX_POSITIONS:
@@ -137,8 +200,9 @@ def load_run(s: Settings, cfg=None) -> Run | None:
         return None
     mode = s.input_mode
     if mode == "book" and n != 6:
-        st.info(f"The book's fixed 3-d inputs exist only for its 6-token sentence; your text has {n} tokens, "
-                "so it uses learned token + position embeddings (d_in = 3) instead.")
+        if not quiet:  # one line, not a box: it shows on every page
+            st.caption(f":material/info: The book's fixed inputs exist only for its 6-token sentence: these "
+                       f"{plural(n, 'token')} use learned token + position embeddings (d_in = 3).")
         mode = "learned"
     if cfg.variant in HAS_MASK and n > cfg.context_length:
         st.error(f"Your text has {n} tokens but context_length is {cfg.context_length}: the causal mask "
@@ -156,7 +220,7 @@ def load_run(s: Settings, cfg=None) -> Run | None:
     try:
         return traced_run(s.text, mode, cfg)
     except ValueError as e:
-        st.error(f"{e}.")
+        st.error(sentence(e))
         return None
 
 
@@ -175,8 +239,10 @@ def show_matrix(
     selectable: bool = False,
     zoom: bool = False,
     cache_key: Hashable | None = None,
+    text_format: str = ".2f",
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked.
+    ``text_format`` is the d3 format of the values printed in cells (when they fit).
 
     Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -189,9 +255,9 @@ def show_matrix(
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable)
-        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable)
-        event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels),
+                                  max_px=max_px, selectable=selectable, text_format=text_format)
+        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable, text_format)
+        event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                            structure, ck, key=key, selectable=selectable)
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
@@ -202,9 +268,13 @@ def show_matrix(
                       f"(rows: {y_title}, columns: {x_title}; grey = masked{pooled}).")
     if not zoom:
         return None
-    size = container.select_slider("Zoom window (tokens)", ZOOM_SIZES, value=64, key=f"{key}_zoom_size")
+    url_choice(f"{key}_zoom_size", [str(z) for z in ZOOM_SIZES], "64 tokens")
+    size = container.select_slider("Zoom window (tokens)", ZOOM_SIZES, value=64, key=f"{key}_zoom_size",
+                                   bind="query-params")
     size = min(size, n_rows)
-    start = container.slider("Zoom window starts at token", 1, n_rows - size + 1, 1, key=f"{key}_zoom_start") - 1
+    url_int(f"{key}_zoom_start", 1, n_rows - size + 1, 1)
+    start = container.slider("Zoom window starts at token", 1, n_rows - size + 1, 1, key=f"{key}_zoom_start",
+                             bind="query-params") - 1
     cols = (start, start + size) if n_cols == n_rows else (0, min(n_cols, size))
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
     def build_zoom():
@@ -212,7 +282,7 @@ def show_matrix(
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0])
     structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable)
     event = draw_chart(container, build_zoom,
-                       lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0]),
+                       lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                        structure, None if ck is None else (ck, "zoom", start, size), key=key, selectable=selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
     return _clicked(event)
@@ -244,7 +314,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
                                      max_px=max_px, x_title=x_title, y_title=y_title)
         structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
                      scale, columns, max_px, x_title, y_title)
-        draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels),
+        draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
                    structure, ck, key=key)
         return
     container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "
@@ -263,9 +333,21 @@ def _step(key: str, delta: int, n: int) -> None:
 def stepper(key: str, labels: Sequence[str]) -> int:
     """Previous / Next buttons and a slider over ``labels``; returns the chosen index.
 
-    Buttons and slider share one session-state value, so a projector user can click or drag."""
+    Buttons and slider share one session-state value, so a projector user can click or drag. The
+    step is bound to the URL (``?key=`` the slider's label, or a plain step number in a hand-written
+    link); a bad value is reported and step 1 shown."""
     n = len(labels)
-    st.session_state.setdefault(key, 0)
+    shown = [f"{i + 1}/{n} · {labels[i]}" for i in range(n)]
+    if key not in st.session_state:  # a new session: the link may name a step (its label or its number)
+        raw = st.query_params.get(key)
+        st.session_state[key] = 0
+        if raw is not None:
+            if raw in shown:
+                st.session_state[key] = shown.index(raw)
+            elif raw.isdigit() and 1 <= int(raw) <= n:
+                st.session_state[key] = int(raw) - 1
+            else:
+                warn_bad_link(key, raw, f"step 1 (a step is a number from 1 to {n})")
     st.session_state[key] = min(st.session_state[key], n - 1)
     c_prev, c_slider, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
     c_prev.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="stretch",
@@ -273,8 +355,8 @@ def stepper(key: str, labels: Sequence[str]) -> int:
     c_next.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="stretch",
                   disabled=st.session_state[key] == n - 1)
     if n > 1:
-        c_slider.select_slider("Step", options=list(range(n)), key=key,
-                               format_func=lambda i: f"{i + 1}/{n} · {labels[i]}", label_visibility="collapsed")
+        c_slider.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
+                               format_func=shown.__getitem__, label_visibility="collapsed")
     return int(st.session_state[key])
 
 
@@ -289,8 +371,9 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
         for d in range(lead):
             name = axes[d] if d < len(axes) else f"dim {d}"
             size = t.shape[d]
-            i = cols[d].number_input(f"{name} index", 0, size - 1, 0, key=f"{key}_{d}") if size > 1 else 0
-            index.append(int(i))
+            label = "head" if name == "num_heads" else name  # heads are counted from 1 on every page
+            i = cols[d].number_input(f"{label} (1–{size})", 1, size, 1, key=f"{key}_{d}") if size > 1 else 1
+            index.append(int(i) - 1)
     m = t[tuple(index)] if index else t
     if m.ndim == 1:
         m = m.unsqueeze(0)

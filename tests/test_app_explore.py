@@ -81,9 +81,9 @@ def test_changing_knobs_changes_chart_data():
     assert {r["panel"] for r in heads} == {f"head {h}" for h in range(1, 5)}
     at.toggle(key="train_mode").set_value(True)
     at.slider(key="dropout").set_value(0.5).run()
-    dropped = chart_with(at, "weights after dropout")
-    assert any(r["value"] and r["value"] > 1.0 / (1 - 0.5) * 0.0 for r in dropped)
-    assert {r["panel"] for r in dropped} == {"dropped cells (1 = zeroed)", "weights after dropout"}
+    dropped = chart_with(at, "after dropout (survivors × 2)")
+    assert any(r["value"] and r["value"] > 1.0 for r in dropped)  # survivors scaled by 1/(1-p) = 2
+    assert {r["panel"] for r in dropped} == {"attention weights", "after dropout (survivors × 2)"}
 
 
 def test_masked_cells_are_marked_not_blank():
@@ -100,7 +100,7 @@ def test_repeated_tokens_stay_distinct():
     at.text_area(key="sentence").set_value("the cat saw the dog").run()
     rows = chart_data(at, "weights")
     assert sorted({r["row"] for r in rows}) == sorted(["1: the", "2: cat", "3: saw", "4: the", "5: dog"])
-    assert any("learned token + position" in m for m in messages(at)["info"])
+    assert any("learned token + position" in c.value for c in at.caption)  # a one-line note
 
 
 @pytest.mark.parametrize("params,expect", [

@@ -112,3 +112,16 @@ def test_walkthrough_runs_on_other_inputs():
     assert len(book_walkthrough(torch.randn(1, 3))) == 19  # a one-token sentence works too
     with pytest.raises(ValueError):
         book_walkthrough(torch.randn(4, 5))
+
+
+def test_precision_table_finite_means_every_row_including_the_fully_masked_one():
+    from attn_core.lab import precision_table
+
+    torch.manual_seed(0)
+    rows = precision_table(torch.randn(5, 5), d_k=4)
+    for r in rows:
+        if r.fully_masked_row.startswith("NaN"):
+            assert r.finite is False, r  # a NaN row is not "finite"
+        elif r.fully_masked_row.startswith("uniform"):
+            assert r.finite is True, r
+    assert any(r.fully_masked_row.startswith("NaN") for r in rows)

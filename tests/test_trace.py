@@ -82,3 +82,20 @@ def test_no_trace_records_nothing_and_matches(batch):
     t = Trace()
     torch.testing.assert_close(mha(batch), mha(batch, t), atol=1e-6, rtol=0)
     assert len(t) > 0
+
+
+def test_previous_form_is_the_same_tensor_one_step_earlier():
+    from attn_core import AttentionConfig, run_attention
+    from attn_core.views import previous_form
+
+    cfg = AttentionConfig(variant="MultiHeadAttention", d_in=8, d_out=8, num_heads=4, context_length=16)
+    _, trace = run_attention(cfg, torch.randn(1, 10, 8))
+    steps = list(trace)
+    prev = {s.name: (p[0], p[1].name) if (p := previous_form(steps, i)) else None for i, s in enumerate(steps)}
+    assert prev["x"] is None
+    for var in ("queries", "keys", "values"):
+        assert prev[f"{var}.view"] == (var, var)
+        assert prev[f"{var}.transpose"] == (var, f"{var}.view")
+    assert prev["attn_scores_masked"] == ("attn_scores", "attn_scores")
+    assert prev["attn_weights"] == ("attn_scores_scaled", "attn_scores_scaled")
+    assert prev["context_vec.view"] == ("context_vec", "context_vec.transpose")

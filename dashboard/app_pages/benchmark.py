@@ -12,105 +12,112 @@ from dashboard import charts
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 
-st.title("Benchmark: every implementation on this machine")
-st.caption("All implementations compute the same causal multi-head attention with the same weights. Each time "
-           "is the median of repeated runs after a warm-up; ratios are to raw SDPA measured in the same run. "
-           f"A run stops after about {BUDGET_S:.0f} s; changing any control cancels it.")
 
-c1, c2, c3 = st.columns(3)
-devices = available_devices()
-device = c1.selectbox("Device", devices, key="bench_device")
-dtype = c2.selectbox("dtype", list(DTYPES), key="bench_dtype",
-                     help="bfloat16 / float16 are mainly for GPUs; on a CPU they are often slower.")
-passes = c3.multiselect("Passes", ["forward", "forward+backward"], default=["forward"], key="bench_passes")
-size_names = st.multiselect("Sizes", list(SIZES), default=["book", "small"], key="bench_sizes",
-                            format_func=lambda k: f"{SIZES[k].name}: b {SIZES[k].batch}, T {SIZES[k].num_tokens}, "
-                                                  f"d {SIZES[k].d}, {SIZES[k].num_heads} heads")
-impls = st.multiselect("Implementations", IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls")
-tokens = st.multiselect("Time vs T (b 1, d 256, 4 heads)", [64, 128, 256, 512, 1024, 2048],
-                        default=[128, 256, 512, 1024], key="bench_tokens")
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    st.title("Benchmark: every implementation on this machine")
+    st.caption("All implementations compute the same causal multi-head attention with the same weights. Each time "
+               "is the median of repeated runs after a warm-up; ratios are to raw SDPA measured in the same run. "
+               f"A run stops after about {BUDGET_S:.0f} s; changing any control cancels it.")
 
-if "gpt2" in size_names and device == "cpu":
-    st.warning("GPT-2 small on a CPU takes about a second per forward pass: with the 10 s budget only a few "
-               "repetitions fit, so its numbers are rougher.")
-if not passes or not (size_names or tokens):
-    st.info("Pick at least one pass and one size (or T) to run.")
-    st.stop()
+    c1, c2, c3 = st.columns(3)
+    devices = available_devices()
+    device = c1.selectbox("Device", devices, key="bench_device")
+    dtype = c2.selectbox("dtype", list(DTYPES), key="bench_dtype",
+                         help="bfloat16 / float16 are mainly for GPUs; on a CPU they are often slower.")
+    passes = c3.multiselect("Passes", ["forward", "forward+backward"], default=["forward"], key="bench_passes")
+    size_names = st.multiselect("Sizes", list(SIZES), default=["book", "small"], key="bench_sizes",
+                                format_func=lambda k: f"{SIZES[k].name}: b {SIZES[k].batch}, T {SIZES[k].num_tokens}, "
+                                                      f"d {SIZES[k].d}, {SIZES[k].num_heads} heads")
+    impls = st.multiselect("Implementations", IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls")
+    tokens = st.multiselect("Time vs T (b 1, d 256, 4 heads)", [64, 128, 256, 512, 1024, 2048],
+                            default=[128, 256, 512, 1024], key="bench_tokens")
 
-if st.button("Run benchmark", type="primary", key="bench_run"):
-    progress = st.progress(0.0, text="warming up …")
-
-    def report(r, done, total):
-        progress.progress(done / total, text=f"{done}/{total}: {r.implementation} · {r.size} · {r.pass_}: "
-                                             f"{r.ms:.2f} ms")
-
-    share = BUDGET_S * (0.6 if tokens else 1.0)
-    scaling_impls = ["MultiHeadAttention (explicit)", "MultiHeadAttention (efficient)", BASELINE]
-    jobs = []
-    if size_names:
-        jobs.append(dict(sizes=[SIZES[k] for k in size_names], implementations=impls, device=device, dtype=dtype,
-                         passes=passes, warmup=2, reps=7, budget_s=share))
-    if tokens:
-        jobs.append(dict(sizes=[Size(f"T={t}", 1, t, 256, 4) for t in sorted(tokens)], implementations=scaling_impls,
-                         device=device, dtype=dtype, passes=["forward"], warmup=2, reps=5, budget_s=BUDGET_S - share))
-    total = sum(len(j["sizes"]) * len(j["passes"]) * len(set(j["implementations"]) | {BASELINE}) for j in jobs)
-    collected: list[list] = []
-    done = 0
-    try:
-        for job in jobs:
-            part = []
-            for r in run_isolated(job, timeout_s=4 * BUDGET_S):  # a child process: the server's threads
-                part.append(r)                                    # would skew the timings
-                done += 1
-                report(r, done, total)
-            base = {(r.size, r.pass_): r.ms for r in part if r.implementation == BASELINE}
-            for r in part:
-                r.ratio_to_sdpa = r.ms / base[(r.size, r.pass_)]
-            collected.append(part)
-    except RuntimeError as e:
-        progress.empty()
-        st.error(f"The benchmark could not run: {e}. Try a smaller size or another dtype.")
+    if "gpt2" in size_names and device == "cpu":
+        st.warning("GPT-2 small on a CPU takes about a second per forward pass: with the 10 s budget only a few "
+                   "repetitions fit, so its numbers are rougher.")
+    if not passes or not (size_names or tokens):
+        st.info("Pick at least one pass and one size (or T) to run.")
         st.stop()
-    results = collected[0] if size_names else []
-    scaling = collected[-1] if tokens else []
-    progress.empty()
-    st.session_state["bench_results"] = ([r.row() for r in results], [r.row() for r in scaling])
 
-if "bench_results" not in st.session_state:
-    st.info("Press **Run benchmark** to time the implementations on this machine.")
-    st.stop()
+    if st.button("Run benchmark", type="primary", key="bench_run"):
+        progress = st.progress(0.0, text="warming up …")
 
-rows, scaling_rows = st.session_state["bench_results"]
-if rows:
-    df = pd.DataFrame(rows)
-    st.header("Implementations")
-    for (size, pass_), part in df.groupby(["size", "pass"], sort=False):
-        st.markdown(f"**{size}** · {pass_} · {part['device'].iloc[0]} · {part['dtype'].iloc[0]}")
-        st.altair_chart(charts.bar_chart(part, "ms", "implementation", "pass", width=560), width="content")
-        table = part[["implementation", "ms", "ratio_to_sdpa"]].sort_values("ms")
-        st.dataframe(table.rename(columns={"ms": "median ms", "ratio_to_sdpa": "× raw SDPA"}), hide_index=True,
-                     column_config={"median ms": st.column_config.NumberColumn(format="%.3f"),
-                                    "× raw SDPA": st.column_config.NumberColumn(format="%.2f")})
-if scaling_rows:
-    sdf = pd.DataFrame(scaling_rows)
-    st.header("Time vs number of tokens")
-    st.altair_chart(charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560), width="content")
-    wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
-    st.dataframe(wide.style.format("{:.2f}"), width="content")
-    st.caption("Ratio to raw SDPA per T: the explicit class falls further behind as T grows.")
+        def report(r, done, total):
+            progress.progress(done / total, text=f"{done}/{total}: {r.implementation} · {r.size} · {r.pass_}: "
+                                                 f"{r.ms:.2f} ms")
 
-st.header("Why the efficient version is efficient")
-st.markdown(
-    "- **One matmul for all heads.** The wrapper runs one small `CausalAttention` per head, one after the other; "
-    "`MultiHeadAttention` projects all heads with one big matmul and computes every head's scores with one "
-    "batched matmul (`queries @ keys.transpose(2, 3)`).\n"
-    "- **Fused kernels.** `scaled_dot_product_attention` does scaling, masking, softmax and the weighted sum in "
-    "one kernel (FlashAttention or memory-efficient attention on GPUs), instead of one pass over memory per step.\n"
-    "- **No T × T weights matrix.** The explicit class materializes scores, masked scores and weights, each "
-    "(b, num_heads, T, T): memory and time grow as T². The fused kernel works on tiles and never stores it — "
-    "which is also why the app's traced (explicit) path is for *seeing*, and the fused path for *speed*.")
-all_rows = rows + scaling_rows
-if all_rows:
-    csv = pd.DataFrame(all_rows).to_csv(index=False)
-    st.download_button("Download results (CSV)", csv, file_name="attention_benchmark.csv", mime="text/csv",
-                       on_click="ignore", key="bench_csv")
+        share = BUDGET_S * (0.6 if tokens else 1.0)
+        scaling_impls = ["MultiHeadAttention (explicit)", "MultiHeadAttention (efficient)", BASELINE]
+        jobs = []
+        if size_names:
+            jobs.append(dict(sizes=[SIZES[k] for k in size_names], implementations=impls, device=device, dtype=dtype,
+                             passes=passes, warmup=2, reps=7, budget_s=share))
+        if tokens:
+            jobs.append(dict(sizes=[Size(f"T={t}", 1, t, 256, 4) for t in sorted(tokens)],
+                             implementations=scaling_impls, device=device, dtype=dtype, passes=["forward"],
+                             warmup=2, reps=5, budget_s=BUDGET_S - share))
+        total = sum(len(j["sizes"]) * len(j["passes"]) * len(set(j["implementations"]) | {BASELINE}) for j in jobs)
+        collected: list[list] = []
+        done = 0
+        try:
+            for job in jobs:
+                part = []
+                for r in run_isolated(job, timeout_s=4 * BUDGET_S):  # a child process: the server's threads
+                    part.append(r)                                    # would skew the timings
+                    done += 1
+                    report(r, done, total)
+                base = {(r.size, r.pass_): r.ms for r in part if r.implementation == BASELINE}
+                for r in part:
+                    r.ratio_to_sdpa = r.ms / base[(r.size, r.pass_)]
+                collected.append(part)
+        except RuntimeError as e:
+            progress.empty()
+            st.error(f"The benchmark could not run: {e}. Try a smaller size or another dtype.")
+            st.stop()
+        results = collected[0] if size_names else []
+        scaling = collected[-1] if tokens else []
+        progress.empty()
+        st.session_state["bench_results"] = ([r.row() for r in results], [r.row() for r in scaling])
+
+    if "bench_results" not in st.session_state:
+        st.info("Press **Run benchmark** to time the implementations on this machine.")
+        st.stop()
+
+    rows, scaling_rows = st.session_state["bench_results"]
+    if rows:
+        df = pd.DataFrame(rows)
+        st.header("Implementations")
+        for (size, pass_), part in df.groupby(["size", "pass"], sort=False):
+            st.markdown(f"**{size}** · {pass_} · {part['device'].iloc[0]} · {part['dtype'].iloc[0]}")
+            st.altair_chart(charts.bar_chart(part, "ms", "implementation", "pass", width=560), width="content")
+            table = part[["implementation", "ms", "ratio_to_sdpa"]].sort_values("ms")
+            st.dataframe(table.rename(columns={"ms": "median ms", "ratio_to_sdpa": "× raw SDPA"}), hide_index=True,
+                         column_config={"median ms": st.column_config.NumberColumn(format="%.3f"),
+                                        "× raw SDPA": st.column_config.NumberColumn(format="%.2f")})
+    if scaling_rows:
+        sdf = pd.DataFrame(scaling_rows)
+        st.header("Time vs number of tokens")
+        st.altair_chart(charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560), width="content")
+        wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
+        st.dataframe(wide.style.format("{:.2f}"), width="content")
+        st.caption("Ratio to raw SDPA per T: the explicit class falls further behind as T grows.")
+
+    st.header("Why the efficient version is efficient")
+    st.markdown(
+        "- **One matmul for all heads.** The wrapper runs one small `CausalAttention` per head, one after the other; "
+        "`MultiHeadAttention` projects all heads with one big matmul and computes every head's scores with one "
+        "batched matmul (`queries @ keys.transpose(2, 3)`).\n"
+        "- **Fused kernels.** `scaled_dot_product_attention` does scaling, masking, softmax and the weighted sum in "
+        "one kernel (FlashAttention or memory-efficient attention on GPUs), instead of one pass over memory per step.\n"
+        "- **No T × T weights matrix.** The explicit class materializes scores, masked scores and weights, each "
+        "(b, num_heads, T, T): memory and time grow as T². The fused kernel works on tiles and never stores it — "
+        "which is also why the app's traced (explicit) path is for *seeing*, and the fused path for *speed*.")
+    all_rows = rows + scaling_rows
+    if all_rows:
+        csv = pd.DataFrame(all_rows).to_csv(index=False)
+        st.download_button("Download results (CSV)", csv, file_name="attention_benchmark.csv", mime="text/csv",
+                           on_click="ignore", key="bench_csv")
+
+
+render()

@@ -12,111 +12,131 @@ import torch
 from attn_core import HAS_MASK
 from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_table, scaling_table, scaling_weights
 from attn_core.views import head_matrix
+from dashboard import charts
 from dashboard.controls import settings
-from dashboard.widgets import load_run, memo, show_matrix, show_panels
+from dashboard.widgets import load_run, memo, show_matrix, show_panels, url_choice
 
-s = settings()
-st.title("Masking lab")
-cfg = dataclasses.replace(s.cfg, variant="CausalAttention") if s.cfg.variant not in HAS_MASK else s.cfg
-cfg = dataclasses.replace(cfg, causal=True)
-st.caption(f"All comparisons use the same attention scores: {cfg.variant} (head 1) on your sentence, "
-           f"d_k = {cfg.d_out if cfg.variant != 'MultiHeadAttention' else cfg.d_out // cfg.num_heads}.")
-run = load_run(s, cfg)
-if run is None:
-    st.stop()
-labels, trace, rk = run.labels, run.trace, run.key
-scores_np = head_matrix(trace, "scores", 0)
-d_k = int(head_matrix(trace, "keys", 0).shape[-1])
-scores = torch.from_numpy(np.array(scores_np))
-variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
-right_a, right_b = variants[0], variants[1]
+EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
 
-# 1. The two correct methods ----------------------------------------------------------------------
-st.header("1 · Two correct ways, the same weights")
-diff = (right_a.weights - right_b.weights).abs()
-show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
-            "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-            max_px=300, cache_key=(rk, "two_methods"))
-c1, c2 = st.columns([2, 3])
-c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
-with c2:
-    show_matrix(st, diff.numpy(), labels, labels, key="method_diff", scale="scores", title="|(a) − (b)|",
-                max_px=260, cache_key=(rk, "method_diff"))
-st.markdown(
-    "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
-    "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
-    "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
-    "exactly softmax over the past keys, which is what (a) computes.")
 
-# 2. Mistakes -----------------------------------------------------------------------------------------
-st.header("2 · Classic mistakes, beside the right answer")
-names = [v.name for v in variants[2:]]
-pick = st.segmented_control("Mistake", names, default=names[0], key="mistake") or names[0]
-wrong = next(v for v in variants if v.name == pick)
-st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
-show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-            key="mistake_pair", scale="weights", columns=2, max_px=260, cache_key=(rk, "mistake", pick))
-c2, c3 = st.columns([1, 1])
-c2.code(wrong.code, language="python")
-with c3:
-    m1, m2, m3 = st.columns(3)
-    m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
-    m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
-    m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
-what_wrong = (wrong.weights - right_a.weights).numpy()
-show_matrix(st, what_wrong, labels, labels, key="mistake_diff", scale="scores",
-            title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=300,
-            cache_key=(rk, "mistake_diff", pick))
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    st.title("Masking lab")
+    cfg = dataclasses.replace(s.cfg, variant="CausalAttention") if s.cfg.variant not in HAS_MASK else s.cfg
+    cfg = dataclasses.replace(cfg, causal=True)
+    st.caption(f"All comparisons use the same attention scores: {cfg.variant} (head 1) on your sentence, "
+               f"d_k = {cfg.d_out if cfg.variant != 'MultiHeadAttention' else cfg.d_out // cfg.num_heads}.")
+    run = load_run(s, cfg)
+    if run is None:
+        st.stop()
+    labels, trace, rk = run.labels, run.trace, run.key
+    scores_np = head_matrix(trace, "scores", 0)
+    d_k = int(head_matrix(trace, "keys", 0).shape[-1])
+    scores = torch.from_numpy(np.array(scores_np))
+    variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
+    right_a, right_b = variants[0], variants[1]
 
-# 3. Precision ---------------------------------------------------------------------------------------
-st.header("3 · Precision: float32, float16, bfloat16")
-rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, d_k, cfg.device))
-table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
-    "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
-    "fully_masked_row": "a fully masked row becomes", "finite": "weights finite"})
-st.dataframe(table, hide_index=True, width="stretch",
-             column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e")})
-st.markdown(
-    f"Computed on **{cfg.device}** in {', '.join(DTYPES)}. −∞ and `torch.finfo(dtype).min` give the same weights "
-    "for ordinary rows; they differ when *every* key of a row is masked (e.g. a padding query): with −∞ the row "
-    "is 0/0 = NaN, with finfo.min it silently becomes uniform. A guard keeps such rows at zero:")
-st.code("all_masked = torch.isneginf(masked).all(dim=-1, keepdim=True)\n"
-        "weights = torch.softmax(masked.masked_fill(all_masked, 0.0), dim=-1).masked_fill(all_masked, 0.0)",
-        language="python")
-demo = scores[:3, :3].clone()
-demo[0, :] = -torch.inf
-st.caption(f"guarded_softmax on a row of all −∞ → {guarded_softmax(demo)[0].tolist()} (plain softmax: "
-           f"{torch.softmax(demo, -1)[0].tolist()})")
+    # 1. The two correct methods ----------------------------------------------------------------------
+    st.header("1 · Two correct ways, the same weights")
+    diff = (right_a.weights - right_b.weights).abs()
+    show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
+                "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
+                max_px=300, cache_key=(rk, "two_methods"))
+    c1, c2 = st.columns([2, 3])
+    c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
+    with c2:
+        # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
+        show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
+                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})", max_px=260,
+                    cache_key=(rk, "method_diff"), text_format=".2g")
+        st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
+                   "agree up to float rounding.")
+    st.markdown(
+        "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
+        "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
+        "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
+        "exactly softmax over the past keys, which is what (a) computes.")
 
-# 4. Dropout after masking -----------------------------------------------------------------------------
-st.header("4 · Dropout after masking")
-p = cfg.dropout if cfg.dropout > 0 else 0.5
-dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
-drun = load_run(s, dcfg)
-if drun is not None:
-    dmask = head_matrix(drun.trace, "dropout_mask", 0)
-    dropped = head_matrix(drun.trace, "dropped_weights", 0)
-    before = head_matrix(drun.trace, "weights", 0)
-    show_panels(st, [before, dmask, dropped], ["weights (eval mode: used as is)", "dropped (1 = zeroed)",
-                "after dropout (training)"], labels, key="dropout_lab", scale="weights", columns=3, max_px=260,
-                cache_key=(drun.key, "dropout_lab"))
-    sums = dropped.sum(axis=1)
-    st.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
-                f"survivors are multiplied by 1/(1−p) = {1 / (1 - p):.3g} so the *expected* row sum stays 1, but "
-                f"each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
-                "(`model.eval()`) dropout does nothing.")
+    # 2. Mistakes -----------------------------------------------------------------------------------------
+    st.header("2 · Classic mistakes, beside the right answer")
+    names = [v.name for v in variants[2:]]
+    url_choice("mistake", names, names[0])
+    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params") or names[0]
+    wrong = next(v for v in variants if v.name == pick)
+    st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
+    show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
+                key="mistake_pair", scale="weights", columns=2, max_px=260, cache_key=(rk, "mistake", pick))
+    c2, c3 = st.columns([1, 1])
+    c2.code(wrong.code, language="python")
+    with c3:
+        m1, m2, m3 = st.columns(3)
+        m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
+        m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
+        m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
+    what_wrong = (wrong.weights - right_a.weights).numpy()
+    show_matrix(st, what_wrong, labels, labels, key="mistake_diff", scale="scores",
+                title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=300,
+                cache_key=(rk, "mistake_diff", pick))
 
-# 5. Scaling --------------------------------------------------------------------------------------------
-st.header("5 · Why divide by √d_k")
-st.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
-            "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
-            "Dividing by √d_k brings the variance back to 1.")
-srows = scaling_table()
-st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
-    "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
-    "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch")
-dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
-unscaled, scaled = scaling_weights(dk)
-toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
-show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-            key="scaling", scale="weights", columns=2, max_px=260, cache_key=("scaling", dk))
+    # 3. Precision ---------------------------------------------------------------------------------------
+    st.header("3 · Precision: float32, float16, bfloat16")
+    rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, d_k, cfg.device))
+    table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
+        "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
+        "fully_masked_row": "a fully masked row becomes", "finite": "all weights finite (that row too)"})
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e")})
+    st.markdown(
+        f"Computed on **{cfg.device}** in {', '.join(DTYPES)}. −∞ and `torch.finfo(dtype).min` give the same weights "
+        "for ordinary rows; they differ when *every* key of a row is masked (e.g. a padding query): with −∞ the row "
+        "is 0/0 = NaN, with finfo.min it silently becomes uniform. A guard keeps such rows at zero:")
+    st.code("all_masked = torch.isneginf(masked).all(dim=-1, keepdim=True)\n"
+            "weights = torch.softmax(masked.masked_fill(all_masked, 0.0), dim=-1).masked_fill(all_masked, 0.0)",
+            language="python")
+    demo = scores[:3, :3].clone()
+    demo[0, :] = -torch.inf
+    st.caption(f"guarded_softmax on a row of all −∞ → {guarded_softmax(demo)[0].tolist()} (plain softmax: "
+               f"{torch.softmax(demo, -1)[0].tolist()})")
+
+    # 4. Dropout after masking -----------------------------------------------------------------------------
+    st.header("4 · Dropout after masking")
+    p = cfg.dropout if cfg.dropout > 0 else 0.5
+    dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
+    drun = load_run(s, dcfg, quiet=True)
+    if drun is not None:
+        dmask = head_matrix(drun.trace, "dropout_mask", 0)
+        dropped = head_matrix(drun.trace, "dropped_weights", 0)
+        before = head_matrix(drun.trace, "weights", 0)
+        top = 1 / (1 - p)
+        st.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels share a colour scale from 0 to "
+                    f"{top:.3g}, so the scaled survivors are the brightest cells.")
+        c_mask, c_pair = st.columns([1, 2])
+        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask",
+                    title="dropped (1 = zeroed)", max_px=240, cache_key=(drun.key, "dropout_lab_mask"))
+        show_panels(c_pair, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
+                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=260,
+                    cache_key=(drun.key, "dropout_lab"))
+        sums = dropped.sum(axis=1)
+        st.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
+                    f"survivors are multiplied by 1/(1−p) = {1 / (1 - p):.3g} so the *expected* row sum stays 1, but "
+                    f"each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
+                    "(`model.eval()`) dropout does nothing.")
+
+    # 5. Scaling --------------------------------------------------------------------------------------------
+    st.header("5 · Why divide by √d_k")
+    st.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
+                "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
+                "Dividing by √d_k brings the variance back to 1.")
+    srows = scaling_table()
+    st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
+        "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
+        "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch")
+    dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
+    unscaled, scaled = scaling_weights(dk)
+    toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
+    show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
+                key="scaling", scale="weights", columns=2, max_px=260, cache_key=("scaling", dk))
+
+
+render()

@@ -12,22 +12,20 @@ import torch
 
 from attn_core import MultiHeadAttentionWrapper, attention, build_module
 from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
+from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
-from dashboard.widgets import draw_chart, load_run, show_matrix, stepper, tensor_slice
+from dashboard.widgets import draw_chart, load_run, plural, show_matrix, stepper, tensor_slice
 
-s = settings()
-st.title("Shape flow: multi-head attention step by step")
-cfg = s.cfg
-if cfg.variant != "MultiHeadAttention":
-    cfg = dataclasses.replace(cfg, variant="MultiHeadAttention")
-    st.caption("This page always shows `MultiHeadAttention`, with the sidebar's sizes and settings.")
-run = load_run(s, cfg)
-if run is None:
-    st.stop()
-trace, labels = run.trace, run.labels
-steps = list(trace)
-T = len(labels)
+DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
+DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
+# The first step's code line, by the input vectors actually used (the trace records the learned one).
+X_CODE = {
+    "book": "x = inputs  # the book's fixed 6 x 3 tensor for \"Your journey starts with one step\"",
+    "learned": "x = token_embeddings + pos_embeddings",
+    "sinusoidal": "x = token_embeddings + sinusoidal_pos_embeddings",
+    "onehot": "x = one_hot(token_ids)  # one column per distinct token",
+}
 
 SOURCES = {fn.__name__: inspect.getsource(fn) for fn in
            (attention.MultiHeadAttention.forward, attention.masked_softmax, attention.traced_dropout)}
@@ -51,112 +49,143 @@ def shape_text(step) -> str:
     return str(tuple(step.shape))
 
 
-st.markdown(f"**{T} tokens · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
-            f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
-i = stepper("flow_step", [s.name for s in steps])
-step = steps[i]
-prev = steps[i - 1] if i > 0 else None
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    st.title("Shape flow: multi-head attention step by step")
+    cfg = s.cfg
+    if cfg.variant != "MultiHeadAttention":
+        cfg = dataclasses.replace(cfg, variant="MultiHeadAttention")
+        st.caption("This page always shows `MultiHeadAttention`, with the sidebar's sizes and settings.")
+    run = load_run(s, cfg)
+    if run is None:
+        st.stop()
+    trace, labels = run.trace, run.labels
+    steps = list(trace)
+    T = len(labels)
 
-left, right = st.columns([5, 4])
-with left:
-    st.subheader(f"{i + 1}. `{step.name}`")
-    st.code(step.code, language="python")
-    st.markdown(f"**Shape** {shape_text(step)}")
-    if prev is not None:
-        changed = "unchanged" if prev.shape == step.shape else f"{shape_text(prev)} → {shape_text(step)}"
-        st.markdown(f"**From the previous step** (`{prev.name}`): {changed}")
-    st.markdown(f"**Why:** {step.note}")
-    st.markdown(f"**Contiguous:** {'yes' if step.contiguous else 'no'} · **strides** {step.stride}")
-    if not step.contiguous:
-        st.caption("Not contiguous: the elements are not in row-major order for this shape, so `.view` "
-                   "cannot regroup them without a copy (`.contiguous()` makes one).")
-    name, src = source_with_marker(step.code)
-    with st.expander(f"The step in the full source of `{name or 'the class'}`", expanded=False):
-        st.code(src, language="python", line_numbers=True)
-with right:
-    scale = charts.kind_scale(step.kind)
-    tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
-                 cache_key=(run.key, "flow", step.name))
+    st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
+                f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
+    i = stepper("flow_step", [s.name for s in steps])
+    step = steps[i]
+    prev = previous_form(steps, i)
+    code = X_CODE.get(run.input_mode, step.code) if step.kind == "input" else step.code
 
-# --- the reshape itself --------------------------------------------------------------------------
-st.header("How `.view` and `.transpose(1, 2)` regroup the numbers")
-demo_T = min(T, 4)
-demo_d = min(cfg.d_out, 12)
-demo_h = cfg.num_heads if demo_d % cfg.num_heads == 0 else next(h for h in range(min(cfg.num_heads, demo_d), 0, -1)
-                                                                  if demo_d % h == 0)
-demo = reshape_demo(demo_T, demo_d, demo_h)
-hd = demo_d // demo_h
-tok = labels[:demo_T]
-st.caption(f"A small example with the same rules: {demo_T} tokens, d_out = {demo_d}, num_heads = {demo_h}, "
-           f"head_dim = {hd}. Each number is one entry of the projected queries; the colour says which head gets it.")
-c1, c2 = st.columns(2)
-with c1:
-    st.markdown("**Before**: `queries` (num_tokens, d_out)")
-    groups = np.tile(demo.head_of_column.numpy(), (demo_T, 1))
-    draw_chart(st, lambda: charts.numbered_cells(demo.flat.numpy(), groups, tok,
-                                                  [str(c) for c in range(demo_d)], x_title="d_out column"),
-               key="reshape_before")
-with c2:
-    st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, head_dim) "
-                "matrix per head")
-    per_head = demo.transposed.numpy()  # (num_heads, num_tokens, head_dim)
-    draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
-                                                  .repeat(hd, 2), tok, [str(c) for c in range(hd)],
-                                                  panels=[f"head {h + 1}" for h in range(demo_h)],
-                                                  x_title="head_dim"),
-               key="reshape_after")
-st.markdown(
-    f"`.view` only re-reads the same memory with a new shape: column *c* of d_out lands in head *c // {hd}*. "
-    "`.transpose(1, 2)` swaps the token and head axes by changing strides, without moving data: "
-    f"strides are now {demo.transposed_stride} (batch, head, token, column) instead of the row-major "
-    f"{demo.fixed_stride}.")
-st.markdown("**Merging the heads back with `.view` directly after a transpose fails:**")
-st.code(f"context_vec.transpose(1, 2).view(b, num_tokens, d_out)\n# RuntimeError: {demo.view_error}", wrap_lines=True,
-        language="python")
-st.markdown("The transposed tensor is not contiguous, so no single stride pattern describes the merged shape. "
-            "`.contiguous()` copies it into row-major order first: "
-            "`context_vec.contiguous().view(b, num_tokens, self.d_out)` (or use `.reshape`, which copies when needed).")
+    left, right = st.columns([5, 4])
+    with left:
+        st.subheader(f"{i + 1}. `{step.name}`")
+        st.code(code, language="python")
+        st.markdown(f"**Shape** {shape_text(step)}")
+        if prev is not None:
+            var, before = prev
+            what = f"`{var}`" if var == before.name else f"`{var}` (step `{before.name}`)"
+            change = ("same shape" if before.shape == step.shape
+                      else f"{shape_text(before)} → {shape_text(step)}")
+            st.markdown(f"**Before this step** {what}: {change}")
+        st.markdown(f"**Why:** {step.note}")
+        st.markdown(f"**Contiguous:** {'yes' if step.contiguous else 'no'} · **strides** {step.stride}")
+        if not step.contiguous:
+            st.caption("Not contiguous: the elements are not in row-major order for this shape, so `.view` "
+                       "cannot regroup them without a copy (`.contiguous()` makes one).")
+        name, src = source_with_marker(step.code)
+        if name:
+            where = "MultiHeadAttention.forward" if name == "forward" else name
+            with st.expander(f"This line in the full source of `{where}`", expanded=False):
+                st.code(src, language="python", line_numbers=True)
+    with right:
+        scale = charts.kind_scale(step.kind)
+        tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
+                     cache_key=(run.key, "flow", step.name))
 
-# --- wrapper vs efficient class ---------------------------------------------------------------------
-st.header("`MultiHeadAttentionWrapper` vs `MultiHeadAttention`")
-head_width = max(1, cfg.d_out // cfg.num_heads)
-wcfg = dataclasses.replace(cfg, variant="MultiHeadAttentionWrapper", d_out=head_width, dropout=0.0, train_mode=False)
-wrapper: MultiHeadAttentionWrapper = build_module(wcfg)  # type: ignore[assignment]
-mha = wrapper_as_multihead(wrapper)
-x = run.x
-with torch.no_grad():
-    out_w = wrapper(x.to(next(wrapper.parameters()).device)).cpu()
-    out_m = mha(x.to(next(mha.parameters()).device)).cpu()
-diff = float((out_w - out_m).abs().max())
-c1, c2, c3 = st.columns(3)
-c1.markdown(f"**Wrapper**: {cfg.num_heads} × `CausalAttention(d_out={head_width})`, concatenated  \n"
-            f"output {tuple(out_w.shape)} = d_out × num_heads")
-c2.markdown(f"**MultiHeadAttention(d_out={head_width * cfg.num_heads}, num_heads={cfg.num_heads})** with the "
-            f"heads' W stacked and out_proj = identity  \noutput {tuple(out_m.shape)}")
-c3.metric("max |difference|", f"{diff:.2e}", help="Float rounding only: the two compute the same thing.")
-st.caption("The wrapper's d_out is the width of *each* head; MultiHeadAttention's d_out is the *total* width, "
-           "split into num_heads × head_dim. With the same weights they agree; MultiHeadAttention does one big "
-           "matmul per projection instead of one per head.")
-lab = [str(c) for c in range(out_w.shape[-1])]
-c1, c2 = st.columns(2)
-show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
-            y_title="token", max_px=360)
-show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
-            y_title="token", max_px=360)
+    # --- the reshape itself --------------------------------------------------------------------------
+    st.header("How `.view` and `.transpose(1, 2)` regroup the numbers")
+    H, head_dim = cfg.num_heads, cfg.d_out // cfg.num_heads
+    demo = reshape_demo(min(T, 4), cfg.d_out, H)  # the real sizes: (num_tokens, d_out) -> (num_heads, T, head_dim)
+    demo_T, demo_h, demo_hd = min(T, 4), min(H, DEMO_HEADS), min(head_dim, DEMO_HEAD_DIM)
+    columns = [h * head_dim + c for h in range(demo_h) for c in range(demo_hd)]  # real d_out columns shown
+    tok = labels[:demo_T]
+    shown = (f"the first {demo_h} of {H} heads" if demo_h < H else f"all {H} heads") + (
+        f", the first {demo_hd} of each head's {head_dim} columns" if demo_hd < head_dim else "")
+    st.caption(f"Your sizes (d_out = {cfg.d_out}, num_heads = {H}, head_dim = {head_dim}), drawn for "
+               f"{plural(demo_T, 'token')} and {shown}. Each number is one entry of the projected queries, "
+               "numbered in memory order; the colour says which head gets it."
+               + (" With head_dim = 1 each head gets a single column: raise d_out (e.g. 8 with 2 heads) to see "
+                  "wider heads." if head_dim == 1 else ""))
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown("**Before**: `queries` (num_tokens, d_out)")
+        before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
+        groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
+        draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
+                                                      x_title="d_out column"),
+                   key="reshape_before")
+    with c2:
+        st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
+                    "head_dim) matrix per head")
+        per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
+        draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
+                                                      .repeat(demo_hd, 2), tok, [str(c) for c in range(demo_hd)],
+                                                      panels=[f"head {h + 1}" for h in range(demo_h)],
+                                                      x_title="head_dim"),
+                   key="reshape_after")
+    hd = head_dim
+    st.markdown(
+        f"`.view` only re-reads the same memory with a new shape: column *c* of d_out lands in head *c // {hd}*. "
+        "`.transpose(1, 2)` swaps the token and head axes by changing strides, without moving data: "
+        f"strides are now {demo.transposed_stride} (batch, head, token, column) instead of the row-major "
+        f"{demo.fixed_stride}.")
+    st.markdown("**Merging the heads back with `.view` directly after a transpose fails:**")
+    st.code(f"context_vec.transpose(1, 2).view(b, num_tokens, d_out)\n# RuntimeError: {demo.view_error}",
+            wrap_lines=True, language="python")
+    st.markdown("The transposed tensor is not contiguous, so no single stride pattern describes the merged shape. "
+                "`.contiguous()` copies it into row-major order first: "
+                "`context_vec.contiguous().view(b, num_tokens, self.d_out)` (or use `.reshape`, which copies when "
+                "needed).")
 
-# --- batched matmul vs loop -------------------------------------------------------------------------
-st.header("One batched matmul = a loop over heads")
-batched, per_head_scores, loop_diff = batched_vs_loop()
-st.code("# (b=1, num_heads=2, num_tokens=3, head_dim=4)\n"
-        "a = torch.tensor([[[[0.2745, 0.6584, 0.2775, 0.8573], ...]]])\n"
-        "print(a @ a.transpose(2, 3))\n\nfirst_head = a[0, 0, :, :]\nfirst_res = first_head @ first_head.T\n"
-        "second_head = a[0, 1, :, :]\nsecond_res = second_head @ second_head.T", language="python")
-c1, c2, c3 = st.columns(3)
-c1.markdown("**`a @ a.transpose(2, 3)`**")
-c1.dataframe(np.round(batched[0, 0].numpy(), 4), hide_index=False)
-c1.dataframe(np.round(batched[0, 1].numpy(), 4), hide_index=False)
-c2.markdown("**per head: `first_head @ first_head.T`, `second_head @ second_head.T`**")
-for m in per_head_scores:
-    c2.dataframe(np.round(m.numpy(), 4), hide_index=False)
-c3.metric("max |difference|", f"{loop_diff:.1e}")
-c3.caption("PyTorch multiplies the last two dimensions and treats the leading ones (batch, heads) as a batch.")
+    # --- wrapper vs efficient class ---------------------------------------------------------------------
+    st.header("`MultiHeadAttentionWrapper` vs `MultiHeadAttention`")
+    head_width = max(1, cfg.d_out // cfg.num_heads)
+    wcfg = dataclasses.replace(cfg, variant="MultiHeadAttentionWrapper", d_out=head_width, dropout=0.0,
+                               train_mode=False)
+    wrapper: MultiHeadAttentionWrapper = build_module(wcfg)  # type: ignore[assignment]
+    mha = wrapper_as_multihead(wrapper)
+    x = run.x
+    with torch.no_grad():
+        out_w = wrapper(x.to(next(wrapper.parameters()).device)).cpu()
+        out_m = mha(x.to(next(mha.parameters()).device)).cpu()
+    diff = float((out_w - out_m).abs().max())
+    c1, c2, c3 = st.columns(3)
+    c1.markdown(f"**Wrapper**: {cfg.num_heads} × `CausalAttention(d_out={head_width})`, concatenated  \n"
+                f"output {tuple(out_w.shape)} = d_out × num_heads")
+    c2.markdown(f"**MultiHeadAttention(d_out={head_width * cfg.num_heads}, num_heads={cfg.num_heads})** with the "
+                f"heads' W stacked and out_proj = identity  \noutput {tuple(out_m.shape)}")
+    c3.metric("max |difference|", f"{diff:.2e}", help="Float rounding only: the two compute the same thing.")
+    st.caption("The wrapper's d_out is the width of *each* head; MultiHeadAttention's d_out is the *total* width, "
+               "split into num_heads × head_dim. With the same weights they agree; MultiHeadAttention does one big "
+               "matmul per projection instead of one per head.")
+    lab = [str(c) for c in range(out_w.shape[-1])]
+    c1, c2 = st.columns(2)
+    show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
+                y_title="token", max_px=360)
+    show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
+                y_title="token", max_px=360)
+
+    # --- batched matmul vs loop -------------------------------------------------------------------------
+    st.header("One batched matmul = a loop over heads")
+    batched, per_head_scores, loop_diff = batched_vs_loop()
+    st.code("# (b=1, num_heads=2, num_tokens=3, head_dim=4)\n"
+            "a = torch.tensor([[[[0.2745, 0.6584, 0.2775, 0.8573], ...]]])\n"
+            "print(a @ a.transpose(2, 3))\n\nfirst_head = a[0, 0, :, :]\nfirst_res = first_head @ first_head.T\n"
+            "second_head = a[0, 1, :, :]\nsecond_res = second_head @ second_head.T", language="python")
+    c1, c2, c3 = st.columns(3)
+    c1.markdown("**`a @ a.transpose(2, 3)`**")
+    c1.dataframe(np.round(batched[0, 0].numpy(), 4), hide_index=False)
+    c1.dataframe(np.round(batched[0, 1].numpy(), 4), hide_index=False)
+    c2.markdown("**per head: `first_head @ first_head.T`, `second_head @ second_head.T`**")
+    for m in per_head_scores:
+        c2.dataframe(np.round(m.numpy(), 4), hide_index=False)
+    c3.metric("max |difference|", f"{loop_diff:.1e}")
+    c3.caption("PyTorch multiplies the last two dimensions and treats the leading ones (batch, heads) as a batch.")
+
+
+render()

@@ -12,28 +12,9 @@ from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.widgets import md_escape, memo, stepper
 
-s = settings()
-st.title("Book walkthrough: chapter 3, step by step")
-st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
-           "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
-steps = memo(("walkthrough",), book_walkthrough)
-
 
 def agrees(step) -> bool | None:
     return dropout_ok(step) if step.key == "dropout" else step.agrees
-
-
-summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
-                        "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
-with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
-                 expanded=False):
-    st.dataframe(summary, hide_index=True, width="stretch")
-
-i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
-step = steps[i]
-st.header(f"§{step.section} · {step.title}")
-st.markdown(step.explanation)
-st.code(step.code, language="python")
 
 
 def show(value, labels: list[str]) -> None:
@@ -53,41 +34,68 @@ def show(value, labels: list[str]) -> None:
 
 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
-ok = agrees(step)
-c1, c2 = st.columns(2)
-with c1:
-    st.markdown("**Our code computes**")
-    show(step.value, BOOK_LABELS)
-with c2:
-    st.markdown("**The book prints**")
-    if step.printed is not None:
-        show(step.printed, BOOK_LABELS)
-    else:
-        st.markdown(f"_(no fixed print: {step.check})_")
-if ok:
-    diff = step.max_abs_diff
-    st.success(f"Agrees with the book ({step.check})" + (f": max |difference| {diff:.1e}." if diff is not None
-                                                           else "."), icon=":material/check_circle:")
-else:
-    st.error(f"Does not agree with the book ({step.check}).", icon=":material/cancel:")
 
-# Now with your sentence ---------------------------------------------------------------------------------
-st.subheader("Now with your sentence")
-text = s.text
-try:
-    tokens = cached_tokens(text)
-except ValueError as e:
-    st.warning(f"{e}.")
-    st.stop()
-if len(tokens) > 64:
-    st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
-    tokens = tokens[:64]
-ids = tuple(t.id for t in tokens)
-x = memo(("walk_inputs", ids), lambda: embed(list(ids), 3, "learned", seed=EMBEDDING_SEED)[0])
-mine = memo(("walk_mine", ids), lambda: book_walkthrough(x))[i]
-st.caption("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
-           + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
-value = mine.value.detach().float().numpy()
-show(mine.value, [t.label for t in tokens])
-if np.isnan(value).any() and step.key != "overflow":
-    st.warning("Some values are NaN: check the step's explanation.")
+
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    st.title("Book walkthrough: chapter 3, step by step")
+    st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
+               "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
+    steps = memo(("walkthrough",), book_walkthrough)
+
+
+    summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
+                            "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
+    with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
+                     expanded=False):
+        st.dataframe(summary, hide_index=True, width="stretch")
+
+    i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
+    step = steps[i]
+    st.header(f"§{step.section} · {step.title}")
+    st.markdown(step.explanation)
+    st.code(step.code, language="python")
+
+
+    ok = agrees(step)
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown("**Our code computes**")
+        show(step.value, BOOK_LABELS)
+    with c2:
+        st.markdown("**The book prints**")
+        if step.printed is not None:
+            show(step.printed, BOOK_LABELS)
+        else:
+            st.markdown(f"_(no fixed print: {step.check})_")
+    if ok:
+        diff = step.max_abs_diff
+        st.success(f"Agrees with the book ({step.check})" + (f": max |difference| {diff:.1e}." if diff is not None
+                                                               else "."), icon=":material/check_circle:")
+    else:
+        st.error(f"Does not agree with the book ({step.check}).", icon=":material/cancel:")
+
+    # Now with your sentence ---------------------------------------------------------------------------------
+    st.subheader("Now with your sentence")
+    text = s.text
+    try:
+        tokens = cached_tokens(text)
+    except ValueError as e:
+        st.warning(f"{e}.")
+        st.stop()
+    if len(tokens) > 64:
+        st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
+        tokens = tokens[:64]
+    ids = tuple(t.id for t in tokens)
+    x = memo(("walk_inputs", ids), lambda: embed(list(ids), 3, "learned", seed=EMBEDDING_SEED)[0])
+    mine = memo(("walk_mine", ids), lambda: book_walkthrough(x))[i]
+    st.caption("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
+               + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
+    value = mine.value.detach().float().numpy()
+    show(mine.value, [t.label for t in tokens])
+    if np.isnan(value).any() and step.key != "overflow":
+        st.warning("Some values are NaN: check the step's explanation.")
+
+
+render()

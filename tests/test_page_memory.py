@@ -1,0 +1,57 @@
+"""Issue 12 item 1: a page script keeps no tensors or traces alive once the bounded caches let go.
+
+Page bodies run inside ``render()``; module-level names are imports and small helpers only, so
+the functions a page hands to widgets (``format_func`` lambdas) cannot pin a run via the page's
+globals for as long as the session lives."""
+
+import gc
+
+import pytest
+import torch
+
+from apptest_utils import clear_caches, messages, new_app
+
+PAGES = ["app_pages/explore.py", "app_pages/shape_flow.py", "app_pages/masking_lab.py",
+         "app_pages/walkthrough.py"]
+
+
+def live_traces() -> int:
+    from attn_core import Trace
+
+    gc.collect()
+    return sum(type(o) is Trace for o in gc.get_objects())
+
+
+def big_tensors(min_numel: int = 2048) -> int:
+    gc.collect()
+    return sum(type(o) in (torch.Tensor, torch.nn.Parameter) and o.numel() >= min_numel for o in gc.get_objects())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_keeps_no_trace_alive_after_the_caches_let_go(page):
+    import attn_core.embeddings as embeddings
+    import dashboard.widgets as widgets
+
+    # A long sentence with many heads: a trace that would be worth finding.
+    text = " ".join(["the cat sat on the mat and looked at the dog"] * 6)
+    at = new_app(sentence=text, input_mode="learned", variant="MultiHeadAttention", d_in="64", d_out="64",
+                 num_heads="4", dropout="0.2", train_mode="true")
+    at.run()
+    at.switch_page(page).run()
+    assert not messages(at)["exception"], messages(at)
+    assert live_traces() > 0  # the run cache holds it while the session looks at it
+    # The bounded caches let go (as they do once more runs come in): nothing else may keep a trace.
+    clear_caches()
+    with widgets._CACHE_LOCK:
+        widgets._CACHE.clear()
+    embeddings._embedding_layers.cache_clear()  # its own bound: two embedding tables
+    assert at.session_state["_settings"] is not None  # the session is still alive
+    assert live_traces() == 0, "the page's globals or widgets keep a Trace reachable from the session"
+    assert big_tensors() == 0

@@ -1,0 +1,103 @@
+"""Issue 10 items 2, 3, 8 (Shape flow), 10 (the step in the link): what the Shape flow page says."""
+
+import json
+
+import pytest
+
+from apptest_utils import _rows, clear_caches, messages, new_app
+
+SHAPE = "app_pages/shape_flow.py"
+MHA = dict(input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="8", num_heads="4")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def open_page(page=SHAPE, **query):
+    at = new_app(**query)
+    at.run()
+    at.switch_page(page).run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def before_line(at) -> str:
+    return next((m.value for m in at.markdown if m.value.startswith("**Before this step**")), "")
+
+
+def test_each_step_compares_with_the_same_tensor():
+    at = open_page(**MHA)
+    seen = {}
+    for i in range(20):
+        seen[at.subheader[0].value] = before_line(at)
+        if i < 19:
+            at.button(key="flow_step_next").click().run()
+    views = {k: v for k, v in seen.items() if ".view`" in k and "context" not in k}
+    transposes = {k: v for k, v in seen.items() if ".transpose`" in k and "context" not in k}
+    assert len(views) == 3 and len(transposes) == 3
+    for title, line in views.items():
+        var = title.split("`")[1].split(".")[0]
+        assert line.startswith(f"**Before this step** `{var}`:"), (title, line)
+        assert "(b=1, num_tokens=6, d_out=8) → (b=1, num_tokens=6, num_heads=4, head_dim=2)" in line
+    for title, line in transposes.items():
+        var = title.split("`")[1].split(".")[0]
+        assert f"`{var}` (step `{var}.view`)" in line, (title, line)
+        assert "→ (b=1, num_heads=4, num_tokens=6, head_dim=2)" in line
+    assert all("unchanged" not in v for v in seen.values())
+
+
+def test_first_code_line_names_the_inputs_really_used():
+    at = open_page()  # the book's sentence with the book's fixed inputs
+    assert "x = inputs" in at.code[0].value and "token_embeddings" not in at.code[0].value
+    at = open_page(**MHA)
+    assert at.code[0].value == "x = token_embeddings + pos_embeddings"
+
+
+def test_source_expander_names_the_function_and_heads_count_from_one():
+    at = open_page(**MHA)
+    assert not any("the class" in e.label for e in at.expander)
+    at.session_state["flow_step"] = 7  # keys.transpose: a per-head tensor
+    at.run()
+    assert any(e.label == "This line in the full source of `MultiHeadAttention.forward`" for e in at.expander)
+    picker = next(n for n in at.number_input if n.label.startswith("head"))
+    assert picker.label == "head (1–4)" and picker.value == 1 and picker.min == 1 and picker.max == 4
+
+
+def test_token_count_is_singular_for_one_token():
+    at = open_page(sentence="Hello", **{k: v for k, v in MHA.items()})
+    assert any("**1 token ·" in m.value for m in at.markdown), [m.value for m in at.markdown][:3]
+
+
+def test_view_picture_shows_real_head_dim_few_heads_and_numeric_legend():
+    at = open_page(input_mode="learned", variant="MultiHeadAttention", d_in="16", d_out="768", num_heads="12")
+    els = at.get("vega_lite_chart")
+    after_el = next(el for el in els if '"title": "head_dim"' in el.proto.spec)
+    before_el = next(el for el in els if '"title": "d_out column"' in el.proto.spec)
+    after, before = json.loads(after_el.proto.spec), json.loads(before_el.proto.spec)
+    rows = _rows(after_el)
+    assert {r["panel"] for r in rows} == {"head 1", "head 2", "head 3", "head 4"}  # a slice of 12 heads
+    assert max(r["k"] for r in rows) + 1 == 6  # 6 of head_dim 64 columns, not head_dim 1
+    color = after["spec"]["layer"][0]["encoding"]["color"]
+    assert color["scale"]["domain"] == ["head 1", "head 2", "head 3", "head 4"] == color["sort"]
+    colors = color["scale"]["range"]
+    assert len(set(colors)) == 4
+    brows = _rows(before_el)
+    # The before picture's columns are the real d_out columns: head 2 starts at column 64.
+    assert "64" in json.dumps(before) and {r["head"] for r in brows} == {"head 1", "head 2", "head 3", "head 4"}
+    # a number keeps its value through the reshape: head 2's first entry is column 64 of token 1
+    assert next(r["number"] for r in rows if r["panel"] == "head 2" and r["q"] == 0 and r["k"] == 0) == 64
+
+
+def test_link_restores_the_step_and_reports_a_bad_one():
+    at = open_page(flow_step="8", **MHA)
+    assert at.subheader[0].value == "8. `keys.transpose`"
+    at = open_page(flow_step="8/20 · keys.transpose", **MHA)
+    assert at.subheader[0].value == "8. `keys.transpose`"
+    at = open_page(flow_step="99", **MHA)
+    assert at.subheader[0].value == "1. `x`"
+    warning = " ".join(messages(at)["warning"])
+    assert "flow\\_step" in warning and "99" in warning and "step 1" in warning

@@ -1,0 +1,193 @@
+"""Issue 10 items 1, 4-8 and 10 on Explore and the Masking lab: the charts tell the truth, notes
+appear once, and a link restores the head, the clicked cell, the zoom window and the mistake."""
+
+import json
+
+import pytest
+
+from apptest_utils import _rows, clear_caches, messages, new_app
+
+LAB = "app_pages/masking_lab.py"
+SMALL = dict(sentence="the cat sat on the mat", input_mode="learned", variant="MultiHeadAttention", d_in="8",
+             d_out="8", num_heads="2")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def open_app(page=None, **query):
+    at = new_app(**query)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def chart(at, text):
+    """(spec, rows) of the first chart whose spec mentions ``text``."""
+    for el in at.get("vega_lite_chart"):
+        spec, rows = json.loads(el.proto.spec), _rows(el)
+        if text in json.dumps(spec, ensure_ascii=False) or any(
+                isinstance(v, str) and text in v for r in rows for v in r.values()):
+            return spec, rows
+    raise KeyError(text)
+
+
+def color_domain(spec) -> list:
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("field") == "color" and "scale" in node:
+                found.append(node["scale"].get("domain"))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(spec)
+    return found[0]
+
+
+def has_value_text(spec) -> bool:
+    return '"field": "value"' in json.dumps(spec) and '"type": "text"' in json.dumps(spec)
+
+
+# Item 1 -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("p, top", [("0.5", 2), ("0.9", 10)])
+def test_dropout_survivors_are_coloured_on_a_scale_that_reaches_them(p, top):
+    at = open_app(dropout=p, train_mode="true", **SMALL)
+    spec, rows = chart(at, "after dropout (survivors")
+    assert color_domain(spec) == [0, top]
+    after = [r["value"] for r in rows if r["panel"].startswith("after dropout") and r["value"]]
+    assert after and max(after) > 1 and max(after) <= top  # the survivors really exceed the old 0-1 scale
+    assert has_value_text(spec)  # numbers in cells (6 tokens fit)
+    assert any(f"1/(1−p) = {top:g}" in m.value for m in at.markdown)
+
+
+def test_masking_lab_dropout_uses_the_scaled_range_too():
+    at = open_app(LAB, **SMALL)
+    spec, rows = chart(at, "after dropout (training)")
+    assert color_domain(spec) == [0, 2]  # the lab's p = 0.5
+    assert max(r["value"] for r in rows if r["panel"] == "after dropout (training)") > 1
+
+
+# Item 4 -----------------------------------------------------------------------------------------------
+def test_method_difference_shows_true_magnitudes_not_zeros():
+    at = open_app(LAB, **SMALL)
+    assert any("in units of float32 epsilon" in m.value for m in at.markdown)
+    spec, rows = chart(at, '"title": "size"')
+    nonzero = [r["value"] for r in rows if r["value"]]
+    assert nonzero, "the methods differ by float rounding somewhere"
+    assert all(v >= 0.005 for v in nonzero)  # printed with 2 significant digits: never "0.00"
+    assert '".2g"' in json.dumps(spec) and has_value_text(spec)
+    assert color_domain(spec) == [0, 1]  # sequential, 0 = identical
+
+
+# Item 5 -----------------------------------------------------------------------------------------------
+def test_precision_table_does_not_tick_a_nan_row():
+    at = open_app(LAB, **SMALL)
+    table = at.dataframe[0].value
+    col = "all weights finite (that row too)"
+    assert col in table.columns
+    nan_rows = table[table["a fully masked row becomes"].str.startswith("NaN")]
+    assert len(nan_rows) and not nan_rows[col].any()
+
+
+# Item 6 -----------------------------------------------------------------------------------------------
+def test_long_random_input_is_explained_and_a_relative_scale_offered():
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)  # ~108 tokens
+    at = open_app(sentence=text, input_mode="learned", variant="MultiHeadAttention", d_in="64", d_out="64",
+                  num_heads="4")
+    assert any("Why the weights look alike" in i for i in messages(at)["info"])
+    at.toggle(key="row_scale").set_value(True).run()
+    assert not messages(at)["exception"]
+    spec, rows = chart(at, "÷ row max")
+    assert color_domain(spec) == [0, 1]
+    by_row = {}
+    for r in rows:
+        if not r["masked"]:
+            by_row.setdefault(r["q"], []).append(r["color"])
+    assert all(abs(max(c) - 1) < 1e-9 for c in by_row.values())  # each row's largest weight is full colour
+    assert any(r["value"] < 0.2 and r["color"] == 1 for r in rows if not r["masked"])  # tooltips keep the truth
+
+
+def test_short_input_needs_no_explanation():
+    at = open_app(**SMALL)
+    assert not any("look alike" in i for i in messages(at)["info"])
+
+
+# Item 7 -----------------------------------------------------------------------------------------------
+def test_explore_compares_both_masking_methods_on_the_users_settings():
+    at = open_app(**SMALL)
+    at.toggle(key="compare_methods").set_value(True).run()
+    assert not messages(at)["exception"]
+    spec, rows = chart(at, "zero after softmax, renormalize")
+    panels = {r["panel"] for r in rows}
+    assert panels == {"−∞ before softmax", "zero after softmax, renormalize"}
+    diff = float(next(m.value for m in at.metric if m.label == "max |difference|"))
+    assert diff < 1e-6
+    a = {(r["q"], r["k"]): r["value"] for r in rows if r["panel"] == "−∞ before softmax"}
+    b = {(r["q"], r["k"]): r["value"] for r in rows if r["panel"] != "−∞ before softmax"}
+    assert max(abs((a[c] or 0) - (b[c] or 0)) for c in a) < 1e-6
+
+
+# Item 8 -----------------------------------------------------------------------------------------------
+def test_masking_lab_shows_each_note_once_and_book_note_is_one_line():
+    at = open_app(LAB, sentence="the cat sat on the mat and then it slept")  # the lab runs twice (dropout on)
+    notes = [c.value for c in at.caption if "book's fixed inputs" in c.value]
+    assert len(notes) == 1 and not any("fixed 3-d inputs" in i for i in messages(at)["info"])
+
+
+def test_empty_text_message_is_a_sentence():
+    at = open_app(sentence=" ")
+    errors = messages(at)["error"]
+    assert errors and errors[0][0].isupper() and errors[0].endswith(".") and not errors[0].endswith("..")
+
+
+# Item 10 ----------------------------------------------------------------------------------------------
+def test_link_restores_head_cell_zoom_and_mistake():
+    at = open_app(head="head 2", cell="5,2", **SMALL)
+    assert at.session_state["head"] == 1
+    assert any("(head 2)" in h.value for h in at.header)
+    assert any(r"Cell story: query **5\: the** → key **2\: cat**" in m.value for m in at.markdown)
+    at = open_app(LAB, mistake="mistake: renormalize raw scores", **SMALL)
+    assert any("Wrong: raw scores can be negative" in m.value for m in at.markdown)
+
+
+def test_link_restores_the_zoom_window():
+    text = " ".join(f"w{i}" for i in range(200))
+    at = open_app(sentence=text, input_mode="learned", variant="CausalAttention", d_in="8", d_out="8",
+                  weights_zoom_size="32", weights_zoom_start="40")
+    assert at.session_state["weights_zoom_size"] == 32 and at.session_state["weights_zoom_start"] == 40
+    assert any("Zoom: tokens 40–71" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("query, param, bad", [
+    (dict(head="head 9"), "head", "head 9"),
+    (dict(cell="99,1"), "cell", "99,1"),
+    (dict(cell="![x](http://attacker/p.png)"), "cell", "![x](http://attacker/p.png)"),
+    (dict(head="**bold**"), "head", "**bold**"),
+])
+def test_bad_link_values_are_reported_escaped_and_replaced(query, param, bad):
+    at = open_app(**query, **SMALL)
+    warning = next((w for w in at.warning if "link's value" in w.value), None)
+    assert warning is not None, messages(at)
+    from dashboard.widgets import md_escape
+    assert md_escape(param) in warning.value and md_escape(repr(bad)) in warning.value
+    assert "instead" in warning.value
+    assert "](http" not in warning.value  # never a live link
+
+
+def test_bad_mistake_and_zoom_values_are_reported():
+    at = open_app(LAB, mistake="nope", **SMALL)
+    assert any("mistake" in w and "nope" in w for w in messages(at)["warning"])
+    text = " ".join(f"w{i}" for i in range(200))
+    at = open_app(sentence=text, input_mode="learned", variant="CausalAttention", d_in="8", d_out="8",
+                  weights_zoom_start="5000")
+    assert any("weights\\_zoom\\_start" in w and "5000" in w for w in messages(at)["warning"])
