@@ -4,8 +4,6 @@ matrices as rect heatmaps or, when too large, as PNG rasters with a zoom window.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 
 import altair as alt
@@ -15,6 +13,7 @@ import streamlit as st
 from attn_core import HAS_MASK, MAX_POSITIONS
 
 from . import charts
+from .cache import ByteLRU
 from .compute import Run, cached_tokens, traced_run
 from .controls import Settings
 
@@ -25,9 +24,7 @@ THUMB_SIDE = 256  # the same for the small panels of a grid
 # Built charts (Vega-Lite spec with Arrow data) and PNGs, keyed by what they show. Building an
 # Altair chart and converting it costs ~50 ms a chart; a rerun that changes nothing in a chart
 # (a click, another head) then sends the cached spec. Shared by sessions: entries are immutable.
-_CACHE: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_CACHE_BYTES = 512 * 2**20  # a classroom server keeps at most this much of drawn data
+DRAWN_CACHE_BYTES = 256 * 2**20  # a classroom server keeps at most this much of drawn data (runs: compute.py)
 
 
 def _nbytes(value: object) -> int:
@@ -40,27 +37,21 @@ def _nbytes(value: object) -> int:
     return 4096  # specs and small objects
 
 
+_DRAWN: ByteLRU[object] = ByteLRU(DRAWN_CACHE_BYTES, _nbytes)
+
+
 def memo(key: Hashable | None, build: Callable[[], object]) -> object:
     """``build()``, remembered under ``key`` (None: not remembered); least recently used entries go
-    first once the cache holds more than ``_CACHE_BYTES``. Arrays are stored as copies, so an entry
-    never pins a whole trace in memory."""
+    first once the cache holds more than ``DRAWN_CACHE_BYTES``. Arrays are stored as copies, so an
+    entry never pins a whole trace in memory."""
     if key is None:
         return build()
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key][0]
-    value = build()
-    if isinstance(value, np.ndarray) and value.base is not None:
-        value = value.copy()
-    size = _nbytes(value)
-    with _CACHE_LOCK:
-        _CACHE[key] = (value, size)
-        total = sum(n for _, n in _CACHE.values())
-        while total > _CACHE_BYTES and len(_CACHE) > 1:
-            _, (_, n) = _CACHE.popitem(last=False)
-            total -= n
-    return value
+
+    def owned() -> object:
+        value = build()
+        return value.copy() if isinstance(value, np.ndarray) and value.base is not None else value
+
+    return _DRAWN.get(key, owned)
 
 
 def _to_spec(chart: alt.TopLevelMixin) -> dict:

@@ -49,8 +49,7 @@ def test_page_keeps_no_trace_alive_after_the_caches_let_go(page):
     assert live_traces() > 0  # the run cache holds it while the session looks at it
     # The bounded caches let go (as they do once more runs come in): nothing else may keep a trace.
     clear_caches()
-    with widgets._CACHE_LOCK:
-        widgets._CACHE.clear()
+    widgets._DRAWN.clear()
     embeddings._embedding_layers.cache_clear()  # its own bound: two embedding tables
     assert at.session_state["_settings"] is not None  # the session is still alive
     assert live_traces() == 0, "the page's globals or widgets keep a Trace reachable from the session"
