@@ -8,6 +8,7 @@ modules skip all of this, so tracing costs nothing when nobody looks.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +49,9 @@ class Trace:
 
     steps: list[Step] = field(default_factory=list)
     _scope: str = ""
+    # The last recorded source tensor (weakly), its version and its copy: recording the very same,
+    # unchanged tensor again (dropout in eval mode returns its input) shares the copy.
+    _last: tuple | None = field(default=None, repr=False, compare=False)
 
     def record(
         self,
@@ -63,12 +67,18 @@ class Trace:
         full = f"{self._scope}.{name}" if self._scope else name
         if any(s.name == full for s in self.steps):
             raise ValueError(f"trace already has a step named {full!r}")
+        last = self._last
+        if last is not None and last[0]() is tensor and last[1] == tensor._version:
+            copy = last[2]  # the same tensor, unchanged since it was recorded: share its copy
+        else:
+            copy = tensor.detach().to("cpu", copy=True)
+        self._last = (weakref.ref(tensor), tensor._version, copy)
         self.steps.append(
             Step(
                 name=full,
                 kind=kind or name,
                 code=code,
-                tensor=tensor.detach().to("cpu", copy=True),
+                tensor=copy,
                 note=note,
                 axes=axes,
                 contiguous=tensor.is_contiguous(),

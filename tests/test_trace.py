@@ -99,3 +99,32 @@ def test_previous_form_is_the_same_tensor_one_step_earlier():
     assert prev["attn_scores_masked"] == ("attn_scores", "attn_scores")
     assert prev["attn_weights"] == ("attn_scores_scaled", "attn_scores_scaled")
     assert prev["context_vec.view"] == ("context_vec", "context_vec.transpose")
+
+
+def test_unchanged_tensor_recorded_twice_shares_its_copy():
+    """Dropout in eval mode returns its input: the trace keeps one copy, not two."""
+    from attn_core import BOOK_INPUTS, CausalAttention, Trace
+
+    torch.manual_seed(123)
+    ca = CausalAttention(3, 2, 6, 0.5).eval()
+    trace = Trace()
+    ca(BOOK_INPUTS.unsqueeze(0), trace)
+    w, d = trace["attn_weights"].tensor, trace["attn_weights_dropout"].tensor
+    assert d.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
+    ca.train()  # active dropout makes a new tensor: its own copy
+    trace = Trace()
+    ca(BOOK_INPUTS.unsqueeze(0), trace)
+    w, d = trace["attn_weights"].tensor, trace["attn_weights_dropout"].tensor
+    assert d.untyped_storage().data_ptr() != w.untyped_storage().data_ptr()
+    assert not torch.equal(w, d)
+
+
+def test_a_tensor_changed_in_place_is_copied_again():
+    from attn_core import Trace
+
+    t = torch.zeros(3)
+    trace = Trace()
+    trace.record("a", t, "a = zeros")
+    t += 1
+    trace.record("b", t, "a += 1")
+    assert trace["a"].tensor.tolist() == [0, 0, 0] and trace["b"].tensor.tolist() == [1, 1, 1]
