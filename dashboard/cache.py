@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -49,37 +51,57 @@ def release_memory() -> None:
 
 class ByteLRU(Generic[V]):
     """``get(key, build)``: the value remembered under ``key``, built on a miss; least recently used
-    entries go first once the entries' sizes (``sizeof``) add up to more than ``max_bytes``."""
+    entries go first once the entries' sizes (``sizeof``) add up to more than ``max_bytes``, and any
+    entry unused for ``idle_s`` seconds goes too (a quiet server gives its memory back)."""
 
-    def __init__(self, max_bytes: int, sizeof: Callable[[V], int]) -> None:
+    def __init__(self, max_bytes: int, sizeof: Callable[[V], int], idle_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.max_bytes = max_bytes
         self.sizeof = sizeof
-        self._entries: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self.idle_s = idle_s
+        self._entries: OrderedDict[Hashable, tuple[V, int, float]] = OrderedDict()
         self._lock = threading.Lock()
+        if idle_s is not None:
+            _sweeper(self)
 
     def get(self, key: Hashable, build: Callable[[], V]) -> V:
         with self._lock:
             if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key][0]
+                value, size, _ = self._entries.pop(key)
+                self._entries[key] = (value, size, self.clock())
+                return value
         value = build()
         size = self.sizeof(value)
         with self._lock:
-            self._entries[key] = (value, size)
-            self._entries.move_to_end(key)
+            self._entries.pop(key, None)
+            self._entries[key] = (value, size, self.clock())
             total = self.nbytes
             evicted = False
             while total > self.max_bytes and len(self._entries) > 1:
-                _, (_, n) = self._entries.popitem(last=False)
+                _, (_, n, _) = self._entries.popitem(last=False)
                 total -= n
                 evicted = True
         if evicted:
             release_memory()
         return value
 
+    def sweep(self) -> int:
+        """Drop the entries unused for ``idle_s`` seconds; return how many went."""
+        if self.idle_s is None:
+            return 0
+        now = self.clock()
+        with self._lock:
+            stale = [k for k, (_, _, used) in self._entries.items() if now - used > self.idle_s]
+            for k in stale:
+                del self._entries[k]
+        if stale:
+            release_memory()
+        return len(stale)
+
     @property
     def nbytes(self) -> int:
-        return sum(n for _, n in self._entries.values())
+        return sum(n for _, n, _ in self._entries.values())
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -88,3 +110,22 @@ class ByteLRU(Generic[V]):
         with self._lock:
             self._entries.clear()
         release_memory()
+
+
+_SWEPT: weakref.WeakSet = weakref.WeakSet()
+_SWEEPER: threading.Thread | None = None
+
+
+def _sweeper(cache: ByteLRU) -> None:
+    """Register ``cache`` with the one daemon thread that sweeps idle entries every 15 s."""
+    global _SWEEPER
+    _SWEPT.add(cache)
+    if _SWEEPER is None or not _SWEEPER.is_alive():
+        def loop() -> None:
+            while True:
+                time.sleep(15)
+                for c in list(_SWEPT):
+                    c.sweep()
+
+        _SWEEPER = threading.Thread(target=loop, name="attention-lab-cache-sweeper", daemon=True)
+        _SWEEPER.start()

@@ -57,7 +57,8 @@ def cached_tokens(text: str) -> list[Token]:
 
 EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws the attention weights
 RUN_CACHE_BYTES = 640 * 2**20  # two GPT-2-size T=1024 traces, or hundreds of small ones
-_RUNS: ByteLRU[Run] = ByteLRU(RUN_CACHE_BYTES, run_nbytes)
+CACHE_IDLE_S = 120  # a run nobody has looked at for this long is let go: a quiet server gives memory back
+_RUNS: ByteLRU[Run] = ByteLRU(RUN_CACHE_BYTES, run_nbytes, idle_s=CACHE_IDLE_S)
 
 
 def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:

@@ -14,7 +14,7 @@ from attn_core import HAS_MASK, MAX_POSITIONS
 
 from . import charts
 from .cache import ByteLRU
-from .compute import Run, cached_tokens, traced_run
+from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
 
 ZOOM_SIZES = (32, 64, 128)
@@ -37,7 +37,7 @@ def _nbytes(value: object) -> int:
     return 4096  # specs and small objects
 
 
-_DRAWN: ByteLRU[object] = ByteLRU(DRAWN_CACHE_BYTES, _nbytes)
+_DRAWN: ByteLRU[object] = ByteLRU(DRAWN_CACHE_BYTES, _nbytes, idle_s=CACHE_IDLE_S)
 
 
 def memo(key: Hashable | None, build: Callable[[], object]) -> object:

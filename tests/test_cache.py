@@ -1,0 +1,34 @@
+"""The byte-bounded cache shared by sessions: bounded by bytes, least recently used first, idle entries dropped."""
+
+from dashboard.cache import ByteLRU
+
+
+def test_bounded_by_bytes_least_recently_used_first():
+    c = ByteLRU(100, sizeof=len)
+    for key in "abc":
+        c.get(key, lambda key=key: key * 40)  # 40 bytes each: the third pushes out the first
+    assert len(c) == 2 and c.nbytes == 80
+    built = []
+    assert c.get("b", lambda: built.append(1) or "x") == "b" * 40 and not built  # a hit
+    c.get("d", lambda: "d" * 40)  # evicts c, the least recently used (b was just used)
+    assert c.get("b", lambda: "rebuilt") == "b" * 40
+    assert c.get("c", lambda: "rebuilt") == "rebuilt"
+
+
+def test_one_oversized_entry_is_kept_alone():
+    c = ByteLRU(10, sizeof=len)
+    c.get("a", lambda: "a")
+    assert c.get("big", lambda: "x" * 50) == "x" * 50 and len(c) == 1
+
+
+def test_idle_entries_are_dropped():
+    now = [0.0]
+    c = ByteLRU(1000, sizeof=len, idle_s=60, clock=lambda: now[0])
+    c.get("old", lambda: "o")
+    c.get("new", lambda: "n")
+    now[0] = 30
+    assert c.sweep() == 0 and len(c) == 2
+    c.get("new", lambda: "rebuilt")  # used again at t=30: its clock restarts
+    now[0] = 61
+    assert c.sweep() == 1 and c.get("new", lambda: "rebuilt") == "n"
+    assert c.get("old", lambda: "rebuilt") == "rebuilt"
