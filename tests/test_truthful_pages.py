@@ -191,3 +191,15 @@ def test_bad_mistake_and_zoom_values_are_reported():
     at = open_app(sentence=text, input_mode="learned", variant="CausalAttention", d_in="8", d_out="8",
                   weights_zoom_start="5000")
     assert any("weights\\_zoom\\_start" in w and "5000" in w for w in messages(at)["warning"])
+
+
+def test_walkthrough_with_the_books_own_sentence_shows_the_books_numbers():
+    import numpy as np
+
+    at = open_app("app_pages/walkthrough.py")  # default: the book's sentence with the book's inputs
+    assert any("the book's fixed 3-d inputs" in c.value for c in at.caption)
+    for step in (0, 12):  # the first step and one later on
+        at.session_state["walk_step"] = step
+        at.run()
+        ours, mine = at.dataframe[1].value, at.dataframe[3].value  # (summary, ours, the book's, yours)
+        assert np.allclose(ours.to_numpy(dtype=float), mine.to_numpy(dtype=float)), step
