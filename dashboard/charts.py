@@ -216,9 +216,17 @@ def heatmap(
 
 
 def _value_text(base: alt.Chart, scale: str, size: int, text_format: str = ".2f") -> alt.Chart:
-    """Each unmasked cell's value as text, black on light cells and white on dark ones."""
-    return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
-        text=alt.Text("value:Q", format=text_format),
+    """Each unmasked cell's value as text, black on light cells and white on dark ones. With the
+    default format an exact zero prints "0" and a value that would round to "0.00" prints in
+    scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
+    if text_format != ".2f":
+        return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
+            text=alt.Text("value:Q", format=text_format),
+            color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
+    label = ("datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e') "
+             ": format(datum.value, '.2f')")
+    return base.transform_filter("!datum.masked").transform_calculate(label=label).mark_text(fontSize=size).encode(
+        text=alt.Text("label:N"),
         color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
 
 

@@ -55,7 +55,8 @@ def color_domain(spec) -> list:
 
 
 def has_value_text(spec) -> bool:
-    return '"field": "value"' in json.dumps(spec) and '"type": "text"' in json.dumps(spec)
+    s = json.dumps(spec)
+    return '"type": "text"' in s and ('"field": "label"' in s or '"format": ".2g"' in s)
 
 
 # Item 1 -----------------------------------------------------------------------------------------------
