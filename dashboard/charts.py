@@ -184,7 +184,8 @@ def heatmap(
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
     kind = scale_parts(scale)[0]
-    label_angle = -45 if px < 30 or n_cols > 8 else 0
+    widest = max((len(str(c)) for c in col_labels), default=1)
+    label_angle = -45 if px < 30 or n_cols > 8 or widest * 7 > px else 0  # ~7 px a character at 11 px
     x = alt.X("k:O", sort="ascending", title=x_title,
               axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=label_angle, labelLimit=120,
                             labelOverlap=n_cols > 24, orient="top"))
@@ -313,6 +314,7 @@ def numbered_cells(
     x_title: str = "column",
     y_title: str = "token",
     px: int = 30,
+    columns: int | None = None,
 ) -> alt.Chart | alt.FacetChart:
     """Cells that show their number, coloured by group (e.g. which head a column belongs to).
 
@@ -344,8 +346,8 @@ def numbered_cells(
     chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
         return chart
-    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels),
-                       spacing=16)
+    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")),
+                       columns=columns or len(panels), spacing=16)
 
 
 # Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.

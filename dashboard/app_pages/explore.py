@@ -195,7 +195,7 @@ def render() -> None:
         show_matrix(c_dm, dmask, labels, labels, key="dropout_mask", scale="mask",
                     title="dropped cells (1 = zeroed)", max_px=200, cache_key=(rk, "dropout_mask", head))
         show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                    labels, key="dropout", scale=charts.weights_scale(top), columns=2, max_px=230,
+                    labels, key="dropout", scale=charts.weights_scale(top), columns=2, max_px=210,
                     cache_key=(rk, "dropout", head))
         st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
                    f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
