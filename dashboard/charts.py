@@ -185,7 +185,7 @@ def heatmap(
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
     kind = scale_parts(scale)[0]
     widest = max((len(str(c)) for c in col_labels), default=1)
-    label_angle = -45 if px < 30 or n_cols > 8 or widest * 7 > px else 0  # ~7 px a character at 11 px
+    label_angle = -45 if px < 30 or n_cols > 8 or widest * 8 > px else 0  # ~7-8 px a character
     x = alt.X("k:O", sort="ascending", title=x_title,
               axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=label_angle, labelLimit=120,
                             labelOverlap=n_cols > 24, orient="top"))

@@ -85,8 +85,8 @@ def test_method_difference_shows_true_magnitudes_not_zeros():
     spec, rows = chart(at, '"title": "size"')
     nonzero = [r["value"] for r in rows if r["value"]]
     assert nonzero, "the methods differ by float rounding somewhere"
-    assert all(v >= 0.005 for v in nonzero)  # printed with 2 significant digits: never "0.00"
-    assert '".2g"' in json.dumps(spec) and has_value_text(spec)
+    assert max(nonzero) >= 0.05  # in epsilon units the differences are visible numbers, not "0.00"
+    assert has_value_text(spec)
     assert color_domain(spec) == [0, 1]  # sequential, 0 = identical
 
 
@@ -94,7 +94,7 @@ def test_method_difference_shows_true_magnitudes_not_zeros():
 def test_precision_table_does_not_tick_a_nan_row():
     at = open_app(LAB, **SMALL)
     table = at.dataframe[0].value
-    col = "all weights finite (that row too)"
+    col = "finite (all rows)"
     assert col in table.columns
     nan_rows = table[table["a fully masked row becomes"].str.startswith("NaN")]
     assert len(nan_rows) and not nan_rows[col].any()
