@@ -204,3 +204,10 @@ def test_walkthrough_with_the_books_own_sentence_shows_the_books_numbers():
         at.run()
         ours, mine = at.dataframe[1].value, at.dataframe[3].value  # (summary, ours, the book's, yours)
         assert np.allclose(ours.to_numpy(dtype=float), mine.to_numpy(dtype=float)), step
+
+
+def test_relative_scale_from_a_link_applies_on_the_first_run():
+    at = open_app(row_scale="true", **SMALL)
+    spec, _ = chart(at, "÷ row max")  # the heads grid, drawn before the toggle in page order
+    assert color_domain(spec) == [0, 1]
+    assert not any("look alike" in i for i in messages(at)["info"])

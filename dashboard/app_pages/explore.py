@@ -84,7 +84,17 @@ def render() -> None:
     head = 0
     row_max = memo((rk, "row_max"), lambda: np.nanmax(all_heads(trace, "weights"), axis=-1))  # (H, T)
     typical = float(np.median(row_max))
-    wscale = "relative" if st.session_state.get("row_scale") else "weights"
+    if typical < NEAR_UNIFORM and not st.session_state.get("row_scale", st.query_params.get("row_scale") == "true"):
+        st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
+                f"spreads its attention almost evenly over the keys it can see: about 1/{T} = {1 / T:.4f} each "
+                f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
+                "that is uniformly dark. Turn on **per-row relative colours** to see which keys each row still "
+                "prefers; a trained model's attention is much sharper.")
+    # Drawn before any weights chart, so the first run (e.g. from a link) already uses its value.
+    relative = st.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
+                         bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the "
+                         "true values; colours then compare keys within a row, not across rows or charts.")
+    wscale = "relative" if relative else "weights"
     if H > 1:
         st.header("All heads: attention weights")
         show_panels(st, memo((rk, "all_heads"), lambda: list(all_heads(trace, "weights"))),
@@ -94,15 +104,6 @@ def render() -> None:
         url_choice("head", head_names, "head 1")
         head = st.segmented_control("Look at one head", list(range(H)), default=0, key="head",
                                     format_func=head_names.__getitem__, bind="query-params") or 0
-    if typical < NEAR_UNIFORM and wscale == "weights":
-        st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
-                f"spreads its attention almost evenly over the keys it can see: about 1/{T} = {1 / T:.4f} each "
-                f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
-                "that is uniformly dark. Turn on **per-row relative colours** below to see which keys each "
-                "row still prefers; a trained model's attention is much sharper.")
-    st.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
-              bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the true values; "
-              "colours then compare keys within a row, not across rows or charts.")
 
     # 2. Queries, keys, values -----------------------------------------------------------------------
     qkv = [mat(k, head) for k in ("queries", "keys", "values")]
