@@ -30,12 +30,12 @@ def compare_methods(s, run, head: int, labels: list[str], wscale: str) -> None:
     mats = [memo((r.key, "matrix", "weights", head), lambda r=r: head_matrix(r.trace, "weights", head))
             for r in runs.values()]
     diff = float(np.max(np.abs(mats[0] - mats[1])))
-    c_pair, c_diff = st.columns([3, 1])
-    show_panels(c_pair, mats, [MASK_NAMES[m] for m in runs], labels, key="compare_methods_pair", scale=wscale,
-                columns=2, max_px=300, cache_key=(run.key, "compare_methods", head))
+    c_diff, c_note = st.columns([1, 3], vertical_alignment="center")
     c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
-    c_diff.caption("Same module, same weights, same sentence: the two methods give the same attention weights. "
-                   "Switching the sidebar's method therefore changes nothing you can see.")
+    c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
+                   "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
+    show_panels(st, mats, [MASK_NAMES[m] for m in runs], labels, key="compare_methods_pair", scale=wscale,
+                columns=2, max_px=280, cache_key=(run.key, "compare_methods", head))
 
 
 def render() -> None:
