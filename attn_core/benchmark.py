@@ -9,9 +9,11 @@ the median of repeated runs after warm-up; on CUDA each run is timed with CUDA e
 from __future__ import annotations
 
 import json
+import queue
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -69,6 +71,16 @@ class Result:
     ms: float  # median milliseconds
     ratio_to_sdpa: float | None = None  # filled in once the baseline of the same run is known
     peak_mb: float | None = None  # CUDA only
+    ms_min: float | None = None  # fastest repeat
+    ms_max: float | None = None  # slowest repeat
+    reps: int = 0  # repeats measured (after warm-up)
+
+    @property
+    def spread(self) -> float:
+        """(slowest - fastest) / median of the repeats: 0.1 = the repeats varied by 10% of the median."""
+        if self.ms_min is None or self.ms_max is None or not self.ms:
+            return 0.0
+        return (self.ms_max - self.ms_min) / self.ms
 
     def row(self) -> dict:
         d = asdict(self)
@@ -142,6 +154,12 @@ def time_once(fn: Callable, x: torch.Tensor, backward: bool, device: torch.devic
 def measure(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device, warmup: int = 2,
             reps: int = 5, budget_s: float | None = None) -> float:
     """Median milliseconds over ``reps`` runs after ``warmup`` (stops early past ``budget_s``)."""
+    return statistics.median(measure_all(fn, x, backward, device, warmup, reps, budget_s))
+
+
+def measure_all(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device, warmup: int = 2,
+                reps: int = 5, budget_s: float | None = None) -> list[float]:
+    """The milliseconds of each of up to ``reps`` runs after ``warmup`` (stops early past ``budget_s``)."""
     t0 = time.perf_counter()
     for _ in range(warmup):
         time_once(fn, x, backward, device)
@@ -152,7 +170,7 @@ def measure(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device,
         # Past the budget, stop, but keep 3 runs for a median unless they would double the budget.
         if budget_s is not None and spent > budget_s and (len(times) >= 3 or spent > 2 * budget_s):
             break
-    return statistics.median(times)
+    return times
 
 
 def run(sizes: Iterable[Size], implementations: Iterable[str] = IMPLEMENTATIONS, device: str = "cpu",
@@ -166,7 +184,7 @@ def run(sizes: Iterable[Size], implementations: Iterable[str] = IMPLEMENTATIONS,
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
     dt = DTYPES[dtype]
-    impls = list(dict.fromkeys([*implementations, BASELINE]))
+    impls = list(dict.fromkeys([BASELINE, *implementations]))  # the baseline first: a run cut short keeps ratios
     jobs = [(s, p, name) for s in sizes for p in passes for name in impls]
     share = None if budget_s is None else budget_s / max(1, len(jobs))
     results: list[Result] = []
@@ -179,10 +197,10 @@ def run(sizes: Iterable[Size], implementations: Iterable[str] = IMPLEMENTATIONS,
             fn.requires_grad_(False)
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
-        ms = measure(fn, x, backward, dev, warmup, reps, share)
+        times = measure_all(fn, x, backward, dev, warmup, reps, share)
         peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None
         r = Result(name, size.name, size.batch, size.num_tokens, size.d, size.num_heads, str(dev), dtype, pass_,
-                   ms, peak_mb=peak)
+                   statistics.median(times), peak_mb=peak, ms_min=min(times), ms_max=max(times), reps=len(times))
         results.append(r)
         if on_result:
             on_result(r, n, len(jobs))
@@ -208,30 +226,60 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def run_isolated(spec: dict, timeout_s: float = 60.0) -> Iterator[Result]:
+class BenchmarkTimeout(TimeoutError):
+    """The child process was still running at the deadline and was killed (results so far stand)."""
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    """Copy a child's output lines into ``lines`` (on a thread, so the reader can wait with a timeout)."""
+    try:
+        for line in stream:
+            lines.put(line)
+    except (OSError, ValueError):  # the pipe closed under us when the child was killed
+        pass
+    lines.put(None)
+
+
+def run_isolated(spec: dict, timeout_s: float = 60.0, *, argv: list[str] | None = None) -> Iterator[Result]:
     """``run(**spec)`` in a fresh Python process, yielding each result as it arrives.
 
     Timing inside a busy server process is skewed by its other threads (they take the GIL for
-    milliseconds at a time); a child process has the interpreter to itself. Closing the generator
-    (e.g. when a Streamlit rerun cancels the page) kills the child."""
+    milliseconds at a time); a child process has the interpreter to itself. The child is killed
+    ``timeout_s`` after the start even when it prints nothing (then :class:`BenchmarkTimeout` is
+    raised after the results that did arrive); closing the generator (a Streamlit rerun cancels the
+    page) kills it too. ``argv`` replaces the child's command (tests)."""
+    deadline = time.monotonic() + timeout_s
     sizes = [asdict(s) for s in spec.pop("sizes")]
     payload = json.dumps({**spec, "sizes": sizes})
     root = str(Path(__file__).resolve().parent.parent)
-    proc = subprocess.Popen([sys.executable, "-c", "from attn_core.benchmark import _child_main; _child_main()"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    argv = argv or [sys.executable, "-c", "from attn_core.benchmark import _child_main; _child_main()"]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=root)
+    lines: queue.Queue = queue.Queue()
     try:
         assert proc.stdin and proc.stdout
-        proc.stdin.write(payload)
-        proc.stdin.close()
-        deadline = time.time() + timeout_s
-        for line in proc.stdout:
-            row = json.loads(line)
-            yield Result(**row)
-            if time.time() > deadline:
+        try:
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        except BrokenPipeError:  # the child exited without reading: its return code says why
+            pass
+        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BenchmarkTimeout(f"stopped after {timeout_s:.0f} s")
+            try:
+                line = lines.get(timeout=remaining)
+            except queue.Empty:
+                raise BenchmarkTimeout(f"stopped after {timeout_s:.0f} s") from None
+            if line is None:
                 break
-        proc.wait(timeout=5)
-        if proc.returncode not in (0, None):
+            yield Result(**json.loads(line))
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise BenchmarkTimeout(f"stopped after {timeout_s:.0f} s") from None
+        if proc.returncode != 0:
             err = proc.stderr.read() if proc.stderr else ""
             raise RuntimeError(f"benchmark process failed: {err.strip().splitlines()[-1] if err else proc.returncode}")
     finally:
@@ -248,3 +296,39 @@ def _child_main() -> None:
         print(json.dumps(asdict(r)), flush=True)
 
     run(**spec, on_result=emit)
+
+
+NOISY_SPREAD = 0.5  # repeats that vary by more than half the median: the machine was busy
+
+
+def noisy_rows(rows: Iterable[dict]) -> list[dict]:
+    """Result rows (``Result.row()``) whose repeats varied too much to trust, or that had < 3 repeats."""
+    out = []
+    for r in rows:
+        lo, hi, ms = r.get("ms_min"), r.get("ms_max"), r.get("ms")
+        if r.get("reps", 0) < 3 or (lo is not None and hi is not None and ms and (hi - lo) / ms > NOISY_SPREAD):
+            out.append(r)
+    return out
+
+
+def describe_scaling(rows: Iterable[dict], implementation: str = "MultiHeadAttention (explicit)") -> str:
+    """One or two sentences, written from the measured time-vs-T rows: how ``implementation``'s ratio
+    to raw SDPA changed from the smallest to the largest T, and whether its times grew steadily."""
+    mine = sorted((r for r in rows if r["implementation"] == implementation and r.get("ratio_to_sdpa")),
+                  key=lambda r: r["num_tokens"])
+    if len(mine) < 2:
+        return f"Too few sizes were measured for {implementation} to say how it scales."
+    first, last = mine[0], mine[-1]
+    a, b = first["ratio_to_sdpa"], last["ratio_to_sdpa"]
+    span = f"{a:.2f}× raw SDPA at T = {first['num_tokens']} and {b:.2f}× at T = {last['num_tokens']}"
+    if b > 1.15 * a:
+        text = f"In this run {implementation} took {span}: it falls further behind as T grows."
+    elif b < a / 1.15:
+        text = f"In this run {implementation} took {span}: the gap shrank, unlike the expected T² trend."
+    else:
+        text = f"In this run {implementation} took {span}: no clear trend."
+    times = [r["ms"] for r in mine]
+    if any(t2 < t1 for t1, t2 in zip(times, times[1:])):
+        text += (" Its time did not grow steadily with T (a longer input ran faster), so the machine was busy "
+                 "during this run: run it again before drawing conclusions.")
+    return text

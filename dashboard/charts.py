@@ -184,7 +184,8 @@ def heatmap(
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
     kind = scale_parts(scale)[0]
-    label_angle = -45 if px < 30 or n_cols > 8 else 0
+    widest = max((len(str(c)) for c in col_labels), default=1)
+    label_angle = -45 if px < 30 or n_cols > 8 or widest * 8 > px else 0  # ~7-8 px a character
     x = alt.X("k:O", sort="ascending", title=x_title,
               axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=label_angle, labelLimit=120,
                             labelOverlap=n_cols > 24, orient="top"))
@@ -216,9 +217,17 @@ def heatmap(
 
 
 def _value_text(base: alt.Chart, scale: str, size: int, text_format: str = ".2f") -> alt.Chart:
-    """Each unmasked cell's value as text, black on light cells and white on dark ones."""
-    return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
-        text=alt.Text("value:Q", format=text_format),
+    """Each unmasked cell's value as text, black on light cells and white on dark ones. With the
+    default format an exact zero prints "0" and a value that would round to "0.00" prints in
+    scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
+    if text_format != ".2f":
+        return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
+            text=alt.Text("value:Q", format=text_format),
+            color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
+    label = ("datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e') "
+             ": format(datum.value, '.2f')")
+    return base.transform_filter("!datum.masked").transform_calculate(label=label).mark_text(fontSize=size).encode(
+        text=alt.Text("label:N"),
         color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
 
 
@@ -305,6 +314,7 @@ def numbered_cells(
     x_title: str = "column",
     y_title: str = "token",
     px: int = 30,
+    columns: int | None = None,
 ) -> alt.Chart | alt.FacetChart:
     """Cells that show their number, coloured by group (e.g. which head a column belongs to).
 
@@ -336,8 +346,8 @@ def numbered_cells(
     chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
         return chart
-    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")), columns=len(panels),
-                       spacing=16)
+    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")),
+                       columns=columns or len(panels), spacing=16)
 
 
 # Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.
@@ -419,24 +429,36 @@ def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, 
 
 
 def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title: str = "",
-              width: int = 520) -> alt.Chart:
-    """Horizontal bars of ``x`` per ``y``, grouped by ``color`` (benchmarks: ms per implementation)."""
+              width: int = 520, spread: bool = False) -> alt.Chart | alt.LayerChart:
+    """Horizontal bars of ``x`` per ``y``, grouped by ``color`` (benchmarks: ms per implementation).
+    ``spread``: a thin line over each bar from ``{x}_min`` to ``{x}_max`` (the fastest and slowest repeat)."""
     enc = dict(y=alt.Y(f"{y}:N", sort=alt.EncodingSortField(field=x, op="min", order="ascending"), title=None,
-                       axis=alt.Axis(labelLimit=260)),
+                       axis=alt.Axis(labelLimit=0)),
                x=alt.X(f"{x}:Q", title=x), tooltip=list(df.columns))
     if color:
-        enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"))
+        enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(labelLimit=0))
         enc["yOffset"] = alt.YOffset(f"{color}:N")
-    chart = alt.Chart(df).mark_bar().encode(**enc).properties(width=width)
+    bars = alt.Chart(df).mark_bar().encode(**enc)
+    chart: alt.Chart | alt.LayerChart = bars
+    if spread:
+        rule = {k: v for k, v in enc.items() if k in ("y", "yOffset", "tooltip")}
+        chart = alt.layer(bars, alt.Chart(df).mark_rule(color="black", strokeWidth=2).encode(
+            x=alt.X(f"{x}_min:Q"), x2=alt.X2(f"{x}_max"), **rule))
+    chart = chart.properties(width=width)
     return chart.properties(title=title) if title else chart
 
 
 def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool = True,
                width: int = 520, height: int = 300) -> alt.Chart:
-    """Lines with points, log axes by default (time vs sequence length)."""
-    sc = alt.Scale(type="log") if log else alt.Undefined
+    """Lines with points, log axes by default (time vs sequence length). The x axis spans the data
+    exactly (a "nice" log axis would run on to the next power of 10); legend names are never cut."""
+    xs = pd.to_numeric(df[x])
+    sc_x = alt.Scale(type="log" if log else "linear", domain=[float(xs.min()), float(xs.max())], nice=False)
+    sc_y = alt.Scale(type="log") if log else alt.Undefined
+    ticks = sorted(set(xs.tolist()))
     chart = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X(f"{x}:Q", scale=sc), y=alt.Y(f"{y}:Q", scale=sc), color=alt.Color(f"{color}:N"),
+        x=alt.X(f"{x}:Q", scale=sc_x, axis=alt.Axis(values=ticks, format="d")), y=alt.Y(f"{y}:Q", scale=sc_y),
+        color=alt.Color(f"{color}:N", legend=alt.Legend(labelLimit=0, orient="bottom", columns=1)),
         tooltip=list(df.columns),
     ).properties(width=width, height=height)
     return chart.properties(title=title) if title else chart

@@ -112,14 +112,18 @@ def test_benchmark_page_runs_within_budget_and_offers_csv():
     at = open_page("app_pages/benchmark.py")
     assert any("Run benchmark" in i.value for i in at.info)
     t = time.perf_counter()
-    at.button(key="bench_run").click().run()
-    assert time.perf_counter() - t < 30
+    at.button(key="bench_run").click().run(timeout=60)
+    assert time.perf_counter() - t < 12  # the page's 10 s budget, + 2 s at most
     assert not messages(at)["exception"]
-    table = at.dataframe[0].value
-    assert set(table["implementation"]) >= {"raw SDPA", "MultiHeadAttention (efficient)",
-                                            "MultiHeadAttention (explicit)"}
+    tables = [d.value for d in at.dataframe if "implementation" in getattr(d.value, "columns", [])]
+    if not any(set(tb["implementation"]) >= {"raw SDPA", "MultiHeadAttention (efficient)",
+                                             "MultiHeadAttention (explicit)"} for tb in tables):
+        # A busy machine (child start-up alone can take seconds) may not finish: the page must say so.
+        assert any("Stopped at the 10 s budget" in w for w in messages(at)["warning"]), messages(at)
+        return
+    table = tables[0]
     assert table.loc[table["implementation"] == "raw SDPA", "× raw SDPA"].iloc[0] == 1.0
-    assert len(at.get("vega_lite_chart")) >= 3  # bars per size + the time-vs-T lines
+    assert len(at.get("vega_lite_chart")) >= 1
     assert any(b.label == "Download results (CSV)" for b in at.get("download_button"))
 
 

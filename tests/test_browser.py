@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from browser import browser_missing_reason, chromium_page, streamlit_server, wait_idle
+from browser import browser_missing_reason, chromium_page, streamlit_server, wait_drawn, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -100,36 +100,81 @@ def test_explore_end_to_end(page, server, tmp_path):
     page.screenshot(path=tmp_path / "explore_clicked.png")
 
 
+def click_next_and_wait(page, expect: str) -> None:
+    """Click "Next ▶" and wait until the page shows ``expect`` (the new step's label) and has finished
+    its rerun: one condition per click, so a slow machine only makes the wait longer."""
+    page.get_by_role("button", name="Next ▶").click()
+    page.get_by_text(expect).first.wait_for(timeout=STEP_TIMEOUT_MS)
+    wait_drawn(page, timeout=STEP_TIMEOUT_MS)
+
+
+STEP_TIMEOUT_MS = 120_000  # generous: CI is a busy 2-core machine
+
+
 def test_teaching_pages_step_through(page, server, tmp_path):
+    page.set_default_timeout(STEP_TIMEOUT_MS)
     page.goto(f"{server}/shape-flow")
-    wait_idle(page)
+    wait_idle(page, timeout=STEP_TIMEOUT_MS)
     no_exception(page)
     for i in range(4):
-        page.get_by_role("button", name="Next ▶").click()
-        wait_idle(page)
-        page.get_by_text(f"{i + 2}/20 ·").first.wait_for()
+        click_next_and_wait(page, f"{i + 2}/20 ·")
         no_exception(page)
     page.get_by_text("view size is not compatible").first.wait_for()
     page.screenshot(path=tmp_path / "shape_flow.png", full_page=True)
 
     page.goto(f"{server}/walkthrough")
-    wait_idle(page, charts=False)
-    for _ in range(18):
+    wait_idle(page, charts=False, timeout=STEP_TIMEOUT_MS)
+    n = 19
+    for i in range(n - 1):
         page.get_by_text("Agrees with the book").first.wait_for()
         no_exception(page)
-        page.get_by_role("button", name="Next ▶").click()
-        wait_idle(page, charts=False)
+        click_next_and_wait(page, f"{i + 2}/{n} ·")
     page.get_by_text("§3.6.2 · MultiHeadAttention (seed 123)").wait_for()
     page.get_by_text("Agrees with the book").first.wait_for()
     page.screenshot(path=tmp_path / "walkthrough.png", full_page=True)
 
     page.goto(f"{server}/masking-lab")
-    wait_idle(page)
+    wait_idle(page, timeout=STEP_TIMEOUT_MS)
     page.get_by_text("mistake: renormalize raw scores", exact=True).first.click()
-    wait_idle(page)
     page.get_by_text("Wrong: raw scores can be negative").first.wait_for()
+    wait_drawn(page, timeout=STEP_TIMEOUT_MS)
     no_exception(page)
     page.screenshot(path=tmp_path / "masking_lab.png", full_page=True)
+
+
+def test_links_restore_page_state(page, server):
+    """Issue 10 item 10 in the real app: the step, head, cell, zoom window and mistake come back
+    from a link, and clicking writes them into the address bar."""
+    from urllib.parse import urlencode
+
+    from dashboard.controls import INPUT_NAMES, VARIANT_NAMES
+
+    page.set_default_timeout(STEP_TIMEOUT_MS)
+    learned = urlencode({"input_mode": INPUT_NAMES["learned"]})  # the URL carries the shown labels
+    mha = f"{learned}&{urlencode({'variant': VARIANT_NAMES['MultiHeadAttention']})}&d_in=8&d_out=8&num_heads=2"
+    page.goto(f"{server}/shape-flow?{mha}&flow_step=8")
+    wait_drawn(page)
+    page.get_by_text("8. keys.transpose").first.wait_for()
+    click_next_and_wait(page, "9/20 ·")
+    page.wait_for_function("() => decodeURIComponent(location.search).includes('flow_step=9/20')")
+
+    page.goto(f"{server}/?{mha}&sentence=the+cat+sat+on+the+mat&head=head+2&cell=5,2")
+    wait_drawn(page)
+    page.get_by_text("3 · Scores → weights (head 2)").first.wait_for()
+    page.get_by_text("Cell story: query 5: the → key 2: cat").first.wait_for()
+    no_exception(page)
+
+    words = "+".join(f"w{i}" for i in range(200))
+    page.goto(f"{server}/?sentence={words}&{learned}&d_in=8&weights_zoom_size=32&weights_zoom_start=40")
+    wait_drawn(page)
+    page.get_by_text("Zoom: tokens 40–71").first.wait_for()
+
+    page.goto(f"{server}/masking-lab?mistake=nope")
+    wait_drawn(page)
+    page.get_by_text("is not valid here").first.wait_for()
+    page.get_by_text("mistake: renormalize raw scores", exact=True).first.click()
+    page.get_by_text("Wrong: raw scores can be negative").first.wait_for()
+    page.wait_for_function("() => decodeURIComponent(location.search).includes('mistake=mistake')")
 
 
 def test_benchmark_page_in_browser(page, server, tmp_path):
@@ -138,6 +183,8 @@ def test_benchmark_page_in_browser(page, server, tmp_path):
     page.get_by_role("button", name="Run benchmark").click()
     page.get_by_text("Why the efficient version is efficient").wait_for(timeout=60_000)
     wait_idle(page)
-    page.get_by_text("Time vs number of tokens").wait_for()
+    # A complete run draws the T curve; on a busy machine the 10 s budget may stop it first, and the
+    # page must then say so (issue 12 item 4: the budget holds whatever the load).
+    page.get_by_text("Time vs number of tokens").or_(page.get_by_text("Stopped at the 10 s budget")).first.wait_for()
     no_exception(page)
     page.screenshot(path=tmp_path / "benchmark.png", full_page=True)

@@ -88,3 +88,20 @@ def test_heads_grid_is_one_faceted_chart():
     assert {row["panel"] for row in data} == {"head 1", "head 2", "head 3", "head 4"}
     with pytest.raises(ValueError):
         charts.heads_grid(np.random.rand(12, 32, 32), [str(i) for i in range(32)])  # 12k cells: rasters
+
+
+def test_cell_text_never_prints_zero_for_a_small_nonzero_weight():
+    m = np.array([[1.0, 0.0], [0.003, 0.997]])
+    spec = json.dumps(charts.heatmap(m, LABELS[:2], LABELS[:2], scale="weights").to_dict())
+    # exact zeros print "0"; |v| < 0.005 prints in scientific notation, not "0.00"
+    assert "datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e')" in spec
+    assert '"field": "label"' in spec
+
+
+def test_dropout_scale_reaches_the_scaled_survivors():
+    spec = charts.facet_grid([np.eye(3), 2 * np.eye(3)], ["a", "b"], LABELS[:3], scale=charts.weights_scale(2.0))
+    enc = json.dumps(spec.to_dict())
+    assert '"domain": [0, 2.0]' in enc
+    assert charts.weights_scale(1.0) == "weights"
+    rgb = charts.raster_rgb(np.array([[2.0, 1.0]]), charts.weights_scale(2.0))
+    assert tuple(rgb[0, 0]) != tuple(rgb[0, 1])  # 2.0 and 1.0 no longer clip to the same colour

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
 from attn_core import available_devices
-from attn_core.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, Size, run_isolated
+from attn_core.benchmark import (
+    BASELINE,
+    IMPLEMENTATIONS,
+    NOISY_SPREAD,
+    SIZES,
+    BenchmarkTimeout,
+    Size,
+    describe_scaling,
+    noisy_rows,
+    run_isolated,
+)
 from attn_core.lab import DTYPES
 from dashboard import charts
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
+CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything
 
 
 def render() -> None:
@@ -47,34 +60,47 @@ def render() -> None:
             progress.progress(done / total, text=f"{done}/{total}: {r.implementation} · {r.size} · {r.pass_}: "
                                                  f"{r.ms:.2f} ms")
 
-        share = BUDGET_S * (0.6 if tokens else 1.0)
+        start = time.monotonic()
+        deadline = start + BUDGET_S  # one deadline for the whole run, child start-up included
         scaling_impls = ["MultiHeadAttention (explicit)", "MultiHeadAttention (efficient)", BASELINE]
         jobs = []
         if size_names:
             jobs.append(dict(sizes=[SIZES[k] for k in size_names], implementations=impls, device=device, dtype=dtype,
-                             passes=passes, warmup=2, reps=7, budget_s=share))
+                             passes=passes, warmup=2, reps=7))
         if tokens:
             jobs.append(dict(sizes=[Size(f"T={t}", 1, t, 256, 4) for t in sorted(tokens)],
                              implementations=scaling_impls, device=device, dtype=dtype, passes=["forward"],
-                             warmup=2, reps=5, budget_s=BUDGET_S - share))
+                             warmup=2, reps=5))
         total = sum(len(j["sizes"]) * len(j["passes"]) * len(set(j["implementations"]) | {BASELINE}) for j in jobs)
         collected: list[list] = []
         done = 0
-        try:
-            for job in jobs:
-                part = []
-                for r in run_isolated(job, timeout_s=4 * BUDGET_S):  # a child process: the server's threads
-                    part.append(r)                                    # would skew the timings
+        cut_short = False
+        for n, job in enumerate(jobs):
+            part: list = []
+            collected.append(part)
+            # The first of two jobs gets 60% of what is left; the child is killed at its share.
+            share = (deadline - time.monotonic()) * (0.6 if n == 0 and len(jobs) == 2 else 1.0)
+            if share < CHILD_START_S + 0.5:
+                cut_short = True
+                continue
+            job["budget_s"] = share - CHILD_START_S
+            try:
+                for r in run_isolated(job, timeout_s=share):  # a child process: the server's threads
+                    part.append(r)                            # would skew the timings
                     done += 1
                     report(r, done, total)
-                base = {(r.size, r.pass_): r.ms for r in part if r.implementation == BASELINE}
-                for r in part:
-                    r.ratio_to_sdpa = r.ms / base[(r.size, r.pass_)]
-                collected.append(part)
-        except RuntimeError as e:
-            progress.empty()
-            st.error(f"The benchmark could not run: {e}. Try a smaller size or another dtype.")
-            st.stop()
+            except BenchmarkTimeout:
+                cut_short = True
+            except RuntimeError as e:
+                progress.empty()
+                st.error(f"The benchmark could not run: {e}. Try a smaller size or another dtype.")
+                st.stop()
+            base = {(r.size, r.pass_): r.ms for r in part if r.implementation == BASELINE}
+            for r in part:
+                b = base.get((r.size, r.pass_))
+                r.ratio_to_sdpa = r.ms / b if b else None
+        st.session_state["bench_meta"] = dict(seconds=time.monotonic() - start, done=done, total=total,
+                                              cut_short=cut_short)
         results = collected[0] if size_names else []
         scaling = collected[-1] if tokens else []
         progress.empty()
@@ -85,23 +111,40 @@ def render() -> None:
         st.stop()
 
     rows, scaling_rows = st.session_state["bench_results"]
+    meta = st.session_state.get("bench_meta", {})
+    if meta.get("cut_short"):
+        st.warning(f"Stopped at the {BUDGET_S:.0f} s budget after {meta['seconds']:.1f} s: {meta['done']} of "
+                   f"{meta['total']} measurements finished. Pick fewer sizes or passes for a complete run.")
+    noisy = noisy_rows(rows + scaling_rows)
+    if noisy:
+        names = ", ".join(sorted({f"{r['implementation']} ({r['size']})" for r in noisy})[:6])
+        st.warning(f"**Too noisy to trust:** {len(noisy)} of {len(rows + scaling_rows)} measurements varied by more "
+                   f"than {NOISY_SPREAD:.0%} of their median between repeats, or had fewer than 3 repeats "
+                   f"({names}{' …' if len(noisy) > 6 else ''}). The machine was busy or the budget too short; "
+                   "run again when it is idle before comparing ratios.")
     if rows:
         df = pd.DataFrame(rows)
         st.header("Implementations")
         for (size, pass_), part in df.groupby(["size", "pass"], sort=False):
             st.markdown(f"**{size}** · {pass_} · {part['device'].iloc[0]} · {part['dtype'].iloc[0]}")
-            st.altair_chart(charts.bar_chart(part, "ms", "implementation", "pass", width=560), width="content")
-            table = part[["implementation", "ms", "ratio_to_sdpa"]].sort_values("ms")
-            st.dataframe(table.rename(columns={"ms": "median ms", "ratio_to_sdpa": "× raw SDPA"}), hide_index=True,
-                         column_config={"median ms": st.column_config.NumberColumn(format="%.3f"),
-                                        "× raw SDPA": st.column_config.NumberColumn(format="%.2f")})
+            st.altair_chart(charts.bar_chart(part, "ms", "implementation", "pass", width=560, spread=True),
+                            width="content")
+            table = part[["implementation", "ms", "ms_min", "ms_max", "reps", "ratio_to_sdpa"]].sort_values("ms")
+            st.dataframe(table.rename(columns={"ms": "median ms", "ms_min": "fastest", "ms_max": "slowest",
+                                               "reps": "repeats", "ratio_to_sdpa": "× raw SDPA"}),
+                         hide_index=True,
+                         column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                        for c in ("median ms", "fastest", "slowest")}
+                         | {"× raw SDPA": st.column_config.NumberColumn(format="%.2f")})
+        st.caption("Bars: the median of the repeats; the thin line on each bar runs from the fastest to the "
+                   "slowest repeat.")
     if scaling_rows:
         sdf = pd.DataFrame(scaling_rows)
         st.header("Time vs number of tokens")
         st.altair_chart(charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560), width="content")
         wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
-        st.dataframe(wide.style.format("{:.2f}"), width="content")
-        st.caption("Ratio to raw SDPA per T: the explicit class falls further behind as T grows.")
+        st.dataframe(wide.style.format("{:.2f}", na_rep="–"), width="content")
+        st.markdown(describe_scaling(scaling_rows))
 
     st.header("Why the efficient version is efficient")
     st.markdown(

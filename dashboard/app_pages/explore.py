@@ -30,12 +30,12 @@ def compare_methods(s, run, head: int, labels: list[str], wscale: str) -> None:
     mats = [memo((r.key, "matrix", "weights", head), lambda r=r: head_matrix(r.trace, "weights", head))
             for r in runs.values()]
     diff = float(np.max(np.abs(mats[0] - mats[1])))
-    c_pair, c_diff = st.columns([3, 1])
-    show_panels(c_pair, mats, [MASK_NAMES[m] for m in runs], labels, key="compare_methods_pair", scale=wscale,
-                columns=2, max_px=300, cache_key=(run.key, "compare_methods", head))
+    c_diff, c_note = st.columns([1, 3], vertical_alignment="center")
     c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
-    c_diff.caption("Same module, same weights, same sentence: the two methods give the same attention weights. "
-                   "Switching the sidebar's method therefore changes nothing you can see.")
+    c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
+                   "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
+    show_panels(st, mats, [MASK_NAMES[m] for m in runs], labels, key="compare_methods_pair", scale=wscale,
+                columns=2, max_px=280, cache_key=(run.key, "compare_methods", head))
 
 
 def render() -> None:
@@ -84,7 +84,17 @@ def render() -> None:
     head = 0
     row_max = memo((rk, "row_max"), lambda: np.nanmax(all_heads(trace, "weights"), axis=-1))  # (H, T)
     typical = float(np.median(row_max))
-    wscale = "relative" if st.session_state.get("row_scale") else "weights"
+    if typical < NEAR_UNIFORM and not st.session_state.get("row_scale", st.query_params.get("row_scale") == "true"):
+        st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
+                f"spreads its attention almost evenly over the keys it can see: about 1/{T} = {1 / T:.4f} each "
+                f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
+                "that is uniformly dark. Turn on **per-row relative colours** to see which keys each row still "
+                "prefers; a trained model's attention is much sharper.")
+    # Drawn before any weights chart, so the first run (e.g. from a link) already uses its value.
+    relative = st.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
+                         bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the "
+                         "true values; colours then compare keys within a row, not across rows or charts.")
+    wscale = "relative" if relative else "weights"
     if H > 1:
         st.header("All heads: attention weights")
         show_panels(st, memo((rk, "all_heads"), lambda: list(all_heads(trace, "weights"))),
@@ -94,15 +104,6 @@ def render() -> None:
         url_choice("head", head_names, "head 1")
         head = st.segmented_control("Look at one head", list(range(H)), default=0, key="head",
                                     format_func=head_names.__getitem__, bind="query-params") or 0
-    if typical < NEAR_UNIFORM and wscale == "weights":
-        st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
-                f"spreads its attention almost evenly over the keys it can see: about 1/{T} = {1 / T:.4f} each "
-                f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
-                "that is uniformly dark. Turn on **per-row relative colours** below to see which keys each "
-                "row still prefers; a trained model's attention is much sharper.")
-    st.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
-              bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the true values; "
-              "colours then compare keys within a row, not across rows or charts.")
 
     # 2. Queries, keys, values -----------------------------------------------------------------------
     qkv = [mat(k, head) for k in ("queries", "keys", "values")]
@@ -193,9 +194,9 @@ def render() -> None:
                     f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
         c_dm, c_dw = st.columns([1, 2])
         show_matrix(c_dm, dmask, labels, labels, key="dropout_mask", scale="mask",
-                    title="dropped cells (1 = zeroed)", max_px=260, cache_key=(rk, "dropout_mask", head))
+                    title="dropped cells (1 = zeroed)", max_px=200, cache_key=(rk, "dropout_mask", head))
         show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                    labels, key="dropout", scale=charts.weights_scale(top), columns=2, max_px=300,
+                    labels, key="dropout", scale=charts.weights_scale(top), columns=2, max_px=210,
                     cache_key=(rk, "dropout", head))
         st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
                    f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")

@@ -49,7 +49,7 @@ def render() -> None:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
                     title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})", max_px=260,
-                    cache_key=(rk, "method_diff"), text_format=".2g")
+                    cache_key=(rk, "method_diff"))
         st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
                    "agree up to float rounding.")
     st.markdown(
@@ -84,9 +84,11 @@ def render() -> None:
     rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, d_k, cfg.device))
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
         "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
-        "fully_masked_row": "a fully masked row becomes", "finite": "all weights finite (that row too)"})
+        "fully_masked_row": "a fully masked row becomes", "finite": "finite (all rows)"})
+    table = table[[c for c in table.columns if c != "a fully masked row becomes"] + ["a fully masked row becomes"]]
     st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e")})
+                 column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e"),
+                                "device": st.column_config.TextColumn(width="small")})
     st.markdown(
         f"Computed on **{cfg.device}** in {', '.join(DTYPES)}. −∞ and `torch.finfo(dtype).min` give the same weights "
         "for ordinary rows; they differ when *every* key of a row is masked (e.g. a padding query): with −∞ the row "
@@ -113,9 +115,9 @@ def render() -> None:
                     f"{top:.3g}, so the scaled survivors are the brightest cells.")
         c_mask, c_pair = st.columns([1, 2])
         show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask",
-                    title="dropped (1 = zeroed)", max_px=240, cache_key=(drun.key, "dropout_lab_mask"))
+                    title="dropped (1 = zeroed)", max_px=200, cache_key=(drun.key, "dropout_lab_mask"))
         show_panels(c_pair, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=260,
+                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=210,
                     cache_key=(drun.key, "dropout_lab"))
         sums = dropped.sum(axis=1)
         st.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "

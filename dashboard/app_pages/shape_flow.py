@@ -111,23 +111,21 @@ def render() -> None:
                "numbered in memory order; the colour says which head gets it."
                + (" With head_dim = 1 each head gets a single column: raise d_out (e.g. 8 with 2 heads) to see "
                   "wider heads." if head_dim == 1 else ""))
-    c1, c2 = st.columns(2)
-    with c1:
-        st.markdown("**Before**: `queries` (num_tokens, d_out)")
-        before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
-        groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
-        draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
-                                                      x_title="d_out column"),
-                   key="reshape_before")
-    with c2:
-        st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
-                    "head_dim) matrix per head")
-        per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
-        draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
-                                                      .repeat(demo_hd, 2), tok, [str(c) for c in range(demo_hd)],
-                                                      panels=[f"head {h + 1}" for h in range(demo_h)],
-                                                      x_title="head_dim"),
-                   key="reshape_after")
+    # One above the other: a slice of up to 24 numbered columns needs the page's whole width.
+    st.markdown("**Before**: `queries` (num_tokens, d_out)")
+    before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
+    groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
+    draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
+                                                  x_title="d_out column"),
+               key="reshape_before")
+    st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
+                "head_dim) matrix per head")
+    per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
+    draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
+                                                  .repeat(demo_hd, 2), tok, [str(c) for c in range(demo_hd)],
+                                                  panels=[f"head {h + 1}" for h in range(demo_h)],
+                                                  x_title="head_dim", columns=4 if demo_hd <= 3 else 2),
+               key="reshape_after")
     hd = head_dim
     st.markdown(
         f"`.view` only re-reads the same memory with a new shape: column *c* of d_out lands in head *c // {hd}*. "

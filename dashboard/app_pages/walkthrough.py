@@ -10,7 +10,7 @@ from attn_core import BOOK_TOKENS, embed
 from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
-from dashboard.widgets import md_escape, memo, stepper
+from dashboard.widgets import md_escape, memo, sentence, stepper
 
 
 def agrees(step) -> bool | None:
@@ -82,15 +82,19 @@ def render() -> None:
     try:
         tokens = cached_tokens(text)
     except ValueError as e:
-        st.warning(f"{e}.")
+        st.warning(sentence(e))
         st.stop()
     if len(tokens) > 64:
         st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
         tokens = tokens[:64]
     ids = tuple(t.id for t in tokens)
-    x = memo(("walk_inputs", ids), lambda: embed(list(ids), 3, "learned", seed=EMBEDDING_SEED)[0])
-    mine = memo(("walk_mine", ids), lambda: book_walkthrough(x))[i]
-    st.caption("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
+    # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
+    mode = "book" if s.input_mode == "book" and len(ids) == 6 else "learned"
+    x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
+    mine = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))[i]
+    how = ("the book's fixed 3-d inputs (the sidebar's choice), so the numbers match the book's above"
+           if mode == "book" else "3-d learned token + position embeddings (seed 123)")
+    st.caption(f"Your tokens get {how}, then the same code runs: "
                + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
     value = mine.value.detach().float().numpy()
     show(mine.value, [t.label for t in tokens])
