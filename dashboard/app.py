@@ -28,7 +28,7 @@ tune_allocator()
 st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide")
 foreign = foreign_host(dict(st.context.headers))
 if foreign is not None:
-    from dashboard.widgets import md_escape
+    from dashboard.links import md_escape
 
     st.error(f"This server does not answer to the host name “{md_escape(foreign[:80])}”. Open it by this "
              f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")

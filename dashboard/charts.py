@@ -1,6 +1,6 @@
 """Pure chart builders: NumPy data in, Altair chart (or PNG bytes) out. No Streamlit here.
 
-Measured rules (../shared/GUIDE.md) they follow:
+Measured rules (docs/engineering.md) they follow:
 - token axes are integer positions in token order (``sort="ascending"``), shown with a
   ``labelExpr``: sorting by a list of labels is O(T^3) in Vega-Lite, and repeated words
   would collapse on a nominal axis;
@@ -255,7 +255,7 @@ def facet_grid(
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
     ``show_text`` (default: when cells are large enough) prints each value in its cell.
 
-    One faceted chart draws much faster than one chart per panel (GUIDE: 12 heads at T=32,
+    One faceted chart draws much faster than one chart per panel (docs/engineering.md: 12 heads at T=32,
     1.67 s vs 2.06 s in the browser).
     """
     mats = [np.asarray(m, dtype=np.float64) for m in matrices]

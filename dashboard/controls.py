@@ -29,6 +29,8 @@ from attn_core import (
     available_devices,
 )
 
+from .links import link_warning
+
 VARIANT_NAMES = {
     "simplified": "Simplified (no weights, §3.3)",
     "SelfAttention_v1": "SelfAttention_v1 (§3.4)",
@@ -164,13 +166,6 @@ def url_value(key: str, value: object) -> str:
     return str(value)
 
 
-def _shown(raw: str, limit: int = 80) -> str:
-    """A URL value as it may appear inside a message: shortened, and made inert for Markdown."""
-    from dashboard.widgets import md_escape
-
-    return md_escape(raw if len(raw) <= limit else raw[:limit] + "…")
-
-
 def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
     """On a session's first run, take each setting the link names (once; widgets own them after)."""
     messages: list[tuple[str, str]] = []
@@ -188,8 +183,7 @@ def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
             used = defaults[key]
             used_text = (CHOICES[key][1][used] if key in CHOICES else
                          "the book's sentence" if key == "sentence" else url_value(key, used))
-            messages.append(("warning", f"The link's **{key}** = “{_shown(raw)}” cannot be used: {e}. "
-                                        f"Using {_shown(used_text, 80)} instead."))
+            messages.append(("warning", link_warning(key, raw, used_text, str(e))))
     return messages
 
 

@@ -16,6 +16,7 @@ from . import charts
 from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
+from .links import link_warning
 
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
@@ -94,13 +95,6 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
     return container.vega_lite_chart(spec=spec, **kw)
 
 
-_MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=")
-
-
-def md_escape(text: str) -> str:
-    """User text made inert for st.markdown: every Markdown/LaTeX character backslash-escaped, so a
-    sentence like "![x](http://...)" or "**bold**" is shown literally (HTML is never enabled)."""
-    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
 
 
 def plural(n: int, word: str) -> str:
@@ -116,8 +110,7 @@ def sentence(message: object) -> str:
 
 def warn_bad_link(param: str, value: str, used: str) -> None:
     """Say that a link's ``?param=value`` was not usable and what is shown instead (all escaped)."""
-    st.warning(f"The link's value for “{md_escape(param)}” ({md_escape(repr(value))}) is not valid here: "
-               f"using {md_escape(used)} instead.")
+    st.warning(link_warning(param, value, used))
 
 
 def url_choice(key: str, shown: Sequence[str], used: str) -> None:

@@ -160,6 +160,6 @@ def test_markdown_in_the_sentence_is_shown_literally():
 
 
 def test_md_escape_neutralizes_links_and_formulas():
-    from dashboard.widgets import md_escape
+    from dashboard.links import md_escape
 
     assert md_escape("[a](b) $x$ **y**") == "\\[a\\]\\(b\\) \\$x\\$ \\*\\*y\\*\\*"

@@ -179,7 +179,7 @@ def test_bad_link_values_are_reported_escaped_and_replaced(query, param, bad):
     at = open_app(**query, **SMALL)
     warning = next((w for w in at.warning if "link's value" in w.value), None)
     assert warning is not None, messages(at)
-    from dashboard.widgets import md_escape
+    from dashboard.links import md_escape
     assert md_escape(param) in warning.value and md_escape(repr(bad)) in warning.value
     assert "instead" in warning.value
     assert "](http" not in warning.value  # never a live link

@@ -12,7 +12,8 @@ from attn_core import HAS_HEADS, HAS_MASK
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
-from dashboard.widgets import load_run, md_escape, memo, plural, show_matrix, show_panels, url_cell, url_choice
+from dashboard.links import md_escape
+from dashboard.widgets import load_run, memo, plural, show_matrix, show_panels, url_cell, url_choice
 
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 

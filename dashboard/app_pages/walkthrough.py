@@ -10,7 +10,8 @@ from attn_core import BOOK_TOKENS, embed
 from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
-from dashboard.widgets import md_escape, memo, sentence, stepper
+from dashboard.links import md_escape
+from dashboard.widgets import memo, sentence, stepper
 
 
 def agrees(step) -> bool | None:

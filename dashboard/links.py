@@ -1,0 +1,27 @@
+"""Text that came from a user or a link, made safe to show, and the one warning a bad link value gets.
+
+Shared by the sidebar (controls.py) and the pages' own link parameters (widgets.py), so every
+"this link value cannot be used" message reads the same way and is escaped the same way.
+"""
+
+from __future__ import annotations
+
+_MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=")
+
+
+def md_escape(text: str) -> str:
+    """User text made inert for st.markdown: every Markdown/LaTeX character backslash-escaped, so a
+    sentence like "![x](http://...)" or "**bold**" is shown literally (HTML is never enabled)."""
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+
+
+def shown_value(raw: str, limit: int = 80) -> str:
+    """A link value as it may appear inside a message: shortened, and made inert for Markdown."""
+    return md_escape(raw if len(raw) <= limit else raw[:limit] + "…")
+
+
+def link_warning(param: str, raw: str, used: str, reason: str = "") -> str:
+    """"The link's **param** = “value” is not valid here (reason): using X instead." — all escaped."""
+    why = f" ({md_escape(reason)})" if reason else ""
+    return (f"The link's **{md_escape(param)}** = “{shown_value(raw)}” is not valid here{why}: "
+            f"using {shown_value(used)} instead.")
