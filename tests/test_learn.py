@@ -156,7 +156,7 @@ def test_training_job_pauses_resumes_and_cancels():
     time.sleep(0.3)
     paused_at = tr.step_count
     time.sleep(0.3)
-    assert tr.step_count <= paused_at + 1 and job.state == "paused"
+    assert tr.step_count == paused_at and job.state == "paused" and not job.alive
     job.resume()
     deadline = time.monotonic() + 60
     while tr.step_count < paused_at + 3 and time.monotonic() < deadline:
