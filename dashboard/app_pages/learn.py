@@ -8,20 +8,19 @@ import streamlit as st
 from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
-from dashboard.widgets import memo
+from dashboard.widgets import draw_chart, memo
 
 POLL_S = 0.7  # the live view redraws this often while training runs
 JOB = "learn_job"
 
 st.title("Learn: watch attention heads form")
-st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the "
-           "other pages trains here, on this machine. Its heads start uniform and grow a pattern; the loss "
-           "falls when they do.")
+st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the other "
+           "pages trains here, on this machine: its heads start uniform and grow a pattern as the loss falls.")
 
 job: TrainingJob | None = st.session_state.get(JOB)
 locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
 
-c1, c2, c3, c4, c5, c6 = st.columns([3, 1, 1, 1, 1.2, 1.2])
+c1, c2, c3, c4, c5, c6, c7, c8 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.0, 1.0, 1.0], vertical_alignment="bottom")
 task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
                          disabled=locked)
 task = get_task(task_name)
@@ -35,16 +34,13 @@ lr = c5.select_slider("Learning rate", [1e-3, 3e-3, 1e-2], value=task.lr, key="l
                       format_func=lambda v: f"{v:g}")
 steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
 
-st.markdown(f"**What it trains:** {task.description}  \n**What should grow:** {task.expect}")
-
-b1, b2, b3, _ = st.columns([1, 1, 1, 5])
 state = job.state if job else "ready"
 if state == "running":
-    if b1.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
+    if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
         job.pause()
         st.rerun()
 elif state in ("ready", "paused"):
-    if b1.button("Start" if state == "ready" else "Resume", type="primary", icon=":material/play_arrow:",
+    if c7.button("Start" if state == "ready" else "Resume", type="primary", icon=":material/play_arrow:",
                  key="learn_start", width="stretch"):
         if job is None:
             overrides = {"n_layers": n_layers, "n_heads": n_heads, "emb_dim": emb_dim}
@@ -59,12 +55,13 @@ elif state in ("ready", "paused"):
         except TooManyJobs as exc:
             st.warning(str(exc))
         st.rerun()
-if b2.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
+if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
     job.cancel()
     del st.session_state[JOB]
     st.session_state.pop("learn_at", None)
     st.rerun()
 
+st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
 if job is None:
     st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
             f"{task.snapshot_every} steps; at most {MAX_JOBS} trainings run on this server at once.")
@@ -72,14 +69,19 @@ if job is None:
 
 
 def probe_labels(tokens: list[int]) -> list[str]:
+    """"position:id" for each probe token (the tasks' tokens are bare ids)."""
     return [f"{i}:{t}" for i, t in enumerate(tokens)]
 
 
 @st.fragment(run_every=POLL_S if job.state == "running" else None)
 def live() -> None:
-    """Progress, loss, every head on the probe, scores: redrawn while the worker trains."""
+    """Progress, loss, every head on the probe, scores: redrawn while the worker trains.
+
+    Built to be cheap (the worker shares the cores): chart specs are reused (widgets.draw_chart), head
+    images and score frames are remembered per snapshot, the labelled close-up is drawn only on request."""
     job.touch()
     tr = job.trainer
+    uid = job.uid
     if job.error:
         st.error(f"Training stopped with an error: {job.error}. Press Reset and try other settings.")
     snaps = list(tr.snapshots)  # the worker appends; read one consistent copy
@@ -94,55 +96,61 @@ def live() -> None:
     st.session_state["learn_was_running"] = state == "running"
 
     snap_steps = [s.step for s in snaps]
-    follow = state == "running" or st.session_state.get("learn_at") not in snap_steps
-    if follow:
+    # follow the newest snapshot unless the user scrubbed back
+    if state == "running" or st.session_state.get("learn_at") in (None, st.session_state.get("learn_newest")) \
+            or st.session_state.get("learn_at") not in snap_steps:
         st.session_state["learn_at"] = snap_steps[-1]
-    at = st.select_slider("Snapshot (scrub back through training)", snap_steps, key="learn_at",
-                          disabled=len(snap_steps) < 2 or state == "running",
-                          help="Pause to scrub; while training runs the latest snapshot is shown.")
+    st.session_state["learn_newest"] = snap_steps[-1]
+    at = st.session_state["learn_at"]
     snap = snaps[snap_steps.index(at)]
+    table = memo(("learn_table", uid, at), lambda: learn_charts.score_table(snap.scores))
+    n_l, n_h = snap.weights.shape[:2]
 
-    left, right = st.columns([1, 1])
+    left, right = st.columns([0.42, 0.58])
     with left:
-        st.altair_chart(learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at), width="content")
-    with right:
+        draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320, height=300),
+                   lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps), None, key="learn_loss")
         met = tr.goals_met(snap.scores)
-        goals = " · ".join(f"{g.describe(len(tr.model.trf_blocks))}: best {g.best(snap.scores):.2f}"
-                           for g in tr.task.goals)
-        (st.success if met else st.info)(("Goal reached. " if met else "Goal: ") + goals)
-        table = learn_charts.score_table(snap.scores)
-        st.dataframe(table, hide_index=True, width="stretch", height=min(320, 38 + 35 * len(table)),
-                     column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                    for c in table.columns if c not in ("layer", "head", "verdict")})
-
-    st.subheader(f"Attention on the probe input at step {at}")
+        goals = " · ".join(f"{g.describe(n_l)}: best **{g.best(snap.scores):.2f}**" for g in tr.task.goals)
+        (st.success if met else st.info)(("Goal reached at this step. " if met else "Goal: ") + goals)
+    with right:
+        st.markdown(f"**Attention on the probe input, step {at}** (rows: queries, columns: keys; bright = high)")
+        for layer in range(n_l):
+            cols = st.columns(max(n_h, 4))
+            for h in range(n_h):
+                png = memo(("learn_png", uid, at, layer, h),
+                           lambda m=snap.weights[layer, h]: charts.raster_png(m, "weights", target_px=96,
+                                                                               min_side=96))
+                row = table.iloc[layer * n_h + h]
+                cols[h].image(png, caption=f"L{layer + 1} H{h + 1}: {row['verdict'].split(',')[0]}",
+                              width="stretch")
+    st.select_slider("Snapshot: scrub back through training", snap_steps, key="learn_at",
+                     disabled=len(snap_steps) < 2 or state == "running",
+                     help="Pause (or wait for the end) to scrub; while training runs the newest snapshot is shown.")
     pairs = induction_targets(tr.probe_tokens)
     if pairs:
-        q0, k0 = pairs[0]
-        st.caption(f"Probe: {len(tr.probe_tokens)} random tokens (position:id); positions {q0}–{pairs[-1][0]} repeat "
-                   f"an earlier segment, so an induction head lights up the diagonal that starts at query {q0}, "
-                   f"key {k0}. A previous-token head is the line just below the diagonal.")
+        st.caption(f"Probe: {len(tr.probe_tokens)} random tokens; positions {pairs[0][0]}–{pairs[-1][0]} repeat "
+                   f"the segment at {pairs[0][1] - 1}–{pairs[-1][1] - 1}. An induction head lights up the diagonal "
+                   f"from query {pairs[0][0]} to key {pairs[0][1]}; a previous-token head is the line just below the "
+                   "main diagonal.")
     else:
-        st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens (position:id). Rows are queries, "
-                   "columns keys; bright = high weight (0–1).")
-    n_l, n_h = snap.weights.shape[:2]
-    for layer in range(n_l):
-        cols = st.columns(max(n_h, 4))
-        for h in range(n_h):
-            png = memo(("learn_png", job.uid, at, layer, h),
-                       lambda m=snap.weights[layer, h]: charts.raster_png(m, "weights", target_px=192))
-            line = learn_charts.score_table(snap.scores).iloc[layer * n_h + h]["verdict"]
-            cols[h].image(png, caption=f"layer {layer + 1} head {h + 1}: {line}", width=192)
+        st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
+                   "just below the main diagonal; a first-token head is a bright first column.")
 
-    st.subheader("Scores over training")
-    st.altair_chart(learn_charts.scores_chart(snap_steps, [s.scores for s in snaps], max_steps=tr.steps,
-                                              at_step=at), width="content")
-    with st.expander("Look at one head closely (with token labels)"):
+    st.dataframe(table, hide_index=True, width="stretch", height=38 + 35 * len(table),
+                 column_config={c: st.column_config.NumberColumn(format="%.2f")
+                                for c in table.columns if c not in ("layer", "head", "verdict")})
+    st.markdown("**Scores over training** (each line one head; the dashed line is the snapshot shown)")
+    scores = [s.scores for s in snaps]
+    draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),
+               lambda: learn_charts.scores_frame(snap_steps, scores, at_step=at), ("learn_scores", tr.steps),
+               (uid, "scores", snap_steps[-1], at), key="learn_scores")
+    if st.toggle("Look at one head closely (with token ids)", key="learn_zoom"):
         pick = st.selectbox("Head", [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
                             format_func=lambda lh: learn_charts.head_name(*lh))
-        st.altair_chart(charts.heatmap(snap.weights[pick[0], pick[1]], probe_labels(tr.probe_tokens),
-                                       probe_labels(tr.probe_tokens), scale="weights", max_px=480),
-                        width="content")
+        labels = probe_labels(tr.probe_tokens)
+        st.altair_chart(charts.heatmap(snap.weights[pick[0], pick[1]], labels, labels, scale="weights", max_px=480,
+                                       title=f"{learn_charts.head_name(*pick)} at step {at}"), width="content")
 
 
 live()
