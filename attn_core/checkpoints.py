@@ -1,0 +1,141 @@
+"""Shipped trained models: train every task deterministically and keep the result in ``assets/learn/``.
+
+    python -m attn_core.checkpoints            # (re)train every task, write assets/learn/*.pt + manifest.json
+    python -m attn_core.checkpoints --check    # retrain and compare with the shipped files, write nothing
+
+Each ``<task>.pt`` holds the model's weights, its config, seed, learning rate and steps, the loss of
+every step, and every snapshot (the probe's attention as float16, the head scores). ``manifest.json``
+lists each file's sha256 and final scores. Training runs on one CPU thread, so a rerun reproduces
+the losses to float rounding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .learn import TASKS, Snapshot, Trainer, get_task, probe_attention
+from .scores import head_scores
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "learn"
+MANIFEST = ASSETS / "manifest.json"
+SEED = 123
+
+
+def checkpoint_path(task: str) -> Path:
+    return ASSETS / f"{task}.pt"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def to_payload(tr: Trainer) -> dict:
+    """Everything needed to show a finished training again, as plain tensors and lists."""
+    return {
+        "task": tr.task.name, "config": tr.config, "seed": tr.seed, "lr": tr.lr, "steps": tr.steps,
+        "snapshot_every": tr.snapshot_every, "batch_size": tr.batch_size, "torch": str(torch.__version__),
+        "state_dict": {k: v.detach().cpu() for k, v in tr.model.state_dict().items()},
+        "losses": torch.tensor(tr.losses, dtype=torch.float32),
+        "snap_steps": [s.step for s in tr.snapshots],
+        "snap_losses": [s.loss for s in tr.snapshots],
+        "snap_seconds": [s.seconds for s in tr.snapshots],
+        "snap_weights": torch.from_numpy(np.stack([s.weights for s in tr.snapshots])).to(torch.float16),
+        "snap_scores": [{k: v.tolist() for k, v in s.scores.items()} for s in tr.snapshots],
+    }
+
+
+def train(task: str, seed: int = SEED, steps: int | None = None) -> Trainer:
+    """Train ``task`` from ``seed`` with its default recipe on one CPU thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tr = Trainer(get_task(task), seed=seed, steps=steps)
+        tr.run()
+    finally:
+        torch.set_num_threads(before)
+    return tr
+
+
+def load(task: str, path: Path | None = None) -> Trainer:
+    """A finished :class:`Trainer` from a shipped checkpoint: weights, losses and snapshots restored."""
+    path = checkpoint_path(task) if path is None else path
+    if not path.exists():
+        raise ValueError(f"no trained model for task {task!r} at {path}: run python -m attn_core.checkpoints")
+    p = torch.load(path, map_location="cpu", weights_only=True)
+    base = get_task(p["task"])
+    overrides = {k: v for k, v in p["config"].items() if base.model.get(k) != v}
+    tr = Trainer(base, seed=p["seed"], lr=p["lr"], steps=p["steps"], snapshot_every=p["snapshot_every"],
+                 model_overrides=overrides, batch_size=p["batch_size"])
+    tr.model.load_state_dict(p["state_dict"])
+    tr.step_count = p["steps"]
+    tr.losses = p["losses"].tolist()
+    weights = p["snap_weights"].float().numpy()
+    tr.snapshots = [Snapshot(step, loss, weights[i], {k: np.array(v) for k, v in sc.items()}, sec)
+                    for i, (step, loss, sec, sc) in enumerate(zip(p["snap_steps"], p["snap_losses"],
+                                                                  p["snap_seconds"], p["snap_scores"]))]
+    tr.seconds = p["snap_seconds"][-1]
+    return tr
+
+
+def final_scores(tr: Trainer) -> dict[str, list]:
+    """Head scores recomputed from the model's weights on the probe input."""
+    weights = probe_attention(tr.model, tr.probe_idx)
+    scores = head_scores(weights, tr.probe_tokens)
+    return {k: [[None if not np.isfinite(x) else round(float(x), 6) for x in row] for row in v]
+            for k, v in scores.items()}  # JSON has no NaN: an undefined score is null
+
+
+def as_array(scores: list) -> np.ndarray:
+    """Manifest scores (null = undefined) as a float array with NaN."""
+    return np.array(scores, dtype=np.float64)
+
+
+def manifest() -> dict:
+    """The shipped manifest (task -> file, sha256, recipe, final scores)."""
+    if not MANIFEST.exists():
+        return {}
+    return json.loads(MANIFEST.read_text())
+
+
+def write_all(tasks: list[str]) -> dict:
+    ASSETS.mkdir(parents=True, exist_ok=True)
+    entries = manifest()
+    for name in tasks:
+        tr = train(name)
+        path = checkpoint_path(name)
+        torch.save(to_payload(tr), path)
+        entries[name] = {"file": path.name, "sha256": sha256(path), "seed": tr.seed, "steps": tr.steps,
+                         "lr": tr.lr, "config": tr.config, "seconds": round(tr.seconds, 1),
+                         "final_loss": round(tr.snapshots[-1].loss, 4), "goals_met": tr.goals_met(),
+                         "final_scores": final_scores(tr)}
+        print(f"{name}: {tr.steps} steps in {tr.seconds:.1f} s, loss {tr.snapshots[-1].loss:.3f}, "
+              f"goals met: {tr.goals_met()}, {path.stat().st_size / 1e3:.0f} kB")
+    MANIFEST.write_text(json.dumps(entries, indent=1) + "\n")
+    return entries
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", action="append", choices=list(TASKS))
+    ap.add_argument("--check", action="store_true", help="retrain and compare with the shipped files")
+    args = ap.parse_args()
+    tasks = args.task or list(TASKS)
+    if not args.check:
+        write_all(tasks)
+        return
+    shipped = manifest()
+    for name in tasks:
+        tr = train(name)
+        new, old = final_scores(tr), shipped[name]["final_scores"]
+        diff = max(float(np.nan_to_num(np.abs(as_array(new[k]) - as_array(old[k]))).max()) for k in new)
+        print(f"{name}: largest score difference to the shipped model {diff:.2e}")
+
+
+if __name__ == "__main__":
+    main()
