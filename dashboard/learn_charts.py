@@ -11,6 +11,7 @@ import pandas as pd
 from attn_core.scores import SCORE_NAMES, SCORE_TITLES, verdict
 
 PATTERN_SCORES = ("previous_token", "induction", "first_token")  # the 0-1 scores drawn over steps
+SHORT_NAMES = {"previous_token": "previous", "induction": "induction", "first_token": "first-token"}
 
 
 def head_name(layer: int, head: int) -> str:
@@ -89,6 +90,8 @@ def score_table(scores: dict[str, np.ndarray]) -> pd.DataFrame:
         for h in range(n_heads):
             row = {"layer": layer + 1, "head": h + 1}
             row |= {SCORE_TITLES[n]: float(scores[n][layer, h]) for n in SCORE_NAMES}
-            row["verdict"] = verdict(scores, layer, h)[1].split(": ", 1)[1]
+            key, line, value = verdict(scores, layer, h)
+            row["verdict"] = line.split(": ", 1)[1]
+            row["pattern"] = f"{SHORT_NAMES[key]} {value:.2f}" if key else "no clear pattern"
             rows.append(row)
     return pd.DataFrame(rows)

@@ -89,3 +89,18 @@ def test_learn_page_pauses_resumes_and_resets():
         assert "learn_job" not in at.session_state
     finally:
         job.cancel()
+
+
+def test_learn_page_skips_to_the_shipped_model():
+    at = open_learn()
+    at.selectbox(key="learn_task").set_value("induction").run()
+    at.button(key="learn_load").click().run()
+    assert not messages(at)["exception"], messages(at)
+    assert progress_text(at).startswith("done · step 1000 / 1000")
+    assert at.success and "Goal reached" in at.success[0].value
+    table = at.dataframe[0].value
+    assert (table["verdict"].str.startswith("induction head")).any()
+    assert (table["verdict"].str.startswith("previous-token head")).any()
+    assert len(at.select_slider(key="learn_at").options) == 21  # the whole history: every 50 steps
+    at.select_slider(key="learn_at").set_value("0").run()
+    assert at.info and "Goal:" in at.info[0].value  # untrained at step 0: no goal met

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from attn_core import checkpoints
 from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
 from dashboard.widgets import draw_chart, memo
 
-POLL_S = 0.7  # the live view redraws this often while training runs
+POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
 
 st.title("Learn: watch attention heads form")
@@ -20,7 +21,21 @@ st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHe
 job: TrainingJob | None = st.session_state.get(JOB)
 locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
 
-c1, c2, c3, c4, c5, c6, c7, c8 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.0, 1.0, 1.0], vertical_alignment="bottom")
+def load_trained() -> None:
+    """Button callback (runs before the script, so the recipe controls can show the model's recipe)."""
+    try:
+        tr = checkpoints.load(st.session_state["learn_task"])
+    except ValueError as exc:
+        st.session_state["learn_error"] = str(exc)
+        return
+    st.session_state.update(learn_layers=tr.config["n_layers"], learn_heads=tr.config["n_heads"],
+                            learn_emb=tr.config["emb_dim"], learn_lr=tr.lr, learn_steps=tr.steps)
+    st.session_state[JOB] = TrainingJob(tr)
+    st.session_state.pop("learn_at", None)
+
+
+c1, c2, c3, c4, c5, c6, c7, c8, c9 = st.columns([2.4, 0.75, 0.75, 0.85, 1.0, 0.95, 1.0, 1.0, 1.3],
+                                                vertical_alignment="bottom")
 task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
                          disabled=locked)
 task = get_task(task_name)
@@ -55,6 +70,12 @@ elif state in ("ready", "paused"):
         except TooManyJobs as exc:
             st.warning(str(exc))
         st.rerun()
+c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
+          on_click=load_trained, disabled=job is not None and state == "running",
+          help="Skip to the end: load the model shipped with the app, trained with this task's recipe "
+               "(python -m attn_core.checkpoints), with its whole history.")
+if err := st.session_state.pop("learn_error", None):
+    st.error(err)
 if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
     job.cancel()
     del st.session_state[JOB]
@@ -122,8 +143,7 @@ def live() -> None:
                            lambda m=snap.weights[layer, h]: charts.raster_png(m, "weights", target_px=96,
                                                                                min_side=96))
                 row = table.iloc[layer * n_h + h]
-                cols[h].image(png, caption=f"L{layer + 1} H{h + 1}: {row['verdict'].split(',')[0]}",
-                              width="stretch")
+                cols[h].image(png, caption=f"L{layer + 1} H{h + 1}: {row['pattern']}", width="stretch")
     st.select_slider("Snapshot: scrub back through training", snap_steps, key="learn_at",
                      disabled=len(snap_steps) < 2 or state == "running",
                      help="Pause (or wait for the end) to scrub; while training runs the newest snapshot is shown.")
@@ -137,9 +157,9 @@ def live() -> None:
         st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
                    "just below the main diagonal; a first-token head is a bright first column.")
 
-    st.dataframe(table, hide_index=True, width="stretch", height=38 + 35 * len(table),
+    st.dataframe(table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
                  column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                for c in table.columns if c not in ("layer", "head", "verdict")})
+                                for c in table.columns if c not in ("layer", "head", "verdict", "pattern")})
     st.markdown("**Scores over training** (each line one head; the dashed line is the snapshot shown)")
     scores = [s.scores for s in snaps]
     draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),
