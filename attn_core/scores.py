@@ -116,8 +116,8 @@ def verdict(scores: dict[str, np.ndarray], layer: int, head: int) -> tuple[str, 
         return best, f"layer {layer + 1} head {head + 1}: {PATTERN_NAMES[best]}, {value:.2f}", value
     dist = float(scores["mean_distance"][layer, head])
     ent = float(scores["entropy"][layer, head])
-    return "", (f"layer {layer + 1} head {head + 1}: no clear pattern yet (entropy {ent:.2f}, "
-                f"mean distance {dist:.1f} tokens)"), float("nan")
+    return "", (f"layer {layer + 1} head {head + 1}: no clear pattern (entropy {ent:.2f}, "
+                f"distance {dist:.1f})"), float("nan")
 
 
 def verdicts(scores: dict[str, np.ndarray]) -> list[str]:

@@ -65,7 +65,7 @@ def scores_frame(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]],
 
 
 def scores_chart(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]], *, max_steps: int,
-                 names: Sequence[str] = PATTERN_SCORES, at_step: int | None = None, width: int = 220,
+                 names: Sequence[str] = PATTERN_SCORES, at_step: int | None = None, width: int = 200,
                  height: int = 170) -> alt.FacetChart:
     """Each pattern score of every head over training steps, one panel per score, one line per head."""
     df = scores_frame(steps, scores, names, at_step)

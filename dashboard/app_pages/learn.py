@@ -34,8 +34,7 @@ def load_trained() -> None:
     st.session_state.pop("learn_at", None)
 
 
-c1, c2, c3, c4, c5, c6, c7, c8, c9 = st.columns([2.4, 0.75, 0.75, 0.85, 1.0, 0.95, 1.0, 1.0, 1.3],
-                                                vertical_alignment="bottom")
+c1, c2, c3, c4, c5, c6 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
 task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
                          disabled=locked)
 task = get_task(task_name)
@@ -50,6 +49,7 @@ lr = c5.select_slider("Learning rate", [1e-3, 3e-3, 1e-2], value=task.lr, key="l
 steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
 
 state = job.state if job else "ready"
+c7, c8, c9, _ = st.columns([1, 1, 1.3, 3.5])
 if state == "running":
     if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
         job.pause()
