@@ -14,13 +14,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .gpt import GPTModel
 from .learn import TASKS, Snapshot, Trainer, get_task, probe_attention
 from .scores import head_scores
+from .trace import Trace
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "learn"
 MANIFEST = ASSETS / "manifest.json"
@@ -139,3 +143,41 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@lru_cache(maxsize=8)
+def trained_model(task: str) -> GPTModel:
+    """The shipped model of ``task`` in eval mode (shared: never switch it to train mode)."""
+    return load(task).model.eval()
+
+
+def to_symbols(token_ids: Sequence[int], vocab_size: int) -> list[int]:
+    """Map token ids to the trained model's abstract symbols, in order of first appearance.
+
+    The task models never saw words: they know ``vocab_size`` symbols. Each distinct token of a
+    sentence becomes one symbol (first seen -> 0, next new one -> 1, ...), so repeated tokens stay
+    repeated, which is all the trained heads respond to."""
+    mapping: dict[int, int] = {}
+    for t in token_ids:
+        mapping.setdefault(int(t), len(mapping))
+    if len(mapping) > vocab_size:
+        raise ValueError(f"{len(mapping)} distinct tokens, but this trained model knows only {vocab_size} symbols: "
+                         "shorten the text")
+    return [mapping[int(t)] for t in token_ids]
+
+
+def run_trained(task: str, token_ids: Sequence[int]) -> tuple[Trace, list[int]]:
+    """Run the shipped model of ``task`` on ``token_ids`` with a trace (every layer's attention under
+    ``trf_blocks[i].att``); returns the trace and the symbols the model saw."""
+    model = trained_model(task)
+    cfg = model.cfg
+    if not token_ids:
+        raise ValueError("no tokens: type at least one word")
+    if len(token_ids) > cfg["context_length"]:
+        raise ValueError(f"{len(token_ids)} tokens, but this trained model reads at most {cfg['context_length']} "
+                         "(its context_length): shorten the text")
+    symbols = to_symbols(token_ids, cfg["vocab_size"])
+    trace = Trace()
+    with torch.no_grad():
+        model(torch.tensor([symbols]), trace=trace)
+    return trace, symbols

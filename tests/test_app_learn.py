@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from apptest_utils import clear_caches, messages, new_app
+from apptest_utils import chart_with, clear_caches, messages, new_app
+from attn_core import tokenize
 
 LEARN = "app_pages/learn.py"
 
@@ -104,3 +105,28 @@ def test_learn_page_skips_to_the_shipped_model():
     assert len(at.select_slider(key="learn_at").options) == 21  # the whole history: every 50 steps
     at.select_slider(key="learn_at").set_value("0").run()
     assert at.info and "Goal:" in at.info[0].value  # untrained at step 0: no goal met
+
+
+@pytest.mark.parametrize("task", ["induction", "induction_fixed", "previous", "first"])
+def test_explore_draws_each_trained_model_on_the_sentence(task):
+    sentence = "the cat sat on the mat and the cat sat on the mat"
+    at = new_app(sentence=sentence)
+    at.run()
+    assert not messages(at)["exception"], messages(at)
+    at.segmented_control(key="explore_weights").set_value(task).run()
+    assert not messages(at)["exception"], messages(at)
+    rows = chart_with(at, "layer 2 head 4")  # every layer's heads are drawn
+    assert {r["panel"] for r in rows} == {f"layer 2 head {h}" for h in range(1, 5)}
+    assert max(r["q"] for r in rows) + 1 == len(tokenize(sentence))
+    captions = " ".join(c.value for c in at.caption)
+    assert "abstract symbols" in captions and "layer 2 head 1:" in captions
+    if task == "induction":
+        assert "induction head" in captions  # the repeated phrase lights up the trained induction heads
+
+
+def test_explore_explains_a_sentence_too_long_for_a_trained_model():
+    at = new_app(sentence=" ".join(f"w{i}" for i in range(60)))
+    at.run()
+    at.segmented_control(key="explore_weights").set_value("induction").run()
+    assert not messages(at)["exception"]
+    assert any("context_length" in w.value for w in at.warning)

@@ -54,3 +54,23 @@ def test_a_short_rerun_of_the_recipe_matches_the_shipped_losses():
 def test_loading_a_missing_model_says_what_to_run(tmp_path):
     with pytest.raises(ValueError, match="python -m attn_core.checkpoints"):
         checkpoints.load("induction", tmp_path / "nope.pt")
+
+
+def test_run_trained_on_a_sentence_maps_tokens_to_symbols_and_traces_every_layer():
+    from attn_core.gpt import layer_trace
+    from attn_core.tokens import tokenize
+    from attn_core.views import all_heads
+
+    ids = [t.id for t in tokenize("the cat sat on the mat. the cat sat on the mat.")]
+    trace, symbols = checkpoints.run_trained("induction", ids)
+    assert symbols[:4] == [0, 1, 2, 3] and len(set(symbols)) == len(set(ids))
+    assert all((ids[i] == ids[j]) == (symbols[i] == symbols[j]) for i in range(len(ids)) for j in range(len(ids)))
+    weights = np.stack([all_heads(layer_trace(trace, i), "weights") for i in range(2)])
+    assert weights.shape == (2, 4, len(ids), len(ids))
+    from attn_core.scores import head_scores
+    scores = head_scores(weights, symbols)
+    assert np.nanmax(scores["induction"][1]) > 0.4  # the trained induction heads work on a repeated sentence
+    with pytest.raises(ValueError, match="context_length"):
+        checkpoints.run_trained("induction", list(range(49)))
+    with pytest.raises(ValueError, match="only 64 symbols"):
+        checkpoints.to_symbols(list(range(65)), 64)

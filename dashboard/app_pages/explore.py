@@ -9,6 +9,7 @@ import streamlit as st
 from attn_core import HAS_HEADS
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
+from dashboard.trained_view import show_trained_weights
 from dashboard.widgets import load_run, md_escape, memo, show_matrix, show_panels
 
 s = settings()
@@ -154,3 +155,6 @@ if cfg.variant == "MultiHeadAttentionWrapper":
     st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {H}.")
 elif cfg.variant == "MultiHeadAttention":
     st.caption("MultiHeadAttention merges the heads back to d_out and mixes them with out_proj.")
+
+# 6. Trained weights (a separate module: the Learn page's shipped models on this sentence) ------
+show_trained_weights(run.tokens, labels)
