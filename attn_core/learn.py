@@ -15,6 +15,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -82,9 +84,21 @@ class Task:
             y[:, 1:] = x[:, :-1]  # output the token before
         elif self.name == "first":
             y[:, :] = x[:, :1]  # output the first token of the sequence
+        elif self.name == "verdict":
+            ids = verdict_chars()[1]
+            starts = torch.randint(0, train_split(ids) - T - 1, (b,), generator=generator)
+            x = torch.stack([ids[i:i + T] for i in starts.tolist()])  # (b, T) windows of the story
+            y = torch.stack([ids[i + 1:i + T + 1] for i in starts.tolist()])  # the next character everywhere
         else:
             raise ValueError(f"unknown task {self.name!r}")
         return x, y
+
+    def labels(self, tokens: list[int]) -> list[str]:
+        """Axis labels for the probe: characters for the story, "position:id" for the synthetic symbols."""
+        if self.name == "verdict":
+            chars = verdict_chars()[0]
+            return [f"{i}:{ {' ': '␣', chr(10): '⏎'}.get(chars[t], chars[t])}" for i, t in enumerate(tokens)]
+        return [f"{i}:{t}" for i, t in enumerate(tokens)]
 
     def probe(self) -> torch.Tensor:
         """The fixed input the page draws attention for: (1, context_length) token ids.
@@ -92,6 +106,9 @@ class Task:
         Tokens are all distinct except the repeated segment, so the induction score has exactly
         one target per repeated token."""
         V, T = self.model["vocab_size"], self.model["context_length"]
+        if self.name == "verdict":  # a held-out stretch of the story (never trained on)
+            ids = verdict_chars()[1]
+            return ids[PROBE_START:PROBE_START + T].unsqueeze(0)
         g = torch.Generator().manual_seed(2024)
         distinct = torch.randperm(V, generator=g)
         if not self.name.startswith("induction"):
@@ -104,6 +121,25 @@ class Task:
         x[p2:p2 + L] = x[p1:p1 + L]
         return x.unsqueeze(0)
 
+
+VERDICT_PATH = Path(__file__).resolve().parent.parent / "assets" / "the-verdict.txt"
+
+
+@lru_cache(maxsize=1)
+def verdict_chars() -> tuple[str, torch.Tensor]:
+    """The book's short story as characters: (the sorted distinct characters, every character's index)."""
+    text = VERDICT_PATH.read_text(encoding="utf-8")
+    chars = "".join(sorted(set(text)))
+    index = {c: i for i, c in enumerate(chars)}
+    return chars, torch.tensor([index[c] for c in text])
+
+
+def train_split(ids: torch.Tensor) -> int:
+    """Training windows come from the first 90% of the story; the rest is held out."""
+    return int(len(ids) * 0.9)
+
+
+PROBE_START = 18468  # a sentence start in the held-out 10%: "He didn't sneer, you understand, poor Stroud"
 
 SMALL_MODEL = {"vocab_size": 64, "context_length": 48, "emb_dim": 64, "n_heads": 4, "n_layers": 2,
                "drop_rate": 0.0, "qkv_bias": False}
@@ -130,6 +166,15 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          "Random tokens; at every position the model must output the sequence's first token.",
          "a first-token head: a bright first column",
          SMALL_MODEL, (Goal("first_token", -1, 0.9),), steps=200, snapshot_every=20),
+    Task("verdict", "The Verdict, letter by letter (real text)",
+         "Next-character prediction on the book's short story (20,479 characters, 90% for training). At this "
+         "size the model learns spelling statistics, not the story: its loss on the held-out 10% keeps falling "
+         "with the training loss (measured: 2.5 -> 1.9 in 1,000 steps). With GPT-2 tokens instead (5,145 tokens) "
+         "the same model memorises the story within ~500 steps (held-out loss rises) before any crisp head forms.",
+         "layer 1: a previous-token head (which letter came just before?); other heads look further back "
+         "(word starts, spaces). The probe is held-out text.",
+         SMALL_MODEL | {"vocab_size": 64, "context_length": 64, "attention_only": True},
+         (Goal("previous_token", 0, 0.5),), steps=1000),
 )}
 
 

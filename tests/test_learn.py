@@ -82,6 +82,11 @@ def test_head_scores_per_layer_and_head_and_verdicts():
         head_scores(np.zeros((2, 3)))
 
 
+def task_path():
+    from attn_core.learn import VERDICT_PATH
+    return VERDICT_PATH
+
+
 @pytest.mark.parametrize("name", list(TASKS))
 def test_task_batches_hold_their_pattern(name):
     task = get_task(name)
@@ -94,6 +99,15 @@ def test_task_batches_hold_their_pattern(name):
         assert torch.equal(y[:, 1:], x[:, :-1]) and not has_loss[:, 0].any()
     elif name == "first":
         assert torch.equal(y, x[:, :1].expand_as(y))
+    elif name == "verdict":
+        from attn_core.learn import train_split, verdict_chars
+        chars, ids = verdict_chars()
+        assert torch.equal(y[:, :-1], x[:, 1:]) and has_loss.all()
+        text = "".join(chars[i] for i in x[0].tolist())
+        story = open(task_path(), encoding="utf-8").read()
+        assert story.index(text) + T_ < train_split(ids) + 1  # windows come from the training 90%
+        assert story.index("".join(chars[i] for i in task.probe()[0].tolist())) >= train_split(ids)  # held out
+        assert task.labels([chars.index(" ")]) == ["0:␣"]
     else:
         offsets = set()
         for r in range(16):

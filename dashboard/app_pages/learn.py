@@ -9,7 +9,7 @@ from attn_core import checkpoints
 from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
-from dashboard.widgets import draw_chart, memo
+from dashboard.widgets import draw_chart, md_escape, memo
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
@@ -89,11 +89,6 @@ if job is None:
     st.stop()
 
 
-def probe_labels(tokens: list[int]) -> list[str]:
-    """"position:id" for each probe token (the tasks' tokens are bare ids)."""
-    return [f"{i}:{t}" for i, t in enumerate(tokens)]
-
-
 @st.fragment(run_every=POLL_S if job.state == "running" else None)
 def live() -> None:
     """Progress, loss, every head on the probe, scores: redrawn while the worker trains.
@@ -153,6 +148,10 @@ def live() -> None:
                    f"the segment at {pairs[0][1] - 1}–{pairs[-1][1] - 1}. An induction head lights up the diagonal "
                    f"from query {pairs[0][0]} to key {pairs[0][1]}; a previous-token head is the line just below the "
                    "main diagonal.")
+    elif tr.task.name == "verdict":
+        text = "".join(label.split(":", 1)[1] for label in tr.task.labels(tr.probe_tokens))
+        st.caption(f"Probe: held-out text the model never trained on: “{md_escape(text)}”. A previous-token head "
+                   "is the line just below the main diagonal.")
     else:
         st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
                    "just below the main diagonal; a first-token head is a bright first column.")
@@ -168,7 +167,7 @@ def live() -> None:
     if st.toggle("Look at one head closely (with token ids)", key="learn_zoom"):
         pick = st.selectbox("Head", [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
                             format_func=lambda lh: learn_charts.head_name(*lh))
-        labels = probe_labels(tr.probe_tokens)
+        labels = tr.task.labels(tr.probe_tokens)
         st.altair_chart(charts.heatmap(snap.weights[pick[0], pick[1]], labels, labels, scale="weights", max_px=480,
                                        title=f"{learn_charts.head_name(*pick)} at step {at}"), width="content")
 
