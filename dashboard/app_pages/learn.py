@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from attn_core import checkpoints
-from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task
+from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task, verdict_chars
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
 from dashboard.widgets import draw_chart, md_escape, memo
@@ -142,16 +142,15 @@ def live() -> None:
     st.select_slider("Snapshot: scrub back through training", snap_steps, key="learn_at",
                      disabled=len(snap_steps) < 2 or state == "running",
                      help="Pause (or wait for the end) to scrub; while training runs the newest snapshot is shown.")
-    pairs = induction_targets(tr.probe_tokens)
-    if pairs:
+    if tr.task.name == "verdict":
+        text = "".join(verdict_chars()[0][t] for t in tr.probe_tokens).replace("\n", " ")
+        st.caption(f"Probe: held-out text the model never trained on: “{md_escape(text)}”. A previous-token head "
+                   "is the line just below the main diagonal.")
+    elif pairs := induction_targets(tr.probe_tokens):
         st.caption(f"Probe: {len(tr.probe_tokens)} random tokens; positions {pairs[0][0]}–{pairs[-1][0]} repeat "
                    f"the segment at {pairs[0][1] - 1}–{pairs[-1][1] - 1}. An induction head lights up the diagonal "
                    f"from query {pairs[0][0]} to key {pairs[0][1]}; a previous-token head is the line just below the "
                    "main diagonal.")
-    elif tr.task.name == "verdict":
-        text = "".join(label.split(":", 1)[1] for label in tr.task.labels(tr.probe_tokens))
-        st.caption(f"Probe: held-out text the model never trained on: “{md_escape(text)}”. A previous-token head "
-                   "is the line just below the main diagonal.")
     else:
         st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
                    "just below the main diagonal; a first-token head is a bright first column.")
