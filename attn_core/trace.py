@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -125,6 +125,23 @@ class Trace:
 
     def last(self) -> Step:
         return self.steps[-1]
+
+    def scopes(self) -> list[str]:
+        """Distinct non-empty scopes, in first-seen order (e.g. one per layer of a GPT model)."""
+        return list(dict.fromkeys(s.scope for s in self.steps if s.scope))
+
+    def scoped(self, prefix: str) -> Trace:
+        """The steps recorded under ``prefix`` as a trace of their own, names and scopes relative
+        to it (``trf_blocks[1].att.attn_weights`` -> ``attn_weights``); the tensors are shared."""
+        head = prefix + "."
+        steps = []
+        for s in self.steps:
+            if s.scope == prefix or s.scope.startswith(head):
+                scope = s.scope[len(head):] if s.scope.startswith(head) else ""
+                steps.append(replace(s, name=s.name[len(head):], scope=scope))
+        if not steps:
+            raise KeyError(f"no steps under {prefix!r}; scopes: {', '.join(self.scopes())}")
+        return Trace(steps)
 
 
 def record(

@@ -30,6 +30,7 @@ def test_wheel_is_self_contained(tmp_path):
         names = z.namelist()
         z.extractall(site)
     assert "attn_core/assets/r50k_base.tiktoken" in names
+    assert "attn_core/assets/learn/manifest.json" in names and "attn_core/assets/the-verdict.txt" in names
     assert not any(n.startswith(("dashboard/", "tests/")) for n in names)
     # Run the README's example from an empty folder, importing only from the unpacked wheel.
     run = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r});" + EXAMPLE],

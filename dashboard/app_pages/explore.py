@@ -13,6 +13,7 @@ from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
 from dashboard.links import md_escape
+from dashboard.trained_view import show_trained_weights
 from dashboard.widgets import load_run, memo, plural, show_matrix, show_panels, url_cell, url_choice
 
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
@@ -220,6 +221,9 @@ def render() -> None:
         st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {H}.")
     elif cfg.variant == "MultiHeadAttention":
         st.caption("MultiHeadAttention merges the heads back to d_out and mixes them with out_proj.")
+
+    # 6. Trained weights (a separate module: the Learn page's shipped models on this sentence) ----------
+    show_trained_weights(run.tokens, labels)
 
 
 render()

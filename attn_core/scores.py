@@ -1,0 +1,126 @@
+"""Head scores: what pattern each trained attention head has, read from its attention weights.
+
+Every score takes weights of shape (..., T, T) (rows = queries, each row sums to 1) and returns
+one number per head, averaged over the query rows where the pattern is defined:
+
+- ``previous_token``: weight on key i-1 (rows i >= 1). 1.0 for a perfect previous-token head.
+- ``induction``: weight on the token *after* the latest earlier occurrence of the query's token
+  (key j+1 where tokens[j] == tokens[i], j+1 < i); needs the token ids. The copy step of an
+  induction head: "last time I saw this token, what came next?".
+- ``first_token``: weight on key 0 (rows i >= 1), the "attention sink".
+- ``mean_distance``: average i - j, weighted by attention (0: attends to itself).
+- ``entropy``: average row entropy in nats (0: one key; log(T) for a uniform full row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+SCORE_NAMES = ("previous_token", "induction", "first_token", "mean_distance", "entropy")
+SCORE_TITLES = {"previous_token": "previous-token", "induction": "induction", "first_token": "first-token",
+                "mean_distance": "mean distance", "entropy": "entropy"}
+# A head gets a name when its score reaches this (the verdict's pattern scores, 0-1).
+PATTERN_THRESHOLDS = {"induction": 0.4, "previous_token": 0.4, "first_token": 0.5}
+PATTERN_NAMES = {"induction": "induction head", "previous_token": "previous-token head",
+                 "first_token": "first-token (sink) head"}
+
+
+def _check(weights: np.ndarray) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"expected attention weights of shape (..., T, T); got {w.shape}")
+    return w
+
+
+def induction_targets(tokens: Sequence[int]) -> list[tuple[int, int]]:
+    """(query i, key j+1) pairs where j < i is the latest earlier position of tokens[i] and j+1 < i."""
+    last: dict[int, int] = {}
+    pairs = []
+    for i, t in enumerate(tokens):
+        j = last.get(int(t))
+        if j is not None and j + 1 < i:
+            pairs.append((i, j + 1))
+        last[int(t)] = i
+    return pairs
+
+
+def previous_token_score(weights: np.ndarray) -> np.ndarray:
+    """Mean weight on the previous key, rows 1..T-1 -> shape weights.shape[:-2]."""
+    w = _check(weights)
+    T = w.shape[-1]
+    if T < 2:
+        return np.full(w.shape[:-2], np.nan)
+    i = np.arange(1, T)
+    return w[..., i, i - 1].mean(axis=-1)
+
+
+def first_token_score(weights: np.ndarray) -> np.ndarray:
+    """Mean weight on key 0, rows 1..T-1."""
+    w = _check(weights)
+    if w.shape[-1] < 2:
+        return np.full(w.shape[:-2], np.nan)
+    return w[..., 1:, 0].mean(axis=-1)
+
+
+def induction_score(weights: np.ndarray, tokens: Sequence[int]) -> np.ndarray:
+    """Mean weight on the token after the earlier occurrence of the query's token (NaN if no repeats)."""
+    w = _check(weights)
+    pairs = induction_targets(tokens)
+    if len(tokens) != w.shape[-1]:
+        raise ValueError(f"{len(tokens)} token ids for {w.shape[-1]} x {w.shape[-1]} attention weights")
+    if not pairs:
+        return np.full(w.shape[:-2], np.nan)
+    q, k = np.array(pairs).T
+    return w[..., q, k].mean(axis=-1)
+
+
+def mean_distance(weights: np.ndarray) -> np.ndarray:
+    """Attention-weighted mean of (i - j) over all rows, in tokens."""
+    w = _check(weights)
+    T = w.shape[-1]
+    dist = np.arange(T)[:, None] - np.arange(T)[None, :]  # (T, T): i - j
+    return (w * dist).sum(axis=-1).mean(axis=-1)
+
+
+def entropy(weights: np.ndarray) -> np.ndarray:
+    """Mean row entropy in nats (0 * log 0 counts as 0)."""
+    w = _check(weights)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(w > 0, -w * np.log(np.where(w > 0, w, 1.0)), 0.0)
+    return terms.sum(axis=-1).mean(axis=-1)
+
+
+def head_scores(weights: np.ndarray, tokens: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Every score for weights of shape (layers, heads, T, T) (or any (..., T, T)): name -> (layers, heads)."""
+    w = _check(weights)
+    return {
+        "previous_token": previous_token_score(w),
+        "induction": induction_score(w, tokens) if tokens is not None else np.full(w.shape[:-2], np.nan),
+        "first_token": first_token_score(w),
+        "mean_distance": mean_distance(w),
+        "entropy": entropy(w),
+    }
+
+
+def verdict(scores: dict[str, np.ndarray], layer: int, head: int) -> tuple[str, str, float]:
+    """(pattern key or "", plain words, score) for one head: the pattern score furthest above its threshold."""
+    best, best_margin = "", 0.0
+    for name, threshold in PATTERN_THRESHOLDS.items():
+        value = float(scores[name][layer, head])
+        if np.isfinite(value) and value >= threshold and value - threshold >= best_margin:
+            best, best_margin = name, value - threshold
+    if best:
+        value = float(scores[best][layer, head])
+        return best, f"layer {layer + 1} head {head + 1}: {PATTERN_NAMES[best]}, {value:.2f}", value
+    dist = float(scores["mean_distance"][layer, head])
+    ent = float(scores["entropy"][layer, head])
+    return "", (f"layer {layer + 1} head {head + 1}: no clear pattern (entropy {ent:.2f}, "
+                f"distance {dist:.1f})"), float("nan")
+
+
+def verdicts(scores: dict[str, np.ndarray]) -> list[str]:
+    """One line per head, layer by layer."""
+    n_layers, n_heads = scores["entropy"].shape
+    return [verdict(scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]

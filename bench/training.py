@@ -1,0 +1,70 @@
+"""Time to the head pattern each training task should grow, on this machine.
+
+For every task, trains from its seed with its default recipe and reports the wall time (and
+step) at which each goal score is first reached on the probe input, measured at snapshots.
+The measurements in the issue used one thread; so does this unless ``--threads`` says otherwise.
+
+    python -m bench.training                     # every task, cpu, 1 thread
+    python -m bench.training --task induction --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from attn_core.learn import TASKS, Trainer, get_task  # noqa: E402
+
+
+def time_to_goals(name: str, device: str = "cpu", steps: int | None = None) -> dict:
+    """Train ``name`` and return when each goal was first met (seconds, step) plus the final loss."""
+    task = get_task(name)
+    tr = Trainer(task, steps=steps, device=device)
+    met: dict[str, tuple[float, int, float]] = {}
+    start = time.perf_counter()
+    n_layers = tr.config["n_layers"]
+    while not tr.done and len(met) < len(task.goals):
+        tr.step()
+        if tr.snapshots[-1].step == tr.step_count:
+            for g in task.goals:
+                key = g.describe(n_layers)
+                if key not in met and g.best(tr.snapshots[-1].scores) >= g.threshold:
+                    met[key] = (time.perf_counter() - start, tr.step_count, g.best(tr.snapshots[-1].scores))
+    return {"task": name, "met": met, "steps": tr.step_count, "seconds": time.perf_counter() - start,
+            "loss": tr.snapshots[-1].loss, "goals": [g.describe(n_layers) for g in task.goals]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=list(TASKS), action="append")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: the task's)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"torch {torch.__version__}, device {args.device}, {args.threads} thread(s), "
+          f"{os.cpu_count()} cores, load average {load:.2f} at start")
+    for name in args.task or list(TASKS):
+        r = time_to_goals(name, args.device, args.steps)
+        print(f"\n{name}: stopped after {r['steps']} steps, {r['seconds']:.1f} s, loss {r['loss']:.3f}")
+        for goal in r["goals"]:
+            if goal in r["met"]:
+                sec, step, value = r["met"][goal]
+                print(f"  {goal}: reached {value:.2f} at step {step}, {sec:.1f} s")
+            else:
+                print(f"  {goal}: NOT reached")
+    if hasattr(os, "getloadavg"):
+        print(f"\nload average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

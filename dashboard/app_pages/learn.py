@@ -1,0 +1,174 @@
+"""Learn: train a tiny GPT built from the chapter's MultiHeadAttention and watch its heads form."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attn_core import checkpoints
+from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task, verdict_chars
+from attn_core.scores import induction_targets
+from dashboard import charts, learn_charts
+from dashboard.widgets import draw_chart, md_escape, memo
+
+POLL_S = 1.0  # the live view redraws this often while training runs
+JOB = "learn_job"
+
+st.title("Learn: watch attention heads form")
+st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the other "
+           "pages trains here, on this machine: its heads start uniform and grow a pattern as the loss falls.")
+
+job: TrainingJob | None = st.session_state.get(JOB)
+locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
+
+def load_trained() -> None:
+    """Button callback (runs before the script, so the recipe controls can show the model's recipe)."""
+    try:
+        tr = checkpoints.load(st.session_state["learn_task"])
+    except ValueError as exc:
+        st.session_state["learn_error"] = str(exc)
+        return
+    st.session_state.update(learn_layers=tr.config["n_layers"], learn_heads=tr.config["n_heads"],
+                            learn_emb=tr.config["emb_dim"], learn_lr=tr.lr, learn_steps=tr.steps)
+    st.session_state[JOB] = TrainingJob(tr)
+    st.session_state.pop("learn_at", None)
+
+
+c1, c2, c3, c4, c5, c6 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
+task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
+                         disabled=locked)
+task = get_task(task_name)
+n_layers = c2.selectbox("Layers", [1, 2, 3], index=[1, 2, 3].index(task.model["n_layers"]), key="learn_layers",
+                        disabled=locked)
+n_heads = c3.selectbox("Heads", [1, 2, 4, 8], index=[1, 2, 4, 8].index(task.model["n_heads"]), key="learn_heads",
+                       disabled=locked)
+emb_dim = c4.selectbox("emb_dim", [32, 64, 128], index=[32, 64, 128].index(task.model["emb_dim"]),
+                       key="learn_emb", disabled=locked)
+lr = c5.select_slider("Learning rate", [1e-3, 3e-3, 1e-2], value=task.lr, key="learn_lr", disabled=locked,
+                      format_func=lambda v: f"{v:g}")
+steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
+
+state = job.state if job else "ready"
+c7, c8, c9, _ = st.columns([1, 1, 1.3, 3.5])
+if state == "running":
+    if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
+        job.pause()
+        st.rerun()
+elif state in ("ready", "paused"):
+    if c7.button("Start" if state == "ready" else "Resume", type="primary", icon=":material/play_arrow:",
+                 key="learn_start", width="stretch"):
+        if job is None:
+            overrides = {"n_layers": n_layers, "n_heads": n_heads, "emb_dim": emb_dim}
+            try:
+                job = TrainingJob(Trainer(task, lr=lr, steps=int(steps), model_overrides=overrides))
+            except ValueError as exc:
+                st.error(f"Cannot build this model: {exc}")
+                st.stop()
+            st.session_state[JOB] = job
+        try:
+            job.start()
+        except TooManyJobs as exc:
+            st.warning(str(exc))
+        st.rerun()
+c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
+          on_click=load_trained, disabled=job is not None and state == "running",
+          help="Skip to the end: load the model shipped with the app, trained with this task's recipe "
+               "(python -m attn_core.checkpoints), with its whole history.")
+if err := st.session_state.pop("learn_error", None):
+    st.error(err)
+if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
+    job.cancel()
+    del st.session_state[JOB]
+    st.session_state.pop("learn_at", None)
+    st.rerun()
+
+st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
+if job is None:
+    st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
+            f"{task.snapshot_every} steps; at most {MAX_JOBS} trainings run on this server at once.")
+    st.stop()
+
+
+@st.fragment(run_every=POLL_S if job.state == "running" else None)
+def live() -> None:
+    """Progress, loss, every head on the probe, scores: redrawn while the worker trains.
+
+    Built to be cheap (the worker shares the cores): chart specs are reused (widgets.draw_chart), head
+    images and score frames are remembered per snapshot, the labelled close-up is drawn only on request."""
+    job.touch()
+    tr = job.trainer
+    uid = job.uid
+    if job.error:
+        st.error(f"Training stopped with an error: {job.error}. Press Reset and try other settings.")
+    snaps = list(tr.snapshots)  # the worker appends; read one consistent copy
+    losses = list(tr.losses)
+    state = job.state
+    st.progress(tr.step_count / tr.steps,
+                text=f"{state} · step {tr.step_count} / {tr.steps} · {tr.seconds:.1f} s of training"
+                     + (f" · loss {np.mean(losses[-20:]):.3f}" if losses else ""))
+    if state != "running" and st.session_state.get("learn_was_running"):
+        st.session_state["learn_was_running"] = False
+        st.rerun()  # training ended: redraw the buttons
+    st.session_state["learn_was_running"] = state == "running"
+
+    snap_steps = [s.step for s in snaps]
+    # follow the newest snapshot unless the user scrubbed back
+    if state == "running" or st.session_state.get("learn_at") in (None, st.session_state.get("learn_newest")) \
+            or st.session_state.get("learn_at") not in snap_steps:
+        st.session_state["learn_at"] = snap_steps[-1]
+    st.session_state["learn_newest"] = snap_steps[-1]
+    at = st.session_state["learn_at"]
+    snap = snaps[snap_steps.index(at)]
+    table = memo(("learn_table", uid, at), lambda: learn_charts.score_table(snap.scores))
+    n_l, n_h = snap.weights.shape[:2]
+
+    left, right = st.columns([0.42, 0.58])
+    with left:
+        draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320, height=300),
+                   lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps), None, key="learn_loss")
+        met = tr.goals_met(snap.scores)
+        goals = " · ".join(f"{g.describe(n_l)}: best **{g.best(snap.scores):.2f}**" for g in tr.task.goals)
+        (st.success if met else st.info)(("Goal reached at this step. " if met else "Goal: ") + goals)
+    with right:
+        st.markdown(f"**Attention on the probe input, step {at}** (rows: queries, columns: keys; bright = high)")
+        for layer in range(n_l):
+            cols = st.columns(max(n_h, 4))
+            for h in range(n_h):
+                png = memo(("learn_png", uid, at, layer, h),
+                           lambda m=snap.weights[layer, h]: charts.raster_png(m, "weights", target_px=96,
+                                                                               min_side=96))
+                row = table.iloc[layer * n_h + h]
+                cols[h].image(png, caption=f"L{layer + 1} H{h + 1}: {row['pattern']}", width="stretch")
+    st.select_slider("Snapshot: scrub back through training", snap_steps, key="learn_at",
+                     disabled=len(snap_steps) < 2 or state == "running",
+                     help="Pause (or wait for the end) to scrub; while training runs the newest snapshot is shown.")
+    if tr.task.name == "verdict":
+        text = "".join(verdict_chars()[0][t] for t in tr.probe_tokens).replace("\n", " ")
+        st.caption(f"Probe: held-out text the model never trained on: “{md_escape(text)}”. A previous-token head "
+                   "is the line just below the main diagonal.")
+    elif pairs := induction_targets(tr.probe_tokens):
+        st.caption(f"Probe: {len(tr.probe_tokens)} random tokens; positions {pairs[0][0]}–{pairs[-1][0]} repeat "
+                   f"the segment at {pairs[0][1] - 1}–{pairs[-1][1] - 1}. An induction head lights up the diagonal "
+                   f"from query {pairs[0][0]} to key {pairs[0][1]}; a previous-token head is the line just below the "
+                   "main diagonal.")
+    else:
+        st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
+                   "just below the main diagonal; a first-token head is a bright first column.")
+
+    st.dataframe(table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
+                 column_config={c: st.column_config.NumberColumn(format="%.2f")
+                                for c in table.columns if c not in ("layer", "head", "verdict", "pattern")})
+    st.markdown("**Scores over training** (each line one head; the dashed line is the snapshot shown)")
+    scores = [s.scores for s in snaps]
+    draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),
+               lambda: learn_charts.scores_frame(snap_steps, scores, at_step=at), ("learn_scores", tr.steps),
+               (uid, "scores", snap_steps[-1], at), key="learn_scores")
+    if st.toggle("Look at one head closely (with token ids)", key="learn_zoom"):
+        pick = st.selectbox("Head", [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
+                            format_func=lambda lh: learn_charts.head_name(*lh))
+        labels = tr.task.labels(tr.probe_tokens)
+        st.altair_chart(charts.heatmap(snap.weights[pick[0], pick[1]], labels, labels, scale="weights", max_px=480,
+                                       title=f"{learn_charts.head_name(*pick)} at step {at}"), width="content")
+
+
+live()

@@ -1,0 +1,190 @@
+"""Head scores on hand-made attention, the training tasks, and the step-wise trainer."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from attn_core.learn import IGNORE, TASKS, Trainer, TrainingJob, get_task, live_jobs
+from attn_core.scores import (
+    entropy,
+    first_token_score,
+    head_scores,
+    induction_score,
+    induction_targets,
+    mean_distance,
+    previous_token_score,
+    verdicts,
+)
+
+T = 8
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models train fastest on one thread (and CI's 2 cores are shared)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def previous_token_matrix(n: int) -> np.ndarray:
+    m = np.zeros((n, n))
+    m[0, 0] = 1.0
+    m[np.arange(1, n), np.arange(n - 1)] = 1.0
+    return m
+
+
+def test_perfect_previous_token_head_scores_one_and_uniform_scores_one_over_t():
+    prev = previous_token_matrix(T)
+    uniform = np.full((T, T), 1.0 / T)
+    assert previous_token_score(prev) == pytest.approx(1.0)
+    assert previous_token_score(uniform) == pytest.approx(1.0 / T)
+    assert first_token_score(uniform) == pytest.approx(1.0 / T)
+    assert first_token_score(prev) == pytest.approx(1.0 / (T - 1))  # only row 1's previous token is token 0
+    assert entropy(uniform) == pytest.approx(np.log(T))
+    assert entropy(prev) == pytest.approx(0.0)
+    assert mean_distance(prev) == pytest.approx((T - 1) / T)  # row 0 attends to itself
+    assert mean_distance(np.eye(T)) == pytest.approx(0.0)
+
+
+def test_induction_score_finds_the_token_after_the_earlier_copy():
+    tokens = [5, 1, 2, 3, 9, 1, 2, 3]  # "1 2 3" repeats at 5: query 5 (token 1) should look at 2 (after 1)
+    assert induction_targets(tokens) == [(5, 2), (6, 3), (7, 4)]
+    ideal = np.eye(T)
+    for q, k in induction_targets(tokens):
+        ideal[q] = 0.0
+        ideal[q, k] = 1.0
+    assert induction_score(ideal, tokens) == pytest.approx(1.0)
+    assert induction_score(previous_token_matrix(T), tokens) == pytest.approx(0.0)
+    assert np.isnan(induction_score(np.eye(4), [1, 2, 3, 4]))  # no repeats: undefined, not 0
+    with pytest.raises(ValueError):
+        induction_score(np.eye(4), [1, 2, 3])
+
+
+def test_head_scores_per_layer_and_head_and_verdicts():
+    tokens = [5, 1, 2, 3, 9, 1, 2, 3]
+    uniform = np.tril(np.ones((T, T)))
+    uniform /= uniform.sum(-1, keepdims=True)
+    weights = np.stack([np.stack([previous_token_matrix(T), uniform]),
+                        np.stack([uniform, np.eye(T)])])  # (2 layers, 2 heads, T, T)
+    scores = head_scores(weights, tokens)
+    assert scores["previous_token"].shape == (2, 2)
+    assert scores["previous_token"][0, 0] == pytest.approx(1.0)
+    lines = verdicts(scores)
+    assert lines[0] == "layer 1 head 1: previous-token head, 1.00"
+    assert lines[1].startswith("layer 1 head 2: no clear pattern")
+    with pytest.raises(ValueError):
+        head_scores(np.zeros((2, 3)))
+
+
+def task_path():
+    from attn_core.learn import VERDICT_PATH
+    return VERDICT_PATH
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_task_batches_hold_their_pattern(name):
+    task = get_task(name)
+    x, y = task.batch(torch.Generator().manual_seed(0), 16)
+    V, T_ = task.model["vocab_size"], task.model["context_length"]
+    assert x.shape == y.shape == (16, T_)
+    assert int(x.min()) >= 0 and int(x.max()) < V
+    has_loss = y != IGNORE
+    if name == "previous":
+        assert torch.equal(y[:, 1:], x[:, :-1]) and not has_loss[:, 0].any()
+    elif name == "first":
+        assert torch.equal(y, x[:, :1].expand_as(y))
+    elif name == "verdict":
+        from attn_core.learn import train_split, verdict_chars
+        chars, ids = verdict_chars()
+        assert torch.equal(y[:, :-1], x[:, 1:]) and has_loss.all()
+        text = "".join(chars[i] for i in x[0].tolist())
+        story = open(task_path(), encoding="utf-8").read()
+        assert story.index(text) + T_ < train_split(ids) + 1  # windows come from the training 90%
+        assert story.index("".join(chars[i] for i in task.probe()[0].tolist())) >= train_split(ids)  # held out
+        assert task.labels([chars.index(" ")]) == ["0:␣"]
+    else:
+        offsets = set()
+        for r in range(16):
+            pos = has_loss[r].nonzero().flatten()
+            assert len(pos) == task.segment - 1
+            # every target is the next input, and also follows an earlier copy of the same token
+            for t in pos.tolist():
+                assert y[r, t] == x[r, t + 1]
+            start = int(pos[0])
+            seg = x[r, start:start + task.segment].tolist()
+            earlier = [p for p in range(0, start - task.segment + 1) if x[r, p:p + task.segment].tolist() == seg]
+            assert earlier, "the second copy repeats an earlier segment"
+            offsets.add(start - earlier[-1])
+        assert (len(offsets) > 1) == task.random_offset
+    probe = task.probe()
+    assert probe.shape == (1, T_)
+    if name.startswith("induction"):
+        assert len(induction_targets(probe[0].tolist())) == task.segment
+
+
+def test_trainer_is_deterministic_for_a_seed_and_snapshots_every_n_steps():
+    task = get_task("previous")
+    runs = []
+    for _ in range(2):
+        tr = Trainer(task, seed=7, steps=6, snapshot_every=3, model_overrides={"emb_dim": 16, "n_layers": 1})
+        tr.run()
+        runs.append(tr)
+    a, b = runs
+    assert a.losses == b.losses
+    assert [s.step for s in a.snapshots] == [0, 3, 6]
+    assert np.array_equal(a.snapshots[-1].weights, b.snapshots[-1].weights)
+    assert a.snapshots[-1].weights.shape == (1, 4, 48, 48)
+    other = Trainer(task, seed=8, steps=6, snapshot_every=3, model_overrides={"emb_dim": 16, "n_layers": 1})
+    other.run()
+    assert other.losses != a.losses
+    with pytest.raises(ValueError):
+        Trainer(task, steps=0)
+
+
+def test_induction_task_grows_its_circuit():
+    """The real recipe, shortened: the loss falls and the goal scores beat chance (~1/T) clearly."""
+    tr = Trainer(get_task("induction"), steps=700)
+    tr.run()
+    s = tr.snapshots[-1].scores
+    assert tr.snapshots[-1].loss < tr.snapshots[0].loss or tr.snapshots[-1].loss < 3.0
+    assert s["induction"][1].max() > 0.5
+    assert s["previous_token"][0].max() > 0.3
+
+
+def test_training_job_pauses_resumes_and_cancels():
+    tr = Trainer(get_task("previous"), steps=10_000, snapshot_every=5, model_overrides={"emb_dim": 16})
+    job = TrainingJob(tr)
+    assert job.state == "ready"
+    job.start()
+    deadline = time.monotonic() + 60
+    while tr.step_count < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert job.state == "running" and live_jobs() >= 1
+    job.pause()
+    time.sleep(0.3)
+    paused_at = tr.step_count
+    time.sleep(0.3)
+    assert tr.step_count == paused_at and job.state == "paused" and not job.alive
+    job.resume()
+    deadline = time.monotonic() + 60
+    while tr.step_count < paused_at + 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert tr.step_count >= paused_at + 3
+    job.cancel()
+    assert job.state == "cancelled" and not job.alive
+
+
+def test_training_job_stops_when_nobody_watches():
+    tr = Trainer(get_task("previous"), steps=10_000, model_overrides={"emb_dim": 16})
+    job = TrainingJob(tr, idle_timeout=0.5)
+    job.start()
+    deadline = time.monotonic() + 30
+    while job.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not job.alive and job.state == "cancelled"
