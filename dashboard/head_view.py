@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 MAX_LINE_TOKENS = 64  # above this the lines are a grey fog: the view says so and draws a window
-ROW_PX = 22
+ROW_PX = 30
 MIN_WEIGHT = 1e-3  # lines below this are invisible anyway; dropping them keeps the payload small
 
 
@@ -43,7 +43,7 @@ def line_view(weights: np.ndarray, labels: Sequence[str], *, offset: int = 0, wi
     n = np.shape(weights)[0]
     lines = line_frame(weights, labels, offset)
     tokens = token_frame(labels, offset, offset + n)
-    height = max(120, ROW_PX * n)
+    height = max(150, ROW_PX * n)
     y_scale = alt.Scale(domain=[offset - 0.5, offset + n - 0.5], reverse=True, nice=False, zero=False)
     x_scale = alt.Scale(domain=[0, 1], nice=False)
     hover_q = alt.selection_point(name="hq", fields=["q"], on="pointerover", clear="pointerout", empty=True)
@@ -60,7 +60,7 @@ def line_view(weights: np.ndarray, labels: Sequence[str], *, offset: int = 0, wi
         ).otherwise(alt.value(0.02)),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
     ).transform_calculate(left="0.28", right="0.72")
-    text = dict(fontSize=14, baseline="middle")
+    text = dict(fontSize=15, baseline="middle")
     queries = alt.Chart(tokens).mark_text(align="right", **text).encode(
         x=alt.X("x:Q", scale=x_scale, **no_axis), y=alt.Y("pos:Q", scale=y_scale, **no_axis), text="label:N",
         color=alt.when(hover_q).then(alt.value("#111111")).otherwise(alt.value("#9a9a9a")),

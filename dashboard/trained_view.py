@@ -15,7 +15,8 @@ from attn_core.scores import head_scores, verdicts
 from attn_core.tokens import Token
 from attn_core.views import all_heads
 
-from .widgets import md_escape, show_panels
+from .links import md_escape
+from .widgets import show_panels
 
 RANDOM = "random"
 

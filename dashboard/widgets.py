@@ -368,3 +368,19 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
     cols_l = labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else [str(i) for i in range(m.shape[1])]
     show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=420,
                 cache_key=None if cache_key is None else (cache_key, tuple(index)))
+
+
+def slide_downloads(container, build: Callable[[], alt.TopLevelMixin], matrix: np.ndarray,
+                    row_labels: Sequence[str], col_labels: Sequence[str], name: Callable[[str], str], *,
+                    key: str) -> None:
+    """SVG, 2x PNG and CSV downloads of one chart, built only when clicked (vl-convert, offline)."""
+    from . import export
+
+    c1, c2, c3 = container.columns(3)
+    c1.download_button("SVG", lambda: export.chart_svg(build()), file_name=name("svg"), mime="image/svg+xml",
+                       key=f"{key}_svg", on_click="ignore", icon=":material/download:", width="stretch")
+    c2.download_button("PNG 2x", lambda: export.chart_png(build()), file_name=name("png"), mime="image/png",
+                       key=f"{key}_png", on_click="ignore", icon=":material/download:", width="stretch")
+    c3.download_button("CSV", lambda: export.matrix_csv(matrix, row_labels, col_labels), file_name=name("csv"),
+                       mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:",
+                       width="stretch")

@@ -44,10 +44,26 @@ def test_spec_has_hover_isolation_and_fixed_size():
     assert rule["mark"]["type"] == "rule"
     assert rule["encoding"]["opacity"]["condition"]["field"] == "weight"
     assert rule["encoding"]["opacity"]["value"] == 0.02
-    assert spec["width"] == 300 and spec["height"] >= 6 * 22
+    assert spec["width"] == 300 and spec["height"] >= 6 * 30
 
 
 def test_window_offsets_place_tokens_at_their_positions():
     w = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
     f = line_frame(w, [str(i) for i in range(10)], offset=6)
     assert f["q"].min() == 6 and f["q"].max() == 9 and f.loc[0, "query"] == "6"
+
+
+def test_explore_draws_the_line_view_of_the_chosen_head_and_offers_slides():
+    from apptest_utils import clear_caches, messages, new_app, specs
+
+    clear_caches()
+    at = new_app(variant="MultiHeadAttention", num_heads="2", line_view="true")
+    at.run()
+    assert not messages(at)["exception"], messages(at)
+    line = [s for s in specs(at) if '"hq"' in json.dumps(s)]
+    assert len(line) == 1
+    rows = next(iter(line[0]["datasets"].values())) if "datasets" in line[0] else None
+    assert rows is None or all(r["k"] <= r["q"] for r in rows)  # no line to a future key
+    buttons = sorted(b.proto.label for b in at.get("download_button") if "weights_export" in b.proto.id)
+    assert buttons == ["CSV", "PNG 2x", "SVG"], buttons  # lazy: built by dashboard.export when clicked
+    clear_caches()

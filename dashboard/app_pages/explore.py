@@ -12,9 +12,21 @@ from attn_core import HAS_HEADS, HAS_MASK
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
+from dashboard.export import slide_name
+from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.trained_view import show_trained_weights
-from dashboard.widgets import load_run, memo, plural, show_matrix, show_panels, url_cell, url_choice
+from dashboard.widgets import (
+    draw_chart,
+    load_run,
+    memo,
+    plural,
+    show_matrix,
+    show_panels,
+    slide_downloads,
+    url_cell,
+    url_choice,
+)
 
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 
@@ -157,8 +169,24 @@ def render() -> None:
         pick = None
     row_sums = weights.sum(axis=1)
     c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
+    n_slide = min(T, 64)  # a slide holds at most 64 tokens readably
+    head_part = head + 1 if H > 1 else None
+    slide_downloads(
+        c_w, lambda: charts.heatmap(weights[:n_slide, :n_slide], labels, labels, scale=wscale,
+                                    title=f"attention weights · {cfg.variant}" + (f" · head {head + 1}" if H > 1
+                                                                                 else "")),
+        weights, labels, labels, key="weights_export",
+        name=lambda ext: slide_name("weights", cfg.variant, T, ext, head=head_part))
 
     with c_story:
+        if st.toggle("Line view of this head", key="line_view", bind="query-params",
+                     help="Queries on the left, keys on the right; a line's opacity is the weight. "
+                          "Point at a token to keep only its lines."):
+            n_lines = min(T, MAX_LINE_TOKENS)
+            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=300),
+                       key="line_view_chart")
+            if n_lines < T:
+                st.caption(f"Tokens 1–{n_lines} of {T}: more lines than that are a grey fog.")
         i, j = pick if pick is not None else (T - 1, 0)
         story = cell_story(trace, i, j, head)
         st.markdown(f"#### Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**"

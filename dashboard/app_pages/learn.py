@@ -9,7 +9,8 @@ from attn_core import checkpoints
 from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task, verdict_chars
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
-from dashboard.widgets import draw_chart, md_escape, memo
+from dashboard.links import md_escape
+from dashboard.widgets import draw_chart, memo
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
