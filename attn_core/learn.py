@@ -302,7 +302,9 @@ class TrainingJob:
     only its memory. At most :data:`MAX_JOBS` jobs run per process. A running job whose owner
     stops calling :meth:`touch` for ``idle_timeout`` seconds (its browser tab closed) cancels itself."""
 
-    def __init__(self, trainer: Trainer, idle_timeout: float = 30.0):
+    # Browsers throttle a hidden tab's timers (Chrome: to once a minute after 5 minutes), so the
+    # page's polling can pause for a minute while the teacher shows another tab: allow two.
+    def __init__(self, trainer: Trainer, idle_timeout: float = 120.0):
         self.trainer = trainer
         self.uid = uuid.uuid4().hex  # a cache key for what the job drew
         self.idle_timeout = idle_timeout

@@ -188,3 +188,24 @@ def test_training_job_stops_when_nobody_watches():
     while job.alive and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not job.alive and job.state == "cancelled"
+
+
+def test_server_wide_cap_on_running_jobs(monkeypatch):
+    import attn_core.learn as learn
+
+    monkeypatch.setattr(learn, "MAX_JOBS", live_jobs() + 1)
+    small = {"emb_dim": 16, "n_layers": 1}
+    first = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small))
+    second = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small))
+    first.start()
+    try:
+        with pytest.raises(learn.TooManyJobs, match="already run"):
+            second.start()
+        assert second.state == "ready"
+        first.pause()
+        first._thread.join(timeout=30)  # a paused job frees its slot
+        second.start()
+        assert second.state == "running"
+    finally:
+        first.cancel()
+        second.cancel()

@@ -101,6 +101,9 @@ def live() -> None:
     uid = job.uid
     if job.error:
         st.error(f"Training stopped with an error: {job.error}. Press Reset and try other settings.")
+    if job.state == "cancelled":
+        st.info("This training stopped because no page watched it for a while (tab closed or hidden). "
+                "Press Reset to start again, or Trained model to load the finished one.")
     snaps = list(tr.snapshots)  # the worker appends; read one consistent copy
     losses = list(tr.losses)
     state = job.state
