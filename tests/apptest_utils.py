@@ -72,3 +72,13 @@ def _rows(el) -> list[dict]:
 def messages(at: AppTest) -> dict[str, list[str]]:
     return {"error": [e.value for e in at.error], "warning": [w.value for w in at.warning],
             "info": [i.value for i in at.info], "exception": [e.value for e in at.exception]}
+
+
+def open_page(page: str | None = None, **query: str) -> AppTest:
+    """Run the app with ``query`` in its URL, switch to ``page`` (None: Explore); no exception allowed."""
+    at = new_app(**query)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not messages(at)["exception"], messages(at)
+    return at

@@ -32,6 +32,17 @@ def browser_missing_reason() -> str | None:
     return None
 
 
+def require_browser() -> None:
+    """Skip a browser test when Chromium or Playwright is missing; under CI (CI=true) fail instead."""
+    import pytest
+
+    reason = browser_missing_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser tests must run under CI: {reason}")
+        pytest.skip(reason)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

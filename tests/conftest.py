@@ -19,3 +19,23 @@ def inputs() -> torch.Tensor:
 @pytest.fixture
 def batch() -> torch.Tensor:
     return torch.stack((BOOK_INPUTS, BOOK_INPUTS), dim=0)  # (2, 6, 3)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The real app (`streamlit run dashboard/app.py`) on 127.0.0.1, for one test module's browser tests."""
+    from browser import require_browser, streamlit_server
+
+    require_browser()
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_caches():
+    """Empty every cache before and after an AppTest test (AppTest shares one process's caches)."""
+    from apptest_utils import clear_caches
+
+    clear_caches()
+    yield
+    clear_caches()

@@ -7,12 +7,7 @@ import torch
 from apptest_utils import chart_data, chart_with, clear_caches, messages, new_app
 from attn_core import BOOK_INPUTS, VARIANTS, CausalAttention, MultiHeadAttention, tokenize
 
-
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 def weights_matrix(at) -> np.ndarray:

@@ -7,17 +7,13 @@ import time
 
 import pytest
 
-from apptest_utils import chart_with, clear_caches, messages, new_app
+from apptest_utils import chart_with, messages, new_app
 from attn_core import tokenize
 
 LEARN = "app_pages/learn.py"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 def open_learn():

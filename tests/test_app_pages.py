@@ -2,24 +2,12 @@
 
 import pytest
 
-from apptest_utils import chart_with, clear_caches, messages, new_app
+from apptest_utils import chart_with, messages, open_page
 
 SHAPE, LAB, WALK = "app_pages/shape_flow.py", "app_pages/masking_lab.py", "app_pages/walkthrough.py"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
-
-
-def open_page(page, **query):
-    at = new_app(**query)
-    at.run()
-    at.switch_page(page).run()
-    assert not messages(at)["exception"], messages(at)
-    return at
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 def metric(at, label):

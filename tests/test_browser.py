@@ -1,24 +1,13 @@
 """End-to-end: the real app in headless Chromium (Playwright driving Debian's /usr/bin/chromium)."""
 
-import os
 
 import pytest
 
-from browser import browser_missing_reason, chromium_page, streamlit_server, wait_drawn, wait_idle
+from browser import chromium_page, wait_drawn, wait_idle
 
 pytestmark = pytest.mark.browser
 
-_reason = browser_missing_reason()
-if _reason and os.environ.get("CI") == "true":
-    raise RuntimeError(f"browser tests must run under CI: {_reason}")
 
-
-@pytest.fixture(scope="module")
-def server():
-    if _reason:
-        pytest.skip(_reason)
-    with streamlit_server() as url:
-        yield url
 
 
 @pytest.fixture

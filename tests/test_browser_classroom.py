@@ -8,21 +8,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from browser import browser_missing_reason, chromium_page, streamlit_server, wait_idle
+from browser import chromium_page, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
-_reason = browser_missing_reason()
-if _reason and os.environ.get("CI") == "true":
-    raise RuntimeError(f"browser tests must run under CI: {_reason}")
 
-
-@pytest.fixture(scope="module")
-def server():
-    if _reason:
-        pytest.skip(_reason)
-    with streamlit_server() as url:
-        yield url
 
 
 def test_no_request_leaves_the_machine(server, tmp_path):

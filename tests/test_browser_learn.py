@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 import pytest
 
-from browser import browser_missing_reason, chromium_page, streamlit_server, wait_drawn
+from browser import chromium_page, require_browser, streamlit_server, wait_drawn
 
 pytestmark = pytest.mark.browser
 
-_reason = browser_missing_reason()
-if _reason and os.environ.get("CI") == "true":
-    raise RuntimeError(f"browser tests must run under CI: {_reason}")
 
 PROGRESS = '[data-testid="stProgress"]'
 HEAD_IMG = '[data-testid="stImage"] img'
@@ -26,8 +22,7 @@ def progress_step(page) -> int:
 
 
 def test_start_redraws_loss_and_heads_then_pause(tmp_path):
-    if _reason:
-        pytest.skip(_reason)
+    require_browser()
     with streamlit_server() as url, chromium_page(1280, 720) as page:
         page.goto(f"{url}/learn")
         start = page.get_by_role("button", name="Start")

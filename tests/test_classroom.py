@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 import attn_core.tokens as tokens_mod
-from apptest_utils import ROOT, clear_caches, messages, new_app
+from apptest_utils import ROOT, messages, new_app
 from attn_core import MAX_TEXT_CHARS, tokenize
 from dashboard.controls import DEFAULTS, URL_KEYS, URL_TEXT_LIMIT
 from dashboard.guard import foreign_host, host_allowed
@@ -25,11 +25,7 @@ PAYLOADS = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 def rendered_texts(at) -> list[str]:

@@ -29,11 +29,7 @@ def big_tensors(min_numel: int = 2048) -> set[int]:
             if type(o) in (torch.Tensor, torch.nn.Parameter) and o.numel() >= min_numel}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -4,25 +4,18 @@ import json
 
 import pytest
 
-from apptest_utils import _rows, clear_caches, messages, new_app
+from apptest_utils import _rows, messages
+from apptest_utils import open_page as open_app
 
 SHAPE = "app_pages/shape_flow.py"
 MHA = dict(input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="8", num_heads="4")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 def open_page(page=SHAPE, **query):
-    at = new_app(**query)
-    at.run()
-    at.switch_page(page).run()
-    assert not messages(at)["exception"], messages(at)
-    return at
+    return open_app(page, **query)
 
 
 def before_line(at) -> str:

@@ -5,27 +5,15 @@ import json
 
 import pytest
 
-from apptest_utils import _rows, clear_caches, messages, new_app
+from apptest_utils import _rows, messages
+from apptest_utils import open_page as open_app
 
 LAB = "app_pages/masking_lab.py"
 SMALL = dict(sentence="the cat sat on the mat", input_mode="learned", variant="MultiHeadAttention", d_in="8",
              d_out="8", num_heads="2")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
-
-
-def open_app(page=None, **query):
-    at = new_app(**query)
-    at.run()
-    if page:
-        at.switch_page(page).run()
-    assert not messages(at)["exception"], messages(at)
-    return at
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 def chart(at, text):
