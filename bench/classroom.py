@@ -12,6 +12,7 @@ answer within 2 x (one session's time x 20 / cores).
 
     python -m bench.classroom                      # 100 / 20 / 50, then 20 concurrent sessions
     python -m bench.classroom --texts 10 --gpt2 3 --pastes 5 --concurrent 5    # a quick look
+    python -m bench.classroom --server-side        # 20 sessions' script runs at once, no browser
 """
 
 from __future__ import annotations
@@ -177,6 +178,52 @@ def concurrent(browser, base: str, n: int) -> None:
           f"{crossed or 'none'}", flush=True)
 
 
+def concurrent_server_side(n: int) -> None:
+    """The same, server-side only (no browser drawing on the same cores): n sessions run the Explore
+    script at once in threads, as Streamlit's server runs each session's script in its own thread."""
+    import threading
+
+    from apptest_utils import clear_caches, new_app
+    from dashboard.links import md_escape
+
+    rng = random.Random(2)
+
+    def session(text: str) -> tuple[float, bool]:
+        at = new_app(sentence=text)
+        t0 = time.perf_counter()
+        at.run()
+        dt = time.perf_counter() - t0
+        # the default cell story names the last token: "query **200: apple** → key ..." (escaped)
+        own = any("Cell story" in m.value and md_escape(f": {text.split()[-1]}") + "**" in m.value
+                  for m in at.markdown)
+        return dt, own and not at.exception
+
+    session(text_of(200, rng))  # warm: imports, the tokenizer
+    clear_caches()
+    one = min(session(text_of(199, rng) + " " + MARKERS[i])[0] for i in range(3))
+    texts = [text_of(199, rng) + " " + MARKERS[i % len(MARKERS)] for i in range(n)]
+    results: list[tuple[float, bool]] = [(0.0, False)] * n
+
+    def worker(i: int) -> None:
+        results[i] = session(texts[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    cores = os.cpu_count() or 1
+    slowest = max(dt for dt, _ in results)
+    budget = 2 * one * n / cores
+    crossed = [i for i, (_, ok) in enumerate(results) if not ok]
+    print(f"server-side: one session's script run {one:.2f} s; {n} at once: slowest {slowest:.2f} s "
+          f"(all done in {wall:.2f} s); goal slowest <= 2 x {one:.2f} x {n} / {cores} = {budget:.1f} s "
+          f"({'met' if slowest <= budget else 'MISSED'}); sessions showing another's text: {crossed or 'none'}",
+          flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--texts", type=int, default=100)
@@ -186,7 +233,11 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=75, help="seconds to wait once the sessions are closed")
     ap.add_argument("--concurrent", type=int, default=20)
     ap.add_argument("--keep-open", type=int, default=30, help="tabs kept open at once (a class of 30)")
+    ap.add_argument("--server-side", action="store_true", help="only the server-side concurrency check")
     args = ap.parse_args()
+    if args.server_side:
+        concurrent_server_side(args.concurrent)
+        return
     global KEEP_OPEN
     KEEP_OPEN = args.keep_open
     from playwright.sync_api import sync_playwright
