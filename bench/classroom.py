@@ -12,7 +12,7 @@ answer within 2 x (one session's time x 20 / cores).
 
     python -m bench.classroom                      # 100 / 20 / 50, then 20 concurrent sessions
     python -m bench.classroom --texts 10 --gpt2 3 --pastes 5 --concurrent 5    # a quick look
-    python -m bench.classroom --server-side        # 20 sessions' script runs at once, no browser
+    python -m bench.classroom --server-side        # 20 sessions at once over the websocket, no browser
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ WORDS = ("attention query key value token head layer weight mask causal context 
          "teacher student class board river mountain window garden kitchen letter music story word").split()
 
 
-MARKERS = ("apple banana cherry lemon orange tiger lion horse cow eagle wolf salmon copper silver "
-           "marble velvet canyon garden harbor island").split()
+MARKERS = ("apple banana cherry lemon grape tiger lion horse cow eagle wolf salmon copper silver "
+           "marble velvet canyon pepper harbor island").split()
 
 
 def text_of(num_tokens: int, rng: random.Random) -> str:
@@ -178,50 +178,61 @@ def concurrent(browser, base: str, n: int) -> None:
           f"{crossed or 'none'}", flush=True)
 
 
-def concurrent_server_side(n: int) -> None:
-    """The same, server-side only (no browser drawing on the same cores): n sessions run the Explore
-    script at once in threads, as Streamlit's server runs each session's script in its own thread."""
-    import threading
+async def _ws_session(port: int, query: dict) -> tuple[float, bytes]:
+    """One new session over Streamlit's own websocket (as a browser opens it): seconds from the request
+    until the server reports the script finished, and every message it sent (to check for cross-talk)."""
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    from apptest_utils import clear_caches, new_app
-    from dashboard.links import md_escape
+    async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", max_size=2**28,
+                                  origin=f"http://127.0.0.1:{port}") as ws:
+        msg = BackMsg()
+        msg.rerun_script.query_string = urlencode(query)
+        t0 = time.perf_counter()
+        await ws.send(msg.SerializeToString())
+        received = []
+        while True:
+            data = await ws.recv()
+            received.append(data)
+            fm = ForwardMsg()
+            fm.ParseFromString(data)
+            if fm.WhichOneof("type") == "script_finished":
+                return time.perf_counter() - t0, b"".join(received)
+
+
+def concurrent_server_side(n: int) -> None:
+    """The same, server-side only (no browser drawing on the same cores): n sessions open at once over
+    the websocket, each with its own text; the slowest script run against one session's alone."""
+    import asyncio
+    import statistics
+
+    from browser import streamlit_server
 
     rng = random.Random(2)
+    with streamlit_server() as base:
+        port = urlsplit(base).port
+        asyncio.run(_ws_session(port, {"sentence": text_of(200, rng)}))  # warm: imports, tokenizer
+        one = statistics.median(asyncio.run(_ws_session(port, {"sentence": text_of(199, rng) + " " + MARKERS[i]}))[0]
+                                for i in range(3))
+        texts = [text_of(199, rng) + " " + MARKERS[i % len(MARKERS)] for i in range(n)]
 
-    def session(text: str) -> tuple[float, bool]:
-        at = new_app(sentence=text)
+        async def all_at_once():
+            return await asyncio.gather(*(_ws_session(port, {"sentence": t}) for t in texts))
+
         t0 = time.perf_counter()
-        at.run()
-        dt = time.perf_counter() - t0
-        # the default cell story names the last token: "query **200: apple** → key ..." (escaped)
-        own = any("Cell story" in m.value and md_escape(f": {text.split()[-1]}") + "**" in m.value
-                  for m in at.markdown)
-        return dt, own and not at.exception
-
-    session(text_of(200, rng))  # warm: imports, the tokenizer
-    clear_caches()
-    one = min(session(text_of(199, rng) + " " + MARKERS[i])[0] for i in range(3))
-    texts = [text_of(199, rng) + " " + MARKERS[i % len(MARKERS)] for i in range(n)]
-    results: list[tuple[float, bool]] = [(0.0, False)] * n
-
-    def worker(i: int) -> None:
-        results[i] = session(texts[i])
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+        results = asyncio.run(all_at_once())
+        wall = time.perf_counter() - t0
     cores = os.cpu_count() or 1
     slowest = max(dt for dt, _ in results)
     budget = 2 * one * n / cores
-    crossed = [i for i, (_, ok) in enumerate(results) if not ok]
-    print(f"server-side: one session's script run {one:.2f} s; {n} at once: slowest {slowest:.2f} s "
-          f"(all done in {wall:.2f} s); goal slowest <= 2 x {one:.2f} x {n} / {cores} = {budget:.1f} s "
-          f"({'met' if slowest <= budget else 'MISSED'}); sessions showing another's text: {crossed or 'none'}",
-          flush=True)
+    crossed = [i for i, ((_, data), text) in enumerate(zip(results, texts))
+               if text.split()[-1].encode() not in data
+               or any(m.encode() in data for m in MARKERS[:n] if m != text.split()[-1])]
+    print(f"server-side (websocket): one session {one:.2f} s; {n} at once: slowest {slowest:.2f} s, median "
+          f"{statistics.median(dt for dt, _ in results):.2f} s (all done in {wall:.2f} s); goal slowest <= "
+          f"2 x {one:.2f} x {n} / {cores} = {budget:.1f} s ({'met' if slowest <= budget else 'MISSED'}); "
+          f"sessions that saw another's text or not their own: {crossed or 'none'}", flush=True)
 
 
 def main() -> None:
