@@ -103,8 +103,12 @@ def plural(n: int, word: str) -> str:
 
 
 def sentence(message: object) -> str:
-    """An error message as a sentence: capital first letter, one final full stop."""
+    """An error message as a sentence: capital first letter, one final full stop. A message that starts
+    with a code name (``d_out``, ``num_heads``) keeps it as written: "D_out" is not the book's name."""
     text = str(message).strip().rstrip(".")
+    first = text.split(" ", 1)[0]
+    if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
+        return text + "."
     return (text[:1].upper() + text[1:] + ".") if text else ""
 
 

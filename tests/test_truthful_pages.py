@@ -199,3 +199,11 @@ def test_relative_scale_from_a_link_applies_on_the_first_run():
     spec, _ = chart(at, "÷ row max")  # the heads grid, drawn before the toggle in page order
     assert color_domain(spec) == [0, 1]
     assert not any("look alike" in i for i in messages(at)["info"])
+
+
+def test_error_sentences_keep_code_names_as_written():
+    from dashboard.widgets import sentence
+
+    assert sentence("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
+    assert sentence("the text is empty.") == "The text is empty."
+    assert sentence("dropout must be at least 0") == "Dropout must be at least 0."
