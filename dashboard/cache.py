@@ -43,9 +43,16 @@ def tune_allocator() -> None:
         pass
 
 
-def release_memory() -> None:
-    """Hand freed heap memory back to the OS (glibc ``malloc_trim``)."""
-    if _LIBC is not None:
+_LAST_TRIM = [0.0]
+TRIM_EVERY_S = 5.0  # malloc_trim walks the heap (ms on a large one): not on every cache miss
+
+
+def release_memory(force: bool = False) -> None:
+    """Hand freed heap memory back to the OS (glibc ``malloc_trim``), at most every TRIM_EVERY_S seconds
+    unless ``force``d. Blocks over 128 KB (tensors) go back at once anyway (``tune_allocator``)."""
+    now = time.monotonic()
+    if _LIBC is not None and (force or now - _LAST_TRIM[0] >= TRIM_EVERY_S):
+        _LAST_TRIM[0] = now
         _LIBC.malloc_trim(0)
 
 
@@ -96,7 +103,7 @@ class ByteLRU(Generic[V]):
             for k in stale:
                 del self._entries[k]
         if stale:
-            release_memory()
+            release_memory(force=True)
         return len(stale)
 
     @property
@@ -109,7 +116,7 @@ class ByteLRU(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-        release_memory()
+        release_memory(force=True)
 
 
 _SWEPT: weakref.WeakSet = weakref.WeakSet()
