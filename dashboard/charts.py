@@ -64,9 +64,21 @@ def kind_scale(kind: str) -> str:
     return "scores"
 
 
-def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX) -> int:
-    """Square cell size that keeps the longer side within ``max_px`` (2 to 44 px)."""
-    return int(max(2, min(44, max_px // max(n_rows, n_cols, 1))))
+BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+
+
+def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False) -> int:
+    """Square cell size that keeps the longer side within ``max_px`` (2 to 44 px; 64 in presentation
+    mode, where a cell must hold a 16 px value)."""
+    return int(max(2, min(64 if big else 44, max_px // max(n_rows, n_cols, 1))))
+
+
+def text_px(px: int, big: bool, cap: int = 13) -> int | None:
+    """Font size of the value printed in a ``px`` cell, or None when it does not fit (a 16 px "0.25" needs
+    a 44 px cell; normal text shrinks with the cell down to 20 px cells)."""
+    if big:
+        return BIG_TEXT_PX if px >= 44 else None
+    return min(cap, px // 3 + 2) if px >= 20 else None
 
 
 MAX_RECT_SIDE = 128  # more rows or columns than this: cells under 4 px, unreadable as rects
@@ -169,8 +181,10 @@ def heatmap(
     offset_rows: int = 0,
     offset_cols: int = 0,
     text_format: str = ".2f",
+    big: bool = False,
 ) -> alt.LayerChart:
-    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips.
+    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
+    presentation mode's larger cells and 16 px values.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
@@ -180,9 +194,10 @@ def heatmap(
     if needs_raster(n_rows * n_cols):
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
-    px = cell_px(n_rows, n_cols, max_px)
+    px = cell_px(n_rows, n_cols, max_px, big)
+    font = text_px(px, big)
     if show_text is None:
-        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
+        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
     widest = max((len(str(c)) for c in col_labels), default=1)
     label_angle = -45 if px < 30 or n_cols > 8 or widest * 8 > px else 0  # ~7-8 px a character
@@ -207,11 +222,11 @@ def heatmap(
             strokeWidth=alt.condition(cell, alt.value(3), alt.value(0)),
         )
     layers = [cells]
-    if px >= 14:
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(14, px // 2)).encode(
+    if px >= 20:  # smaller grey cells speak for themselves (the caption says grey = masked)
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, min(13, px // 3 + 2), text_format))
+        layers.append(_value_text(base, scale, font or 12, text_format))
     chart = alt.layer(*layers).properties(width=alt.Step(px), height=alt.Step(px))
     return chart.properties(title=title) if title else chart
 
@@ -251,6 +266,7 @@ def facet_grid(
     x_title: str = "key",
     y_title: str = "query",
     show_text: bool | None = None,
+    big: bool = False,
 ) -> alt.FacetChart:
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
     ``show_text`` (default: when cells are large enough) prints each value in its cell.
@@ -264,9 +280,10 @@ def facet_grid(
     if needs_raster(len(mats) * n_rows * n_cols, MAX_PANEL_CELLS):
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
     df = facet_frame(mats, panel_titles, row_labels, col_labels, scale)
-    px = cell_px(n_rows, n_cols, max_px)
+    px = cell_px(n_rows, n_cols, max_px, big)
+    font = text_px(px, big, cap=12) if big or px >= 28 else None
     if show_text is None:
-        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 28 and scale_parts(scale)[0] != "mask"
+        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
     base = alt.Chart(df).encode(
@@ -283,11 +300,11 @@ def facet_grid(
                  alt.Tooltip("masked:N")],
     )
     layers = [cells]
-    if px >= 14:
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(12, px // 2)).encode(
+    if px >= 20:
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, min(12, px // 3 + 1)))
+        layers.append(_value_text(base, scale, font or 12))
     chart = alt.layer(*layers, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     return chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"), header=alt.Header(labelFontSize=13)),

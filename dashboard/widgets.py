@@ -17,6 +17,7 @@ from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
 from .links import link_warning
+from .present import chart_config, presenting
 
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
@@ -85,14 +86,22 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
     if selectable:
         kw.update(on_select="rerun", selection_mode=["cell"])
     if structure is None:  # a one-off chart: its own data, nothing remembered
-        return container.vega_lite_chart(spec=_to_spec(build()), **kw)
+        return container.vega_lite_chart(spec=styled(_to_spec(build())), **kw)
     template = memo(("spec", structure), lambda: _to_spec(build()))
     data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
     name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
     spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}
     spec["data"] = {"name": name}
     spec["datasets"] = {name: data}
-    return container.vega_lite_chart(spec=spec, **kw)
+    return container.vega_lite_chart(spec=styled(spec), **kw)
+
+
+def styled(spec: dict) -> dict:
+    """The spec with the page's chart style: high-contrast labels for the theme, large in presentation mode."""
+    config = dict(spec.get("config") or {})
+    for part, values in chart_config(presenting()).items():
+        config[part] = {**config.get(part, {}), **values}
+    return {**spec, "config": config}
 
 
 
@@ -240,11 +249,13 @@ def show_matrix(
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
     labels = (tuple(row_labels), tuple(col_labels))
     ck = None if cache_key is None else (cache_key, scale, max_px)
+    big = presenting()
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable, text_format=text_format)
-        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable, text_format)
+                                  max_px=max_px, selectable=selectable, text_format=text_format, big=big)
+        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable, text_format,
+                     big)
         event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                            structure, ck, key=key, selectable=selectable)
         return _clicked(event)
@@ -267,8 +278,8 @@ def show_matrix(
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0])
-    structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable)
+                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big)
+    structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable, big)
     event = draw_chart(container, build_zoom,
                        lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                        structure, None if ck is None else (ck, "zoom", start, size), key=key, selectable=selectable)
@@ -295,13 +306,14 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     col_labels = row_labels if col_labels is None else col_labels
     n_rows, n_cols = np.shape(matrices[0])
     ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
+    big = presenting()
     if not (charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS)
             or max(n_rows, n_cols) > charts.MAX_RECT_SIDE):
         def build():
             return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
-                                     max_px=max_px, x_title=x_title, y_title=y_title)
+                                     max_px=max_px, x_title=x_title, y_title=y_title, big=big)
         structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
-                     scale, columns, max_px, x_title, y_title)
+                     scale, columns, max_px, x_title, y_title, big)
         draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
                    structure, ck, key=key)
         return
@@ -316,6 +328,30 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
 
 def _step(key: str, delta: int, n: int) -> None:
     st.session_state[key] = min(n - 1, max(0, st.session_state.get(key, 0) + delta))
+
+
+PREV_KEY, NEXT_KEY = "PageUp", "PageDown"  # what a presentation clicker sends
+
+
+def _go(key: str, value: str) -> None:
+    st.session_state[key] = value
+
+
+def section_steps(key: str, names: Sequence[str]):
+    """Previous / Next buttons (and Page Up / Page Down) over tabs bound to ``key``, named after the
+    section they lead to, at the right of the open tab's first row; returns that row's left part for the
+    section's own controls."""
+    current = st.session_state.get(key)
+    i = names.index(current) if current in names else 0
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    row = right.container(horizontal=True, horizontal_alignment="right", gap="small")
+    row.button(f"◀ {names[i - 1]}" if i > 0 else "◀ Previous", key=f"{key}_prev", on_click=_go,
+               args=(key, names[max(i - 1, 0)]), disabled=i == 0, shortcut=PREV_KEY, type="tertiary",
+               help="Previous section (Page Up)")
+    row.button(f"{names[i + 1]} ▶" if i < len(names) - 1 else "Next ▶", key=f"{key}_next", on_click=_go,
+               args=(key, names[min(i + 1, len(names) - 1)]), disabled=i == len(names) - 1, shortcut=NEXT_KEY,
+               type="tertiary", help="Next section (Page Down)")
+    return left
 
 
 def stepper(key: str, labels: Sequence[str]) -> int:
@@ -339,9 +375,9 @@ def stepper(key: str, labels: Sequence[str]) -> int:
     st.session_state[key] = min(st.session_state[key], n - 1)
     c_prev, c_slider, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
     c_prev.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="stretch",
-                  disabled=st.session_state[key] == 0)
+                  disabled=st.session_state[key] == 0, shortcut=PREV_KEY)
     c_next.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="stretch",
-                  disabled=st.session_state[key] == n - 1)
+                  disabled=st.session_state[key] == n - 1, shortcut=NEXT_KEY)
     if n > 1:
         c_slider.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
                                format_func=shown.__getitem__, label_visibility="collapsed")
