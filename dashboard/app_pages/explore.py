@@ -22,7 +22,7 @@ from dashboard.controls import MASK_NAMES, VARIANT_NAMES, Settings, settings
 from dashboard.export import slide_name
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
-from dashboard.present import presenting
+from dashboard.present import dark, ink, presenting
 from dashboard.sizes import cell_area, column_px, content_px
 from dashboard.trained_view import show_trained_weights
 from dashboard.widgets import (
@@ -191,8 +191,9 @@ def weights_and_story(head: int, wscale: str) -> None:
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "
                           "Point at a token to keep only its lines."):
             n_lines = min(T, MAX_LINE_TOKENS)
-            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels,
-                                             width=column_px([3, 2], 1) - 40),
+            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=column_px([3, 2], 1) - 40,
+                                             ink=ink(), line="#8cc4ff" if dark() else "#1f5fa8",
+                                             font_px=18 if presenting() else 15),
                        key="line_view_chart")
             if n_lines < T:
                 st.caption(f"Tokens 1–{n_lines} of {T}: more lines than that are a grey fog.")
