@@ -247,15 +247,14 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    labels = (tuple(row_labels), tuple(col_labels))
     ck = None if cache_key is None else (cache_key, scale, max_px)
     big = presenting()
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                                   max_px=max_px, selectable=selectable, text_format=text_format, big=big)
-        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable, text_format,
-                     big)
+        structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
+                     y_title, max_px, selectable, text_format, big)
         event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                            structure, ck, key=key, selectable=selectable)
         return _clicked(event)
@@ -279,7 +278,8 @@ def show_matrix(
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big)
-    structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable, big)
+    structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big), scale,
+                 x_title, y_title, max_px, selectable, big)
     event = draw_chart(container, build_zoom,
                        lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                        structure, None if ck is None else (ck, "zoom", start, size), key=key, selectable=selectable)
@@ -312,8 +312,8 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         def build():
             return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
                                      max_px=max_px, x_title=x_title, y_title=y_title, big=big)
-        structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
-                     scale, columns, max_px, x_title, y_title, big)
+        structure = ("facet", len(matrices), charts.spec_signature(n_rows, n_cols, col_labels, max_px, big),
+                     tuple(titles), scale, columns, max_px, x_title, y_title, big)
         draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
                    structure, ck, key=key)
         return
