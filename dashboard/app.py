@@ -16,6 +16,7 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from dashboard.cache import tune_allocator  # noqa: E402
+from dashboard.compute import tune_torch  # noqa: E402
 from dashboard.controls import render_sidebar  # noqa: E402
 from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
 from dashboard.present import controls as presentation_controls  # noqa: E402
@@ -27,6 +28,7 @@ PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
 tune_allocator()
+tune_torch()
 present = presentation_requested()  # a prepared link opens on the projector with the sidebar out of the way
 st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")
