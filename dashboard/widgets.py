@@ -586,14 +586,16 @@ def stepper(key: str, labels: Sequence[str]) -> int:
             else:
                 warn_bad_link(key, raw, f"step 1 (a step is a number from 1 to {n})")
     st.session_state[key] = min(st.session_state[key], n - 1)
-    c_prev, c_slider, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
-    c_prev.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="stretch",
-                  disabled=st.session_state[key] == 0)
-    c_next.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="stretch",
-                  disabled=st.session_state[key] == n - 1)
+    # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
+    # 1280 px with the sidebar open); the slider takes the rest.
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+    row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
+               disabled=st.session_state[key] == 0)
     if n > 1:
-        c_slider.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
-                               format_func=shown.__getitem__, label_visibility="collapsed")
+        row.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
+                          format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
+    row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
+               disabled=st.session_state[key] == n - 1)
     return int(st.session_state[key])
 
 
