@@ -1,6 +1,9 @@
-"""Book walkthrough: sections 3.3 to 3.6.2 with the book's own numbers, then with your sentence."""
+"""Book walkthrough: sections 3.3 to 3.6.2 with the book's own numbers, then with your sentence. Each
+step's tensor is drawn as a heatmap beside its printed numbers."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -11,18 +14,54 @@ from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.links import md_escape
-from dashboard.widgets import memo, sentence, stepper
+from dashboard.widgets import memo, page_downloads, sentence, show_matrix, slide_settings, stepper
+
+# Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
+WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}
+CHART_PX = 300  # a 6-token chart: 44 px cells, its labels and legend fit half a 1280 px page
 
 
 def agrees(step) -> bool | None:
     return dropout_ok(step) if step.key == "dropout" else step.agrees
 
 
-def show(value, labels: list[str]) -> None:
-    """A tensor as a small table; token axes are labelled with the tokens."""
+def step_scale(key: str) -> str:
+    """Weights on the fixed 0-1 scale (dropout's scaled survivors up to 2); everything else diverging."""
+    return "weights" if key in WEIGHT_STEPS else "weights:2" if key == "dropout" else "scores"
+
+
+def variable(step) -> str:
+    """The name the step's code gives its result (``attn_scores_2``), else the step's key."""
+    names = re.findall(r"^(\w+)\s*\+?=", step.code, flags=re.MULTILINE)
+    return names[-1] if names else step.key
+
+
+def as_matrix(step, labels: list[str]) -> tuple[np.ndarray, list[str], list[str], str, str] | None:
+    """The step's value as a 2-d matrix with row and column labels and axis titles (a vector is one row)."""
+    v = step.value.detach().float().numpy()
+    if v.ndim == 0:
+        return None
+    n = len(labels)
+    if step.key == "overflow":  # two softmaxes of the same two large scores
+        return v.reshape(2, -1), ["softmax_naive", "torch.softmax"], ["x = 1000", "x = 1001"], "input", "function"
+    if step.key == "dropout":  # a 6 x 6 matrix of ones, not tokens
+        rows, cols = [str(i + 1) for i in range(v.shape[0])], [str(j + 1) for j in range(v.shape[1])]
+        return v, rows, cols, "column", "row"
+    if v.ndim == 1:
+        cols = labels if len(v) == n else [f"dim {j + 1}" for j in range(len(v))]
+        return v.reshape(1, -1), [variable(step)], cols, "key" if len(v) == n else "dimension", ""
+    rows = labels if v.shape[0] == n else [str(i + 1) for i in range(v.shape[0])]
+    square = v.shape[1] == n and v.shape[0] == n
+    cols = labels if v.shape[1] == n else [f"dim {j + 1}" for j in range(v.shape[1])]
+    return v, rows, cols, "key" if square else "dimension", "query" if square else "token"
+
+
+def show(container, value, labels: list[str]) -> None:
+    """A tensor as a small table; token axes are labelled with the tokens (never cut: the label column
+    is as wide as its longest label)."""
     v = value.detach().float().numpy()
     if v.ndim == 0:
-        st.markdown(f"`{v:.4f}`")
+        container.markdown(f"`{v:.4f}`")
         return
     v2 = v.reshape(1, -1) if v.ndim == 1 else v
     n = len(labels)
@@ -31,7 +70,19 @@ def show(value, labels: list[str]) -> None:
         df.index = labels
     if v2.shape[1] == n:
         df.columns = labels
-    st.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content")
+    widest = max((len(str(x)) for x in df.index), default=4)
+    container.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content",
+                        column_config={"_index": st.column_config.Column(width=max(60, 8 * widest + 16))})
+
+
+def draw_step(step, labels: list[str], key: str, name: str, whose: str = "") -> None:
+    """The step's tensor as a heatmap (left) beside its numbers (right)."""
+    matrix = as_matrix(step, labels)
+    if matrix is None:
+        return
+    m, rows, cols, x_title, y_title = matrix
+    show_matrix(st, m, rows, cols, key=key, scale=step_scale(step.key), x_title=x_title, y_title=y_title,
+                max_px=CHART_PX, title=f"§{step.section} {step.title}{whose}", name=name)
 
 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
@@ -58,16 +109,17 @@ def render() -> None:
     st.markdown(step.explanation)
     st.code(step.code, language="python")
 
-
     ok = agrees(step)
-    c1, c2 = st.columns(2)
-    with c1:
+    slide_settings("book inputs", len(BOOK_LABELS))
+    c_chart, c_nums = st.columns(2, gap="medium")
+    with c_chart:
+        draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}")
+    with c_nums:
         st.markdown("**Our code computes**")
-        show(step.value, BOOK_LABELS)
-    with c2:
+        show(st, step.value, BOOK_LABELS)
         st.markdown("**The book prints**")
         if step.printed is not None:
-            show(step.printed, BOOK_LABELS)
+            show(st, step.printed, BOOK_LABELS)
         else:
             st.markdown(f"_(no fixed print: {step.check})_")
     if ok:
@@ -84,6 +136,7 @@ def render() -> None:
         tokens = cached_tokens(text)
     except ValueError as e:
         st.warning(sentence(e))
+        page_downloads(page="walkthrough")
         st.stop()
     if len(tokens) > 64:
         st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
@@ -98,9 +151,17 @@ def render() -> None:
     st.caption(f"Your tokens get {how}, then the same code runs: "
                + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
     value = mine.value.detach().float().numpy()
-    show(mine.value, [t.label for t in tokens])
+    my_labels = [t.label for t in tokens]
+    slide_settings(f"{mode} inputs", len(tokens), "your sentence")
+    c_chart, c_nums = st.columns(2, gap="medium")
+    with c_chart:
+        draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)")
+    with c_nums:
+        st.markdown("**Our code computes**")
+        show(st, mine.value, my_labels)
     if np.isnan(value).any() and step.key != "overflow":
         st.warning("Some values are NaN: check the step's explanation.")
+    page_downloads(page="walkthrough")
 
 
 render()
