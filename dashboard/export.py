@@ -119,6 +119,11 @@ class SlideSettings:
     num_tokens: int | None = None
     extra: str = ""
 
+    def slug(self) -> str:
+        """``extra`` for a file name: ``d_out 2, 2 heads`` → ``d_out2_2heads``, ``your sentence`` → ``your-sentence``."""
+        text = re.sub(r"\s*,\s*", "_", self.extra.strip())
+        return re.sub(r"(?<=\d) +| +(?=\d)", "", text)
+
     def words(self) -> str:
         """``MultiHeadAttention · 10 tokens · dropout 0.1`` (for a subtitle)."""
         tokens = "" if self.num_tokens is None else f"{self.num_tokens} token" + ("" if self.num_tokens == 1
@@ -145,6 +150,7 @@ class PageChart:
     y_title: str = "query"
     note: str = ""  # a line under a raster (e.g. how it was pooled)
     table: Callable[[], bytes] | None = None
+    columns: int = 4  # rasters side by side before a new row starts
 
     @property
     def subtitle(self) -> str:
@@ -156,7 +162,7 @@ class PageChart:
 
     def stem(self) -> str:
         s = self.settings or SlideSettings()
-        return slide_name(self.what, s.variant, s.num_tokens, "x", extra=s.extra)[:-2]
+        return slide_name(self.what, s.variant, s.num_tokens, "x", extra=s.slug())[:-2]
 
 
 def titled(chart: alt.TopLevelMixin, title: str, subtitle: str = "") -> alt.TopLevelMixin:
@@ -206,12 +212,12 @@ def _href(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
-def raster_svg(entry: PageChart, columns: int = 4) -> bytes:
+def raster_svg(entry: PageChart) -> bytes:
     """A raster chart as a slide: title and settings, the image(s) as drawn (pixels kept sharp), each
     image's caption, which axis is which, and a colour legend."""
     esc = html.escape
     images = list(entry.images)
-    cols = min(columns, len(images)) or 1
+    cols = min(entry.columns, len(images)) or 1
     cap = 480 if len(images) == 1 else 220  # the longer side of each image on the slide, in pixels
     sizes = []
     for _, png in images:

@@ -198,7 +198,7 @@ def take_page_charts() -> list[export.PageChart]:
 def register_images(what: str, title: str, images: Sequence[tuple[str, bytes]], *, scale: str,
                     matrices: Sequence[np.ndarray] | None = None, row_labels: Sequence[str] = (),
                     col_labels: Sequence[str] = (), x_title: str = "key", y_title: str = "query",
-                    note: str = "") -> None:
+                    note: str = "", columns: int = 4) -> None:
     """Offer PNG rasters drawn with ``st.image`` (one or a grid, each with its caption) as one chart; with
     ``matrices`` (small ones: held until the next run) their numbers as CSV."""
     table = None
@@ -206,7 +206,7 @@ def register_images(what: str, title: str, images: Sequence[tuple[str, bytes]], 
         held = [_hold(m, None) for m in matrices]
         table = _panels_table(held, [c for c, _ in images], row_labels, col_labels)
     register_chart(export.PageChart(what, title, images=tuple(images), scale=scale, x_title=x_title,
-                                    y_title=y_title, note=note, table=table))
+                                    y_title=y_title, note=note, table=table, columns=columns))
 
 
 def _own(matrix: np.ndarray) -> np.ndarray:
@@ -260,7 +260,7 @@ def page_downloads(container=None, *, page: str = "page", key: str = "page_downl
     settings = run.settings if run else None
     zip_name = export.slide_name(f"{page}_charts", settings.variant if settings else "",
                                  settings.num_tokens if settings else None, "zip",
-                                 extra=settings.extra if settings else "")
+                                 extra=settings.slug() if settings else "")
     if container is None:
         _download_panel(entries, zip_name, key)
     else:
@@ -559,8 +559,8 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
                 default=0.0) or None
     register_chart(export.PageChart(
         what, slide_title, images=tuple(pngs), scale=scale, bound=bound, x_title=x_title, y_title=y_title,
-        note=f"{len(matrices)} panels of {n_rows} × {n_cols} cells", table=_panels_table(held, titles, row_labels,
-                                                                                          col_labels)))
+        note=f"{len(matrices)} panels of {n_rows} × {n_cols} cells", columns=len(cols),
+        table=_panels_table(held, titles, row_labels, col_labels)))
 
 
 def _step(key: str, delta: int, n: int) -> None:
