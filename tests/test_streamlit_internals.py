@@ -34,3 +34,22 @@ def test_streamlit_is_pinned_to_the_tested_version():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["app"]
     assert f"streamlit=={streamlit.__version__}" in deps, \
         f"pyproject.toml must pin the Streamlit these private helpers were tested with ({streamlit.__version__})"
+
+
+def test_every_script_run_has_its_own_parallel_coordinator():
+    """dashboard/widgets.py keys the charts a run drew (for page_downloads) weakly by the object Streamlit
+    creates afresh for every script run, so a run's list goes when the next run starts."""
+    from streamlit.testing.v1 import AppTest
+
+    script = """
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+st.session_state.setdefault("runs", []).append(id(get_script_run_ctx().parallel_coordinator))
+"""
+    at = AppTest.from_string(script, default_timeout=30)
+    at.run()
+    at.run()
+    at.run()
+    runs = at.session_state["runs"]
+    assert len(runs) == 3 and len(set(runs)) == 3, \
+        "ScriptRunContext.parallel_coordinator is no longer a new object per run: port widgets._this_run"
