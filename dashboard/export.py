@@ -120,7 +120,8 @@ class SlideSettings:
     extra: str = ""
 
     def slug(self) -> str:
-        """``extra`` for a file name: ``d_out 2, 2 heads`` → ``d_out2_2heads``, ``your sentence`` → ``your-sentence``."""
+        """``extra`` for a file name: ``d_out 2, 2 heads`` → ``d_out2_2heads`` (``your sentence``: slide_name
+        makes it ``your-sentence``)."""
         text = re.sub(r"\s*,\s*", "_", self.extra.strip())
         return re.sub(r"(?<=\d) +| +(?=\d)", "", text)
 

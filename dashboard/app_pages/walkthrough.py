@@ -18,7 +18,9 @@ from dashboard.widgets import memo, page_downloads, sentence, show_matrix, slide
 
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
 WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}
-CHART_PX = 300  # a 6-token chart: 44 px cells, its labels and legend fit half a 1280 px page
+CHART_PX = 180  # a 6-token chart: 30 px cells; with its labels and legend ~350 px, beside the numbers at 1280 px
+TABLE_COLUMN_PX = 58  # "0.2098" and cell padding
+COLUMNS = [5, 6]  # chart | numbers: at 1280 px with the sidebar open, ~365 px and ~440 px (measured)
 
 
 def agrees(step) -> bool | None:
@@ -57,22 +59,21 @@ def as_matrix(step, labels: list[str]) -> tuple[np.ndarray, list[str], list[str]
 
 
 def show(container, value, labels: list[str]) -> None:
-    """A tensor as a small table; token axes are labelled with the tokens (never cut: the label column
-    is as wide as its longest label)."""
+    """A tensor as a small table: rows labelled with the tokens (never cut: the label column is as wide as
+    its longest label), columns by their number (the chart beside it spells the tokens out), so six
+    4-decimal columns fit beside the chart at 1280 px. A vector is one row, as the book prints it."""
     v = value.detach().float().numpy()
     if v.ndim == 0:
         container.markdown(f"`{v:.4f}`")
         return
     v2 = v.reshape(1, -1) if v.ndim == 1 else v
-    n = len(labels)
-    df = pd.DataFrame(v2)
-    if v2.shape[0] == n:
-        df.index = labels
-    if v2.shape[1] == n:
-        df.columns = labels
+    df = pd.DataFrame(v2, columns=[str(j + 1) for j in range(v2.shape[1])])
+    df.index = labels if v2.shape[0] == len(labels) else [str(i + 1) for i in range(v2.shape[0])]
     widest = max((len(str(x)) for x in df.index), default=4)
-    container.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content",
-                        column_config={"_index": st.column_config.Column(width=max(60, 8 * widest + 16))})
+    config = {"_index": st.column_config.Column(width=max(40, 7 * widest + 18))}
+    config |= {c: st.column_config.Column(width=TABLE_COLUMN_PX) for c in df.columns}
+    container.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content", column_config=config,
+                        hide_index=v.ndim == 1)
 
 
 def draw_step(step, labels: list[str], key: str, name: str, whose: str = "") -> None:
@@ -111,7 +112,7 @@ def render() -> None:
 
     ok = agrees(step)
     slide_settings("book inputs", len(BOOK_LABELS))
-    c_chart, c_nums = st.columns(2, gap="medium")
+    c_chart, c_nums = st.columns(COLUMNS, gap="small")
     with c_chart:
         draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}")
     with c_nums:
@@ -153,7 +154,7 @@ def render() -> None:
     value = mine.value.detach().float().numpy()
     my_labels = [t.label for t in tokens]
     slide_settings(f"{mode} inputs", len(tokens), "your sentence")
-    c_chart, c_nums = st.columns(2, gap="medium")
+    c_chart, c_nums = st.columns(COLUMNS, gap="small")
     with c_chart:
         draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)")
     with c_nums:
