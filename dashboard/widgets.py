@@ -251,8 +251,8 @@ def _panels_table(held, titles, row_labels, col_labels) -> Callable[[], bytes]:
 def page_downloads(container=None, *, page: str = "page", key: str = "page_downloads") -> None:
     """One compact control for every chart this run drew: pick a chart, download its SVG, 2x PNG or CSV, or
     all of them in one zip. Call it once, at the end of a page (``container``: where to draw it; default
-    the page's main area). Nothing is built until a download is clicked; a rerun costs a popover, a
-    selectbox and four buttons. ``page`` names the zip."""
+    the page's main area). Nothing is built until a download is clicked; while the popover is closed a rerun
+    draws only its button (open: a selectbox and four download buttons). ``page`` names the zip."""
     entries = tuple(take_page_charts())
     if not entries:
         return
@@ -270,12 +270,16 @@ def page_downloads(container=None, *, page: str = "page", key: str = "page_downl
 
 @st.fragment
 def _download_panel(entries: tuple[export.PageChart, ...], zip_name: str, key: str) -> None:
-    """The popover; a fragment, so picking another chart reruns only this, not the page."""
+    """The popover; a fragment, so opening it or picking another chart reruns only this, not the page. Its
+    contents are drawn only while it is open (Streamlit's lazy popover: ``on_change="rerun"``)."""
+    popover = st.popover(f"Download charts ({len(entries)})", icon=":material/download:", key=f"{key}_open",
+                         on_change="rerun", help="Every chart on this page as a slide: SVG or 2x PNG with its "
+                                                 "title, labels and legend, and its numbers as CSV.")
+    if not popover.open:  # closed (as on most reruns): its contents are not even drawn
+        return
     stems = export.unique_stems(entries)
     labels = [e.label() for e in entries]
-    with st.popover(f"Download charts ({len(entries)})", icon=":material/download:",
-                    help="Every chart on this page as a slide: SVG or 2x PNG with its title, labels and legend, "
-                         "and its numbers as CSV."):
+    with popover:
         i = st.selectbox("Chart", range(len(entries)), format_func=labels.__getitem__, key=f"{key}_pick")
         i = min(int(i or 0), len(entries) - 1)
         e, stem = entries[i], stems[i]

@@ -52,6 +52,7 @@ def registered(monkeypatch):
 
 def run_page(page, seen, **query):
     at = new_app(**query)
+    at.session_state["page_downloads_open"] = True  # the popover's contents are drawn only while it is open
     at.run()
     if page:
         at.switch_page(page)
@@ -106,6 +107,7 @@ def test_learn_and_benchmark_register_their_charts(registered):
     from attn_core.benchmark import Result
 
     at = new_app()
+    at.session_state["page_downloads_open"] = True
     at.run()
     at.switch_page(LEARN).run()
     at.button(key="learn_load").click().run()
@@ -129,6 +131,18 @@ def test_learn_and_benchmark_register_their_charts(registered):
     assert accounted(registered["registered"]) == drawn(at) == (2, 0)
     assert [e.stem() for e in registered["registered"]] == ["benchmark_book_forward_cpu_float32",
                                                            "benchmark_small_forward_cpu_float32"]
+
+
+def test_the_closed_control_draws_only_its_button(registered):
+    at = new_app()
+    at.run()
+    at.switch_page(LAB).run()
+    assert not messages(at)["exception"], messages(at)
+    assert registered["offered"][-1] and not at.get("download_button")
+    assert not [s for s in at.selectbox if s.key == "page_downloads_pick"]
+    at.session_state["page_downloads_open"] = True  # the teacher opens it
+    at.run()
+    assert len(at.get("download_button")) == 4 and len(offered(at)) == len(registered["offered"][-1])
 
 
 def test_the_zip_holds_svg_png_and_csv_of_every_chart_named_by_what_and_settings(registered):
