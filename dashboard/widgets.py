@@ -225,7 +225,7 @@ def _hold(matrix: np.ndarray, cache_key: Hashable | None) -> Callable[[], np.nda
     if m.nbytes <= KEEP_MATRIX_BYTES:
         kept = _own(m)
         return lambda: kept
-    if cache_key is not None:
+    if cache_key is not None and not _DRAWN.holds(m):  # a page's memo'd matrix is not counted twice
         m = memo(("export_matrix", cache_key), lambda: m)
     return weakref.ref(m)
 

@@ -240,6 +240,21 @@ def test_large_matrices_are_held_by_the_bounded_cache_not_the_session(registered
     assert small.table().startswith(b'"panel"')
 
 
+def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(registered, monkeypatch):
+    import dashboard.widgets as widgets
+
+    monkeypatch.setattr(widgets, "KEEP_MATRIX_BYTES", 4096)
+    run_page(EXPLORE, registered, sentence=LONG, input_mode="learned", variant="MultiHeadAttention", d_in="8",
+             d_out="8", num_heads="2")
+    rasters = [e for e in registered["registered"] if e.images]
+    assert len(rasters) >= 3  # heads grid, scores, weights ... drawn as images at 132 tokens
+    exported = [repr(k) for k in widgets._DRAWN._entries if k[0] == "export_matrix"]
+    # Explore memoizes the matrices it draws (heads, scores, weights ...): the export only refers to them. Only
+    # its output matrix, computed afresh on every run, is handed to the cache by the export.
+    assert len(exported) <= 1 and all("'output'" in k for k in exported), exported
+    assert all(e.table().startswith(b'"') for e in rasters)  # and their CSVs are there
+
+
 def test_the_walkthrough_draws_every_step_as_a_chart_beside_its_numbers(registered):
     from attn_core.walkthrough import book_walkthrough
 
