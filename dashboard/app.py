@@ -16,8 +16,11 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from dashboard.cache import tune_allocator  # noqa: E402
+from dashboard.compute import tune_torch  # noqa: E402
 from dashboard.controls import render_sidebar  # noqa: E402
 from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
+from dashboard.present import controls as presentation_controls  # noqa: E402
+from dashboard.present import requested as presentation_requested  # noqa: E402
 
 # Not "pages/": a folder of that name beside the entry script turns on Streamlit's old
 # auto-discovered multipage mode, which fights st.navigation.
@@ -25,7 +28,10 @@ PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
 tune_allocator()
-st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide")
+tune_torch()
+present = presentation_requested()  # a prepared link opens on the projector with the sidebar out of the way
+st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide",
+                   initial_sidebar_state="collapsed" if present else "auto")
 foreign = foreign_host(dict(st.context.headers))
 if foreign is not None:
     from dashboard.links import md_escape
@@ -40,6 +46,7 @@ page = st.navigation([
     st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon=":material/menu_book:", url_path="walkthrough"),
     st.Page(PAGES / "learn.py", title="Learn", icon=":material/school:", url_path="learn"),
     st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
-])
+], position="top" if present else "sidebar")
+presentation_controls(st.sidebar)
 render_sidebar()
 page.run()

@@ -64,9 +64,21 @@ def kind_scale(kind: str) -> str:
     return "scores"
 
 
-def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX) -> int:
-    """Square cell size that keeps the longer side within ``max_px`` (2 to 44 px)."""
-    return int(max(2, min(44, max_px // max(n_rows, n_cols, 1))))
+BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+
+
+def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False) -> int:
+    """Square cell size that keeps the longer side within ``max_px`` (2 to 44 px; 64 in presentation
+    mode, where a cell must hold a 16 px value)."""
+    return int(max(2, min(64 if big else 44, max_px // max(n_rows, n_cols, 1))))
+
+
+def text_px(px: int, big: bool, cap: int = 13) -> int | None:
+    """Font size of the value printed in a ``px`` cell, or None when it does not fit (a 16 px "0.25" needs
+    a 44 px cell; normal text shrinks with the cell down to 20 px cells)."""
+    if big:
+        return BIG_TEXT_PX if px >= 44 else None
+    return min(cap, px // 3 + 2) if px >= 20 else None
 
 
 MAX_RECT_SIDE = 128  # more rows or columns than this: cells under 4 px, unreadable as rects
@@ -108,6 +120,7 @@ def matrix_frame(
     if scale_parts(scale)[0] == "relative":
         top = shade.max(axis=1, keepdims=True)
         shade = np.divide(shade, top, out=np.zeros_like(shade), where=top > 0)
+    row_labels, col_labels = _distinct(row_labels), _distinct(col_labels)
     return pd.DataFrame({
         "q": (q.ravel() + offset_rows).astype(np.int32),
         "k": (k.ravel() + offset_cols).astype(np.int32),
@@ -117,6 +130,14 @@ def matrix_frame(
         "row": pd.Categorical(np.asarray(row_labels, dtype=object)[q.ravel()]),
         "col": pd.Categorical(np.asarray(col_labels, dtype=object)[k.ravel()]),
     })
+
+
+def _distinct(labels: Sequence[str]) -> Sequence[str]:
+    """Labels as axis values: a repeated label would merge two rows on a nominal axis, so repeats get
+    their position ("3: the")."""
+    if len(set(labels)) == len(labels):
+        return labels
+    return [f"{i + 1}: {label}" for i, label in enumerate(labels)]
 
 
 def color_scale(scale: str) -> alt.Scale:
@@ -169,8 +190,10 @@ def heatmap(
     offset_rows: int = 0,
     offset_cols: int = 0,
     text_format: str = ".2f",
+    big: bool = False,
 ) -> alt.LayerChart:
-    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips.
+    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
+    presentation mode's larger cells and 16 px values.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
@@ -180,24 +203,19 @@ def heatmap(
     if needs_raster(n_rows * n_cols):
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
-    px = cell_px(n_rows, n_cols, max_px)
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big)
+    font = text_px(px, big)
     if show_text is None:
-        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 20 and scale != "mask"
+        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
-    widest = max((len(str(c)) for c in col_labels), default=1)
-    label_angle = -45 if px < 30 or n_cols > 8 or widest * 8 > px else 0  # ~7-8 px a character
-    x = alt.X("k:O", sort="ascending", title=x_title,
-              axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=label_angle, labelLimit=120,
-                            labelOverlap=n_cols > 24, orient="top"))
-    y = alt.Y("q:O", sort="ascending", title=y_title,
-              axis=alt.Axis(labelExpr=label_expr(row_labels), labelLimit=120, labelOverlap=n_rows > 24))
+    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title)
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart(df).encode(x=x, y=y)
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
                             alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
-                                      legend=alt.Legend(orient="right", gradientLength=min(200, px * n_rows)))),
+                                      legend=alt.Legend(orient="right", gradientLength=min(200, height)))),
         tooltip=tooltip,
     )
     if selectable:
@@ -207,13 +225,52 @@ def heatmap(
             strokeWidth=alt.condition(cell, alt.value(3), alt.value(0)),
         )
     layers = [cells]
-    if px >= 14:
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(14, px // 2)).encode(
+    if px >= 20:  # smaller grey cells speak for themselves (the caption says grey = masked)
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, min(13, px // 3 + 2), text_format))
-    chart = alt.layer(*layers).properties(width=alt.Step(px), height=alt.Step(px))
+        layers.append(_value_text(base, scale, font or 12, text_format))
+    # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
+    # would squeeze everything into ``width``)
+    chart = alt.layer(*layers).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
     return chart.properties(title=title) if title else chart
+
+
+def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False) -> tuple[int, int, int]:
+    """(cell side, width, height) of a heatmap: square cells of up to 44 px (64 in presentation mode);
+    once cells must shrink, the longer side is exactly ``max_px``. A T x T chart's size then no longer
+    depends on T, so a sentence one token longer keeps the same chart spec and the browser only swaps
+    the data (docs/engineering.md)."""
+    px = cell_px(n_rows, n_cols, max_px, big)
+    if px == (64 if big else 44):  # full-size cells: the chart grows with the matrix
+        return px, px * n_cols, px * n_rows
+    side = max(2.0, max_px / max(n_rows, n_cols, 1))
+    return int(side), round(side * n_cols), round(side * n_rows)
+
+
+def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: int, big: bool) -> tuple:
+    """Everything about a matrix's shape and labels that its heatmap spec depends on (the labels only
+    through whether they must be rotated): charts with the same signature share one spec template."""
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big)
+    widest = max((len(str(c)) for c in col_labels), default=1)
+    return (px, width, height, widest * 8 > px, n_rows > 24, n_cols > 24, max(n_rows, n_cols) <= TEXT_MAX_TOKENS)
+
+
+def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_title: str, y_title: str,
+               x_axis: dict | None = None, y_axis: dict | None = None) -> tuple[alt.X, alt.Y]:
+    """The heatmap axes: the label fields (``col``/``row``) in token order (sorted by position ``k``/``q``).
+
+    The labels travel in the data, not in the spec: a new sentence of the same length then changes
+    only the data, which Streamlit's chart swaps in place instead of building a new Vega view (T=32:
+    0.5 s instead of 1.1 s after a sentence change, measured). A sort by field is one aggregate
+    (never sort by a list of labels: O(T^3))."""
+    widest = max((len(str(c)) for c in col_labels), default=1)
+    angle = -45 if px < 30 or n_cols > 8 or widest * 8 > px else 0  # ~7-8 px a character
+    xa = dict(labelAngle=angle, labelLimit=120, labelOverlap=n_cols > 24, orient="top") | (x_axis or {})
+    ya = dict(labelLimit=120, labelOverlap=n_rows > 24) | (y_axis or {})
+    x = alt.X("col:N", sort=alt.EncodingSortField("k", op="min"), title=x_title, axis=alt.Axis(**xa))
+    y = alt.Y("row:N", sort=alt.EncodingSortField("q", op="min"), title=y_title, axis=alt.Axis(**ya))
+    return x, y
 
 
 def _value_text(base: alt.Chart, scale: str, size: int, text_format: str = ".2f") -> alt.Chart:
@@ -251,6 +308,7 @@ def facet_grid(
     x_title: str = "key",
     y_title: str = "query",
     show_text: bool | None = None,
+    big: bool = False,
 ) -> alt.FacetChart:
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
     ``show_text`` (default: when cells are large enough) prints each value in its cell.
@@ -264,16 +322,15 @@ def facet_grid(
     if needs_raster(len(mats) * n_rows * n_cols, MAX_PANEL_CELLS):
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
     df = facet_frame(mats, panel_titles, row_labels, col_labels, scale)
-    px = cell_px(n_rows, n_cols, max_px)
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big)
+    font = text_px(px, big, cap=12) if big or px >= 28 else None
     if show_text is None:
-        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and px >= 28 and scale_parts(scale)[0] != "mask"
+        show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
-    base = alt.Chart(df).encode(
-        x=alt.X("k:O", sort="ascending", title=x_title,
-                axis=alt.Axis(labelExpr=label_expr(col_labels), labelAngle=-45, **axis)),
-        y=alt.Y("q:O", sort="ascending", title=y_title, axis=alt.Axis(labelExpr=label_expr(row_labels), **axis)),
-    )
+    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
+                      x_axis=dict(axis, labelAngle=-45, orient="bottom"), y_axis=axis)
+    base = alt.Chart(df).encode(x=x, y=y)
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
                             alt.Color("color:Q", scale=color_scale(scale),
@@ -283,16 +340,16 @@ def facet_grid(
                  alt.Tooltip("masked:N")],
     )
     layers = [cells]
-    if px >= 14:
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=min(12, px // 2)).encode(
+    if px >= 20:
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, min(12, px // 3 + 1)))
-    chart = alt.layer(*layers, data=df).properties(width=alt.Step(px), height=alt.Step(px))
+        layers.append(_value_text(base, scale, font or 12))
+    chart = alt.layer(*layers, data=df).properties(width=width, height=height)
     return chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"), header=alt.Header(labelFontSize=13)),
         columns=columns,
-    )
+    ).properties(autosize=alt.AutoSizeParams(type="pad"))
 
 
 def heads_grid(matrices: np.ndarray, labels: Sequence[str], *, scale: str = "weights", columns: int = 4,

@@ -55,6 +55,16 @@ def cached_tokens(text: str) -> list[Token]:
     return tokenize(text, max_tokens=MAX_POSITIONS)
 
 
+def tune_torch() -> None:
+    """One intra-op thread per run. The server runs each session's script on its own thread, so torch's
+    pool of one thread per core only oversubscribes the cores: on a busy 2-core machine a 32-token
+    MultiHeadAttention run took 68 ms in its four Linear layers with 2 threads, and GPT-2 size at
+    T=1024 took 1.23 s with 2 threads vs 0.86 s with 1 (measured; docs/engineering.md)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws the attention weights
 RUN_CACHE_BYTES = 640 * 2**20  # two GPT-2-size T=1024 traces, or hundreds of small ones
 CACHE_IDLE_S = 120  # a run nobody has looked at for this long is let go: a quiet server gives memory back

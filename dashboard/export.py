@@ -152,6 +152,7 @@ class PageChart:
     note: str = ""  # a line under a raster (e.g. how it was pooled)
     table: Callable[[], bytes] | None = None
     columns: int = 4  # rasters side by side before a new row starts
+    fragment: str | None = None  # the Streamlit fragment that drew it (its reruns replace it)
 
     @property
     def subtitle(self) -> str:

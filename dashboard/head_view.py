@@ -37,20 +37,21 @@ def token_frame(labels: Sequence[str], start: int, stop: int) -> pd.DataFrame:
 
 
 def line_view(weights: np.ndarray, labels: Sequence[str], *, offset: int = 0, width: int = 360,
-              title: str = "") -> alt.LayerChart:
+              title: str = "", ink: str = "#111111", line: str = "#1f5fa8", font_px: int = 15) -> alt.LayerChart:
     """The head view of a (T, T) weight matrix (a window of it when ``offset`` > 0): lines from each query
-    (left) to the keys it attends to (right), opacity = weight; hover a token to isolate its lines."""
+    (left) to the keys it attends to (right), opacity = weight; hover a token to isolate its lines.
+    ``ink``, ``line``: the colours of a pointed-at token and of the lines (the theme's contrast colours)."""
     n = np.shape(weights)[0]
     lines = line_frame(weights, labels, offset)
     tokens = token_frame(labels, offset, offset + n)
-    height = max(150, ROW_PX * n)
+    height = max(150, max(ROW_PX, font_px * 2) * n)
     y_scale = alt.Scale(domain=[offset - 0.5, offset + n - 0.5], reverse=True, nice=False, zero=False)
     x_scale = alt.Scale(domain=[0, 1], nice=False)
     hover_q = alt.selection_point(name="hq", fields=["q"], on="pointerover", clear="pointerout", empty=True)
     hover_k = alt.selection_point(name="hk", fields=["k"], on="pointerover", clear="pointerout", empty=True)
     no_axis = dict(axis=None)
 
-    rules = alt.Chart(lines).mark_rule(strokeWidth=2.5, color="#1f5fa8").encode(
+    rules = alt.Chart(lines).mark_rule(strokeWidth=2.5, color=line).encode(
         x=alt.X("left:Q", scale=x_scale, **no_axis),
         x2="right:Q",
         y=alt.Y("q:Q", scale=y_scale, **no_axis),
@@ -60,17 +61,17 @@ def line_view(weights: np.ndarray, labels: Sequence[str], *, offset: int = 0, wi
         ).otherwise(alt.value(0.02)),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
     ).transform_calculate(left="0.28", right="0.72")
-    text = dict(fontSize=15, baseline="middle")
+    text = dict(fontSize=font_px, baseline="middle")
     queries = alt.Chart(tokens).mark_text(align="right", **text).encode(
         x=alt.X("x:Q", scale=x_scale, **no_axis), y=alt.Y("pos:Q", scale=y_scale, **no_axis), text="label:N",
-        color=alt.when(hover_q).then(alt.value("#111111")).otherwise(alt.value("#9a9a9a")),
+        color=alt.when(hover_q).then(alt.value(ink)).otherwise(alt.value("#9a9a9a")),
     ).transform_calculate(x="0.26", q="datum.pos").add_params(hover_q)
     keys = alt.Chart(tokens).mark_text(align="left", **text).encode(
         x=alt.X("x:Q", scale=x_scale, **no_axis), y=alt.Y("pos:Q", scale=y_scale, **no_axis), text="label:N",
-        color=alt.when(hover_k).then(alt.value("#111111")).otherwise(alt.value("#9a9a9a")),
+        color=alt.when(hover_k).then(alt.value(ink)).otherwise(alt.value("#9a9a9a")),
     ).transform_calculate(x="0.74", k="datum.pos").add_params(hover_k)
     heads = alt.Chart(pd.DataFrame({"x": [0.26, 0.74], "t": ["query", "key"], "a": ["right", "left"]})).mark_text(
-        fontSize=13, fontWeight="bold", color="#555", dy=-14).encode(
+        fontSize=font_px - 2, fontWeight="bold", color=ink, dy=-14).encode(
         x=alt.X("x:Q", scale=x_scale, **no_axis), y=alt.value(0), text="t:N")
     chart = alt.layer(rules, queries, keys, heads).properties(width=width, height=height)
     if title:

@@ -31,14 +31,13 @@ def trained_attention(task: str, token_ids: tuple[int, ...]) -> tuple[np.ndarray
 
 def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     """A "Weights" choice and, for a trained model, every layer's heads on the sentence with a verdict each."""
-    st.header("6 · Weights: random or trained")
     # the story model reads characters, not the symbols a sentence maps to: it stays on the Learn page
     shipped = [t for t in TASKS if t != "verdict" and checkpoints.checkpoint_path(t).exists()]
     choice = st.segmented_control(
         "Weights", [RANDOM, *shipped], default=RANDOM, key="explore_weights",
         format_func=lambda k: "random (the seed above)" if k == RANDOM else f"trained: {TASKS[k].title}")
     if choice in (None, RANDOM):
-        st.caption("Everything above uses random weights, as the chapter does. Pick a model trained on the "
+        st.caption("Every other section uses random weights, as the chapter does. Pick a model trained on the "
                    "Learn page's tasks to see trained heads on your sentence.")
         return
     try:

@@ -20,6 +20,7 @@ from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
 from .links import link_warning
+from .present import chart_config, presenting
 
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
@@ -81,14 +82,22 @@ def _vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[],
     if selectable:
         kw.update(on_select="rerun", selection_mode=["cell"])
     if structure is None:  # a one-off chart: its own data, nothing remembered
-        return container.vega_lite_chart(spec=_to_spec(build()), **kw)
+        return container.vega_lite_chart(spec=styled(_to_spec(build())), **kw)
     template = memo(("spec", structure), lambda: _to_spec(build()))
     data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
     name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
     spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}
     spec["data"] = {"name": name}
     spec["datasets"] = {name: data}
-    return container.vega_lite_chart(spec=spec, **kw)
+    return container.vega_lite_chart(spec=styled(spec), **kw)
+
+
+def styled(spec: dict) -> dict:
+    """The spec with the page's chart style: high-contrast labels for the theme, large in presentation mode."""
+    config = dict(spec.get("config") or {})
+    for part, values in chart_config(presenting()).items():
+        config[part] = {**config.get(part, {}), **values}
+    return {**spec, "config": config}
 
 
 def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None = None,
@@ -129,11 +138,55 @@ KEEP_MATRIX_BYTES = 2**20  # a raster's matrix above this is held by the shared 
 class _PageRun:
     """What one script run drew so far, and the settings its file names carry."""
 
-    __slots__ = ("charts", "settings", "__weakref__")
+    __slots__ = ("charts", "settings", "replaced", "__weakref__")
 
     def __init__(self) -> None:
         self.charts: list[export.PageChart] = []
         self.settings: export.SlideSettings | None = None
+        self.replaced: dict[str, int] = {}  # fragment id -> where its next chart goes in the offered list
+
+
+class _Offered:
+    """What a page's download control offers. A rerun of a fragment alone (Shape flow's stepper, Explore's
+    weights) replaces that fragment's charts here, so the control offers what the page shows now."""
+
+    __slots__ = ("charts", "settings", "__weakref__")
+
+    def __init__(self, charts: list[export.PageChart], settings: export.SlideSettings | None) -> None:
+        self.charts = charts
+        self.settings = settings
+
+
+_OFFERED_KEY = "_page_downloads_offered"  # session state holds only a weak reference to the _Offered
+
+
+def _fragment_now() -> tuple[str | None, bool]:
+    """(the fragment the caller runs in, whether this script run reruns fragments only). Streamlit 1.67
+    internals (tests/test_streamlit_internals.py); without them, fragments are treated as the page."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+        return ThreadState.get().fragment_id, bool(ctx is not None and ctx.fragment_ids_this_run)
+    except Exception:  # noqa: BLE001 - pragma: no cover - another Streamlit version
+        return None, False
+
+
+def _offered_now() -> _Offered | None:
+    ref = st.session_state.get(_OFFERED_KEY)
+    return ref() if isinstance(ref, weakref.ref) else None
+
+
+def _replace_in_offered(run: _PageRun, fragment: str, entry: export.PageChart, offered: _Offered) -> None:
+    """A fragment reran alone: its first chart of this run drops the charts it drew before, at their place."""
+    with _RUNS_LOCK:
+        if fragment not in run.replaced:
+            old = [i for i, e in enumerate(offered.charts) if e.fragment == fragment]
+            run.replaced[fragment] = old[0] if old else len(offered.charts)
+            offered.charts = [e for e in offered.charts if e.fragment != fragment]
+        at = run.replaced[fragment]
+        offered.charts = offered.charts[:at] + [entry] + offered.charts[at:]
+        run.replaced[fragment] = at + 1
 
 
 _RUNS: weakref.WeakKeyDictionary[object, _PageRun] = weakref.WeakKeyDictionary()
@@ -181,9 +234,14 @@ def register_chart(entry: export.PageChart) -> None:
     run = _this_run()
     if run is None:
         return
+    fragment, fragment_run = _fragment_now()
+    entry.fragment = fragment
+    offered = _offered_now() if fragment_run and fragment is not None else None
     if entry.settings is None:
-        entry.settings = run.settings
+        entry.settings = run.settings or (offered.settings if offered is not None else None)
     run.charts.append(entry)
+    if offered is not None:
+        _replace_in_offered(run, fragment, entry, offered)
 
 
 def take_page_charts() -> list[export.PageChart]:
@@ -253,25 +311,28 @@ def page_downloads(container=None, *, page: str = "page", key: str = "page_downl
     all of them in one zip. Call it once, at the end of a page (``container``: where to draw it; default
     the page's main area). Nothing is built until a download is clicked; while the popover is closed a rerun
     draws only its button (open: a selectbox and four download buttons). ``page`` names the zip."""
-    entries = tuple(take_page_charts())
-    if not entries:
+    charts_ = take_page_charts()
+    if not charts_:
         return
     run = _this_run()
     settings = run.settings if run else None
     zip_name = export.slide_name(f"{page}_charts", settings.variant if settings else "",
                                  settings.num_tokens if settings else None, "zip",
                                  extra=settings.slug() if settings else "")
+    offered = _Offered(charts_, settings)  # held by the control (the fragment's arguments) until the next run
+    st.session_state[_OFFERED_KEY] = weakref.ref(offered)
     if container is None:
-        _download_panel(entries, zip_name, key)
+        _download_panel(offered, zip_name, key)
     else:
         with container:
-            _download_panel(entries, zip_name, key)
+            _download_panel(offered, zip_name, key)
 
 
 @st.fragment
-def _download_panel(entries: tuple[export.PageChart, ...], zip_name: str, key: str) -> None:
+def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
     """The popover; a fragment, so opening it or picking another chart reruns only this, not the page. Its
     contents are drawn only while it is open (Streamlit's lazy popover: ``on_change="rerun"``)."""
+    entries = tuple(offered.charts)
     popover = st.popover(f"Download charts ({len(entries)})", icon=":material/download:", key=f"{key}_open",
                          on_change="rerun", help="Every chart on this page as a slide: SVG or 2x PNG with its "
                                                  "title, labels and legend, and its numbers as CSV.")
@@ -291,7 +352,7 @@ def _download_panel(entries: tuple[export.PageChart, ...], zip_name: str, key: s
         c3.download_button("CSV", lambda: export.entry_csv(e) or b"", file_name=f"{stem}.csv", mime="text/csv",
                            key=f"{key}_csv", on_click="ignore", icon=":material/download:", width="stretch",
                            disabled=e.table is None)
-        st.download_button(f"All {len(entries)} charts on this page (zip)", lambda: export.page_zip(entries),
+        st.download_button(f"All {len(entries)} charts on this page (zip)", lambda: export.page_zip(offered.charts),
                            file_name=zip_name, mime="application/zip", key=f"{key}_zip", on_click="ignore",
                            icon=":material/folder_zip:", width="stretch")
         st.caption(f"Files are named by what and which settings, e.g. `{stem}.svg`.")
@@ -442,15 +503,16 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    labels = (tuple(row_labels), tuple(col_labels))
     ck = None if cache_key is None else (cache_key, scale, max_px)
     what = name or key
     slide_title = title or _words(what)
+    big = presenting()
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable, text_format=text_format)
-        structure = ("heatmap", n_rows, n_cols, labels, scale, x_title, y_title, max_px, selectable, text_format)
+                                  max_px=max_px, selectable=selectable, text_format=text_format, big=big)
+        structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
+                     y_title, max_px, selectable, text_format, big)
         event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                       structure, ck, key, selectable)
         kept = _own(matrix)
@@ -482,8 +544,9 @@ def show_matrix(
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0])
-    structure = ("zoom", window.shape, labels, scale, x_title, y_title, max_px, selectable)
+                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big)
+    structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big), scale,
+                 x_title, y_title, max_px, selectable, big)
     event = _vega(container, build_zoom,
                   lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                   structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
@@ -534,13 +597,14 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
     what = name or key
     slide_title = title or _words(what)
+    big = presenting()
     if not (charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS)
             or max(n_rows, n_cols) > charts.MAX_RECT_SIDE):
         def build():
             return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
-                                     max_px=max_px, x_title=x_title, y_title=y_title)
-        structure = ("facet", len(matrices), n_rows, n_cols, tuple(titles), tuple(row_labels), tuple(col_labels),
-                     scale, columns, max_px, x_title, y_title)
+                                     max_px=max_px, x_title=x_title, y_title=y_title, big=big)
+        structure = ("facet", len(matrices), charts.spec_signature(n_rows, n_cols, col_labels, max_px, big),
+                     tuple(titles), scale, columns, max_px, x_title, y_title, big)
         _vega(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
               structure, ck, key, False)
         kept = [_own(m) for m in matrices]
@@ -571,6 +635,30 @@ def _step(key: str, delta: int, n: int) -> None:
     st.session_state[key] = min(n - 1, max(0, st.session_state.get(key, 0) + delta))
 
 
+PREV_KEY, NEXT_KEY = "PageUp", "PageDown"  # what a presentation clicker sends
+
+
+def _go(key: str, value: str) -> None:
+    st.session_state[key] = value
+
+
+def section_steps(key: str, names: Sequence[str]):
+    """Previous / Next buttons (and Page Up / Page Down) over tabs bound to ``key``, named after the
+    section they lead to, at the right of the open tab's first row; returns that row's left part for the
+    section's own controls."""
+    current = st.session_state.get(key)
+    i = names.index(current) if current in names else 0
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    row = right.container(horizontal=True, horizontal_alignment="right", gap="small")
+    row.button(f"◀ {names[i - 1]}" if i > 0 else "◀ Previous", key=f"{key}_prev", on_click=_go,
+               args=(key, names[max(i - 1, 0)]), disabled=i == 0, shortcut=PREV_KEY, type="tertiary",
+               help="Previous section (Page Up)")
+    row.button(f"{names[i + 1]} ▶" if i < len(names) - 1 else "Next ▶", key=f"{key}_next", on_click=_go,
+               args=(key, names[min(i + 1, len(names) - 1)]), disabled=i == len(names) - 1, shortcut=NEXT_KEY,
+               type="tertiary", help="Next section (Page Down)")
+    return left
+
+
 def stepper(key: str, labels: Sequence[str]) -> int:
     """Previous / Next buttons and a slider over ``labels``; returns the chosen index.
 
@@ -594,12 +682,12 @@ def stepper(key: str, labels: Sequence[str]) -> int:
     # 1280 px with the sidebar open); the slider takes the rest.
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
     row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
-               disabled=st.session_state[key] == 0)
+               disabled=st.session_state[key] == 0, shortcut=PREV_KEY)
     if n > 1:
         row.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
                           format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
     row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
-               disabled=st.session_state[key] == n - 1)
+               disabled=st.session_state[key] == n - 1, shortcut=NEXT_KEY)
     return int(st.session_state[key])
 
 

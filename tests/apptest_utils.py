@@ -82,3 +82,9 @@ def open_page(page: str | None = None, **query: str) -> AppTest:
         at.switch_page(page).run()
     assert not messages(at)["exception"], messages(at)
     return at
+
+
+def show_section(at: AppTest, name: str) -> AppTest:
+    """Open one of Explore's sections (its tabs draw only the open one) and rerun."""
+    at.session_state["section"] = name
+    return at.run()

@@ -1,10 +1,12 @@
 """AppTest: the Explore page with every variant, mask method and bad input."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
-from apptest_utils import chart_data, chart_with, clear_caches, messages, new_app
+from apptest_utils import chart_data, chart_with, clear_caches, messages, new_app, show_section
 from attn_core import BOOK_INPUTS, VARIANTS, CausalAttention, MultiHeadAttention, tokenize
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
@@ -60,7 +62,7 @@ def test_book_multihead_weights_equal_attn_core_for_both_methods():
         t = Trace()
         MultiHeadAttention(3, 2, 1024, 0.0, 2, mask_method=method)(BOOK_INPUTS.unsqueeze(0), t)
         np.testing.assert_allclose(weights_matrix(at), t["attn_weights"].tensor[0, 0].numpy(), atol=1e-6)
-        heads = chart_with(at, "head 2")
+        heads = chart_with(show_section(at, "All heads"), "head 2")
         assert {r["panel"] for r in heads} == {"head 1", "head 2"}
 
 
@@ -72,17 +74,17 @@ def test_changing_knobs_changes_chart_data():
     at.number_input(key="d_out").set_value(16).run()
     assert not np.allclose(weights_matrix(at), base)
     at.number_input(key="num_heads").set_value(4).run()
-    heads = chart_with(at, "head 4")
+    heads = chart_with(show_section(at, "All heads"), "head 4")
     assert {r["panel"] for r in heads} == {f"head {h}" for h in range(1, 5)}
     at.toggle(key="train_mode").set_value(True)
     at.slider(key="dropout").set_value(0.5).run()
-    dropped = chart_with(at, "after dropout (survivors × 2)")
+    dropped = chart_with(show_section(at, "Dropout"), "after dropout (survivors × 2)")
     assert any(r["value"] and r["value"] > 1.0 for r in dropped)  # survivors scaled by 1/(1-p) = 2
     assert {r["panel"] for r in dropped} == {"attention weights", "after dropout (survivors × 2)"}
 
 
 def test_masked_cells_are_marked_not_blank():
-    at = new_app()
+    at = new_app(section="Scores")
     at.run()
     rows = chart_with(at, "masked scores (−∞ above diagonal)")
     masked = [r for r in rows if r["panel"].startswith("masked") and r["masked"]]
@@ -158,3 +160,69 @@ def test_md_escape_neutralizes_links_and_formulas():
     from dashboard.links import md_escape
 
     assert md_escape("[a](b) $x$ **y**") == "\\[a\\]\\(b\\) \\$x\\$ \\*\\*y\\*\\*"
+
+
+def test_only_the_open_section_is_drawn():
+    at = new_app()
+    at.run()
+    drawn = [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
+    assert len(drawn) == 1, "a new visitor's page draws the weights chart alone"
+    chart_data(at, "weights")
+    with pytest.raises(KeyError):
+        chart_with(at, "masked scores (−∞ above diagonal)")
+    show_section(at, "Scores")
+    chart_with(at, "masked scores (−∞ above diagonal)")
+    with pytest.raises(KeyError):
+        chart_data(at, "weights")
+
+
+@pytest.mark.parametrize("variant,expect,absent", [
+    ("simplified", ["Tokens", "Scores", "Weights", "Output"], ["Q, K, V", "All heads", "Dropout"]),
+    ("CausalAttention", ["Tokens", "Q, K, V", "Scores", "Weights", "Dropout", "Output", "Trained"], ["All heads"]),
+    ("MultiHeadAttention", ["All heads", "Weights", "Dropout"], []),
+])
+def test_sections_follow_the_variant(variant, expect, absent):
+    at = new_app(variant=variant)
+    at.run()
+    labels = [t.label for t in at.tabs]
+    assert all(x in labels for x in expect) and not any(x in labels for x in absent), labels
+    assert labels.index("Scores") < labels.index("Weights") < labels.index("Output")  # the chapter's order
+
+
+def test_next_and_previous_walk_the_sections_in_order():
+    at = new_app(variant="MultiHeadAttention")
+    at.run()
+    labels = [t.label for t in at.tabs]
+    at.button(key="section_next").click().run()
+    assert at.session_state["section"] == labels[labels.index("Weights") + 1]
+    assert any("Dropout is off" in i.value for i in at.info)
+    at.button(key="section_prev").click().run()
+    at.button(key="section_prev").click().run()
+    assert at.session_state["section"] == "All heads"
+    chart_with(at, "head 2")
+
+
+def test_a_link_opens_a_section_and_a_bad_one_is_named():
+    at = new_app(section="Output")
+    at.run()
+    assert any(m.value.startswith("**output (1, 6, 2)**") for m in at.markdown)
+    assert len(at.get("vega_lite_chart")) == 2  # context vectors and output
+    at = new_app(section="Nope")
+    at.run()
+    assert any("section" in w and "Nope" in w for w in messages(at)["warning"])
+    chart_data(at, "weights")
+
+
+def test_presentation_mode_draws_large_labels_and_values():
+    at = new_app(present="true")
+    at.run()
+    assert not at.exception
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert spec["config"]["axis"]["labelFontSize"] >= 16
+    assert spec["config"]["legend"]["labelFontSize"] >= 16
+    sizes = [layer["mark"].get("fontSize") for layer in spec["layer"] if isinstance(layer.get("mark"), dict)
+             and layer["mark"].get("type") == "text"]
+    assert sizes and min(sizes) >= 16, sizes  # the cell values
+    at.button(key="present_exit").click().run()
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert "labelFontSize" not in spec["config"]["axis"]

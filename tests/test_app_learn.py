@@ -106,7 +106,7 @@ def test_learn_page_skips_to_the_shipped_model():
 @pytest.mark.parametrize("task", ["induction", "induction_fixed", "previous", "first"])
 def test_explore_draws_each_trained_model_on_the_sentence(task):
     sentence = "the cat sat on the mat and the cat sat on the mat"
-    at = new_app(sentence=sentence)
+    at = new_app(sentence=sentence, section="Trained")
     at.run()
     assert not messages(at)["exception"], messages(at)
     at.segmented_control(key="explore_weights").set_value(task).run()
@@ -121,7 +121,7 @@ def test_explore_draws_each_trained_model_on_the_sentence(task):
 
 
 def test_explore_explains_a_sentence_too_long_for_a_trained_model():
-    at = new_app(sentence=" ".join(f"w{i}" for i in range(60)))
+    at = new_app(sentence=" ".join(f"w{i}" for i in range(60)), section="Trained")
     at.run()
     at.segmented_control(key="explore_weights").set_value("induction").run()
     assert not messages(at)["exception"]

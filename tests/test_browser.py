@@ -22,14 +22,18 @@ def no_exception(page) -> None:
 
 
 def weights_chart(page):
-    """The weights heatmap: the first chart below the 'Attention weights' subheader."""
-    top = page.get_by_text("Attention weights — every row sums to 1").bounding_box()["y"]
-    charts = page.locator('[data-testid="stVegaLiteChart"]')
-    for i in range(charts.count()):
-        box = charts.nth(i).bounding_box()
-        if box and box["y"] > top:
-            return charts.nth(i), box
-    raise AssertionError("no weights chart")
+    """The weights heatmap (the chart drawn with key "weights" in Explore's Weights section)."""
+    chart = page.locator('.st-key-weights [data-testid="stVegaLiteChart"]').first
+    chart.wait_for()
+    return chart, chart.bounding_box()
+
+
+def open_section(page, name: str) -> None:
+    """Click one of Explore's section tabs and wait until it is drawn."""
+    page.get_by_role("tab", name=name, exact=True).click()
+    page.wait_for_function(f"() => decodeURIComponent(location.search).includes('section={name}'.replace(' ', '+'))"
+                           if name != "Weights" else "() => !location.search.includes('section=')")
+    wait_idle(page)
 
 
 def test_explore_end_to_end(page, server, tmp_path):
@@ -66,9 +70,11 @@ def test_explore_end_to_end(page, server, tmp_path):
     page.get_by_role("option", name="zero after softmax, renormalize").click()
     wait_idle(page)
     page.get_by_text("mask: zero after softmax, renormalize").first.wait_for()
-    page.get_by_text("future zeroed", exact=True).first.wait_for()
+    open_section(page, "Scores")
+    page.get_by_text("Renormalize method: softmax first").first.wait_for()
     no_exception(page)
     page.screenshot(path=tmp_path / "explore_mha.png")
+    open_section(page, "Weights")
 
     # Click a weight cell: the story switches from the default cell.
     chart, box = weights_chart(page)
@@ -147,9 +153,10 @@ def test_links_restore_page_state(page, server):
     click_next_and_wait(page, "9/20 ·")
     page.wait_for_function("() => decodeURIComponent(location.search).includes('flow_step=9/20')")
 
-    page.goto(f"{server}/?{mha}&sentence=the+cat+sat+on+the+mat&head=head+2&cell=5,2")
+    page.goto(f"{server}/?{mha}&sentence=the+cat+sat+on+the+mat&head=head+2&cell=5,2&section=Output")
     wait_drawn(page)
-    page.get_by_text("3 · Scores → weights (head 2)").first.wait_for()
+    page.get_by_text("context vectors (head 2)").first.wait_for()  # the section and the head
+    page.get_by_role("tab", name="Weights", exact=True).click()
     page.get_by_text("Cell story: query 5: the → key 2: cat").first.wait_for()
     no_exception(page)
 

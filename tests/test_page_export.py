@@ -244,10 +244,12 @@ def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(register
     import dashboard.widgets as widgets
 
     monkeypatch.setattr(widgets, "KEEP_MATRIX_BYTES", 4096)
-    run_page(EXPLORE, registered, sentence=LONG, input_mode="learned", variant="MultiHeadAttention", d_in="8",
-             d_out="8", num_heads="2")
-    rasters = [e for e in registered["registered"] if e.images]
-    assert len(rasters) >= 3  # heads grid, scores, weights ... drawn as images at 132 tokens
+    rasters = []
+    for section in ("Scores", "All heads", "Weights", "Output"):  # Explore draws only the open section
+        run_page(EXPLORE, registered, sentence=LONG, input_mode="learned", variant="MultiHeadAttention", d_in="8",
+                 d_out="8", num_heads="2", section=section)
+        rasters += [e for e in registered["registered"] if e.images]
+    assert len(rasters) >= 4  # scores, heads grid, weights, context ... drawn as images at 132 tokens
     exported = [repr(k) for k in widgets._DRAWN._entries if k[0] == "export_matrix"]
     # Explore memoizes the matrices it draws (heads, scores, weights ...): the export only refers to them. Only
     # its output matrix, computed afresh on every run, is handed to the cache by the export.

@@ -50,7 +50,7 @@ def has_value_text(spec) -> bool:
 # Item 1 -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("p, top", [("0.5", 2), ("0.9", 10)])
 def test_dropout_survivors_are_coloured_on_a_scale_that_reaches_them(p, top):
-    at = open_app(dropout=p, train_mode="true", **SMALL)
+    at = open_app(dropout=p, train_mode="true", section="Dropout", **SMALL)
     spec, rows = chart(at, "after dropout (survivors")
     assert color_domain(spec) == [0, top]
     after = [r["value"] for r in rows if r["panel"].startswith("after dropout") and r["value"]]
@@ -143,8 +143,9 @@ def test_empty_text_message_is_a_sentence():
 def test_link_restores_head_cell_zoom_and_mistake():
     at = open_app(head="head 2", cell="5,2", **SMALL)
     assert at.session_state["head"] == 1
-    assert any("(head 2)" in h.value for h in at.header)
     assert any(r"Cell story: query **5\: the** → key **2\: cat**" in m.value for m in at.markdown)
+    at = open_app(head="head 2", section="Output", **SMALL)
+    assert any(m.value.startswith("**context vectors (head 2)**") for m in at.markdown)
     at = open_app(LAB, mistake="mistake: renormalize raw scores", **SMALL)
     assert any("Wrong: raw scores can be negative" in m.value for m in at.markdown)
 

@@ -1,8 +1,14 @@
-"""Explore: every step of the chosen attention variant on your own sentence."""
+"""Explore: every step of the chosen attention variant on your own sentence.
+
+The steps are tabs bound to the link (``?section=Scores``), and only the open one is drawn: a knob
+turned redraws one section, not seven (issue 11), and each section fits a 1280×720 projector
+(issue 9). Previous / Next (and a clicker's Page Up / Page Down) walk through them in order.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -11,16 +17,20 @@ import streamlit as st
 from attn_core import HAS_HEADS, HAS_MASK
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
-from dashboard.controls import MASK_NAMES, VARIANT_NAMES, settings
+from dashboard.compute import Run
+from dashboard.controls import MASK_NAMES, VARIANT_NAMES, Settings, settings
 from dashboard.export import slide_name
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
+from dashboard.present import dark, ink, presenting
+from dashboard.sizes import cell_area, column_px, content_px
 from dashboard.trained_view import show_trained_weights
 from dashboard.widgets import (
     draw_chart,
     load_run,
     memo,
     plural,
+    section_steps,
     show_matrix,
     show_panels,
     slide_downloads,
@@ -29,131 +39,129 @@ from dashboard.widgets import (
 )
 
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
+WEIGHTS = "Weights"  # the section a new visitor sees: the heart of the chapter
 
 
-def compare_methods(s, run, head: int, labels: list[str], wscale: str) -> None:
-    """Both causal masking methods on the user's sentence and settings, side by side."""
-    if not st.toggle("Compare both masking methods", key="compare_methods", bind="query-params",
-                     help="Run the same module with −∞ before softmax and with renormalize after softmax."):
-        return
-    runs = {m: run if m == run.cfg.mask_method else load_run(s, dataclasses.replace(run.cfg, mask_method=m),
-                                                              quiet=True)
-            for m in MASK_NAMES}
-    if any(r is None for r in runs.values()):
-        return
-    mats = [memo((r.key, "matrix", "weights", head), lambda r=r: head_matrix(r.trace, "weights", head))
-            for r in runs.values()]
-    diff = float(np.max(np.abs(mats[0] - mats[1])))
-    c_diff, c_note = st.columns([1, 3], vertical_alignment="center")
-    c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
-    c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
-                   "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
-    show_panels(st, mats, [MASK_NAMES[m] for m in runs], labels, key="compare_methods_pair", scale=wscale,
-                columns=2, max_px=280, cache_key=(run.key, "compare_methods", head))
+@dataclasses.dataclass
+class View:
+    """What every section reads: the run, its labels, the head looked at and the weights' colour scale."""
 
+    s: Settings
+    run: Run
+    head: int
+    H: int
+    wscale: str
+    top: object = None  # the left of the section's first row (Previous / Next sit at its right)
 
-def render() -> None:
-    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
-    s = settings()
-    cfg = s.cfg
-    st.title("Explore attention")
-    run = load_run(s)
-    if run is None:
-        st.stop()
+    @property
+    def labels(self) -> list[str]:
+        return self.run.labels
 
-    trace, labels, rk = run.trace, run.labels, run.key
+    @property
+    def T(self) -> int:
+        return len(self.run.tokens)
 
-    def mat(kind: str, h: int = 0) -> np.ndarray | None:
+    @property
+    def head_title(self) -> str:
+        return f" (head {self.head + 1})" if self.H > 1 else ""
+
+    def mat(self, kind: str, h: int | None = None) -> np.ndarray | None:
         """One head's 2-d matrix of a step kind (remembered: T=1024 traces are large)."""
-        return memo((rk, "matrix", kind, h), lambda: head_matrix(trace, kind, h))
+        h = self.head if h is None else h
+        trace = self.run.trace
+        return memo((self.run.key, "matrix", kind, h), lambda: head_matrix(trace, kind, h))
 
 
-    T = len(run.tokens)
-    H = num_heads(trace)
-    out_shape = tuple(run.output.shape)
-    head_note = ""
-    if cfg.variant == "MultiHeadAttention":
-        head_note = f" · {H} heads × head_dim {cfg.d_out // H} = d_out {cfg.d_out}"
-    elif cfg.variant == "MultiHeadAttentionWrapper":
-        head_note = f" · {H} heads × d_out {cfg.d_out} each, concatenated"
-    st.markdown(
-        f"**{VARIANT_NAMES[cfg.variant]}** · {plural(T, 'token')} · d_in {cfg.d_in}{head_note}"
-        + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if cfg.variant in HAS_HEADS or cfg.variant == "CausalAttention"
-           else "")
-        + f" · output shape **{out_shape}** on {cfg.device}"
-    )
-
-    # 1. Tokens and inputs ---------------------------------------------------------------------------
-    st.header("1 · Tokens and input vectors")
+def tokens_section(v: View) -> None:
     left, right = st.columns([2, 3])
-    token_df = pd.DataFrame({"label": labels, "id": [t.id for t in run.tokens],
-                             "piece": [repr(t.text) for t in run.tokens]})
-    left.dataframe(token_df, hide_index=True, height=min(420, 38 + 35 * T), width="stretch")
-    x = mat("input")
+    token_df = pd.DataFrame({"label": v.labels, "id": [t.id for t in v.run.tokens],
+                             "piece": [repr(t.text) for t in v.run.tokens]})
+    left.dataframe(token_df, hide_index=True, height=min(400, 38 + 35 * v.T), width="stretch")
+    x = v.mat("input", 0)
     dims = [f"dim {i + 1}" for i in range(x.shape[1])]
-    show_matrix(right, x, labels, dims, key="input", scale="scores", title=f"Input x ({run.input_mode} inputs)",
-                x_title="dimension", y_title="token", max_px=420, cache_key=(rk, "input"))
+    show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=f"Input x ({v.run.input_mode} inputs)",
+                x_title="dimension", y_title="token", max_px=min(360, cell_area(column_px([2, 3], 1), v.labels)),
+                cache_key=(v.run.key, "input"))
 
-    # Head picker ------------------------------------------------------------------------------------
-    head = 0
-    row_max = memo((rk, "row_max"), lambda: np.nanmax(all_heads(trace, "weights"), axis=-1))  # (H, T)
+
+def qkv_section(v: View) -> None:
+    qkv = [v.mat(k) for k in ("queries", "keys", "values")]
+    width = qkv[0].shape[1]
+    st.caption("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
+               "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
+    show_panels(st, qkv, ["queries", "keys", "values"], v.labels, [f"{i + 1}" for i in range(width)],
+                key="qkv", scale="scores", columns=3, max_px=min(240, cell_area(content_px(), v.labels, panels=3)),
+                x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
+
+
+def scores_section(v: View) -> None:
+    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", "masked scores (−∞ above diagonal)"),
+                   ("scaled_scores", "scaled scores  ÷ √d_k")]
+    score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
+    show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
+                scale="scores", columns=3,
+                max_px=min(260, cell_area(content_px(), v.labels, panels=len(score_mats))),
+                cache_key=(v.run.key, "scores", v.head))
+    st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
+    mask = v.mat("mask")
+    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", "future zeroed")]
+    weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None]
+    if mask is None:
+        return
+    c_mask, c_rest = st.columns([1, 2])
+    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
+                max_px=min(220, cell_area(column_px([1, 2], 0), v.labels)), cache_key=(v.run.key, "mask"))
+    if weight_mats:
+        show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
+                    key="renorm_steps", scale="weights", columns=2,
+                    max_px=min(220, cell_area(column_px([1, 2], 1), v.labels, panels=2)),
+                    cache_key=(v.run.key, "renorm", v.head))
+        c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
+
+
+def relative_toggle(where) -> None:
+    where.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
+              bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the true values; "
+              "colours then compare keys within a row, not across rows or charts.")
+
+
+def uniform_note(v: View) -> None:
+    """Why random weights look alike on the 0-1 scale, while the per-row colours are off; and the toggle."""
+    row_max = memo((v.run.key, "row_max"), lambda: np.nanmax(all_heads(v.run.trace, "weights"), axis=-1))  # (H, T)
     typical = float(np.median(row_max))
-    if typical < NEAR_UNIFORM and not st.session_state.get("row_scale", st.query_params.get("row_scale") == "true"):
+    if typical < NEAR_UNIFORM and v.wscale != "relative":
         st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
-                f"spreads its attention almost evenly over the keys it can see: about 1/{T} = {1 / T:.4f} each "
+                f"spreads its attention almost evenly over the keys it can see: about 1/{v.T} = {1 / v.T:.4f} each "
                 f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
                 "that is uniformly dark. Turn on **per-row relative colours** to see which keys each row still "
                 "prefers; a trained model's attention is much sharper.")
-    # Drawn before any weights chart, so the first run (e.g. from a link) already uses its value.
-    relative = st.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
-                         bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the "
-                         "true values; colours then compare keys within a row, not across rows or charts.")
-    wscale = "relative" if relative else "weights"
-    if H > 1:
-        st.header("All heads: attention weights")
-        show_panels(st, memo((rk, "all_heads"), lambda: list(all_heads(trace, "weights"))),
-                    [f"head {h + 1}" for h in range(H)], labels, key="heads_grid", scale=wscale,
-                    columns=min(H, 6), max_px=200 if T <= 32 else 160, cache_key=(rk, "heads_grid"))
-        head_names = [f"head {h + 1}" for h in range(H)]
-        url_choice("head", head_names, "head 1")
-        head = st.segmented_control("Look at one head", list(range(H)), default=0, key="head",
-                                    format_func=head_names.__getitem__, bind="query-params") or 0
+    relative_toggle(v.top or st)
 
-    # 2. Queries, keys, values -----------------------------------------------------------------------
-    qkv = [mat(k, head) for k in ("queries", "keys", "values")]
-    if qkv[0] is not None:
-        st.header("2 · Queries, keys, values" + (f" (head {head + 1})" if H > 1 else ""))
-        width = qkv[0].shape[1]
-        show_panels(st, qkv, ["queries", "keys", "values"], labels, [f"{i + 1}" for i in range(width)],
-                    key="qkv", scale="scores", columns=3, max_px=240, x_title="dim", y_title="token",
-                    cache_key=(rk, "qkv", head))
 
-    # 3. Scores to weights ---------------------------------------------------------------------------
-    st.header("3 · Scores → weights" + (f" (head {head + 1})" if H > 1 else ""))
-    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", "masked scores (−∞ above diagonal)"),
-                   ("scaled_scores", "scaled scores  ÷ √d_k")]
-    score_mats = [(title, m) for kind, title in score_kinds if (m := mat(kind, head)) is not None]
-    show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], labels, key="scores",
-                scale="scores", columns=3, max_px=260, cache_key=(rk, "scores", head))
-    st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
-    mask = mat("mask", head)
-    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", "future zeroed"),
-                    ("weights", "attention weights")]
-    weight_mats = [(t, m) for kind, t in weight_kinds if (m := mat(kind, head)) is not None]
-    if mask is not None:
-        c_mask, c_rest = st.columns([1, 3])
-        show_matrix(c_mask, mask, labels, labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
-                    max_px=220, cache_key=(rk, "mask"))
-        if len(weight_mats) > 1:
-            show_panels(c_rest, [m for _, m in weight_mats[:-1]], [t for t, _ in weight_mats[:-1]], labels,
-                        key="renorm_steps", scale="weights", columns=2, max_px=220, cache_key=(rk, "renorm", head))
-            c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
+def heads_section(v: View) -> None:
+    uniform_note(v)
+    columns = min(v.H, 4)
+    show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
+                [f"head {h + 1}" for h in range(v.H)], v.labels, key="heads_grid", scale=v.wscale, columns=columns,
+                max_px=min(200, cell_area(content_px(), v.labels, panels=columns)), cache_key=(v.run.key, "heads_grid"))
+    st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
+               "it through every section.")
 
-    weights = mat("weights", head)
-    st.subheader("Attention weights — every row sums to 1")
+
+@st.fragment
+def weights_and_story(head: int, wscale: str) -> None:
+    """The weights heatmap and the story of one cell. A fragment: clicking a cell reruns only this."""
+    s = settings()
+    run = load_run(s, quiet=True)
+    if run is None:
+        return
+    v = View(s, run, head, num_heads(run.trace), wscale)
+    labels, T, cfg = v.labels, v.T, s.cfg
+    weights = v.mat("weights")
     c_w, c_story = st.columns([3, 2])
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", scale=wscale, selectable=True, zoom=True,
-                          max_px=520, cache_key=(rk, "weights", head))
+                          max_px=min(480, cell_area(column_px([3, 2], 0), labels)),
+                          cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
                     "attends to most). Hover for the true weights. Click a cell to see its story.")
@@ -170,11 +178,11 @@ def render() -> None:
     row_sums = weights.sum(axis=1)
     c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
     n_slide = min(T, 64)  # a slide holds at most 64 tokens readably
-    head_part = head + 1 if H > 1 else None
+    head_part = head + 1 if v.H > 1 else None
     slide_downloads(
         c_w, lambda: charts.heatmap(weights[:n_slide, :n_slide], labels, labels, scale=wscale,
-                                    title=f"attention weights · {cfg.variant}" + (f" · head {head + 1}" if H > 1
-                                                                                 else "")),
+                                    title=f"attention weights · {cfg.variant}" + (f" · head {head + 1}"
+                                                                                 if v.H > 1 else "")),
         weights, labels, labels, key="weights_export",
         name=lambda ext: slide_name("weights", cfg.variant, T, ext, head=head_part))
 
@@ -183,75 +191,176 @@ def render() -> None:
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "
                           "Point at a token to keep only its lines."):
             n_lines = min(T, MAX_LINE_TOKENS)
-            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=300),
+            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=column_px([3, 2], 1) - 40,
+                                             ink=ink(), line="#8cc4ff" if dark() else "#1f5fa8",
+                                             font_px=18 if presenting() else 15),
                        key="line_view_chart")
             if n_lines < T:
                 st.caption(f"Tokens 1–{n_lines} of {T}: more lines than that are a grey fog.")
-        i, j = pick if pick is not None else (T - 1, 0)
-        story = cell_story(trace, i, j, head)
-        st.markdown(f"#### Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**"
-                    + ("" if pick else "  \n_(click a weight cell to pick another)_"))
-        vec = lambda v: "[" + ", ".join(f"{a:.3f}" for a in v[:8]) + (", …]" if len(v) > 8 else "]")  # noqa: E731
-        st.markdown(
-            f"1. **Score** q{i + 1} · k{j + 1} = {vec(story.query)} · {vec(story.key)} = **{story.dot:.4f}**\n"
-            + (f"2. **Scaled** by √d_k = √{story.d_k} = {story.d_k ** 0.5:.3f} → **{story.scaled:.4f}**\n"
-               if story.scaled is not None else "2. No scaling in simplified attention.\n")
-            + (f"3. **Masked**: key {j + 1} comes after query {i + 1}, so it is hidden (−∞ → weight 0).\n"
-               if story.masked else
-               f"3. **Softmax share** of this key in row {i + 1}: **{story.weight:.4f}** "
-               f"({story.weight * 100:.1f}% of the attention of token {i + 1})\n")
-            + (f"4. **Dropout**: weight used = {story.weight_used:.4f}\n" if story.weight_used != story.weight else "")
-            + f"5. **Contribution** to context z{i + 1} = {story.weight_used:.4f} × v{j + 1} = "
-            f"{vec(story.contribution)}\n"
-            + f"6. z{i + 1} (sum over all keys) = {vec(story.context)}"
-        )
-        finite = story.row_scaled[np.isfinite(story.row_scaled)]
-        if finite.size:
-            st.caption(f"Row {i + 1} of what softmax sees: {finite.size} visible keys, "
-                       f"range {finite.min():.3f} … {finite.max():.3f}.")
+        cell_story_text(v, pick)
 
-    if cfg.variant in HAS_MASK and cfg.causal:
-        compare_methods(s, run, head, labels, wscale)
 
-    # 4. Dropout ------------------------------------------------------------------------------------
-    dmask = mat("dropout_mask", head)
-    if dmask is not None:
-        st.header("4 · Dropout on the weights")
-        dropped = mat("dropped_weights", head)
-        p = cfg.dropout
-        top = 1 / (1 - p)
-        st.markdown(f"**p = {p:g}: every surviving weight is multiplied by 1/(1−p) = {top:.3g}**, so the colour "
-                    f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
-        c_dm, c_dw = st.columns([1, 2])
-        show_matrix(c_dm, dmask, labels, labels, key="dropout_mask", scale="mask",
-                    title="dropped cells (1 = zeroed)", max_px=200, cache_key=(rk, "dropout_mask", head))
-        show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                    labels, key="dropout", scale=charts.weights_scale(top), columns=2, max_px=210,
-                    cache_key=(rk, "dropout", head))
-        st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
-                   f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
-    elif cfg.variant in ("CausalAttention", *HAS_HEADS):
-        st.header("4 · Dropout")
+def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
+    """Score, scaling, mask, softmax share, dropout and contribution of one weight cell, as numbered steps."""
+    labels = v.labels
+    i, j = pick if pick is not None else (v.T - 1, 0)
+    story = cell_story(v.run.trace, i, j, v.head)
+    st.markdown(f"#### Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**"
+                + ("" if pick else "  \n_(click a weight cell to pick another)_"))
+    vec = lambda x: "[" + ", ".join(f"{a:.3f}" for a in x[:8]) + (", …]" if len(x) > 8 else "]")  # noqa: E731
+    st.markdown(
+        f"1. **Score** q{i + 1} · k{j + 1} = {vec(story.query)} · {vec(story.key)} = **{story.dot:.4f}**\n"
+        + (f"2. **Scaled** by √d_k = √{story.d_k} = {story.d_k ** 0.5:.3f} → **{story.scaled:.4f}**\n"
+           if story.scaled is not None else "2. No scaling in simplified attention.\n")
+        + (f"3. **Masked**: key {j + 1} comes after query {i + 1}, so it is hidden (−∞ → weight 0).\n"
+           if story.masked else
+           f"3. **Softmax share** of this key in row {i + 1}: **{story.weight:.4f}** "
+           f"({story.weight * 100:.1f}% of the attention of token {i + 1})\n")
+        + (f"4. **Dropout**: weight used = {story.weight_used:.4f}\n" if story.weight_used != story.weight else "")
+        + f"5. **Contribution** to context z{i + 1} = {story.weight_used:.4f} × v{j + 1} = "
+        f"{vec(story.contribution)}\n"
+        + f"6. z{i + 1} (sum over all keys) = {vec(story.context)}"
+    )
+    finite = story.row_scaled[np.isfinite(story.row_scaled)]
+    if finite.size:
+        st.caption(f"Row {i + 1} of what softmax sees: {finite.size} visible keys, "
+                   f"range {finite.min():.3f} … {finite.max():.3f}.")
+
+
+def compare_methods(v: View) -> None:
+    """Both causal masking methods on the user's sentence and settings, side by side."""
+    if not st.toggle("Compare both masking methods", key="compare_methods", bind="query-params",
+                     help="Run the same module with −∞ before softmax and with renormalize after softmax."):
+        return
+    runs = {m: v.run if m == v.run.cfg.mask_method else load_run(v.s, dataclasses.replace(v.run.cfg, mask_method=m),
+                                                                  quiet=True)
+            for m in MASK_NAMES}
+    if any(r is None for r in runs.values()):
+        return
+    mats = [memo((r.key, "matrix", "weights", v.head), lambda r=r: head_matrix(r.trace, "weights", v.head))
+            for r in runs.values()]
+    diff = float(np.max(np.abs(mats[0] - mats[1])))
+    c_diff, c_note = st.columns([1, 3], vertical_alignment="center")
+    c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
+    c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
+                   "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
+    show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair", scale=v.wscale,
+                columns=2, max_px=min(280, cell_area(content_px(), v.labels, panels=2)),
+                cache_key=(v.run.key, "compare_methods", v.head))
+
+
+def weights_section(v: View) -> None:
+    uniform_note(v)
+    weights_and_story(v.head, v.wscale)
+    if v.run.cfg.variant in HAS_MASK and v.run.cfg.causal:
+        compare_methods(v)
+
+
+def dropout_section(v: View) -> None:
+    cfg = v.run.cfg
+    dmask = v.mat("dropout_mask")
+    if dmask is None:
         st.info("Dropout is off: " + ("train_mode is off (eval mode)." if not cfg.train_mode else "p = 0.")
-                + " Turn on train_mode and set dropout > 0 in the sidebar to see it.")
+                + " Turn on **training** and set **dropout** > 0 in the sidebar to see it.")
+        return
+    weights, dropped = v.mat("weights"), v.mat("dropped_weights")
+    p = cfg.dropout
+    top = 1 / (1 - p)
+    st.markdown(f"**p = {p:g}: every surviving weight is multiplied by 1/(1−p) = {top:.3g}**, so the colour "
+                f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
+    c_dm, c_dw = st.columns([1, 2])
+    show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", scale="mask", title="dropped cells (1 = zeroed)",
+                max_px=min(200, cell_area(column_px([1, 2], 0), v.labels)),
+                cache_key=(v.run.key, "dropout_mask", v.head))
+    show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
+                v.labels, key="dropout", scale=charts.weights_scale(top), columns=2,
+                max_px=min(210, cell_area(column_px([1, 2], 1), v.labels, panels=2)),
+                cache_key=(v.run.key, "dropout", v.head))
+    st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
+               f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
 
-    # 5. Context vectors and output -----------------------------------------------------------------
-    st.header("5 · Context vectors and output")
-    ctx = mat("context", head)
-    out = run.output[0].numpy().astype(np.float64)
+
+def output_section(v: View) -> None:
+    cfg = v.run.cfg
+    ctx = v.mat("context")
+    out = v.run.output[0].numpy().astype(np.float64)
+    out_shape = tuple(v.run.output.shape)
     c1, c2 = st.columns(2)
-    show_matrix(c1, ctx, labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context", scale="scores",
-                title="context vectors" + (f" (head {head + 1})" if H > 1 else ""), x_title="dimension",
-                y_title="token", max_px=380, cache_key=(rk, "context", head))
-    show_matrix(c2, out, labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
-                title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=380, cache_key=(rk, "output"))
+    half = cell_area(column_px([1, 1], 0), v.labels)
+    show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context", scale="scores",
+                title="context vectors" + v.head_title, x_title="dimension", y_title="token",
+                max_px=min(380, half), cache_key=(v.run.key, "context", v.head))
+    show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
+                title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=min(380, half),
+                cache_key=(v.run.key, "output"))
     if cfg.variant == "MultiHeadAttentionWrapper":
-        st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {H}.")
+        st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {v.H}.")
     elif cfg.variant == "MultiHeadAttention":
         st.caption("MultiHeadAttention merges the heads back to d_out and mixes them with out_proj.")
 
-    # 6. Trained weights (a separate module: the Learn page's shipped models on this sentence) ----------
-    show_trained_weights(run.tokens, labels)
+
+def trained_section(v: View) -> None:
+    show_trained_weights(v.run.tokens, v.labels)
+
+
+def sections(v: View) -> dict[str, Callable[[View], None]]:
+    """The page's sections in the chapter's order, only those this variant has."""
+    cfg = v.run.cfg
+    out: dict[str, Callable[[View], None]] = {"Tokens": tokens_section}
+    if v.mat("queries") is not None:
+        out["Q, K, V"] = qkv_section
+    out["Scores"] = scores_section
+    if v.H > 1:
+        out["All heads"] = heads_section
+    out[WEIGHTS] = weights_section
+    if cfg.variant in ("CausalAttention", *HAS_HEADS):
+        out["Dropout"] = dropout_section
+    out["Output"] = output_section
+    out["Trained"] = trained_section
+    return out
+
+
+def summary(v: View) -> str:
+    cfg = v.run.cfg
+    head_note = ""
+    if cfg.variant == "MultiHeadAttention":
+        head_note = f" · {v.H} heads × head_dim {cfg.d_out // v.H} = d_out {cfg.d_out}"
+    elif cfg.variant == "MultiHeadAttentionWrapper":
+        head_note = f" · {v.H} heads × d_out {cfg.d_out} each, concatenated"
+    return (f"**{VARIANT_NAMES[cfg.variant]}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{head_note}"
+            + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if cfg.variant in HAS_HEADS or cfg.variant == "CausalAttention"
+               else "")
+            + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
+
+
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    if not presenting():  # the top navigation names the page
+        st.title("Explore attention")
+    run = load_run(s)
+    if run is None:
+        st.stop()
+    H = num_heads(run.trace)
+    head = 0
+    if H > 1:
+        head_names = [f"head {h + 1}" for h in range(H)]
+        url_choice("head", head_names, "head 1")
+        head = st.segmented_control("Look at one head (every section follows it)", list(range(H)), default=0,
+                                    key="head", format_func=head_names.__getitem__, bind="query-params") or 0
+    # the toggle is drawn in the sections it colours; a link's value counts before it is first drawn
+    relative = st.session_state.get("row_scale", st.query_params.get("row_scale") == "true")
+    v = View(s, run, head, H, "relative" if relative else "weights")
+    st.markdown(summary(v))
+    parts = sections(v)
+    names = list(parts)
+    url_choice("section", names, WEIGHTS)
+    tabs = st.tabs(names, key="section", bind="query-params", default=WEIGHTS)
+    for name, tab in zip(names, tabs):
+        if tab.open:
+            with tab:
+                v.top = section_steps("section", names)
+                parts[name](v)
 
 
 render()

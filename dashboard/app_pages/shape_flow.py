@@ -58,24 +58,14 @@ def shape_text(step) -> str:
     return str(tuple(step.shape))
 
 
-def render() -> None:
-    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+@st.fragment
+def step_view() -> None:
+    """The stepper and the step it points at. A fragment: Previous / Next rerun only this part."""
     s = settings()
-    st.title("Shape flow: multi-head attention step by step")
-    cfg = s.cfg
-    if cfg.variant != "MultiHeadAttention":
-        cfg = dataclasses.replace(cfg, variant="MultiHeadAttention")
-        st.caption("This page always shows `MultiHeadAttention`, with the sidebar's sizes and settings.")
-    run = load_run(s, cfg)
+    run = load_run(s, dataclasses.replace(s.cfg, variant="MultiHeadAttention"), quiet=True)
     if run is None:
-        st.stop()
-    trace, labels = run.trace, run.labels
-    steps = list(trace)
-    T = len(labels)
-    slide_settings(cfg.variant, T, f"d_out {cfg.d_out}, {cfg.num_heads} heads")
-
-    st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
-                f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
+        return
+    steps, labels = list(run.trace), run.labels
     i = stepper("flow_step", [s.name for s in steps])
     step = steps[i]
     prev = previous_form(steps, i)
@@ -106,6 +96,26 @@ def render() -> None:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
                      cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}")
+
+
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    st.title("Shape flow: multi-head attention step by step")
+    cfg = s.cfg
+    if cfg.variant != "MultiHeadAttention":
+        cfg = dataclasses.replace(cfg, variant="MultiHeadAttention")
+        st.caption("This page always shows `MultiHeadAttention`, with the sidebar's sizes and settings.")
+    run = load_run(s, cfg)
+    if run is None:
+        st.stop()
+    labels = run.labels
+    T = len(labels)
+    slide_settings(cfg.variant, T, f"d_out {cfg.d_out}, {cfg.num_heads} heads")
+
+    st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
+                f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
+    step_view()
 
     # --- the reshape itself --------------------------------------------------------------------------
     st.header("How `.view` and `.transpose(1, 2)` regroup the numbers")

@@ -1,0 +1,89 @@
+"""Presentation mode: large type, high contrast and the whole width for a projector.
+
+A toggle bound to the link (``?present=true``), so a prepared link opens in it. It changes how things
+look, never what is computed: pages draw the same charts with bigger text (``big``), the sidebar
+starts collapsed and the page navigation moves to the top. Both of Streamlit's themes (light and
+dark, from the app menu's Settings) work; chart text takes the theme's contrast colour.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+KEY = "present"
+LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
+TITLE_PX = 20
+
+# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey.
+_CSS = """
+<style>
+.stApp [data-testid="stMainBlockContainer"] {padding-top: 4.5rem; padding-left: 3rem; padding-right: 3rem;}
+.stApp [data-testid="stMarkdownContainer"] p, .stApp [data-testid="stMarkdownContainer"] li {font-size: 1.25rem;}
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] p
+    {font-size: 1.1rem; color: inherit; opacity: 0.95;}
+.stApp button[role="tab"] p {font-size: 1.25rem;}
+.stApp h1 {font-size: 2.4rem;}
+.stApp [data-testid="stWidgetLabel"] p {font-size: 1.1rem;}
+</style>
+"""
+# The normal page: less empty space above the title, so a section fits a 720-pixel-high projector.
+_BASE_CSS = """
+<style>
+.stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
+</style>
+"""
+
+
+def requested() -> bool:
+    """Whether the link or the session asks for presentation mode (read before the toggle is drawn)."""
+    if KEY in st.session_state:
+        return bool(st.session_state[KEY])
+    return st.query_params.get(KEY, "").lower() == "true"
+
+
+def presenting() -> bool:
+    """Whether this run draws in presentation mode."""
+    return bool(st.session_state.get(KEY, False))
+
+
+def dark() -> bool:
+    return getattr(st.context.theme, "type", "light") == "dark"
+
+
+def ink() -> str:
+    """The high-contrast text colour for charts on the current theme."""
+    return "#f5f5f5" if dark() else "#111111"
+
+
+def chart_config(big: bool) -> dict:
+    """A Vega-Lite ``config`` for every chart: labels in the theme's contrast colour, and in presentation
+    mode large enough to read from the back of a classroom."""
+    color = ink()
+    axis = {"labelColor": color, "titleColor": color}
+    legend = {"labelColor": color, "titleColor": color}
+    config: dict = {"axis": axis, "legend": legend, "header": {"labelColor": color, "titleColor": color},
+                    "title": {"color": color}}
+    if big:
+        axis.update(labelFontSize=LABEL_PX, titleFontSize=LABEL_PX + 2)
+        legend.update(labelFontSize=LABEL_PX, titleFontSize=LABEL_PX, gradientThickness=18)
+        config["header"].update(labelFontSize=LABEL_PX + 2)
+        config["title"].update(fontSize=TITLE_PX)
+    return config
+
+
+def _exit() -> None:
+    st.session_state[KEY] = False
+
+
+def controls(sidebar) -> None:
+    """The toggle (in the sidebar) and, while presenting, a page style and an exit button on the page."""
+    sidebar.toggle("Presentation mode", key=KEY, bind="query-params",
+                   help="Large type, high contrast, the sidebar out of the way. The link keeps it: "
+                        "prepare a link and open it on the projector.")
+    st.html(_CSS if presenting() else _BASE_CSS)
+    if presenting():
+        row = st.container(horizontal=True, horizontal_alignment="right")
+        row.caption("Presentation mode · the settings are in the sidebar (» at the top left) · "
+                    "Page Up / Page Down step through sections")
+        row.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
+                   type="tertiary")

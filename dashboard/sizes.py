@@ -1,0 +1,49 @@
+"""How wide a chart may be: the projector's column widths, and the cell size that keeps a heatmap
+with its labels and legend inside its column.
+
+A Vega-Lite heatmap with fixed cells does not shrink to its column; one wider than its column runs
+into its neighbour (issue 9: the weights chart over the Cell story at 1280×720). So every chart is
+sized for the narrowest screen it must hold on: the main column at 1280×720 with the sidebar open
+(``CONTENT_PX``, measured in Chromium; tests/test_browser_layout.py checks the result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .present import presenting
+
+CONTENT_PX = 820  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
+PRESENT_CONTENT_PX = 1180  # the same in presentation mode: sidebar collapsed, 3 rem padding
+GAP_PX = 16  # between st.columns (gap="small")
+CHAR_PX = 7  # an axis label character at 11-12 px (measured: "2: journey" is 62 px)
+BIG_CHAR_PX = 10  # the same at 16 px
+LEGEND_PX = 80  # a gradient legend with its title and labels ("0.8", "÷ row max")
+AXIS_TITLE_PX = 24
+
+
+def content_px() -> int:
+    """Width of the page's main column on a 1280-pixel-wide projector, in this run's mode."""
+    return PRESENT_CONTENT_PX if presenting() else CONTENT_PX
+
+
+def column_px(weights: Sequence[float], index: int, total: int | None = None) -> int:
+    """Width of column ``index`` of ``st.columns(weights)`` in a container ``total`` px wide (default: the
+    main column)."""
+    usable = (content_px() if total is None else total) - GAP_PX * (len(weights) - 1)
+    return int(usable * weights[index] / sum(weights))
+
+
+def label_px(labels: Sequence[str], limit: int = 120) -> int:
+    """The widest axis label, as drawn (Vega cuts labels at ``limit`` px)."""
+    char = BIG_CHAR_PX if presenting() else CHAR_PX
+    return min(limit, char * max((len(str(s)) for s in labels), default=1)) + 8
+
+
+def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
+              limit: int = 120, spacing: int = 20) -> int:
+    """The ``max_px`` (side of one panel's cell area) that keeps ``panels`` heatmaps in a row, with
+    their row labels, axis title and legend, inside ``avail_px``."""
+    chrome = label_px(row_labels, limit) + AXIS_TITLE_PX + (LEGEND_PX if legend else 0) + 10
+    per_panel = (avail_px - chrome - spacing * (panels - 1)) // max(panels, 1)
+    return max(40, int(per_panel))
