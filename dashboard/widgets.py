@@ -138,11 +138,12 @@ KEEP_MATRIX_BYTES = 2**20  # a raster's matrix above this is held by the shared 
 class _PageRun:
     """What one script run drew so far, and the settings its file names carry."""
 
-    __slots__ = ("charts", "settings", "replaced", "__weakref__")
+    __slots__ = ("charts", "settings", "page_settings", "replaced", "__weakref__")
 
     def __init__(self) -> None:
         self.charts: list[export.PageChart] = []
         self.settings: export.SlideSettings | None = None
+        self.page_settings: export.SlideSettings | None = None  # the first set: the page's own (the zip's name)
         self.replaced: dict[str, int] = {}  # fragment id -> where its next chart goes in the offered list
 
 
@@ -226,6 +227,7 @@ def slide_settings(variant: str | None = None, num_tokens: int | None = None, ex
     if run is not None:
         empty = variant is None and num_tokens is None and not extra
         run.settings = None if empty else export.SlideSettings(variant or "", num_tokens, extra)
+        run.page_settings = run.page_settings or run.settings
 
 
 def register_chart(entry: export.PageChart) -> None:
@@ -315,7 +317,7 @@ def page_downloads(container=None, *, page: str = "page", key: str = "page_downl
     if not charts_:
         return
     run = _this_run()
-    settings = run.settings if run else None
+    settings = run.page_settings if run else None
     zip_name = export.slide_name(f"{page}_charts", settings.variant if settings else "",
                                  settings.num_tokens if settings else None, "zip",
                                  extra=settings.slug() if settings else "")
