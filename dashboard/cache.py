@@ -106,6 +106,13 @@ class ByteLRU(Generic[V]):
             release_memory(force=True)
         return len(stale)
 
+    def holds(self, value: object) -> bool:
+        """Whether this very object is a cached value or an item of a cached list or tuple (identity, not
+        equality)."""
+        with self._lock:
+            return any(v is value or (isinstance(v, list | tuple) and any(x is value for x in v))
+                       for v, _, _ in self._entries.values())
+
     @property
     def nbytes(self) -> int:
         return sum(n for _, n, _ in self._entries.values())

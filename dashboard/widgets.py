@@ -1,9 +1,12 @@
-"""Streamlit helpers shared by the pages: loading a run with friendly errors, and drawing
-matrices as rect heatmaps or, when too large, as PNG rasters with a zoom window."""
+"""Streamlit helpers shared by the pages: loading a run with friendly errors, drawing matrices as rect
+heatmaps or, when too large, as PNG rasters with a zoom window, and the slide export of every chart a
+page drew (``page_downloads``)."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 
 import altair as alt
@@ -12,7 +15,7 @@ import streamlit as st
 
 from attn_core import HAS_MASK, MAX_POSITIONS
 
-from . import charts
+from . import charts, export
 from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
@@ -72,16 +75,9 @@ def _arrow_bytes(df) -> bytes:
     return convert_arrow_table_to_arrow_bytes(pa.Table.from_pandas(df, nthreads=1))
 
 
-def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None = None,
-               structure: Hashable | None = None, data_key: Hashable | None = None, *, key: str,
-               selectable: bool = False):
-    """Draw a chart from a cached spec template; return its selection event (or a DeltaGenerator).
-
-    No chart spec depends on the data's values (see charts.color_scale), so the spec built once
-    for a ``structure`` (shape, labels, scale, sizes) serves every run: a rerun only swaps in the
-    new data (``frame()`` as Arrow bytes, cached under ``data_key``). Building and converting a
-    chart costs ~50 ms; swapping data ~1 ms.
-    """
+def _vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None,
+          structure: Hashable | None, data_key: Hashable | None, key: str, selectable: bool):
+    """Draw a chart from a cached spec template (see :func:`draw_chart`); nothing is registered."""
     kw = dict(width="content", key=key)
     if selectable:
         kw.update(on_select="rerun", selection_mode=["cell"])
@@ -104,6 +100,264 @@ def styled(spec: dict) -> dict:
     return {**spec, "config": config}
 
 
+def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None = None,
+               structure: Hashable | None = None, data_key: Hashable | None = None, *, key: str,
+               selectable: bool = False, name: str | None = None, title: str = "",
+               table: Callable[[], object] | None = None):
+    """Draw a chart from a cached spec template; return its selection event (or a DeltaGenerator).
+
+    No chart spec depends on the data's values (see charts.color_scale), so the spec built once
+    for a ``structure`` (shape, labels, scale, sizes) serves every run: a rerun only swaps in the
+    new data (``frame()`` as Arrow bytes, cached under ``data_key``). Building and converting a
+    chart costs ~50 ms; swapping data ~1 ms.
+
+    The chart is offered by :func:`page_downloads` as ``name`` (default: ``key``) with ``title`` (default:
+    its own title, else the name in words); its CSV is ``table()`` (a DataFrame), else ``frame()``, else
+    the chart's own data.
+    """
+    event = _vega(container, build, frame, structure, data_key, key, selectable)
+    source = table or frame
+
+    def csv() -> bytes:
+        df = source() if source is not None else export.chart_frame(build())
+        return export.frame_csv(df) if df is not None else b""
+
+    register_chart(export.PageChart(name or key, title or _words(name or key), chart=build, table=csv))
+    return event
+
+
+# --- Slide export: every chart a page draws, offered by one control -------------------------------------
+# Each drawing helper registers what it drew (a builder, never a built chart) in a list that belongs to
+# the current script run; page_downloads() at the end of a page offers them. Cost per chart and run: one
+# small object (~µs). A run's list is reachable only from that run's Streamlit object and, once drawn,
+# from the download buttons of the session's latest run (Streamlit drops those when the next run ends or
+# the session closes), so nothing accumulates across runs or sessions.
+KEEP_MATRIX_BYTES = 2**20  # a raster's matrix above this is held by the shared bounded cache, not the session
+
+
+class _PageRun:
+    """What one script run drew so far, and the settings its file names carry."""
+
+    __slots__ = ("charts", "settings", "page_settings", "replaced", "__weakref__")
+
+    def __init__(self) -> None:
+        self.charts: list[export.PageChart] = []
+        self.settings: export.SlideSettings | None = None
+        self.page_settings: export.SlideSettings | None = None  # the first set: the page's own (the zip's name)
+        self.replaced: dict[str, int] = {}  # fragment id -> where its next chart goes in the offered list
+
+
+class _Offered:
+    """What a page's download control offers. A rerun of a fragment alone (Shape flow's stepper, Explore's
+    weights) replaces that fragment's charts here, so the control offers what the page shows now."""
+
+    __slots__ = ("charts", "settings", "__weakref__")
+
+    def __init__(self, charts: list[export.PageChart], settings: export.SlideSettings | None) -> None:
+        self.charts = charts
+        self.settings = settings
+
+
+_OFFERED_KEY = "_page_downloads_offered"  # session state holds only a weak reference to the _Offered
+
+
+def _fragment_now() -> tuple[str | None, bool]:
+    """(the fragment the caller runs in, whether this script run reruns fragments only). Streamlit 1.67
+    internals (tests/test_streamlit_internals.py); without them, fragments are treated as the page."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+        return ThreadState.get().fragment_id, bool(ctx is not None and ctx.fragment_ids_this_run)
+    except Exception:  # noqa: BLE001 - pragma: no cover - another Streamlit version
+        return None, False
+
+
+def _offered_now() -> _Offered | None:
+    ref = st.session_state.get(_OFFERED_KEY)
+    return ref() if isinstance(ref, weakref.ref) else None
+
+
+def _replace_in_offered(run: _PageRun, fragment: str, entry: export.PageChart, offered: _Offered) -> None:
+    """A fragment reran alone: its first chart of this run drops the charts it drew before, at their place."""
+    with _RUNS_LOCK:
+        if fragment not in run.replaced:
+            old = [i for i, e in enumerate(offered.charts) if e.fragment == fragment]
+            run.replaced[fragment] = old[0] if old else len(offered.charts)
+            offered.charts = [e for e in offered.charts if e.fragment != fragment]
+        at = run.replaced[fragment]
+        offered.charts = offered.charts[:at] + [entry] + offered.charts[at:]
+        run.replaced[fragment] = at + 1
+
+
+_RUNS: weakref.WeakKeyDictionary[object, _PageRun] = weakref.WeakKeyDictionary()
+_RUNS_LOCK = threading.Lock()
+_FALLBACK_KEY = "_page_charts"  # Streamlit without a per-run object: kept in session state, emptied by page_downloads
+
+
+def _this_run() -> _PageRun | None:
+    """The current script run's record (None outside a script run). Keyed weakly by the object Streamlit
+    1.67 creates afresh for every script run (``ScriptRunContext.parallel_coordinator``; a fragment rerun
+    is a run too), so the previous run's record goes with it (tests/test_streamlit_internals.py)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return None
+    token = getattr(ctx, "parallel_coordinator", None)
+    if token is None:  # pragma: no cover - another Streamlit version
+        return st.session_state.setdefault(_FALLBACK_KEY, _PageRun())
+    with _RUNS_LOCK:
+        run = _RUNS.get(token)
+        if run is None:
+            run = _RUNS[token] = _PageRun()
+    return run
+
+
+def _words(what: str) -> str:
+    """``mistake_diff`` → ``mistake diff``: a name hint as a title."""
+    return what.replace("_", " ").strip()
+
+
+def slide_settings(variant: str | None = None, num_tokens: int | None = None, extra: str = "") -> None:
+    """The settings of the charts a page draws from here on (in their file names and export subtitles),
+    e.g. ``slide_settings(cfg.variant, T)`` → ``weights_head2_MultiHeadAttention_T10.svg``. Called with
+    nothing: the charts that follow carry no settings."""
+    run = _this_run()
+    if run is not None:
+        empty = variant is None and num_tokens is None and not extra
+        run.settings = None if empty else export.SlideSettings(variant or "", num_tokens, extra)
+        run.page_settings = run.page_settings or run.settings
+
+
+def register_chart(entry: export.PageChart) -> None:
+    """Offer one more chart of this run in :func:`page_downloads` (with the run's current settings unless
+    the entry has its own). Drawing helpers call this; a page calls it for a chart it draws itself."""
+    run = _this_run()
+    if run is None:
+        return
+    fragment, fragment_run = _fragment_now()
+    entry.fragment = fragment
+    offered = _offered_now() if fragment_run and fragment is not None else None
+    if entry.settings is None:
+        entry.settings = run.settings or (offered.settings if offered is not None else None)
+    run.charts.append(entry)
+    if offered is not None:
+        _replace_in_offered(run, fragment, entry, offered)
+
+
+def take_page_charts() -> list[export.PageChart]:
+    """The charts registered in this run so far; the run's list starts empty again."""
+    run = _this_run()
+    if run is None:
+        return []
+    charts_, run.charts = run.charts, []
+    return charts_
+
+
+def register_images(what: str, title: str, images: Sequence[tuple[str, bytes]], *, scale: str,
+                    matrices: Sequence[np.ndarray] | None = None, row_labels: Sequence[str] = (),
+                    col_labels: Sequence[str] = (), x_title: str = "key", y_title: str = "query",
+                    note: str = "", columns: int = 4) -> None:
+    """Offer PNG rasters drawn with ``st.image`` (one or a grid, each with its caption) as one chart; with
+    ``matrices`` (small ones: held until the next run) their numbers as CSV."""
+    table = None
+    if matrices is not None:
+        held = [_hold(m, None) for m in matrices]
+        table = _panels_table(held, [c for c, _ in images], row_labels, col_labels)
+    register_chart(export.PageChart(what, title, images=tuple(images), scale=scale, x_title=x_title,
+                                    y_title=y_title, note=note, table=table, columns=columns))
+
+
+def _own(matrix: np.ndarray) -> np.ndarray:
+    """A small matrix the export may keep until the next run: a view is copied, so it never pins the
+    tensor or trace it was cut from."""
+    m = np.asarray(matrix)
+    return m if m.base is None else m.copy()
+
+
+def _hold(matrix: np.ndarray, cache_key: Hashable | None) -> Callable[[], np.ndarray | None]:
+    """How the export gets a matrix back when a CSV is asked for. Small ones are kept (copied if a view);
+    a large one (a raster's) is held by the shared byte-bounded cache under ``cache_key`` and only weakly
+    by the session, so 30 sessions on 1,024-token texts cannot hold GBs past the cache's bound. Returns
+    None once the cache has let it go."""
+    m = np.asarray(matrix)
+    if m.nbytes <= KEEP_MATRIX_BYTES:
+        kept = _own(m)
+        return lambda: kept
+    if cache_key is not None and not _DRAWN.holds(m):  # a page's memo'd matrix is not counted twice
+        m = memo(("export_matrix", cache_key), lambda: m)
+    return weakref.ref(m)
+
+
+GONE_CSV = (b"# This chart's numbers are no longer in the server's memory (a busy server lets large matrices "
+            b"go). Rerun the page (press R) and download again.\n")
+
+
+def _matrix_table(held, row_labels, col_labels) -> Callable[[], bytes]:
+    def csv() -> bytes:
+        m = held()
+        return GONE_CSV if m is None else export.matrix_csv(m, row_labels, col_labels)
+    return csv
+
+
+def _panels_table(held, titles, row_labels, col_labels) -> Callable[[], bytes]:
+    def csv() -> bytes:
+        mats = [h() for h in held]
+        return GONE_CSV if any(m is None for m in mats) else export.panels_csv(mats, titles, row_labels, col_labels)
+    return csv
+
+
+def page_downloads(container=None, *, page: str = "page", key: str = "page_downloads") -> None:
+    """One compact control for every chart this run drew: pick a chart, download its SVG, 2x PNG or CSV, or
+    all of them in one zip. Call it once, at the end of a page (``container``: where to draw it; default
+    the page's main area). Nothing is built until a download is clicked; while the popover is closed a rerun
+    draws only its button (open: a selectbox and four download buttons). ``page`` names the zip."""
+    charts_ = take_page_charts()
+    if not charts_:
+        return
+    run = _this_run()
+    settings = run.page_settings if run else None
+    zip_name = export.slide_name(f"{page}_charts", settings.variant if settings else "",
+                                 settings.num_tokens if settings else None, "zip",
+                                 extra=settings.slug() if settings else "")
+    offered = _Offered(charts_, settings)  # held by the control (the fragment's arguments) until the next run
+    st.session_state[_OFFERED_KEY] = weakref.ref(offered)
+    if container is None:
+        _download_panel(offered, zip_name, key)
+    else:
+        with container:
+            _download_panel(offered, zip_name, key)
+
+
+@st.fragment
+def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
+    """The popover; a fragment, so opening it or picking another chart reruns only this, not the page. Its
+    contents are drawn only while it is open (Streamlit's lazy popover: ``on_change="rerun"``)."""
+    entries = tuple(offered.charts)
+    popover = st.popover(f"Download charts ({len(entries)})", icon=":material/download:", key=f"{key}_open",
+                         on_change="rerun", help="Every chart on this page as a slide: SVG or 2x PNG with its "
+                                                 "title, labels and legend, and its numbers as CSV.")
+    if not popover.open:  # closed (as on most reruns): its contents are not even drawn
+        return
+    stems = export.unique_stems(entries)
+    labels = [e.label() for e in entries]
+    with popover:
+        i = st.selectbox("Chart", range(len(entries)), format_func=labels.__getitem__, key=f"{key}_pick")
+        i = min(int(i or 0), len(entries) - 1)
+        e, stem = entries[i], stems[i]
+        c1, c2, c3 = st.columns(3)
+        c1.download_button("SVG", lambda: export.entry_svg(e), file_name=f"{stem}.svg", mime="image/svg+xml",
+                           key=f"{key}_svg", on_click="ignore", icon=":material/download:", width="stretch")
+        c2.download_button("PNG 2x", lambda: export.entry_png(e), file_name=f"{stem}.png", mime="image/png",
+                           key=f"{key}_png", on_click="ignore", icon=":material/download:", width="stretch")
+        c3.download_button("CSV", lambda: export.entry_csv(e) or b"", file_name=f"{stem}.csv", mime="text/csv",
+                           key=f"{key}_csv", on_click="ignore", icon=":material/download:", width="stretch",
+                           disabled=e.table is None)
+        st.download_button(f"All {len(entries)} charts on this page (zip)", lambda: export.page_zip(offered.charts),
+                           file_name=zip_name, mime="application/zip", key=f"{key}_zip", on_click="ignore",
+                           icon=":material/folder_zip:", width="stretch")
+        st.caption(f"Files are named by what and which settings, e.g. `{stem}.svg`.")
 
 
 def plural(n: int, word: str) -> str:
@@ -237,17 +491,23 @@ def show_matrix(
     zoom: bool = False,
     cache_key: Hashable | None = None,
     text_format: str = ".2f",
+    name: str | None = None,
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked.
     ``text_format`` is the d3 format of the values printed in cells (when they fit).
 
     Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
+
+    The chart is offered by :func:`page_downloads` as ``name`` (what it is, for the file name; default
+    ``key``) with ``title`` (default: the name in words) and the matrix as CSV.
     """
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
     ck = None if cache_key is None else (cache_key, scale, max_px)
+    what = name or key
+    slide_title = title or _words(what)
     big = presenting()
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
@@ -255,8 +515,13 @@ def show_matrix(
                                   max_px=max_px, selectable=selectable, text_format=text_format, big=big)
         structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
                      y_title, max_px, selectable, text_format, big)
-        event = draw_chart(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
-                           structure, ck, key=key, selectable=selectable)
+        event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
+                      structure, ck, key, selectable)
+        kept = _own(matrix)
+        register_chart(export.PageChart(
+            what, slide_title, table=_matrix_table(lambda: kept, row_labels, col_labels),
+            chart=lambda: charts.heatmap(kept, row_labels, col_labels, scale=scale, x_title=x_title,
+                                         y_title=y_title, max_px=max_px, text_format=text_format)))
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
     container.image(png, width=min(max_px, 640))
@@ -264,6 +529,10 @@ def show_matrix(
     pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
     container.caption(f"{n_rows * n_cols:,} cells: drawn as an image so the page stays fast "
                       f"(rows: {y_title}, columns: {x_title}; grey = masked{pooled}).")
+    register_chart(export.PageChart(
+        what, slide_title, images=(("", png),), scale=scale, bound=_bound(matrix, scale, ck), x_title=x_title,
+        y_title=y_title, note=f"{n_rows} × {n_cols} cells" + pooled,
+        table=_matrix_table(_hold(matrix, ck), row_labels, col_labels)))
     if not zoom:
         return None
     url_choice(f"{key}_zoom_size", [str(z) for z in ZOOM_SIZES], "64 tokens")
@@ -280,11 +549,30 @@ def show_matrix(
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big)
     structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big), scale,
                  x_title, y_title, max_px, selectable, big)
-    event = draw_chart(container, build_zoom,
-                       lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
-                       structure, None if ck is None else (ck, "zoom", start, size), key=key, selectable=selectable)
+    event = _vega(container, build_zoom,
+                  lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
+                  structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
+    zoomed = _own(window)
+    register_chart(export.PageChart(
+        f"{what}_zoom{start + 1}-{start + size}", f"{slide_title}, tokens {start + 1}–{start + size}",
+        chart=lambda: charts.heatmap(zoomed, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
+                                     max_px=max_px, offset_rows=start, offset_cols=cols[0]),
+        table=_matrix_table(lambda: zoomed, row_labels[start:start + size], col_labels[cols[0]:cols[1]])))
     return _clicked(event)
+
+
+def _bound(matrix: np.ndarray, scale: str, ck: Hashable | None) -> float | None:
+    """A diverging raster's colour range (charts.raster_rgb: ±max |finite value|), for its exported legend."""
+    if charts.scale_parts(scale)[0] != "scores":
+        return None
+
+    def compute() -> float:
+        m = np.asarray(matrix, dtype=np.float32)
+        finite = m[np.isfinite(m)]
+        return float(np.max(np.abs(finite))) if finite.size else 1.0
+
+    return memo(None if ck is None else ("bound", ck), compute)
 
 
 def _clicked(event) -> tuple[int, int] | None:
@@ -301,11 +589,16 @@ def _clicked(event) -> tuple[int, int] | None:
 def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str], row_labels: Sequence[str],
                 col_labels: Sequence[str] | None = None, *, key: str, scale: str = "weights", columns: int = 4,
                 max_px: int = 220, x_title: str = "key", y_title: str = "query",
-                cache_key: Hashable | None = None) -> None:
-    """Same-shaped matrices side by side: one faceted chart, or one PNG each when too large."""
+                cache_key: Hashable | None = None, name: str | None = None, title: str = "") -> None:
+    """Same-shaped matrices side by side: one faceted chart, or one PNG each when too large.
+
+    Offered by :func:`page_downloads` as one chart named ``name`` (default ``key``), titled ``title``
+    (only in the export; default: the name in words), with every panel's numbers in one CSV."""
     col_labels = row_labels if col_labels is None else col_labels
     n_rows, n_cols = np.shape(matrices[0])
     ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
+    what = name or key
+    slide_title = title or _words(what)
     big = presenting()
     if not (charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS)
             or max(n_rows, n_cols) > charts.MAX_RECT_SIDE):
@@ -314,16 +607,30 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
                                      max_px=max_px, x_title=x_title, y_title=y_title, big=big)
         structure = ("facet", len(matrices), charts.spec_signature(n_rows, n_cols, col_labels, max_px, big),
                      tuple(titles), scale, columns, max_px, x_title, y_title, big)
-        draw_chart(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
-                   structure, ck, key=key)
+        _vega(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
+              structure, ck, key, False)
+        kept = [_own(m) for m in matrices]
+        register_chart(export.PageChart(
+            what, slide_title, table=_panels_table([lambda m=m: m for m in kept], titles, row_labels, col_labels),
+            chart=lambda: charts.facet_grid(kept, titles, row_labels, col_labels, scale=scale, columns=columns,
+                                            max_px=max_px, x_title=x_title, y_title=y_title)))
         return
     container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "
                       "so the page stays fast.")
     cols = container.columns(min(columns, len(matrices)))
-    for i, (m, title) in enumerate(zip(matrices, titles)):
+    pngs = []
+    for i, (m, panel) in enumerate(zip(matrices, titles)):
         png = memo(None if ck is None else ("png", ck, i),
                    lambda m=m: charts.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE))
-        cols[i % len(cols)].image(png, caption=title, width=max_px)
+        cols[i % len(cols)].image(png, caption=panel, width=max_px)
+        pngs.append((panel, png))
+    held = [_hold(m, None if ck is None else (ck, i)) for i, m in enumerate(matrices)]
+    bound = max((_bound(m, scale, None if ck is None else (ck, i)) or 0.0 for i, m in enumerate(matrices)),
+                default=0.0) or None
+    register_chart(export.PageChart(
+        what, slide_title, images=tuple(pngs), scale=scale, bound=bound, x_title=x_title, y_title=y_title,
+        note=f"{len(matrices)} panels of {n_rows} × {n_cols} cells", columns=len(cols),
+        table=_panels_table(held, titles, row_labels, col_labels)))
 
 
 def _step(key: str, delta: int, n: int) -> None:
@@ -373,31 +680,36 @@ def stepper(key: str, labels: Sequence[str]) -> int:
             else:
                 warn_bad_link(key, raw, f"step 1 (a step is a number from 1 to {n})")
     st.session_state[key] = min(st.session_state[key], n - 1)
-    c_prev, c_slider, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
-    c_prev.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="stretch",
-                  disabled=st.session_state[key] == 0, shortcut=PREV_KEY)
-    c_next.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="stretch",
-                  disabled=st.session_state[key] == n - 1, shortcut=NEXT_KEY)
+    # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
+    # 1280 px with the sidebar open); the slider takes the rest.
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+    row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
+               disabled=st.session_state[key] == 0, shortcut=PREV_KEY)
     if n > 1:
-        c_slider.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
-                               format_func=shown.__getitem__, label_visibility="collapsed")
+        row.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
+                          format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
+    row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
+               disabled=st.session_state[key] == n - 1, shortcut=NEXT_KEY)
     return int(st.session_state[key])
 
 
 def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,
-                 scale: str = "scores", cache_key: Hashable | None = None) -> None:
-    """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes."""
+                 scale: str = "scores", cache_key: Hashable | None = None, name: str | None = None) -> None:
+    """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes (exported as
+    ``name`` plus the picked positions, e.g. ``queries.view_b1_head2``)."""
     t = tensor.float()  # bool masks become 0/1
     index = []
+    picked = ""  # the picked positions, for the export's file name
     lead = t.ndim - 2
     if lead > 0:
         cols = container.columns(lead)
         for d in range(lead):
-            name = axes[d] if d < len(axes) else f"dim {d}"
+            axis = axes[d] if d < len(axes) else f"dim {d}"
             size = t.shape[d]
-            label = "head" if name == "num_heads" else name  # heads are counted from 1 on every page
+            label = "head" if axis == "num_heads" else axis  # heads are counted from 1 on every page
             i = cols[d].number_input(f"{label} (1–{size})", 1, size, 1, key=f"{key}_{d}") if size > 1 else 1
             index.append(int(i) - 1)
+            picked += f"_{label.replace(' ', '')}{int(i)}" if size > 1 else ""
     m = t[tuple(index)] if index else t
     if m.ndim == 1:
         m = m.unsqueeze(0)
@@ -407,7 +719,7 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
     rows = labels if row_axis == "num_tokens" and len(labels) == m.shape[0] else [str(i) for i in range(m.shape[0])]
     cols_l = labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else [str(i) for i in range(m.shape[1])]
     show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=420,
-                cache_key=None if cache_key is None else (cache_key, tuple(index)))
+                cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked)
 
 
 def slide_downloads(container, build: Callable[[], alt.TopLevelMixin], matrix: np.ndarray,

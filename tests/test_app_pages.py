@@ -90,8 +90,13 @@ def test_walkthrough_every_step_agrees():
 def test_walkthrough_with_your_sentence():
     at = open_page(WALK, sentence="the cat saw the dog")
     assert any(s.value == "Now with your sentence" for s in at.subheader)
-    frames = [d.value for d in at.dataframe]
-    assert any(list(f.columns) == ["1: the", "2: cat", "3: saw", "4: the", "5: dog"] for f in frames)
+    at.session_state["walk_step"] = 6  # §3.3.2 all attention weights: (5, 5) on the sentence
+    at.run()
+    mine = at.dataframe[-1].value  # rows: the tokens in full; columns numbered (the chart spells them out)
+    assert list(mine.index) == ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
+    assert list(mine.columns) == ["1", "2", "3", "4", "5"]
+    rows = chart_with(at, "5: dog")  # the heatmap beside it: both axes labelled with the tokens
+    assert {r["row"] for r in rows} == {r["col"] for r in rows} == set(mine.index)
 
 
 def test_benchmark_page_runs_within_budget_and_offers_csv():

@@ -32,3 +32,13 @@ def test_idle_entries_are_dropped():
     now[0] = 61
     assert c.sweep() == 1 and c.get("new", lambda: "rebuilt") == "n"
     assert c.get("old", lambda: "rebuilt") == "rebuilt"
+
+
+def test_holds_tells_a_cached_object_by_identity():
+    import numpy as np
+
+    cache = ByteLRU(1 << 20, lambda v: sum(x.nbytes for x in v) if isinstance(v, list) else v.nbytes)
+    a = cache.get("a", lambda: np.zeros(4))
+    assert cache.holds(a) and not cache.holds(np.zeros(4))  # equal is not the same object
+    rows = cache.get("rows", lambda: list(np.ones((3, 4))))  # a list of views, as a page memoizes heads
+    assert cache.holds(rows[1])

@@ -34,3 +34,46 @@ def test_streamlit_is_pinned_to_the_tested_version():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["app"]
     assert f"streamlit=={streamlit.__version__}" in deps, \
         f"pyproject.toml must pin the Streamlit these private helpers were tested with ({streamlit.__version__})"
+
+
+def test_every_script_run_has_its_own_parallel_coordinator():
+    """dashboard/widgets.py keys the charts a run drew (for page_downloads) weakly by the object Streamlit
+    creates afresh for every script run, so a run's list goes when the next run starts."""
+    from streamlit.testing.v1 import AppTest
+
+    script = """
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+st.session_state.setdefault("runs", []).append(id(get_script_run_ctx().parallel_coordinator))
+"""
+    at = AppTest.from_string(script, default_timeout=30)
+    at.run()
+    at.run()
+    at.run()
+    runs = at.session_state["runs"]
+    assert len(runs) == 3 and len(set(runs)) == 3, \
+        "ScriptRunContext.parallel_coordinator is no longer a new object per run: port widgets._this_run"
+
+
+def test_code_can_tell_which_fragment_it_runs_in():
+    """dashboard/widgets.py: a chart drawn by a fragment that reruns alone replaces that fragment's charts in
+    the page's download control; it finds the fragment through ThreadState and ctx.fragment_ids_this_run."""
+    from streamlit.testing.v1 import AppTest
+
+    script = """
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
+st.session_state["page"] = (ThreadState.get().fragment_id, get_script_run_ctx().fragment_ids_this_run)
+
+@st.fragment
+def part():
+    st.session_state["part"] = ThreadState.get().fragment_id
+
+part()
+"""
+    at = AppTest.from_string(script, default_timeout=30)
+    at.run()
+    page_fragment, fragments_this_run = at.session_state["page"]
+    assert page_fragment is None and not fragments_this_run, "outside a fragment: no fragment id, a full run"
+    assert isinstance(at.session_state["part"], str) and at.session_state["part"], \
+        "ThreadState.get().fragment_id no longer names the running fragment: port widgets._fragment_now"

@@ -21,6 +21,7 @@ from attn_core.benchmark import (
 )
 from attn_core.lab import DTYPES
 from dashboard import charts
+from dashboard.widgets import draw_chart, page_downloads, slide_settings
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything
@@ -122,13 +123,17 @@ def render() -> None:
                    f"than {NOISY_SPREAD:.0%} of their median between repeats, or had fewer than 3 repeats "
                    f"({names}{' …' if len(noisy) > 6 else ''}). The machine was busy or the budget too short; "
                    "run again when it is idle before comparing ratios.")
+    first = (rows + scaling_rows)[0] if rows + scaling_rows else {}
+    slide_settings(first.get("device", ""), None, first.get("dtype", ""))
     if rows:
         df = pd.DataFrame(rows)
         st.header("Implementations")
-        for (size, pass_), part in df.groupby(["size", "pass"], sort=False):
+        for n, ((size, pass_), part) in enumerate(df.groupby(["size", "pass"], sort=False)):
             st.markdown(f"**{size}** · {pass_} · {part['device'].iloc[0]} · {part['dtype'].iloc[0]}")
-            st.altair_chart(charts.bar_chart(part, "ms", "implementation", "pass", width=560, spread=True),
-                            width="content")
+            draw_chart(st, lambda part=part: charts.bar_chart(part, "ms", "implementation", "pass", width=560,
+                                                              spread=True),
+                       key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
+                       title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
             table = part[["implementation", "ms", "ms_min", "ms_max", "reps", "ratio_to_sdpa"]].sort_values("ms")
             st.dataframe(table.rename(columns={"ms": "median ms", "ms_min": "fastest", "ms_max": "slowest",
                                                "reps": "repeats", "ratio_to_sdpa": "× raw SDPA"}),
@@ -141,7 +146,9 @@ def render() -> None:
     if scaling_rows:
         sdf = pd.DataFrame(scaling_rows)
         st.header("Time vs number of tokens")
-        st.altair_chart(charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560), width="content")
+        draw_chart(st, lambda: charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560),
+                   key="bench_scaling", name="time_vs_tokens", table=lambda: sdf,
+                   title="Forward time vs number of tokens (b 1, d 256, 4 heads)")
         wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
         st.dataframe(wide.style.format("{:.2f}", na_rep="–"), width="content")
         st.markdown(describe_scaling(scaling_rows))
@@ -161,6 +168,7 @@ def render() -> None:
         csv = pd.DataFrame(all_rows).to_csv(index=False)
         st.download_button("Download results (CSV)", csv, file_name="attention_benchmark.csv", mime="text/csv",
                            on_click="ignore", key="bench_csv")
+    page_downloads(page="benchmark")
 
 
 render()

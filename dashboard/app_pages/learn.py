@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from attn_core import checkpoints
@@ -10,7 +11,7 @@ from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, 
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
 from dashboard.links import md_escape
-from dashboard.widgets import draw_chart, memo
+from dashboard.widgets import draw_chart, memo, page_downloads, register_images, slide_settings
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
@@ -125,16 +126,19 @@ def live() -> None:
     snap = snaps[snap_steps.index(at)]
     table = memo(("learn_table", uid, at), lambda: learn_charts.score_table(snap.scores))
     n_l, n_h = snap.weights.shape[:2]
+    slide_settings(tr.task.name, None, f"{n_l} layers, {n_h} heads, step {at}")
 
     left, right = st.columns([0.42, 0.58])
     with left:
         draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320, height=300),
-                   lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps), None, key="learn_loss")
+                   lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps), None, key="learn_loss",
+                   name="loss", title="Training loss")
         met = tr.goals_met(snap.scores)
         goals = " · ".join(f"{g.describe(n_l)}: best **{g.best(snap.scores):.2f}**" for g in tr.task.goals)
         (st.success if met else st.info)(("Goal reached at this step. " if met else "Goal: ") + goals)
     with right:
         st.markdown(f"**Attention on the probe input, step {at}** (rows: queries, columns: keys; bright = high)")
+        thumbs = []
         for layer in range(n_l):
             cols = st.columns(max(n_h, 4))
             for h in range(n_h):
@@ -142,7 +146,13 @@ def live() -> None:
                            lambda m=snap.weights[layer, h]: charts.raster_png(m, "weights", target_px=96,
                                                                                min_side=96))
                 row = table.iloc[layer * n_h + h]
-                cols[h].image(png, caption=f"L{layer + 1} H{h + 1}: {row['pattern']}", width="stretch")
+                caption = f"L{layer + 1} H{h + 1}: {row['pattern']}"
+                cols[h].image(png, caption=caption, width="stretch")
+                thumbs.append((caption, png))
+        probe = tr.task.labels(tr.probe_tokens)
+        register_images("heads", f"Attention on the probe input, step {at}", thumbs, scale="weights",
+                        matrices=[snap.weights[layer, h] for layer in range(n_l) for h in range(n_h)],
+                        row_labels=probe, col_labels=probe, columns=n_h)
     st.select_slider("Snapshot: scrub back through training", snap_steps, key="learn_at",
                      disabled=len(snap_steps) < 2 or state == "running",
                      help="Pause (or wait for the end) to scrub; while training runs the newest snapshot is shown.")
@@ -166,13 +176,18 @@ def live() -> None:
     scores = [s.scores for s in snaps]
     draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),
                lambda: learn_charts.scores_frame(snap_steps, scores, at_step=at), ("learn_scores", tr.steps),
-               (uid, "scores", snap_steps[-1], at), key="learn_scores")
+               (uid, "scores", snap_steps[-1], at), key="learn_scores", name="head_scores",
+               title="Head scores over training")
     if st.toggle("Look at one head closely (with token ids)", key="learn_zoom"):
         pick = st.selectbox("Head", [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
                             format_func=lambda lh: learn_charts.head_name(*lh))
         labels = tr.task.labels(tr.probe_tokens)
-        st.altair_chart(charts.heatmap(snap.weights[pick[0], pick[1]], labels, labels, scale="weights", max_px=480,
-                                       title=f"{learn_charts.head_name(*pick)} at step {at}"), width="content")
+        head = snap.weights[pick[0], pick[1]]
+        draw_chart(st, lambda: charts.heatmap(head, labels, labels, scale="weights", max_px=480,
+                                              title=f"{learn_charts.head_name(*pick)} at step {at}"),
+                   key="learn_head_chart", name=learn_charts.head_name(*pick).replace(" ", ""),
+                   table=lambda: pd.DataFrame(head, index=labels, columns=labels).reset_index(names=""))
+    page_downloads(page="learn")
 
 
 live()

@@ -14,7 +14,7 @@ from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_t
 from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.controls import settings
-from dashboard.widgets import load_run, memo, show_matrix, show_panels, url_choice
+from dashboard.widgets import load_run, memo, page_downloads, show_matrix, show_panels, slide_settings, url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
 
@@ -31,6 +31,7 @@ def render() -> None:
     if run is None:
         st.stop()
     labels, trace, rk = run.labels, run.trace, run.key
+    slide_settings(cfg.variant, len(labels))
     scores_np = head_matrix(trace, "scores", 0)
     d_k = int(head_matrix(trace, "keys", 0).shape[-1])
     scores = torch.from_numpy(np.array(scores_np))
@@ -42,14 +43,15 @@ def render() -> None:
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
                 "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-                max_px=300, cache_key=(rk, "two_methods"))
+                max_px=300, cache_key=(rk, "two_methods"), name="two_correct_masks",
+                title="Two correct causal masks, the same weights")
     c1, c2 = st.columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
     with c2:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
                     title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})", max_px=260,
-                    cache_key=(rk, "method_diff"))
+                    cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
                    "agree up to float rounding.")
     st.markdown(
@@ -66,7 +68,8 @@ def render() -> None:
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                key="mistake_pair", scale="weights", columns=2, max_px=260, cache_key=(rk, "mistake", pick))
+                key="mistake_pair", scale="weights", columns=2, max_px=260, cache_key=(rk, "mistake", pick),
+                name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     c2, c3 = st.columns([1, 1])
     c2.code(wrong.code, language="python")
     with c3:
@@ -77,7 +80,7 @@ def render() -> None:
     what_wrong = (wrong.weights - right_a.weights).numpy()
     show_matrix(st, what_wrong, labels, labels, key="mistake_diff", scale="scores",
                 title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=300,
-                cache_key=(rk, "mistake_diff", pick))
+                cache_key=(rk, "mistake_diff", pick), name=f"{pick}_minus_right")
 
     # 3. Precision ---------------------------------------------------------------------------------------
     st.header("3 · Precision: float32, float16, bfloat16")
@@ -115,10 +118,12 @@ def render() -> None:
                     f"{top:.3g}, so the scaled survivors are the brightest cells.")
         c_mask, c_pair = st.columns([1, 2])
         show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask",
-                    title="dropped (1 = zeroed)", max_px=200, cache_key=(drun.key, "dropout_lab_mask"))
+                    title="dropped (1 = zeroed)", max_px=200, cache_key=(drun.key, "dropout_lab_mask"),
+                    name=f"dropout_mask_p{p:g}")
         show_panels(c_pair, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
                     labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=210,
-                    cache_key=(drun.key, "dropout_lab"))
+                    cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
+                    title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
         sums = dropped.sum(axis=1)
         st.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
                     f"survivors are multiplied by 1/(1−p) = {1 / (1 - p):.3g} so the *expected* row sum stays 1, but "
@@ -137,8 +142,11 @@ def render() -> None:
     dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
+    slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                key="scaling", scale="weights", columns=2, max_px=260, cache_key=("scaling", dk))
+                key="scaling", scale="weights", columns=2, max_px=260, cache_key=("scaling", dk),
+                name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
+    page_downloads(page="masking-lab")
 
 
 render()

@@ -15,7 +15,16 @@ from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
-from dashboard.widgets import draw_chart, load_run, plural, show_matrix, stepper, tensor_slice
+from dashboard.widgets import (
+    draw_chart,
+    load_run,
+    page_downloads,
+    plural,
+    show_matrix,
+    slide_settings,
+    stepper,
+    tensor_slice,
+)
 
 DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
 DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
@@ -86,7 +95,7 @@ def step_view() -> None:
     with right:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
-                     cache_key=(run.key, "flow", step.name))
+                     cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}")
 
 
 def render() -> None:
@@ -102,6 +111,7 @@ def render() -> None:
         st.stop()
     labels = run.labels
     T = len(labels)
+    slide_settings(cfg.variant, T, f"d_out {cfg.d_out}, {cfg.num_heads} heads")
 
     st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
                 f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
@@ -127,7 +137,8 @@ def render() -> None:
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
     draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
                                                   x_title="d_out column"),
-               key="reshape_before")
+               key="reshape_before", name="reshape_before_view",
+               title="Before .view: queries (num_tokens, d_out), numbered in memory order, coloured by head")
     st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
                 "head_dim) matrix per head")
     per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
@@ -135,7 +146,8 @@ def render() -> None:
                                                   .repeat(demo_hd, 2), tok, [str(c) for c in range(demo_hd)],
                                                   panels=[f"head {h + 1}" for h in range(demo_h)],
                                                   x_title="head_dim", columns=4 if demo_hd <= 3 else 2),
-               key="reshape_after")
+               key="reshape_after", name="reshape_after_view_transpose",
+               title="After .view(b, num_tokens, num_heads, head_dim).transpose(1, 2): one matrix per head")
     hd = head_dim
     st.markdown(
         f"`.view` only re-reads the same memory with a new shape: column *c* of d_out lands in head *c // {hd}*. "
@@ -174,9 +186,9 @@ def render() -> None:
     lab = [str(c) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
-                y_title="token", max_px=360)
+                y_title="token", max_px=360, cache_key=(run.key, "wrapper_out"))
     show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
-                y_title="token", max_px=360)
+                y_title="token", max_px=360, cache_key=(run.key, "mha_out"))
 
     # --- batched matmul vs loop -------------------------------------------------------------------------
     st.header("One batched matmul = a loop over heads")
@@ -194,6 +206,7 @@ def render() -> None:
         c2.dataframe(np.round(m.numpy(), 4), hide_index=False)
     c3.metric("max |difference|", f"{loop_diff:.1e}")
     c3.caption("PyTorch multiplies the last two dimensions and treats the leading ones (batch, heads) as a batch.")
+    page_downloads(page="shape-flow")
 
 
 render()

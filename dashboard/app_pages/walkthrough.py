@@ -1,6 +1,9 @@
-"""Book walkthrough: sections 3.3 to 3.6.2 with the book's own numbers, then with your sentence."""
+"""Book walkthrough: sections 3.3 to 3.6.2 with the book's own numbers, then with your sentence. Each
+step's tensor is drawn as a heatmap beside its printed numbers."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -11,27 +14,76 @@ from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.links import md_escape
-from dashboard.widgets import memo, sentence, stepper
+from dashboard.widgets import memo, page_downloads, sentence, show_matrix, slide_settings, stepper
+
+# Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
+WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}
+CHART_PX = 180  # a 6-token chart: 30 px cells; with its labels and legend ~350 px, beside the numbers at 1280 px
+TABLE_COLUMN_PX = 58  # "0.2098" and cell padding
+COLUMNS = [5, 6]  # chart | numbers: at 1280 px with the sidebar open, ~365 px and ~440 px (measured)
 
 
 def agrees(step) -> bool | None:
     return dropout_ok(step) if step.key == "dropout" else step.agrees
 
 
-def show(value, labels: list[str]) -> None:
-    """A tensor as a small table; token axes are labelled with the tokens."""
+def step_scale(key: str) -> str:
+    """Weights on the fixed 0-1 scale (dropout's scaled survivors up to 2); everything else diverging."""
+    return "weights" if key in WEIGHT_STEPS else "weights:2" if key == "dropout" else "scores"
+
+
+def variable(step) -> str:
+    """The name the step's code gives its result (``attn_scores_2``), else the step's key."""
+    names = re.findall(r"^(\w+)\s*\+?=", step.code, flags=re.MULTILINE)
+    return names[-1] if names else step.key
+
+
+def as_matrix(step, labels: list[str]) -> tuple[np.ndarray, list[str], list[str], str, str] | None:
+    """The step's value as a 2-d matrix with row and column labels and axis titles (a vector is one row)."""
+    v = step.value.detach().float().numpy()
+    if v.ndim == 0:
+        return None
+    n = len(labels)
+    if step.key == "overflow":  # two softmaxes of the same two large scores
+        return v.reshape(2, -1), ["softmax_naive", "torch.softmax"], ["x = 1000", "x = 1001"], "input", "function"
+    if step.key == "dropout":  # a 6 x 6 matrix of ones, not tokens
+        rows, cols = [str(i + 1) for i in range(v.shape[0])], [str(j + 1) for j in range(v.shape[1])]
+        return v, rows, cols, "column", "row"
+    if v.ndim == 1:
+        cols = labels if len(v) == n else [f"dim {j + 1}" for j in range(len(v))]
+        return v.reshape(1, -1), [variable(step)], cols, "key" if len(v) == n else "dimension", ""
+    rows = labels if v.shape[0] == n else [str(i + 1) for i in range(v.shape[0])]
+    square = v.shape[1] == n and v.shape[0] == n
+    cols = labels if v.shape[1] == n else [f"dim {j + 1}" for j in range(v.shape[1])]
+    return v, rows, cols, "key" if square else "dimension", "query" if square else "token"
+
+
+def show(container, value, labels: list[str]) -> None:
+    """A tensor as a small table: rows labelled with the tokens (never cut: the label column is as wide as
+    its longest label), columns by their number (the chart beside it spells the tokens out), so six
+    4-decimal columns fit beside the chart at 1280 px. A vector is one row, as the book prints it."""
     v = value.detach().float().numpy()
     if v.ndim == 0:
-        st.markdown(f"`{v:.4f}`")
+        container.markdown(f"`{v:.4f}`")
         return
     v2 = v.reshape(1, -1) if v.ndim == 1 else v
-    n = len(labels)
-    df = pd.DataFrame(v2)
-    if v2.shape[0] == n:
-        df.index = labels
-    if v2.shape[1] == n:
-        df.columns = labels
-    st.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content")
+    df = pd.DataFrame(v2, columns=[str(j + 1) for j in range(v2.shape[1])])
+    df.index = labels if v2.shape[0] == len(labels) else [str(i + 1) for i in range(v2.shape[0])]
+    widest = max((len(str(x)) for x in df.index), default=4)
+    config = {"_index": st.column_config.Column(width=max(40, 7 * widest + 18))}
+    config |= {c: st.column_config.Column(width=TABLE_COLUMN_PX) for c in df.columns}
+    container.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content", column_config=config,
+                        hide_index=v.ndim == 1)
+
+
+def draw_step(step, labels: list[str], key: str, name: str, whose: str = "") -> None:
+    """The step's tensor as a heatmap (left) beside its numbers (right)."""
+    matrix = as_matrix(step, labels)
+    if matrix is None:
+        return
+    m, rows, cols, x_title, y_title = matrix
+    show_matrix(st, m, rows, cols, key=key, scale=step_scale(step.key), x_title=x_title, y_title=y_title,
+                max_px=CHART_PX, title=f"§{step.section} {step.title}{whose}", name=name)
 
 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
@@ -58,16 +110,17 @@ def render() -> None:
     st.markdown(step.explanation)
     st.code(step.code, language="python")
 
-
     ok = agrees(step)
-    c1, c2 = st.columns(2)
-    with c1:
+    slide_settings("book inputs", len(BOOK_LABELS))
+    c_chart, c_nums = st.columns(COLUMNS, gap="small")
+    with c_chart:
+        draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}")
+    with c_nums:
         st.markdown("**Our code computes**")
-        show(step.value, BOOK_LABELS)
-    with c2:
+        show(st, step.value, BOOK_LABELS)
         st.markdown("**The book prints**")
         if step.printed is not None:
-            show(step.printed, BOOK_LABELS)
+            show(st, step.printed, BOOK_LABELS)
         else:
             st.markdown(f"_(no fixed print: {step.check})_")
     if ok:
@@ -84,6 +137,7 @@ def render() -> None:
         tokens = cached_tokens(text)
     except ValueError as e:
         st.warning(sentence(e))
+        page_downloads(page="walkthrough")
         st.stop()
     if len(tokens) > 64:
         st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
@@ -98,9 +152,17 @@ def render() -> None:
     st.caption(f"Your tokens get {how}, then the same code runs: "
                + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
     value = mine.value.detach().float().numpy()
-    show(mine.value, [t.label for t in tokens])
+    my_labels = [t.label for t in tokens]
+    slide_settings(f"{mode} inputs", len(tokens), "your sentence")
+    c_chart, c_nums = st.columns(COLUMNS, gap="small")
+    with c_chart:
+        draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)")
+    with c_nums:
+        st.markdown("**Our code computes**")
+        show(st, mine.value, my_labels)
     if np.isnan(value).any() and step.key != "overflow":
         st.warning("Some values are NaN: check the step's explanation.")
+    page_downloads(page="walkthrough")
 
 
 render()
