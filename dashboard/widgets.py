@@ -644,13 +644,13 @@ def _go(key: str, value: str) -> None:
     st.session_state[key] = value
 
 
-def section_steps(key: str, names: Sequence[str]):
+def section_steps(key: str, names: Sequence[str]) -> tuple:
     """Previous / Next buttons (and Page Up / Page Down) over tabs bound to ``key``, named after the
     section they lead to, at the right of the open tab's first row; returns that row's left part for the
-    section's own controls."""
+    section's own controls and the middle part (for the page's download control)."""
     current = st.session_state.get(key)
     i = names.index(current) if current in names else 0
-    left, right = st.columns([3, 2], vertical_alignment="center")
+    left, middle, right = st.columns([5, 2, 4], vertical_alignment="center")
     row = right.container(horizontal=True, horizontal_alignment="right", gap="small")
     row.button(f"◀ {names[i - 1]}" if i > 0 else "◀ Previous", key=f"{key}_prev", on_click=_go,
                args=(key, names[max(i - 1, 0)]), disabled=i == 0, shortcut=PREV_KEY, type="tertiary",
@@ -658,7 +658,7 @@ def section_steps(key: str, names: Sequence[str]):
     row.button(f"{names[i + 1]} ▶" if i < len(names) - 1 else "Next ▶", key=f"{key}_next", on_click=_go,
                args=(key, names[min(i + 1, len(names) - 1)]), disabled=i == len(names) - 1, shortcut=NEXT_KEY,
                type="tertiary", help="Next section (Page Down)")
-    return left
+    return left, middle
 
 
 def stepper(key: str, labels: Sequence[str]) -> int:
@@ -720,19 +720,3 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
     cols_l = labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else [str(i) for i in range(m.shape[1])]
     show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=420,
                 cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked)
-
-
-def slide_downloads(container, build: Callable[[], alt.TopLevelMixin], matrix: np.ndarray,
-                    row_labels: Sequence[str], col_labels: Sequence[str], name: Callable[[str], str], *,
-                    key: str) -> None:
-    """SVG, 2x PNG and CSV downloads of one chart, built only when clicked (vl-convert, offline)."""
-    from . import export
-
-    c1, c2, c3 = container.columns(3)
-    c1.download_button("SVG", lambda: export.chart_svg(build()), file_name=name("svg"), mime="image/svg+xml",
-                       key=f"{key}_svg", on_click="ignore", icon=":material/download:", width="stretch")
-    c2.download_button("PNG 2x", lambda: export.chart_png(build()), file_name=name("png"), mime="image/png",
-                       key=f"{key}_png", on_click="ignore", icon=":material/download:", width="stretch")
-    c3.download_button("CSV", lambda: export.matrix_csv(matrix, row_labels, col_labels), file_name=name("csv"),
-                       mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:",
-                       width="stretch")

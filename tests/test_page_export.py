@@ -84,11 +84,10 @@ def test_every_chart_of_a_page_is_registered_once(page, registered):
     charts, images = drawn(at)
     assert charts > 0
     assert accounted(entries) == (charts, images), [e.what for e in entries]
-    if page is not EXPLORE:  # Explore's control is wired on its own branch; its charts are registered all the same
-        assert registered["offered"] and registered["offered"][-1] == entries
-        assert len(offered(at)) == len(entries)
-        labels = sorted(b.proto.label for b in at.get("download_button"))
-        assert labels == [f"All {len(entries)} charts on this page (zip)", "CSV", "PNG 2x", "SVG"]
+    assert registered["offered"] and registered["offered"][-1] == entries
+    assert len(offered(at)) == len(entries)
+    labels = sorted(b.proto.label for b in at.get("download_button"))
+    assert labels == [f"All {len(entries)} charts on this page (zip)", "CSV", "PNG 2x", "SVG"]
 
 
 def test_rasters_of_long_inputs_are_registered_with_their_png(registered):
@@ -284,3 +283,10 @@ def test_the_walkthrough_draws_every_step_as_a_chart_beside_its_numbers(register
         registered["registered"].clear()
     rows = list(csv.reader(io.StringIO(book[0].table().decode())))  # the last step: (6, 2), tokens as rows
     assert [r[0] for r in rows[1:]] == ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
+
+
+def test_explore_offers_the_open_sections_charts_named_by_head(registered):
+    run_page(None, registered, variant="MultiHeadAttention", num_heads="2", section="Scores")
+    stems = [e.stem() for e in registered["registered"]]
+    assert stems and all("head1" in s or s.startswith("mask") for s in stems), stems
+    assert any(s.startswith("scores_head1_MultiHeadAttention_T6") for s in stems), stems

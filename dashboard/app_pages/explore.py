@@ -19,7 +19,6 @@ from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
 from dashboard.compute import Run
 from dashboard.controls import MASK_NAMES, VARIANT_NAMES, Settings, settings
-from dashboard.export import slide_name
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.present import dark, ink, presenting
@@ -29,11 +28,12 @@ from dashboard.widgets import (
     draw_chart,
     load_run,
     memo,
+    page_downloads,
     plural,
     section_steps,
     show_matrix,
     show_panels,
-    slide_downloads,
+    slide_settings,
     url_cell,
     url_choice,
 )
@@ -60,6 +60,10 @@ class View:
     @property
     def T(self) -> int:
         return len(self.run.tokens)
+
+    def name(self, what: str) -> str:
+        """A chart's name in its download's file name: which head, when there are several."""
+        return f"{what}_head{self.head + 1}" if self.H > 1 else what
 
     @property
     def head_title(self) -> str:
@@ -90,7 +94,8 @@ def qkv_section(v: View) -> None:
     st.caption("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
                "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
     show_panels(st, qkv, ["queries", "keys", "values"], v.labels, [f"{i + 1}" for i in range(width)],
-                key="qkv", scale="scores", columns=3, max_px=min(240, cell_area(content_px(), v.labels, panels=3)),
+                key="qkv", name=v.name("qkv"), scale="scores", columns=3,
+                max_px=min(240, cell_area(content_px(), v.labels, panels=3)),
                 x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
 
 
@@ -99,6 +104,7 @@ def scores_section(v: View) -> None:
                    ("scaled_scores", "scaled scores  ÷ √d_k")]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
+                name=v.name("scores"),
                 scale="scores", columns=3,
                 max_px=min(260, cell_area(content_px(), v.labels, panels=len(score_mats))),
                 cache_key=(v.run.key, "scores", v.head))
@@ -113,7 +119,7 @@ def scores_section(v: View) -> None:
                 max_px=min(220, cell_area(column_px([1, 2], 0), v.labels)), cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
-                    key="renorm_steps", scale="weights", columns=2,
+                    key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=2,
                     max_px=min(220, cell_area(column_px([1, 2], 1), v.labels, panels=2)),
                     cache_key=(v.run.key, "renorm", v.head))
         c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
@@ -156,10 +162,11 @@ def weights_and_story(head: int, wscale: str) -> None:
     if run is None:
         return
     v = View(s, run, head, num_heads(run.trace), wscale)
-    labels, T, cfg = v.labels, v.T, s.cfg
+    labels, T = v.labels, v.T
     weights = v.mat("weights")
     c_w, c_story = st.columns([3, 2])
-    clicked = show_matrix(c_w, weights, labels, labels, key="weights", scale=wscale, selectable=True, zoom=True,
+    clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
+                          scale=wscale, selectable=True, zoom=True,
                           max_px=min(480, cell_area(column_px([3, 2], 0), labels)),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
@@ -177,15 +184,6 @@ def weights_and_story(head: int, wscale: str) -> None:
         pick = None
     row_sums = weights.sum(axis=1)
     c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
-    n_slide = min(T, 64)  # a slide holds at most 64 tokens readably
-    head_part = head + 1 if v.H > 1 else None
-    slide_downloads(
-        c_w, lambda: charts.heatmap(weights[:n_slide, :n_slide], labels, labels, scale=wscale,
-                                    title=f"attention weights · {cfg.variant}" + (f" · head {head + 1}"
-                                                                                 if v.H > 1 else "")),
-        weights, labels, labels, key="weights_export",
-        name=lambda ext: slide_name("weights", cfg.variant, T, ext, head=head_part))
-
     with c_story:
         if st.toggle("Line view of this head", key="line_view", bind="query-params",
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "
@@ -244,7 +242,8 @@ def compare_methods(v: View) -> None:
     c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
     c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
                    "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
-    show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair", scale=v.wscale,
+    show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair",
+                name=v.name("compare_methods"), scale=v.wscale,
                 columns=2, max_px=min(280, cell_area(content_px(), v.labels, panels=2)),
                 cache_key=(v.run.key, "compare_methods", v.head))
 
@@ -269,11 +268,12 @@ def dropout_section(v: View) -> None:
     st.markdown(f"**p = {p:g}: every surviving weight is multiplied by 1/(1−p) = {top:.3g}**, so the colour "
                 f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
     c_dm, c_dw = st.columns([1, 2])
-    show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", scale="mask", title="dropped cells (1 = zeroed)",
+    show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", name=v.name("dropout_mask"), scale="mask",
+                title="dropped cells (1 = zeroed)",
                 max_px=min(200, cell_area(column_px([1, 2], 0), v.labels)),
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                v.labels, key="dropout", scale=charts.weights_scale(top), columns=2,
+                v.labels, key="dropout", name=v.name("dropout"), scale=charts.weights_scale(top), columns=2,
                 max_px=min(210, cell_area(column_px([1, 2], 1), v.labels, panels=2)),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
@@ -287,7 +287,8 @@ def output_section(v: View) -> None:
     out_shape = tuple(v.run.output.shape)
     c1, c2 = st.columns(2)
     half = cell_area(column_px([1, 1], 0), v.labels)
-    show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context", scale="scores",
+    show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context",
+                name=v.name("context"), scale="scores",
                 title="context vectors" + v.head_title, x_title="dimension", y_title="token",
                 max_px=min(380, half), cache_key=(v.run.key, "context", v.head))
     show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
@@ -341,6 +342,7 @@ def render() -> None:
     run = load_run(s)
     if run is None:
         st.stop()
+    slide_settings(run.cfg.variant, len(run.tokens))
     H = num_heads(run.trace)
     head = 0
     if H > 1:
@@ -359,8 +361,9 @@ def render() -> None:
     for name, tab in zip(names, tabs):
         if tab.open:
             with tab:
-                v.top = section_steps("section", names)
+                v.top, downloads = section_steps("section", names)
                 parts[name](v)
+                page_downloads(downloads, page=f"explore-{name.lower().replace(', ', '')}")
 
 
 render()
