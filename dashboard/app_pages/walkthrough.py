@@ -89,21 +89,12 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "") -> 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
 
 
-def render() -> None:
-    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+@st.fragment
+def step_view() -> None:
+    """The stepper, the step it points at, and the same step on the user's sentence. A fragment:
+    Previous / Next rerun only this part of the page."""
     s = settings()
-    st.title("Book walkthrough: chapter 3, step by step")
-    st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
-               "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
     steps = memo(("walkthrough",), book_walkthrough)
-
-
-    summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
-                            "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
-    with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
-                     expanded=False):
-        st.dataframe(summary, hide_index=True, width="stretch")
-
     i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
     step = steps[i]
     st.header(f"§{step.section} · {step.title}")
@@ -138,7 +129,7 @@ def render() -> None:
     except ValueError as e:
         st.warning(sentence(e))
         page_downloads(page="walkthrough")
-        st.stop()
+        return
     if len(tokens) > 64:
         st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
         tokens = tokens[:64]
@@ -164,5 +155,22 @@ def render() -> None:
         st.warning("Some values are NaN: check the step's explanation.")
     page_downloads(page="walkthrough")
 
+
+
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    st.title("Book walkthrough: chapter 3, step by step")
+    st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
+               "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
+    steps = memo(("walkthrough",), book_walkthrough)
+
+
+    summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
+                            "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
+    with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
+                     expanded=False):
+        st.dataframe(summary, hide_index=True, width="stretch")
+
+    step_view()
 
 render()
