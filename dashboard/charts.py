@@ -33,6 +33,9 @@ SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange",
 
 LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask", "relative": "÷ row max",
                  "magnitude": "size"}
+# What a 0/1 mask's two values mean, as its legend's two entries (a gradient would claim values in between).
+MASK_LABELS = ("0 = visible", "1 = hidden")  # the causal mask
+DROPOUT_MASK_LABELS = ("0 = kept", "1 = zeroed")
 
 
 def scale_parts(scale: str) -> tuple[str, float]:
@@ -191,12 +194,14 @@ def heatmap(
     offset_cols: int = 0,
     text_format: str = ".2f",
     big: bool = False,
+    mask_labels: tuple[str, str] = MASK_LABELS,
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
     presentation mode's larger cells and 16 px values.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
+    With ``scale="mask"`` the legend has two entries, ``mask_labels`` (what 0 and 1 mean).
     """
     m = np.asarray(matrix, dtype=np.float64)
     n_rows, n_cols = m.shape
@@ -212,12 +217,23 @@ def heatmap(
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart(df).encode(x=x, y=y)
-    cells = base.mark_rect().encode(
-        color=alt.condition("datum.masked", alt.value(MASK_GREY),
-                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
-                                      legend=alt.Legend(orient="right", gradientLength=min(200, height)))),
-        tooltip=tooltip,
-    )
+    if kind == "mask":
+        cells = base.transform_calculate(meaning=f"datum.color > 0.5 ? {json.dumps(mask_labels[1])} : "
+                                                 f"{json.dumps(mask_labels[0])}").mark_rect().encode(
+            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=["#f7f7f7", "#404040"]),
+                            title=LEGEND_TITLES[kind],
+                            # below the cells: two entries beside each other are narrower than a right legend
+                            legend=alt.Legend(orient="bottom", direction="horizontal", symbolType="square",
+                                              symbolStrokeColor="#8c8c8c", symbolStrokeWidth=1, labelLimit=0)),
+            tooltip=tooltip,
+        )
+    else:
+        cells = base.mark_rect().encode(
+            color=alt.condition("datum.masked", alt.value(MASK_GREY),
+                                alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
+                                          legend=alt.Legend(orient="right", gradientLength=min(200, height)))),
+            tooltip=tooltip,
+        )
     if selectable:
         cell = alt.selection_point(fields=["q", "k"], name="cell", on="click", clear=False, empty=False)
         cells = cells.add_params(cell).encode(
