@@ -19,6 +19,11 @@ from dashboard.widgets import draw_chart, load_run, plural, show_matrix, stepper
 
 DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
 DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
+# Sizes for a 1280x720 projector with the sidebar open, the narrowest screen the page is made for: the main
+# area is 820 px wide there (a half column 402 px). A heatmap's axis labels and legend take ~170-200 px
+# beside its cells (measured in Chromium; tests/test_browser_layout.py checks that every chart fits).
+HALF_MAX_PX = 200  # cells of a heatmap in half the page
+NUMBERED_ROW_PX = 600  # cells of a numbered row (the reshape picture) across the page
 # The first step's code line, by the input vectors actually used (the trace records the learned one).
 X_CODE = {
     "book": "x = inputs  # the book's fixed 6 x 3 tensor for \"Your journey starts with one step\"",
@@ -62,10 +67,10 @@ def step_view() -> None:
     prev = previous_form(steps, i)
     code = X_CODE.get(run.input_mode, step.code) if step.kind == "input" else step.code
 
-    left, right = st.columns([5, 4])
+    left, right = st.columns(2)
     with left:
         st.subheader(f"{i + 1}. `{step.name}`")
-        st.code(code, language="python")
+        st.code(code, language="python", wrap_lines=True)
         st.markdown(f"**Shape** {shape_text(step)}")
         if prev is not None:
             var, before = prev
@@ -86,7 +91,8 @@ def step_view() -> None:
     with right:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
-                     cache_key=(run.key, "flow", step.name))
+                     cache_key=(run.key, "flow", step.name), max_px=HALF_MAX_PX,
+                     mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
 
 
 def render() -> None:
@@ -126,7 +132,8 @@ def render() -> None:
     before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
     draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
-                                                  x_title="d_out column"),
+                                                  x_title="d_out column",
+                                                  px=min(30, NUMBERED_ROW_PX // len(columns))),
                key="reshape_before")
     st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
                 "head_dim) matrix per head")
@@ -174,9 +181,9 @@ def render() -> None:
     lab = [str(c) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
-                y_title="token", max_px=360)
+                y_title="token", max_px=HALF_MAX_PX)
     show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
-                y_title="token", max_px=360)
+                y_title="token", max_px=HALF_MAX_PX)
 
     # --- batched matmul vs loop -------------------------------------------------------------------------
     st.header("One batched matmul = a loop over heads")
