@@ -419,8 +419,11 @@ def numbered_cells(
     chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
         return chart
+    # Panels narrower than their x title (one head_dim column) need the room between them, or the titles of
+    # neighbours run together ("head_dimhead_dim"); ~7 px a character.
+    spacing = max(16, 7 * len(x_title) - px * nums.shape[-1] + 12)
     return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")),
-                       columns=columns or len(panels), spacing=16)
+                       columns=columns or len(panels), spacing=spacing)
 
 
 # Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.
