@@ -74,7 +74,7 @@ def render() -> None:
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
                 key="mistake_pair", scale="weights", columns=2, max_px=PAIR_MAX_PX, cache_key=(rk, "mistake", pick))
     c2, c3 = st.columns([1, 1])
-    c2.code(wrong.code, language="python")
+    c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     with c3:
         m1, m2, m3 = st.columns(3)
         m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
