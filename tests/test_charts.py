@@ -167,3 +167,16 @@ def test_numbered_panels_leave_room_for_their_titles():
     spec = charts.numbered_cells(nums, np.zeros_like(nums), LABELS[:4], ["0"], panels=["head 1", "head 2"],
                                  x_title="head_dim", px=30).to_dict()
     assert spec["spacing"] >= 7 * len("head_dim") - 30
+
+
+def test_key_labels_stand_upright_in_narrow_cells():
+    """At -45° labels lie ~0.7 cell apart: 20 tokens in 14 px cells ran together ("1: one2: two3: three")."""
+    words = [f"{i + 1}: word{i}" for i in range(20)]
+    m = np.eye(20)
+    x = charts.heatmap(m, words, words, max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -90 and x["labelOverlap"] is True  # Vega drops only labels that would clash
+    facet = charts.facet_grid([m, m], ["a", "b"], words, max_px=280).to_dict()
+    x = facet["spec"]["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -90 and x["labelOverlap"] is True
+    x = charts.heatmap(np.eye(10), words[:10], words[:10], max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -45  # 28 px cells: tilted labels have room
