@@ -14,14 +14,14 @@ from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_t
 from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.sizes import cell_area, column_px
 from dashboard.widgets import load_run, memo, show_matrix, show_panels, url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
-# Sizes for a 1280x720 projector with the sidebar open, the narrowest screen the page is made for: the main
-# area is 820 px wide there (a half column 402 px). Beside its cells a heatmap's axis labels and legend take
-# ~170-200 px, a pair of panels ~200 px (measured in Chromium; tests/test_browser_layout.py checks the fit).
-HALF_MAX_PX = 200  # one heatmap in half the page
-PAIR_MAX_PX = 280  # each of two panels across the page
+# Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
+# 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
+PAIR_CAP_PX = 280  # each of two panels across the page, at most (more only in presentation mode)
+HALF_CAP_PX = 240  # one heatmap in half the page, at most
 ERROR_PREFIX = "PyTorch error: "
 
 
@@ -42,19 +42,21 @@ def render() -> None:
     scores = torch.from_numpy(np.array(scores_np))
     variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
     right_a, right_b = variants[0], variants[1]
+    pair = min(PAIR_CAP_PX, cell_area(column_px([1], 0), labels, panels=2))  # two panels across the page
 
     # 1. The two correct methods ----------------------------------------------------------------------
     st.header("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
                 "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-                max_px=PAIR_MAX_PX, cache_key=(rk, "two_methods"))
+                max_px=pair, cache_key=(rk, "two_methods"))
     c1, c2 = st.columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
     with c2:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
-                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})", max_px=260,
+                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
+                    max_px=min(260, cell_area(column_px([2, 3], 1), labels)),
                     cache_key=(rk, "method_diff"))
         st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
                    "agree up to float rounding.")
@@ -72,7 +74,7 @@ def render() -> None:
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                key="mistake_pair", scale="weights", columns=2, max_px=PAIR_MAX_PX, cache_key=(rk, "mistake", pick))
+                key="mistake_pair", scale="weights", columns=2, max_px=pair, cache_key=(rk, "mistake", pick))
     c2, c3 = st.columns([1, 1])
     c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     with c3:
@@ -128,9 +130,9 @@ def render() -> None:
         # The mask beside its explanation, then the two weight panels across the page: mask and panels in one
         # row do not fit a 1280 px projector with the sidebar open (the third panel was cut off).
         c_mask, c_note = st.columns(2)
-        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask",
-                    title="dropped (1 = zeroed)", max_px=HALF_MAX_PX, cache_key=(drun.key, "dropout_lab_mask"),
-                    mask_labels=charts.DROPOUT_MASK_LABELS)
+        mask_px = min(HALF_CAP_PX, cell_area(column_px([1, 1], 0), labels, legend=False))  # its legend is below
+        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask", title="dropped (1 = zeroed)",
+                    max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=charts.DROPOUT_MASK_LABELS)
         sums = dropped.sum(axis=1)
         c_note.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels below share a colour scale "
                         f"from 0 to {top:.3g}, so the scaled survivors are the brightest cells.")
@@ -139,7 +141,7 @@ def render() -> None:
                         f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
                         "(`model.eval()`) dropout does nothing.")
         show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=PAIR_MAX_PX,
+                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=pair,
                     cache_key=(drun.key, "dropout_lab"))
 
     # 5. Scaling --------------------------------------------------------------------------------------------
@@ -155,7 +157,7 @@ def render() -> None:
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                key="scaling", scale="weights", columns=2, max_px=PAIR_MAX_PX, cache_key=("scaling", dk))
+                key="scaling", scale="weights", columns=2, max_px=pair, cache_key=("scaling", dk))
 
 
 render()

@@ -15,15 +15,15 @@ from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.sizes import cell_area, column_px, content_px
 from dashboard.widgets import draw_chart, load_run, plural, show_matrix, stepper, tensor_slice
 
 DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
 DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
-# Sizes for a 1280x720 projector with the sidebar open, the narrowest screen the page is made for: the main
-# area is 820 px wide there (a half column 402 px). A heatmap's axis labels and legend take ~170-200 px
-# beside its cells (measured in Chromium; tests/test_browser_layout.py checks that every chart fits).
-HALF_MAX_PX = 200  # cells of a heatmap in half the page
-NUMBERED_ROW_PX = 600  # cells of a numbered row (the reshape picture) across the page
+# Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
+# 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
+HALF_CAP_PX = 260  # a heatmap's cells in half the page, at most (more only in presentation mode's wider page)
+NUMBERED_CHROME_PX = 220  # the reshape picture's token labels, axis title and head legend beside its cells
 # The first step's code line, by the input vectors actually used (the trace records the learned one).
 X_CODE = {
     "book": "x = inputs  # the book's fixed 6 x 3 tensor for \"Your journey starts with one step\"",
@@ -91,7 +91,8 @@ def step_view() -> None:
     with right:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
-                     cache_key=(run.key, "flow", step.name), max_px=HALF_MAX_PX,
+                     cache_key=(run.key, "flow", step.name),
+                     max_px=min(HALF_CAP_PX, cell_area(column_px([1, 1], 1), labels, legend=scale != "mask")),
                      mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
 
 
@@ -133,7 +134,7 @@ def render() -> None:
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
     draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
                                                   x_title="d_out column",
-                                                  px=min(30, NUMBERED_ROW_PX // len(columns))),
+                                                  px=min(30, (content_px() - NUMBERED_CHROME_PX) // len(columns))),
                key="reshape_before")
     st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
                 "head_dim) matrix per head")
@@ -180,10 +181,11 @@ def render() -> None:
                "matmul per projection instead of one per head.")
     lab = [str(c) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
+    half = min(HALF_CAP_PX, cell_area(column_px([1, 1], 0), labels))
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
-                y_title="token", max_px=HALF_MAX_PX)
+                y_title="token", max_px=half)
     show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
-                y_title="token", max_px=HALF_MAX_PX)
+                y_title="token", max_px=half)
 
     # --- batched matmul vs loop -------------------------------------------------------------------------
     st.header("One batched matmul = a loop over heads")
