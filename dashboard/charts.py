@@ -233,8 +233,8 @@ def heatmap(
                                                  f"{json.dumps(mask_labels[0])}").mark_rect().encode(
             color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=["#f7f7f7", "#404040"]),
                             title=LEGEND_TITLES[kind],
-                            # below the cells: two entries beside each other are narrower than a right legend
-                            legend=alt.Legend(orient="bottom", direction="horizontal", symbolType="square",
+                            # below the cells, one entry above the other: never wider than the chart
+                            legend=alt.Legend(orient="bottom", direction="vertical", symbolType="square",
                                               symbolStrokeColor="#8c8c8c", symbolStrokeWidth=1, labelLimit=0)),
             tooltip=tooltip,
         )
