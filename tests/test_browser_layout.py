@@ -9,7 +9,8 @@ For each page and setting the page is drawn, then one JS evaluation measures the
     are those of element containers (``stElementContainer``, one per Streamlit element) that are
     not ancestors or descendants of one another, a chart's box being its drawn content's.
 
-A page with tabs is measured on every tab (hidden elements have no box and are skipped).
+A page with tabs is measured on every tab (hidden elements have no box and are skipped). Presentation
+mode (``?present=true``) is measured as it opens: sidebar collapsed, at 1280x720.
 
 Both allow ``TOL_PX`` of rounding. The failure message names each offender by its testid, its
 widget key (``st-key-…``) or its first words, with the page and settings.
@@ -60,6 +61,9 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
 }
 COLLAPSED = ["4heads", "64tokens"]  # Explore at 1280x720 with the sidebar collapsed (1120 px): its widest settings
+# Presentation mode (?present=true: large type, sidebar collapsed) on a 1280x720 projector: every page as a prepared
+# link opens it, and Explore with its longest sentence too.
+PRESENT = [(page, "default") for page in PAGES] + [("explore", "64tokens")]
 # The Shape flow's stepper opens at step 1 (x); three settings open it at its widest steps instead (a link names
 # the step), and the page must then show that step's heading.
 STEPS = {("shape-flow", "4heads"): ("15", "15. attn_weights"), ("shape-flow", "64tokens"): ("15", "15. attn_weights"),
@@ -73,6 +77,8 @@ def _cases() -> list:
             cases += [pytest.param(page, name, vp, "open", id=f"{page}-{name}-{vp}") for name in spec[1 + i]]
     cases += [pytest.param("explore", name, "1280x720", "collapsed", id=f"explore-{name}-1280x720-sidebar_collapsed")
               for name in COLLAPSED]
+    cases += [pytest.param(page, name, "1280x720", "present", id=f"{page}-{name}-1280x720-presentation")
+              for page, name in PRESENT]
     return cases
 
 
@@ -83,7 +89,7 @@ READY_JS = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     const main = document.querySelector('[data-testid="stMain"]');
     if (!app || !main || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-    if (!main.querySelector('h1')) return false;  // every page starts with its title
+    if (!main.querySelector('[data-testid="stElementContainer"]')) return false;  // the page has drawn something
     if (document.querySelector('[data-stale="true"], [data-testid="stMain"] [data-testid="stSkeleton"]')) return false;
     for (const c of main.querySelectorAll('[data-testid="stVegaLiteChart"]'))
         if (!c.querySelector('svg.marks, canvas.marks')) return false;
@@ -205,6 +211,9 @@ def measure(page) -> dict:
         name = " ".join(tab.inner_text().split())
         tab.click()
         page.wait_for_function("(t) => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle())
+        # a lazy tab (st.tabs bound to a key) is empty until the rerun its click starts has drawn it
+        page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stMain"] [role="tabpanel"]')]
+            .some(p => p.checkVisibility() && p.querySelector('[data-testid="stElementContainer"]'))""")
         wait_still(page)
         more = page.evaluate(CHECK_JS, TOL_PX)
         for kind in ("cut", "overlap"):
@@ -220,14 +229,16 @@ def test_sentences_have_the_token_counts_their_names_say():
     assert len(tokenize(SIXTY_FOUR_TOKENS)) == 64
 
 
-@pytest.mark.parametrize(("page_name", "setting", "viewport", "sidebar"), _cases())
+@pytest.mark.parametrize(("page_name", "setting", "viewport", "screen"), _cases())
 def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, page_name, setting, viewport,
-                                                         sidebar):
+                                                         screen):
+    """``screen``: "open" or "collapsed" (the sidebar), or "present" (presentation mode, sidebar collapsed)."""
     page = browser_page
     page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[viewport])))
     path = PAGES[page_name][0]
     step, heading = STEPS.get((page_name, setting), (None, None))
-    query = urlencode(SETTINGS[setting] | ({"flow_step": step} if step else {}))
+    query = urlencode(SETTINGS[setting] | ({"flow_step": step} if step else {})
+                      | ({"present": "true"} if screen == "present" else {}))
     open_drawn(page, f"{server}/{path}" + (f"?{query}" if query else ""))
     if heading:
         assert heading in page.get_by_test_id("stMain").inner_text()
@@ -235,11 +246,13 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
         page.get_by_role("button", name="Trained model").click()
         page.get_by_text("Attention on the probe input").wait_for()
         wait_still(page)
-    set_sidebar(page, collapsed=sidebar == "collapsed")
+    set_sidebar(page, collapsed=screen != "open")
     errors = page.get_by_test_id("stException")
     assert errors.count() == 0, errors.first.inner_text()
     found = measure(page)
-    where = f"{page_name} with {setting} settings at {viewport}, sidebar {sidebar} (main area {found['main_width']} px)"
+    where = (f"{page_name} with {setting} settings at {viewport}, "
+             + ("presentation mode" if screen == "present" else f"sidebar {screen}")
+             + f" (main area {found['main_width']} px)")
     if page_name in ("explore", "shape-flow", "masking-lab", "learn"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
     problems = [f"cut off: {m}" for m in found["cut"]] + [f"overlap: {m}" for m in found["overlap"]]
