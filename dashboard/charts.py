@@ -33,6 +33,9 @@ SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange",
 
 LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask", "relative": "÷ row max",
                  "magnitude": "size"}
+# What a 0/1 mask's two values mean, as its legend's two entries (a gradient would claim values in between).
+MASK_LABELS = ("0 = visible", "1 = hidden")  # the causal mask
+DROPOUT_MASK_LABELS = ("0 = kept", "1 = zeroed")
 
 
 def scale_parts(scale: str) -> tuple[str, float]:
@@ -79,6 +82,17 @@ def text_px(px: int, big: bool, cap: int = 13) -> int | None:
     if big:
         return BIG_TEXT_PX if px >= 44 else None
     return min(cap, px // 3 + 2) if px >= 20 else None
+
+
+TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")
+
+
+def key_label_angle(px: int, widest: int) -> int:
+    """The angle of the key (column) labels: level when the widest label (in characters, ~8 px each) fits a
+    cell, -45° while cells are at least ``TILT_MIN_PX`` wide, upright (-90°, one cell apart) below that."""
+    if widest * 8 <= px:  # e.g. the column numbers 0-7 of a 6 x 8 output in 25 px cells
+        return 0
+    return -45 if px >= TILT_MIN_PX else -90
 
 
 MAX_RECT_SIDE = 128  # more rows or columns than this: cells under 4 px, unreadable as rects
@@ -191,12 +205,14 @@ def heatmap(
     offset_cols: int = 0,
     text_format: str = ".2f",
     big: bool = False,
+    mask_labels: tuple[str, str] = MASK_LABELS,
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
     presentation mode's larger cells and 16 px values.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
+    With ``scale="mask"`` the legend has two entries, ``mask_labels`` (what 0 and 1 mean).
     """
     m = np.asarray(matrix, dtype=np.float64)
     n_rows, n_cols = m.shape
@@ -212,12 +228,23 @@ def heatmap(
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart(df).encode(x=x, y=y)
-    cells = base.mark_rect().encode(
-        color=alt.condition("datum.masked", alt.value(MASK_GREY),
-                            alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
-                                      legend=alt.Legend(orient="right", gradientLength=min(200, height)))),
-        tooltip=tooltip,
-    )
+    if kind == "mask":
+        cells = base.transform_calculate(meaning=f"datum.color > 0.5 ? {json.dumps(mask_labels[1])} : "
+                                                 f"{json.dumps(mask_labels[0])}").mark_rect().encode(
+            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=["#f7f7f7", "#404040"]),
+                            title=LEGEND_TITLES[kind],
+                            # below the cells, one entry above the other: never wider than the chart
+                            legend=alt.Legend(orient="bottom", direction="vertical", symbolType="square",
+                                              symbolStrokeColor="#8c8c8c", symbolStrokeWidth=1, labelLimit=0)),
+            tooltip=tooltip,
+        )
+    else:
+        cells = base.mark_rect().encode(
+            color=alt.condition("datum.masked", alt.value(MASK_GREY),
+                                alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
+                                          legend=alt.Legend(orient="right", gradientLength=min(200, height)))),
+            tooltip=tooltip,
+        )
     if selectable:
         cell = alt.selection_point(fields=["q", "k"], name="cell", on="click", clear=False, empty=False)
         cells = cells.add_params(cell).encode(
@@ -250,10 +277,11 @@ def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = Fa
 
 def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: int, big: bool) -> tuple:
     """Everything about a matrix's shape and labels that its heatmap spec depends on (the labels only
-    through whether they must be rotated): charts with the same signature share one spec template."""
+    through the angle they are drawn at): charts with the same signature share one spec template."""
     px, width, height = cell_layout(n_rows, n_cols, max_px, big)
     widest = max((len(str(c)) for c in col_labels), default=1)
-    return (px, width, height, widest * 8 > px, n_rows > 24, n_cols > 24, max(n_rows, n_cols) <= TEXT_MAX_TOKENS)
+    return (px, width, height, key_label_angle(px, widest), n_rows > 24, n_cols > 24,
+            max(n_rows, n_cols) <= TEXT_MAX_TOKENS)
 
 
 def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_title: str, y_title: str,
@@ -264,9 +292,9 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     only the data, which Streamlit's chart swaps in place instead of building a new Vega view (T=32:
     0.5 s instead of 1.1 s after a sentence change, measured). A sort by field is one aggregate
     (never sort by a list of labels: O(T^3))."""
-    widest = max((len(str(c)) for c in col_labels), default=1)
-    angle = -45 if px < 30 or n_cols > 8 or widest * 8 > px else 0  # ~7-8 px a character
-    xa = dict(labelAngle=angle, labelLimit=120, labelOverlap=n_cols > 24, orient="top") | (x_axis or {})
+    angle = key_label_angle(px, max((len(str(c)) for c in col_labels), default=1))
+    # upright labels' boxes are exact: Vega then drops only labels that would clash
+    xa = dict(labelAngle=angle, labelLimit=120, labelOverlap=n_cols > 24 or angle == -90, orient="top") | (x_axis or {})
     ya = dict(labelLimit=120, labelOverlap=n_rows > 24) | (y_axis or {})
     x = alt.X("col:N", sort=alt.EncodingSortField("k", op="min"), title=x_title, axis=alt.Axis(**xa))
     y = alt.Y("row:N", sort=alt.EncodingSortField("q", op="min"), title=y_title, axis=alt.Axis(**ya))
@@ -328,8 +356,9 @@ def facet_grid(
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
+    angle = -45 if px >= TILT_MIN_PX else -90  # upright labels' boxes are exact: Vega drops only clashes
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
-                      x_axis=dict(axis, labelAngle=-45, orient="bottom"), y_axis=axis)
+                      x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"), y_axis=axis)
     base = alt.Chart(df).encode(x=x, y=y)
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
@@ -403,8 +432,11 @@ def numbered_cells(
     chart = alt.layer(cells, text, data=df).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
         return chart
+    # Panels narrower than their x title (one head_dim column) need the room between them, or the titles of
+    # neighbours run together ("head_dimhead_dim"); ~7 px a character.
+    spacing = max(16, 7 * len(x_title) - px * nums.shape[-1] + 12)
     return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")),
-                       columns=columns or len(panels), spacing=16)
+                       columns=columns or len(panels), spacing=spacing)
 
 
 # Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.

@@ -492,9 +492,11 @@ def show_matrix(
     cache_key: Hashable | None = None,
     text_format: str = ".2f",
     name: str | None = None,
+    mask_labels: tuple[str, str] = charts.MASK_LABELS,
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked.
-    ``text_format`` is the d3 format of the values printed in cells (when they fit).
+    ``text_format`` is the d3 format of the values printed in cells (when they fit); ``mask_labels``
+    what a 0/1 mask's values mean (``scale="mask"``).
 
     Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -512,16 +514,18 @@ def show_matrix(
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable, text_format=text_format, big=big)
+                                  max_px=max_px, selectable=selectable, text_format=text_format, big=big,
+                                  mask_labels=mask_labels)
         structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
-                     y_title, max_px, selectable, text_format, big)
+                     y_title, max_px, selectable, text_format, big, mask_labels)
         event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                       structure, ck, key, selectable)
         kept = _own(matrix)
         register_chart(export.PageChart(
             what, slide_title, table=_matrix_table(lambda: kept, row_labels, col_labels),
             chart=lambda: charts.heatmap(kept, row_labels, col_labels, scale=scale, x_title=x_title,
-                                         y_title=y_title, max_px=max_px, text_format=text_format)))
+                                         y_title=y_title, max_px=max_px, text_format=text_format,
+                                         mask_labels=mask_labels)))
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
     container.image(png, width=min(max_px, 640))
@@ -546,9 +550,10 @@ def show_matrix(
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big)
+                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big,
+                              mask_labels=mask_labels)
     structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big), scale,
-                 x_title, y_title, max_px, selectable, big)
+                 x_title, y_title, max_px, selectable, big, mask_labels)
     event = _vega(container, build_zoom,
                   lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                   structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
@@ -694,9 +699,11 @@ def stepper(key: str, labels: Sequence[str]) -> int:
 
 
 def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,
-                 scale: str = "scores", cache_key: Hashable | None = None, name: str | None = None) -> None:
+                 scale: str = "scores", cache_key: Hashable | None = None, name: str | None = None,
+                 max_px: int = 420, mask_labels: tuple[str, str] = charts.MASK_LABELS) -> None:
     """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes (exported as
-    ``name`` plus the picked positions, e.g. ``queries.view_b1_head2``)."""
+    ``name`` plus the picked positions, e.g. ``queries.view_b1_head2``). ``max_px`` bounds the cells'
+    longer side (choose it for the column the slice is drawn in)."""
     t = tensor.float()  # bool masks become 0/1
     index = []
     picked = ""  # the picked positions, for the export's file name
@@ -718,5 +725,6 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
     col_axis = axes[-1] if axes else "column"
     rows = labels if row_axis == "num_tokens" and len(labels) == m.shape[0] else [str(i) for i in range(m.shape[0])]
     cols_l = labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else [str(i) for i in range(m.shape[1])]
-    show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=420,
-                cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked)
+    show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=max_px,
+                cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked,
+                mask_labels=mask_labels)

@@ -131,3 +131,52 @@ def test_dropout_scale_reaches_the_scaled_survivors():
     assert charts.weights_scale(1.0) == "weights"
     rgb = charts.raster_rgb(np.array([[2.0, 1.0]]), charts.weights_scale(2.0))
     assert tuple(rgb[0, 0]) != tuple(rgb[0, 1])  # 2.0 and 1.0 no longer clip to the same colour
+
+
+def test_a_mask_has_a_two_entry_legend_saying_what_0_and_1_mean():
+    """Issue 9: a 0/1 mask drew a 0-1 gradient legend (truncated to "1.", "0." when small)."""
+    mask = np.triu(np.ones((5, 5)), 1)
+    for labels in (charts.MASK_LABELS, charts.DROPOUT_MASK_LABELS):
+        spec = charts.heatmap(mask, LABELS, LABELS, scale="mask", mask_labels=labels).to_dict()
+        cells = spec["layer"][0]
+        color = cells["encoding"]["color"]
+        assert color["type"] == "nominal" and color["scale"]["domain"] == list(labels)
+        assert color["legend"]["labelLimit"] == 0  # never cut to "1."
+        calc = next(t for t in cells["transform"] if "calculate" in t)
+        assert json.dumps(labels[0]) in calc["calculate"] and json.dumps(labels[1]) in calc["calculate"]
+    weights = charts.heatmap(np.eye(5), LABELS, LABELS, scale="weights").to_dict()
+    assert weights["layer"][0]["encoding"]["color"]["condition"]["test"] == "datum.masked"  # other scales unchanged
+
+
+@pytest.mark.parametrize("max_px", [220, 300, 480, 520])
+def test_book_key_labels_tilt_when_wider_than_a_cell(max_px):
+    """Issue 9: with 6 tokens the key labels on top ran together ("1: You2: journey"), on screen and in the
+    exported PNG. Horizontal labels only when the widest fits in its cell (~8 px a character)."""
+    book = ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
+    px = charts.cell_px(6, 6, max_px)
+    x = charts.heatmap(np.eye(6), book, book, scale="weights", max_px=max_px).to_dict()["layer"][0]["encoding"]["x"]
+    assert x["axis"]["labelAngle"] != 0 or max(map(len, book)) * 8 <= px
+    short = ["1: a", "2: b", "3: c"]
+    x = charts.heatmap(np.eye(3), short, short, max_px=max_px).to_dict()["layer"][0]["encoding"]["x"]
+    assert x["axis"]["labelAngle"] == 0  # short labels fit their cells: no need to tilt
+
+
+def test_numbered_panels_leave_room_for_their_titles():
+    """One head_dim column per panel is narrower than its x title: neighbours' titles ran together."""
+    nums = np.arange(8).reshape(2, 4, 1)
+    spec = charts.numbered_cells(nums, np.zeros_like(nums), LABELS[:4], ["0"], panels=["head 1", "head 2"],
+                                 x_title="head_dim", px=30).to_dict()
+    assert spec["spacing"] >= 7 * len("head_dim") - 30
+
+
+def test_key_labels_stand_upright_in_narrow_cells():
+    """At -45° labels lie ~0.7 cell apart: 20 tokens in 14 px cells ran together ("1: one2: two3: three")."""
+    words = [f"{i + 1}: word{i}" for i in range(20)]
+    m = np.eye(20)
+    x = charts.heatmap(m, words, words, max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -90 and x["labelOverlap"] is True  # Vega drops only labels that would clash
+    facet = charts.facet_grid([m, m], ["a", "b"], words, max_px=280).to_dict()
+    x = facet["spec"]["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -90 and x["labelOverlap"] is True
+    x = charts.heatmap(np.eye(10), words[:10], words[:10], max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -45  # 28 px cells: tilted labels have room

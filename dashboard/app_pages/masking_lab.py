@@ -14,9 +14,15 @@ from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_t
 from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.sizes import cell_area, column_px
 from dashboard.widgets import load_run, memo, page_downloads, show_matrix, show_panels, slide_settings, url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
+# Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
+# 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
+PAIR_CAP_PX = 280  # each of two panels across the page, at most (more only in presentation mode)
+HALF_CAP_PX = 240  # one heatmap in half the page, at most
+ERROR_PREFIX = "PyTorch error: "
 
 
 def render() -> None:
@@ -37,20 +43,22 @@ def render() -> None:
     scores = torch.from_numpy(np.array(scores_np))
     variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
     right_a, right_b = variants[0], variants[1]
+    pair = min(PAIR_CAP_PX, cell_area(column_px([1], 0), labels, panels=2))  # two panels across the page
 
     # 1. The two correct methods ----------------------------------------------------------------------
     st.header("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
                 "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-                max_px=300, cache_key=(rk, "two_methods"), name="two_correct_masks",
+                max_px=pair, cache_key=(rk, "two_methods"), name="two_correct_masks",
                 title="Two correct causal masks, the same weights")
     c1, c2 = st.columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
     with c2:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
-                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})", max_px=260,
+                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
+                    max_px=min(260, cell_area(column_px([2, 3], 1), labels)),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
                    "agree up to float rounding.")
@@ -68,10 +76,10 @@ def render() -> None:
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                key="mistake_pair", scale="weights", columns=2, max_px=260, cache_key=(rk, "mistake", pick),
+                key="mistake_pair", scale="weights", columns=2, max_px=pair, cache_key=(rk, "mistake", pick),
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     c2, c3 = st.columns([1, 1])
-    c2.code(wrong.code, language="python")
+    c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     with c3:
         m1, m2, m3 = st.columns(3)
         m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
@@ -89,16 +97,24 @@ def render() -> None:
         "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
         "fully_masked_row": "a fully masked row becomes", "finite": "finite (all rows)"})
     table = table[[c for c in table.columns if c != "a fully masked row becomes"] + ["a fully masked row becomes"]]
+    # PyTorch's error messages are longer than the page is wide: the table says "error", the text follows it.
+    errors = {f"{r.dtype} with {r.method}": r.fully_masked_row.removeprefix(ERROR_PREFIX) for r in rows
+              if r.fully_masked_row.startswith(ERROR_PREFIX)}
+    last = "a fully masked row becomes"
+    table[last] = [v if not v.startswith(ERROR_PREFIX) else "PyTorch error (below the table)" for v in table[last]]
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e"),
-                                "device": st.column_config.TextColumn(width="small")})
+                                "device": st.column_config.TextColumn(width="small"),
+                                last: st.column_config.TextColumn(width="large")})
+    for where, message in errors.items():
+        st.caption(f"PyTorch error for {where}: `{message}`")
     st.markdown(
         f"Computed on **{cfg.device}** in {', '.join(DTYPES)}. −∞ and `torch.finfo(dtype).min` give the same weights "
         "for ordinary rows; they differ when *every* key of a row is masked (e.g. a padding query): with −∞ the row "
         "is 0/0 = NaN, with finfo.min it silently becomes uniform. A guard keeps such rows at zero:")
     st.code("all_masked = torch.isneginf(masked).all(dim=-1, keepdim=True)\n"
             "weights = torch.softmax(masked.masked_fill(all_masked, 0.0), dim=-1).masked_fill(all_masked, 0.0)",
-            language="python")
+            language="python", wrap_lines=True)
     demo = scores[:3, :3].clone()
     demo[0, :] = -torch.inf
     st.caption(f"guarded_softmax on a row of all −∞ → {guarded_softmax(demo)[0].tolist()} (plain softmax: "
@@ -114,21 +130,24 @@ def render() -> None:
         dropped = head_matrix(drun.trace, "dropped_weights", 0)
         before = head_matrix(drun.trace, "weights", 0)
         top = 1 / (1 - p)
-        st.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels share a colour scale from 0 to "
-                    f"{top:.3g}, so the scaled survivors are the brightest cells.")
-        c_mask, c_pair = st.columns([1, 2])
-        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask",
-                    title="dropped (1 = zeroed)", max_px=200, cache_key=(drun.key, "dropout_lab_mask"),
+        # The mask beside its explanation, then the two weight panels across the page: mask and panels in one
+        # row do not fit a 1280 px projector with the sidebar open (the third panel was cut off).
+        c_mask, c_note = st.columns(2)
+        mask_px = min(HALF_CAP_PX, cell_area(column_px([1, 1], 0), labels, legend=False))  # its legend is below
+        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask", title="dropped (1 = zeroed)",
+                    max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=charts.DROPOUT_MASK_LABELS,
                     name=f"dropout_mask_p{p:g}")
-        show_panels(c_pair, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=210,
+        sums = dropped.sum(axis=1)
+        c_note.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels below share a colour scale "
+                        f"from 0 to {top:.3g}, so the scaled survivors are the brightest cells.")
+        c_note.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
+                        f"survivors are multiplied by 1/(1−p) = {1 / (1 - p):.3g} so the *expected* row sum stays 1, "
+                        f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
+                        "(`model.eval()`) dropout does nothing.")
+        show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
+                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=pair,
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
                     title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
-        sums = dropped.sum(axis=1)
-        st.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
-                    f"survivors are multiplied by 1/(1−p) = {1 / (1 - p):.3g} so the *expected* row sum stays 1, but "
-                    f"each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
-                    "(`model.eval()`) dropout does nothing.")
 
     # 5. Scaling --------------------------------------------------------------------------------------------
     st.header("5 · Why divide by √d_k")
@@ -144,7 +163,7 @@ def render() -> None:
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                key="scaling", scale="weights", columns=2, max_px=260, cache_key=("scaling", dk),
+                key="scaling", scale="weights", columns=2, max_px=pair, cache_key=("scaling", dk),
                 name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
     page_downloads(page="masking-lab")
 

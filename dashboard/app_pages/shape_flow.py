@@ -15,6 +15,7 @@ from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.sizes import cell_area, column_px, content_px
 from dashboard.widgets import (
     draw_chart,
     load_run,
@@ -28,6 +29,10 @@ from dashboard.widgets import (
 
 DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
 DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
+# Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
+# 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
+HALF_CAP_PX = 260  # a heatmap's cells in half the page, at most (more only in presentation mode's wider page)
+NUMBERED_CHROME_PX = 220  # the reshape picture's token labels, axis title and head legend beside its cells
 # The first step's code line, by the input vectors actually used (the trace records the learned one).
 X_CODE = {
     "book": "x = inputs  # the book's fixed 6 x 3 tensor for \"Your journey starts with one step\"",
@@ -71,10 +76,10 @@ def step_view() -> None:
     prev = previous_form(steps, i)
     code = X_CODE.get(run.input_mode, step.code) if step.kind == "input" else step.code
 
-    left, right = st.columns([5, 4])
+    left, right = st.columns(2)
     with left:
         st.subheader(f"{i + 1}. `{step.name}`")
-        st.code(code, language="python")
+        st.code(code, language="python", wrap_lines=True)
         st.markdown(f"**Shape** {shape_text(step)}")
         if prev is not None:
             var, before = prev
@@ -95,7 +100,9 @@ def step_view() -> None:
     with right:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
-                     cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}")
+                     cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}",
+                     max_px=min(HALF_CAP_PX, cell_area(column_px([1, 1], 1), labels, legend=scale != "mask")),
+                     mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
 
 
 def render() -> None:
@@ -136,7 +143,8 @@ def render() -> None:
     before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
     draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
-                                                  x_title="d_out column"),
+                                                  x_title="d_out column",
+                                                  px=min(30, (content_px() - NUMBERED_CHROME_PX) // len(columns))),
                key="reshape_before", name="reshape_before_view",
                title="Before .view: queries (num_tokens, d_out), numbered in memory order, coloured by head")
     st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
@@ -185,10 +193,11 @@ def render() -> None:
                "matmul per projection instead of one per head.")
     lab = [str(c) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
+    half = min(HALF_CAP_PX, cell_area(column_px([1, 1], 0), labels))
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
-                y_title="token", max_px=360, cache_key=(run.key, "wrapper_out"))
+                y_title="token", max_px=half, cache_key=(run.key, "wrapper_out"))
     show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
-                y_title="token", max_px=360, cache_key=(run.key, "mha_out"))
+                y_title="token", max_px=half, cache_key=(run.key, "mha_out"))
 
     # --- batched matmul vs loop -------------------------------------------------------------------------
     st.header("One batched matmul = a loop over heads")

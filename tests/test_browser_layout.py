@@ -1,0 +1,259 @@
+"""Layouts that hold (issue 9): every page in real Chromium at a projector's 1280x720 and at 1920x1080.
+
+For each page and setting the page is drawn, then one JS evaluation measures the laid-out boxes:
+
+(a) **cut off**: no chart's drawn content (the ``svg``/``canvas`` Vega draws inside
+    ``stVegaLiteChart``, and ``stImage`` images) reaches past its enclosing column
+    (``stColumn``), or, outside columns, past the content box of the main block container;
+(b) **overlap**: no chart's drawn content intersects another visible element: the boxes compared
+    are those of element containers (``stElementContainer``, one per Streamlit element) that are
+    not ancestors or descendants of one another, a chart's box being its drawn content's.
+
+A page with tabs is measured on every tab (hidden elements have no box and are skipped). Presentation
+mode (``?present=true``) is measured as it opens: sidebar collapsed, at 1280x720.
+
+Both allow ``TOL_PX`` of rounding. The failure message names each offender by its testid, its
+widget key (``st-key-…``) or its first words, with the page and settings.
+
+Cost: one server and one Chromium for the module; each case is one page load (no fixed sleeps: the
+waits are conditions on the DOM, with generous limits for a busy 2-core machine). Settings only
+visit the pages they change (the Walkthrough ignores heads, Learn and Benchmark ignore the sidebar).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+
+from browser import chromium_page, require_browser
+
+pytestmark = pytest.mark.browser
+
+TOL_PX = 2
+LOAD_TIMEOUT_MS = 120_000  # a 64-token Explore on a busy 2-core machine: a few seconds; allow for much worse
+
+VIEWPORTS = {"1280x720": (1280, 720), "1920x1080": (1920, 1080)}
+TEN_TOKENS = "The teacher wrote a short sentence on the board."
+SIXTY_FOUR_TOKENS = (
+    "Attention lets every token look back at the tokens before it and decide how much each one matters. A causal "
+    "mask hides the future, softmax turns scores into weights that sum to one, and the weighted values become the "
+    "context vector. Several heads do this at once, each with its own separate projections of the input.")
+# URL parameters as dashboard/controls.py reads them (URL_KEYS). Heads need MultiHeadAttention (the default
+# CausalAttention has one) and a d_out that 4 divides.
+SETTINGS = {
+    "default": {},
+    "4heads": {"variant": "MultiHeadAttention", "d_out": "8", "num_heads": "4"},
+    "10tokens": {"sentence": TEN_TOKENS},
+    "64tokens": {"sentence": SIXTY_FOUR_TOKENS},
+}
+# Which settings change what a page draws, and where: the rest would repeat a case. 1280x720 with the sidebar open
+# is the narrowest screen (an 820 px main area), so every page meets every setting there that changes it. At
+# 1920x1080 (1460 px, every column ~1.8x wider) Explore, which may lay itself out by width, meets all four; the
+# pages with fixed chart sizes meet their default and their widest setting.
+ALL = ["default", "4heads", "10tokens", "64tokens"]
+PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
+    "explore": ("", ALL, ALL),
+    "shape-flow": ("shape-flow", ALL, ["default", "64tokens"]),
+    "masking-lab": ("masking-lab", ["default", "10tokens", "64tokens"], ["default", "64tokens"]),  # one head only
+    "walkthrough": ("walkthrough", ["default", "64tokens"], ["64tokens"]),  # reads only the sentence: one table
+    "learn": ("learn", ["default"], ["default"]),  # its own controls; the shipped model is loaded (no training)
+    "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
+}
+COLLAPSED = ["4heads", "64tokens"]  # Explore at 1280x720 with the sidebar collapsed (1120 px): its widest settings
+# Presentation mode (?present=true: large type, sidebar collapsed) on a 1280x720 projector: every page as a prepared
+# link opens it, and Explore with its longest sentence too.
+PRESENT = [(page, "default") for page in PAGES] + [("explore", "64tokens")]
+# The Shape flow's stepper opens at step 1 (x); three settings open it at its widest steps instead (a link names
+# the step), and the page must then show that step's heading.
+STEPS = {("shape-flow", "4heads"): ("15", "15. attn_weights"), ("shape-flow", "64tokens"): ("15", "15. attn_weights"),
+         ("shape-flow", "10tokens"): ("12", "12. mask_bool")}
+
+
+def _cases() -> list:
+    cases = []
+    for i, vp in enumerate(VIEWPORTS):
+        for page, spec in PAGES.items():
+            cases += [pytest.param(page, name, vp, "open", id=f"{page}-{name}-{vp}") for name in spec[1 + i]]
+    cases += [pytest.param("explore", name, "1280x720", "collapsed", id=f"explore-{name}-1280x720-sidebar_collapsed")
+              for name in COLLAPSED]
+    cases += [pytest.param(page, name, "1280x720", "present", id=f"{page}-{name}-1280x720-presentation")
+              for page, name in PRESENT]
+    return cases
+
+
+# Everything the page waits for before measuring: the script has finished, nothing is stale or still a
+# lazy-loading skeleton, every chart has drawn and every image loaded. Then the boxes must hold still
+# for 10 animation frames (Vega sizes its svg after drawing; a column may reflow once more).
+READY_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!app || !main || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (!main.querySelector('[data-testid="stElementContainer"]')) return false;  // the page has drawn something
+    if (document.querySelector('[data-stale="true"], [data-testid="stMain"] [data-testid="stSkeleton"]')) return false;
+    for (const c of main.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+        if (!c.querySelector('svg.marks, canvas.marks')) return false;
+    for (const img of main.querySelectorAll('[data-testid="stImage"] img'))
+        if (!img.complete || !img.naturalWidth) return false;
+    const sig = [...main.querySelectorAll('[data-testid="stElementContainer"], svg.marks, canvas.marks, img')]
+        .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height].map(Math.round); })
+        .join(';');
+    if (sig !== window.__layoutSig) { window.__layoutSig = sig; window.__layoutStable = 0; return false; }
+    return ++window.__layoutStable >= 10;
+}"""
+
+# The measurement. Returns {"cut": [...], "overlap": [...], "main_width": px, "charts": n}.
+CHECK_JS = r"""(tol) => {
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const DRAWN = '[data-testid="stVegaLiteChart"] svg.marks, [data-testid="stVegaLiteChart"] canvas.marks, '
+                + '[data-testid="stImage"] img';
+    const shown = (el) => {
+        const r = el.getBoundingClientRect();
+        return r.width >= 1 && r.height >= 1 && el.checkVisibility({visibilityProperty: true});
+    };
+    const box = (el) => {
+        const r = el.getBoundingClientRect();
+        return {l: r.left, t: r.top, r: r.right, b: r.bottom};
+    };
+    const union = (bs) => ({l: Math.min(...bs.map(b => b.l)), t: Math.min(...bs.map(b => b.t)),
+                            r: Math.max(...bs.map(b => b.r)), b: Math.max(...bs.map(b => b.b))});
+    const contentBox = (el) => {  // inside the padding (the main block container has 5 rem each side)
+        const b = box(el), s = getComputedStyle(el);
+        return {l: b.l + parseFloat(s.paddingLeft), t: b.t, r: b.r - parseFloat(s.paddingRight), b: b.b};
+    };
+    const words = (el) => (el.innerText || '').replace(/\s+/g, ' ').trim().slice(0, 50);
+    const px = (b) => `[${Math.round(b.l)}..${Math.round(b.r)} x ${Math.round(b.t)}..${Math.round(b.b)}]`;
+    // An element is named by its kind (the testid of its first child that has one), its widget key
+    // (st-key-...) and its first words; a chart by the words just before it (its title or section).
+    let last = '';
+    const items = [...main.querySelectorAll('[data-testid="stElementContainer"]')].filter(shown).map(ec => {
+        const drawn = [...ec.querySelectorAll(DRAWN)].filter(shown).map(box);
+        const chart = drawn.length > 0;
+        const key = [...ec.classList].find(c => c.startsWith('st-key-'));
+        const inner = ec.querySelector('[data-testid]:not([data-testid="stFullScreenFrame"])');
+        const kind = chart ? (ec.querySelector('[data-testid="stImage"]') ? 'stImage' : 'stVegaLiteChart')
+                           : inner?.getAttribute('data-testid') || 'element';
+        const name = [kind, key, chart ? `(after "${last}")` : (words(ec) && `"${words(ec)}"`)]
+            .filter(Boolean).join(' ');
+        if (!chart && words(ec)) last = words(ec);
+        return {ec, chart, name, box: chart ? union(drawn) : box(ec)};
+    });
+    const cut = [], overlap = [];
+    for (const it of items) {
+        if (!it.chart) continue;
+        const col = it.ec.closest('[data-testid="stColumn"]');
+        const c = col ? box(col) : contentBox(main);
+        const over = Math.max(c.l - it.box.l, it.box.r - c.r);
+        if (over > tol)
+            cut.push(`${it.name} ${px(it.box)} reaches ${Math.round(over)} px past its `
+                     + `${col ? 'column' : 'main area'} ${px(c)}`);
+    }
+    items.forEach((a, i) => {
+        if (!a.chart) return;
+        items.forEach((b, j) => {
+            if (i === j || (b.chart && j < i) || a.ec.contains(b.ec) || b.ec.contains(a.ec)) return;
+            const w = Math.min(a.box.r, b.box.r) - Math.max(a.box.l, b.box.l);
+            const h = Math.min(a.box.b, b.box.b) - Math.max(a.box.t, b.box.t);
+            if (w > tol && h > tol)
+                overlap.push(`${a.name} ${px(a.box)} overlaps ${b.name} ${px(b.box)} `
+                             + `by ${Math.round(w)}x${Math.round(h)} px`);
+        });
+    });
+    return {cut, overlap, main_width: Math.round(contentBox(main).r - contentBox(main).l),
+            charts: items.filter(it => it.chart).length};
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser_page(server):
+    """One Chromium tab for the whole module; each case navigates it (a new Streamlit session)."""
+    require_browser()
+    with chromium_page(*VIEWPORTS["1280x720"]) as page:
+        page.set_default_timeout(LOAD_TIMEOUT_MS)
+        yield page
+
+
+def open_drawn(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function(READY_JS, timeout=LOAD_TIMEOUT_MS, polling="raf")
+
+
+def wait_still(page) -> None:
+    page.evaluate("() => { window.__layoutSig = null; }")
+    page.wait_for_function(READY_JS, timeout=LOAD_TIMEOUT_MS, polling="raf")
+
+
+def set_sidebar(page, *, collapsed: bool) -> None:
+    """Open or collapse the sidebar as a user does (Streamlit remembers the choice in localStorage)."""
+    sidebar = page.get_by_test_id("stSidebar")
+    if (sidebar.get_attribute("data-collapsed") == "true") == collapsed:
+        return
+    if collapsed:
+        sidebar.hover()  # the collapse button shows while the pointer is over the sidebar
+        page.get_by_test_id("stSidebarCollapseButton").locator("button").click()
+    else:
+        page.get_by_test_id("stExpandSidebarButton").click()
+    page.wait_for_function("(c) => document.querySelector('[data-testid=\"stSidebar\"]')"
+                           ".getAttribute('data-collapsed') === c", arg=str(collapsed).lower())
+    wait_still(page)
+
+
+def measure(page) -> dict:
+    """CHECK_JS on the page as drawn and, for a page with tabs (st.tabs), on each tab in turn: a hidden tab's
+    charts have no box, so every tab is opened and measured (problems outside the tabs are reported once)."""
+    found = page.evaluate(CHECK_JS, TOL_PX)
+    seen = set(found["cut"] + found["overlap"])
+    tabs = page.get_by_test_id("stMain").get_by_role("tab")
+    for i in range(tabs.count()):
+        tab = tabs.nth(i)
+        if tab.get_attribute("aria-selected") == "true":
+            continue
+        name = " ".join(tab.inner_text().split())
+        tab.click()
+        page.wait_for_function("(t) => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle())
+        # a lazy tab (st.tabs bound to a key) is empty until the rerun its click starts has drawn it
+        page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stMain"] [role="tabpanel"]')]
+            .some(p => p.checkVisibility() && p.querySelector('[data-testid="stElementContainer"]'))""")
+        wait_still(page)
+        more = page.evaluate(CHECK_JS, TOL_PX)
+        for kind in ("cut", "overlap"):
+            found[kind] += [f"[tab {name}] {m}" for m in more[kind] if m not in seen]
+            seen.update(more[kind])
+    return found
+
+
+def test_sentences_have_the_token_counts_their_names_say():
+    from attn_core import tokenize
+
+    assert len(tokenize(TEN_TOKENS)) == 10
+    assert len(tokenize(SIXTY_FOUR_TOKENS)) == 64
+
+
+@pytest.mark.parametrize(("page_name", "setting", "viewport", "screen"), _cases())
+def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, page_name, setting, viewport,
+                                                         screen):
+    """``screen``: "open" or "collapsed" (the sidebar), or "present" (presentation mode, sidebar collapsed)."""
+    page = browser_page
+    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[viewport])))
+    path = PAGES[page_name][0]
+    step, heading = STEPS.get((page_name, setting), (None, None))
+    query = urlencode(SETTINGS[setting] | ({"flow_step": step} if step else {})
+                      | ({"present": "true"} if screen == "present" else {}))
+    open_drawn(page, f"{server}/{path}" + (f"?{query}" if query else ""))
+    if heading:
+        assert heading in page.get_by_test_id("stMain").inner_text()
+    if page_name == "learn":  # the shipped model: every chart of the page, drawn at once, no training
+        page.get_by_role("button", name="Trained model").click()
+        page.get_by_text("Attention on the probe input").wait_for()
+        wait_still(page)
+    set_sidebar(page, collapsed=screen != "open")
+    errors = page.get_by_test_id("stException")
+    assert errors.count() == 0, errors.first.inner_text()
+    found = measure(page)
+    where = (f"{page_name} with {setting} settings at {viewport}, "
+             + ("presentation mode" if screen == "present" else f"sidebar {screen}")
+             + f" (main area {found['main_width']} px)")
+    if page_name in ("explore", "shape-flow", "masking-lab", "learn"):
+        assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
+    problems = [f"cut off: {m}" for m in found["cut"]] + [f"overlap: {m}" for m in found["overlap"]]
+    assert not problems, f"{where}: {len(problems)} layout problem(s):\n  " + "\n  ".join(problems)
