@@ -7,7 +7,8 @@ a page keeps changing afterwards (late Vega re-layouts, images, widgets). The fl
 project, the two measured alternately, so load on the machine hits both alike.
 
 For each T: a sentence change on the floor, and on Explore with each settings profile; the ratio
-project / floor. Then the first page after server start (process start -> first page drawn and quiet).
+project / floor. Then "Next" on the two stepper pages (Shape flow, Book walkthrough) against the floor's
+T=6 change, and the first page after server start (process start -> first page drawn and quiet).
 
     python -m bench.app_response                            # T = 6 32 128 1024, profiles default heads4 gpt2
     python -m bench.app_response --sizes 6 32 --reps 3 --profiles default
@@ -94,12 +95,38 @@ def first_page(app: Path, cwd: Path, browser, reps: int) -> float:
     return statistics.median(times)
 
 
+def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, float]:
+    """Median seconds from clicking "Next" on Shape flow and the walkthrough until the DOM is quiet, and the
+    floor's T=6 sentence change measured alternately with them."""
+    pages = {"Shape flow": "shape-flow", "Book walkthrough": "walkthrough"}
+    tabs = {}
+    for name, path in pages.items():
+        tab = browser.new_page(viewport={"width": 1600, "height": 1000})
+        tab.goto(f"{app_url}/{path}")
+        tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
+        tabs[name] = tab
+    samples: dict[str, list[float]] = {"floor": [], **{name: [] for name in tabs}}
+    for r in range(reps + 1):  # the first click warms caches: not counted
+        dt = timed_change(floor_tab, lambda r=r: set_sentence(floor_tab, sentence(6, 20 + r)))
+        if r:
+            samples["floor"].append(dt)
+        for name, tab in tabs.items():
+            nxt = tab.get_by_role("button", name="Next ▶")
+            dt = timed_change(tab, nxt.click)
+            if r:
+                samples[name].append(dt)
+    for tab in tabs.values():
+        tab.close()
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[6, 32, 128, 1024])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
     ap.add_argument("--no-first-page", action="store_true")
+    ap.add_argument("--no-steppers", action="store_true", help="skip Shape flow / walkthrough Next")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -125,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
                         if r:
                             samples[name].append(dt)
                 rows[n] = {name: statistics.median(v) for name, v in samples.items()}
+            steps = {} if args.no_steppers else stepper_times(browser, app_url, tabs["floor"], args.reps)
             for tab in tabs.values():
                 tab.close()
         first = {} if args.no_first_page else {
@@ -139,6 +167,11 @@ def main(argv: list[str] | None = None) -> None:
         f = rows[n]["floor"]
         cells = " | ".join(f"{rows[n][name]:6.2f}s ({rows[n][name] / f:4.2f}x)" for name in args.profiles)
         print(f"{n:>5} | {f:6.2f}s | {cells}")
+    if steps:
+        print(f"Next > on a stepper page -> DOM quiet (median of {args.reps}), against the floor's T=6 sentence "
+              f"change in the same run ({steps['floor']:.2f} s):")
+        for name in ("Shape flow", "Book walkthrough"):
+            print(f"  {name:<17} {steps[name]:5.2f} s ({steps[name] / steps['floor']:.2f}x)")
     if first:
         print(f"first page after server start: floor {first['floor']:.2f} s, Explore {first['Explore']:.2f} s "
               f"({first['Explore'] / first['floor']:.2f}x)")

@@ -116,7 +116,8 @@ def scores_section(v: View) -> None:
         return
     c_mask, c_rest = st.columns([1, 2])
     show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
-                max_px=min(220, cell_area(column_px([1, 2], 0), v.labels)), cache_key=(v.run.key, "mask"))
+                max_px=min(220, cell_area(column_px([1, 2], 0), v.labels, legend=False)),  # its legend is below
+                cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
                     key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=2,
@@ -269,8 +270,8 @@ def dropout_section(v: View) -> None:
                 f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
     c_dm, c_dw = st.columns([1, 2])
     show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", name=v.name("dropout_mask"), scale="mask",
-                title="dropped cells (1 = zeroed)",
-                max_px=min(200, cell_area(column_px([1, 2], 0), v.labels)),
+                title="dropped cells (1 = zeroed)", mask_labels=charts.DROPOUT_MASK_LABELS,
+                max_px=min(200, cell_area(column_px([1, 2], 0), v.labels, legend=False)),
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
                 v.labels, key="dropout", name=v.name("dropout"), scale=charts.weights_scale(top), columns=2,
