@@ -106,7 +106,9 @@ def test_benchmark_page_runs_within_budget_and_offers_csv():
     assert any("Run benchmark" in i.value for i in at.info)
     t = time.perf_counter()
     at.button(key="bench_run").click().run(timeout=60)
-    assert time.perf_counter() - t < 12  # the page's 10 s budget, + 2 s at most
+    # the page's 10 s budget plus the rerun around it; a busy CI machine (load 9 here) took 12.1 s, while a
+    # run without the budget took 48-64 s
+    assert time.perf_counter() - t < 20
     assert not messages(at)["exception"]
     tables = [d.value for d in at.dataframe if "implementation" in getattr(d.value, "columns", [])]
     if not any(set(tb["implementation"]) >= {"raw SDPA", "MultiHeadAttention (efficient)",
