@@ -18,7 +18,7 @@ TITLE_PX = 20
 _CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 4.5rem; padding-left: 3rem; padding-right: 3rem;}
-.stApp [data-testid="stMarkdownContainer"] p, .stApp [data-testid="stMarkdownContainer"] li {font-size: 1.25rem;}
+.stApp [data-testid="stMarkdown"] p, .stApp [data-testid="stMarkdown"] li {font-size: 1.25rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] p
     {font-size: 1.1rem; color: inherit; opacity: 0.95;}
 .stApp button[role="tab"] p {font-size: 1.25rem;}
@@ -82,8 +82,7 @@ def controls(sidebar) -> None:
                         "prepare a link and open it on the projector.")
     st.html(_CSS if presenting() else _BASE_CSS)
     if presenting():
-        row = st.container(horizontal=True, horizontal_alignment="right")
-        row.caption("Presentation mode · the settings are in the sidebar (» at the top left) · "
-                    "Page Up / Page Down step through sections")
-        row.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
-                   type="tertiary")
+        # one small button, no caption: every line above the chart costs a row of the chart at 720 pixels
+        st.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
+                  type="tertiary", help="The settings are in the sidebar (» at the top left); Page Up / Page Down "
+                                        "step through sections.")

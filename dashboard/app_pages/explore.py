@@ -137,11 +137,9 @@ def uniform_note(v: View) -> None:
     row_max = memo((v.run.key, "row_max"), lambda: np.nanmax(all_heads(v.run.trace, "weights"), axis=-1))  # (H, T)
     typical = float(np.median(row_max))
     if typical < NEAR_UNIFORM and v.wscale != "relative":
-        st.info(f"**Why the weights look alike:** the module's weights are random (untrained), so each query "
-                f"spreads its attention almost evenly over the keys it can see: about 1/{v.T} = {1 / v.T:.4f} each "
-                f"in the last row (a typical row's largest weight is {typical:.3f}). On the fixed 0–1 scale "
-                "that is uniformly dark. Turn on **per-row relative colours** to see which keys each row still "
-                "prefers; a trained model's attention is much sharper.")
+        st.info(f"**Why the weights look alike:** random (untrained) weights spread each query's attention almost "
+                f"evenly, about 1/{v.T} = {1 / v.T:.4f} per key in the last row (a typical row's largest weight is "
+                f"{typical:.3f}). Turn on **per-row relative colours** to see which keys each row still prefers.")
     relative_toggle(v.top or st)
 
 
