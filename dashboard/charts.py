@@ -242,7 +242,8 @@ def heatmap(
         cells = base.mark_rect().encode(
             color=alt.condition("datum.masked", alt.value(MASK_GREY),
                                 alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
-                                          legend=alt.Legend(orient="right", gradientLength=min(200, height)))),
+                                          # one row still gets a readable legend (30 px showed only "1", "0")
+                                          legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height))))),
             tooltip=tooltip,
         )
     if selectable:

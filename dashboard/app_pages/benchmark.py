@@ -21,7 +21,7 @@ from attn_core.benchmark import (
 )
 from attn_core.lab import DTYPES
 from dashboard import charts
-from dashboard.widgets import draw_chart, page_downloads, slide_settings
+from dashboard.widgets import draw_chart, page_downloads, plural, slide_settings
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything
@@ -42,7 +42,7 @@ def render() -> None:
     passes = c3.multiselect("Passes", ["forward", "forward+backward"], default=["forward"], key="bench_passes")
     size_names = st.multiselect("Sizes", list(SIZES), default=["book", "small"], key="bench_sizes",
                                 format_func=lambda k: f"{SIZES[k].name}: b {SIZES[k].batch}, T {SIZES[k].num_tokens}, "
-                                                      f"d {SIZES[k].d}, {SIZES[k].num_heads} heads")
+                                                      f"d {SIZES[k].d}, {plural(SIZES[k].num_heads, 'head')}")
     impls = st.multiselect("Implementations", IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls")
     tokens = st.multiselect("Time vs T (b 1, d 256, 4 heads)", [64, 128, 256, 512, 1024, 2048],
                             default=[128, 256, 512, 1024], key="bench_tokens")
