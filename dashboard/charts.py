@@ -377,7 +377,8 @@ def facet_grid(
         layers.append(_value_text(base, scale, font or 12))
     chart = alt.layer(*layers, data=df).properties(width=width, height=height)
     return chart.facet(
-        facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"), header=alt.Header(labelFontSize=13)),
+        facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"),
+                        header=alt.Header(labelFontSize=BIG_TEXT_PX + 2 if big else 13)),  # panel titles
         columns=columns,
     ).properties(autosize=alt.AutoSizeParams(type="pad"))
 
