@@ -226,3 +226,10 @@ def test_presentation_mode_draws_large_labels_and_values():
     at.button(key="present_exit").click().run()
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert "labelFontSize" not in spec["config"]["axis"]
+
+
+def test_presentation_mode_panel_titles_are_large_too():
+    at = new_app(present="true", variant="MultiHeadAttention", num_heads="2", section="All heads")
+    at.run()
+    spec = next(json.loads(el.proto.spec) for el in at.get("vega_lite_chart") if '"facet"' in el.proto.spec)
+    assert spec["facet"]["header"]["labelFontSize"] >= 16  # "head 1", "head 2"
