@@ -133,6 +133,19 @@ def test_unavailable_device_falls_back_to_cpu():
     assert "on cpu" in at.markdown[0].value
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_device_is_offered_and_gives_the_cpu_weights():
+    cpu = new_app(variant="MultiHeadAttention", num_heads="2", d_out="4")
+    cpu.run()
+    gpu = new_app(variant="MultiHeadAttention", num_heads="2", d_out="4", device="cuda:0")
+    gpu.run()
+    msgs = messages(gpu)
+    assert not msgs["exception"] and not msgs["warning"], msgs
+    assert "cuda:0" in gpu.selectbox(key="device").options
+    assert "on cuda:0" in gpu.markdown[0].value
+    np.testing.assert_allclose(weights_matrix(gpu), weights_matrix(cpu), atol=1e-5)
+
+
 @pytest.mark.parametrize("text", ["🙂 emoji and 你好世界 CJK", "<script>alert('x')</script> <b>bold</b>",
                                   "tokens <|endoftext|> special"])
 def test_odd_text_is_shown_as_text(text):

@@ -85,7 +85,9 @@ def test_wrapper_equals_multihead_with_copied_weights(bias):
 
 def test_batched_matmul_equals_loop_with_book_numbers():
     batched, per_head, diff = batched_vs_loop()
-    assert diff == 0
+    # Equal, or apart by float32 rounding: BLAS builds differ (torch 2.11 with CUDA gave 2.4e-7, one ulp at 2.0).
+    one_ulp = float(torch.finfo(torch.float32).eps * batched.abs().max())
+    assert diff <= one_ulp
     expected = torch.tensor([[1.3208, 1.1631, 1.2879], [1.1631, 2.2150, 1.8424], [1.2879, 1.8424, 2.0402]])
     torch.testing.assert_close(per_head[0], expected, atol=1e-4, rtol=0)
     torch.testing.assert_close(batched[0, 1, 0], torch.tensor([0.4391, 0.7003, 0.5903]), atol=1e-4, rtol=0)
