@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import streamlit as st
 import torch
 
-from attn_core import MAX_POSITIONS, AttentionConfig, Token, Trace, embed, run_attention, tokenize
+from attn_core import MAX_POSITIONS, AttentionConfig, Token, Trace, build_module, embed, run_attention, tokenize
 
 from .cache import ByteLRU
 
@@ -69,6 +69,20 @@ EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws 
 RUN_CACHE_BYTES = 640 * 2**20  # two GPT-2-size T=1024 traces, or hundreds of small ones
 CACHE_IDLE_S = 120  # a run nobody has looked at for this long is let go: a quiet server gives memory back
 _RUNS: ByteLRU[Run] = ByteLRU(RUN_CACHE_BYTES, run_nbytes, idle_s=CACHE_IDLE_S)
+# A new sentence keeps the settings, so its module is the last one's: building it (seeding, drawing the
+# weights, the context_length² mask buffer) was ~13 of a 32-token run's ~20 ms. A GPT-2-size module is
+# ~14 MB (weights and its 1024² mask).
+MODULE_CACHE_BYTES = 64 * 2**20
+
+
+def module_nbytes(module: torch.nn.Module | None) -> int:
+    """The bytes a module's parameters and buffers hold."""
+    if module is None:
+        return 64
+    return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers())) + 4096
+
+
+_MODULES: ByteLRU[torch.nn.Module | None] = ByteLRU(MODULE_CACHE_BYTES, module_nbytes, idle_s=CACHE_IDLE_S)
 
 
 def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
@@ -79,7 +93,7 @@ def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
     def build() -> Run:
         tokens = cached_tokens(text)
         x = embed([t.id for t in tokens], cfg.d_in, input_mode, seed=EMBEDDING_SEED)
-        output, trace = run_attention(cfg, x)
+        output, trace = run_attention(cfg, x, _MODULES.get(cfg, lambda: build_module(cfg)))
         return Run(text, input_mode, cfg, tokens, x, output, trace)
 
     return _RUNS.get((text, input_mode, cfg), build)
@@ -88,3 +102,4 @@ def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
 def clear_caches() -> None:
     cached_tokens.clear()
     _RUNS.clear()
+    _MODULES.clear()
