@@ -20,7 +20,9 @@ from dashboard.compute import tune_torch  # noqa: E402
 from dashboard.controls import render_sidebar  # noqa: E402
 from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
 from dashboard.present import controls as presentation_controls  # noqa: E402
+from dashboard.present import presenting  # noqa: E402
 from dashboard.present import requested as presentation_requested  # noqa: E402
+from dashboard.screen import measure as measure_screen  # noqa: E402
 
 # Not "pages/": a folder of that name beside the entry script turns on Streamlit's old
 # auto-discovered multipage mode, which fights st.navigation.
@@ -48,5 +50,6 @@ page = st.navigation([
     st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
 ], position="top" if present else "sidebar")
 presentation_controls(st.sidebar)
+measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
 render_sidebar()
 page.run()

@@ -70,18 +70,24 @@ def kind_scale(kind: str) -> str:
 BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
 
 
-def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False) -> int:
-    """Square cell size that keeps the longer side within ``max_px`` (2 to 44 px; 64 in presentation
-    mode, where a cell must hold a 16 px value)."""
-    return int(max(2, min(64 if big else 44, max_px // max(n_rows, n_cols, 1))))
+def full_cell_px(big: bool = False, grow: float = 1.0) -> int:
+    """The largest cell: 44 px (64 in presentation mode, where a cell must hold a 16 px value), times
+    ``grow`` on a screen larger than the 1280×720 projector (dashboard/screen.py)."""
+    return round((64 if big else 44) * grow)
 
 
-def text_px(px: int, big: bool, cap: int = 13) -> int | None:
-    """Font size of the value printed in a ``px`` cell, or None when it does not fit (a 16 px "0.25" needs
-    a 44 px cell; normal text shrinks with the cell down to 20 px cells)."""
+def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False, grow: float = 1.0) -> int:
+    """Square cell size that keeps the longer side within ``max_px`` (2 px up to :func:`full_cell_px`)."""
+    return int(max(2, min(full_cell_px(big, grow), max_px // max(n_rows, n_cols, 1))))
+
+
+def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0) -> int | None:
+    """Font size of the value printed in a ``px`` cell, or None when it does not fit (a 16 px "-0.25" is
+    ~36 px wide: it needs a 40 px cell; normal text shrinks with the cell down to 20 px cells). ``grow``
+    scales both."""
     if big:
-        return BIG_TEXT_PX if px >= 44 else None
-    return min(cap, px // 3 + 2) if px >= 20 else None
+        return round(BIG_TEXT_PX * grow) if px >= 40 * grow else None
+    return min(round(cap * grow), px // 3 + 2) if px >= 20 else None
 
 
 TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")
@@ -206,9 +212,11 @@ def heatmap(
     text_format: str = ".2f",
     big: bool = False,
     mask_labels: tuple[str, str] = MASK_LABELS,
+    grow: float = 1.0,
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
-    presentation mode's larger cells and 16 px values.
+    presentation mode's larger cells and 16 px values; ``grow``: cells and values that much larger (a
+    screen larger than the 1280×720 projector).
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
@@ -219,12 +227,12 @@ def heatmap(
     if needs_raster(n_rows * n_cols):
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
-    px, width, height = cell_layout(n_rows, n_cols, max_px, big)
-    font = text_px(px, big)
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
+    font = text_px(px, big, grow=grow)
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
-    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title)
+    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow)
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart(df).encode(x=x, y=y)
@@ -264,39 +272,43 @@ def heatmap(
     return chart.properties(title=title) if title else chart
 
 
-def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False) -> tuple[int, int, int]:
-    """(cell side, width, height) of a heatmap: square cells of up to 44 px (64 in presentation mode);
-    once cells must shrink, the longer side is exactly ``max_px``. A T x T chart's size then no longer
-    depends on T, so a sentence one token longer keeps the same chart spec and the browser only swaps
-    the data (docs/engineering.md)."""
-    px = cell_px(n_rows, n_cols, max_px, big)
-    if px == (64 if big else 44):  # full-size cells: the chart grows with the matrix
+def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False,
+                grow: float = 1.0) -> tuple[int, int, int]:
+    """(cell side, width, height) of a heatmap: square cells of up to :func:`full_cell_px`; once cells must
+    shrink, the longer side is exactly ``max_px``. A T x T chart's size then no longer depends on T, so a
+    sentence one token longer keeps the same chart spec and the browser only swaps the data
+    (docs/engineering.md)."""
+    px = cell_px(n_rows, n_cols, max_px, big, grow)
+    if px == full_cell_px(big, grow):  # full-size cells: the chart grows with the matrix
         return px, px * n_cols, px * n_rows
     side = max(2.0, max_px / max(n_rows, n_cols, 1))
     return int(side), round(side * n_cols), round(side * n_rows)
 
 
-def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: int, big: bool) -> tuple:
+def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: int, big: bool,
+                   grow: float = 1.0) -> tuple:
     """Everything about a matrix's shape and labels that its heatmap spec depends on (the labels only
     through the angle they are drawn at): charts with the same signature share one spec template."""
-    px, width, height = cell_layout(n_rows, n_cols, max_px, big)
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
     widest = max((len(str(c)) for c in col_labels), default=1)
-    return (px, width, height, key_label_angle(px, widest), n_rows > 24, n_cols > 24,
+    return (px, width, height, key_label_angle(round(px / grow), widest), n_rows > 24, n_cols > 24,
             max(n_rows, n_cols) <= TEXT_MAX_TOKENS)
 
 
 def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_title: str, y_title: str,
-               x_axis: dict | None = None, y_axis: dict | None = None) -> tuple[alt.X, alt.Y]:
+               x_axis: dict | None = None, y_axis: dict | None = None, grow: float = 1.0) -> tuple[alt.X, alt.Y]:
     """The heatmap axes: the label fields (``col``/``row``) in token order (sorted by position ``k``/``q``).
 
     The labels travel in the data, not in the spec: a new sentence of the same length then changes
     only the data, which Streamlit's chart swaps in place instead of building a new Vega view (T=32:
     0.5 s instead of 1.1 s after a sentence change, measured). A sort by field is one aggregate
-    (never sort by a list of labels: O(T^3))."""
-    angle = key_label_angle(px, max((len(str(c)) for c in col_labels), default=1))
+    (never sort by a list of labels: O(T^3)). ``grow``: labels (and cells) that much larger."""
+    angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
     # upright labels' boxes are exact: Vega then drops only labels that would clash
-    xa = dict(labelAngle=angle, labelLimit=120, labelOverlap=n_cols > 24 or angle == -90, orient="top") | (x_axis or {})
-    ya = dict(labelLimit=120, labelOverlap=n_rows > 24) | (y_axis or {})
+    limit = round(120 * grow)
+    xa = (dict(labelAngle=angle, labelLimit=limit, labelOverlap=n_cols > 24 or angle == -90, orient="top")
+          | (x_axis or {}))
+    ya = dict(labelLimit=limit, labelOverlap=n_rows > 24) | (y_axis or {})
     x = alt.X("col:N", sort=alt.EncodingSortField("k", op="min"), title=x_title, axis=alt.Axis(**xa))
     y = alt.Y("row:N", sort=alt.EncodingSortField("q", op="min"), title=y_title, axis=alt.Axis(**ya))
     return x, y
@@ -338,6 +350,7 @@ def facet_grid(
     y_title: str = "query",
     show_text: bool | None = None,
     big: bool = False,
+    grow: float = 1.0,
 ) -> alt.FacetChart:
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
     ``show_text`` (default: when cells are large enough) prints each value in its cell.
@@ -351,13 +364,13 @@ def facet_grid(
     if needs_raster(len(mats) * n_rows * n_cols, MAX_PANEL_CELLS):
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
     df = facet_frame(mats, panel_titles, row_labels, col_labels, scale)
-    px, width, height = cell_layout(n_rows, n_cols, max_px, big)
-    font = text_px(px, big, cap=12) if big or px >= 28 else None
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
+    font = text_px(px, big, cap=12, grow=grow) if big or px >= 28 * grow else None
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
-    axis = dict(labelLimit=90, labelOverlap=False, labels=not small, ticks=not small)
-    angle = -45 if px >= TILT_MIN_PX else -90  # upright labels' boxes are exact: Vega drops only clashes
+    axis = dict(labelLimit=round(90 * grow), labelOverlap=False, labels=not small, ticks=not small)
+    angle = -45 if px >= TILT_MIN_PX * grow else -90  # upright labels' boxes are exact: Vega drops only clashes
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
                       x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"), y_axis=axis)
     base = alt.Chart(df).encode(x=x, y=y)
@@ -376,11 +389,19 @@ def facet_grid(
     if show_text:
         layers.append(_value_text(base, scale, font or 12))
     chart = alt.layer(*layers, data=df).properties(width=width, height=height)
+    header_px = round((BIG_TEXT_PX + 2 if big else 13) * grow)
     return chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"),
-                        header=alt.Header(labelFontSize=BIG_TEXT_PX + 2 if big else 13)),  # panel titles
+                        # panel titles, wrapped to the panel's width (a longer title widened its column)
+                        header=alt.Header(labelFontSize=header_px, labelExpr=wrap_expr(width, header_px))),
         columns=columns,
     ).properties(autosize=alt.AutoSizeParams(type="pad"))
+
+
+def wrap_expr(width_px: int, font_px: int, field: str = "datum.label") -> str:
+    """A Vega expression that breaks a text into lines of at most ~``width_px`` (at ``font_px``), at spaces."""
+    chars = max(8, int(width_px / (0.55 * font_px)))
+    return f"split(trim(replace({field}, regexp('(.{{1,{chars}}})(\\\\s+|$)', 'g'), '$1\\n')), '\\n')"
 
 
 def heads_grid(matrices: np.ndarray, labels: Sequence[str], *, scale: str = "weights", columns: int = 4,

@@ -167,11 +167,12 @@ def url_value(key: str, value: object) -> str:
 
 
 def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
-    """On a session's first run, take each setting the link names (once; widgets own them after)."""
+    """Until a session's first run has drawn the sidebar, take each setting the link names (widgets own them
+    after: :func:`render_sidebar` sets ``_url_read`` once its widgets exist, so a first run interrupted by a
+    rerun reads the link again instead of losing what it had read)."""
     messages: list[tuple[str, str]] = []
     if st.session_state.get("_url_read"):
         return messages
-    st.session_state["_url_read"] = True
     defaults = {**DEFAULTS, "device": "cpu"}
     for key in URL_KEYS:
         if key not in st.query_params:
@@ -269,6 +270,7 @@ def render_sidebar() -> Settings:
                   num_heads=int(num_heads), context_length=int(context_length), dropout=float(dropout),
                   mask_method=mask_method, causal=bool(causal), qkv_bias=bool(qkv_bias),
                   train_mode=bool(train_mode), seed=int(seed), device=device or "cpu")
+    st.session_state["_url_read"] = True
     if _write_url(values):
         sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
                    "every setting but opens with the book's sentence.")

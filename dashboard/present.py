@@ -24,6 +24,7 @@ _CSS = """
 .stApp button[role="tab"] p {font-size: 1.25rem;}
 .stApp h1 {font-size: 2.4rem;}
 .stApp [data-testid="stWidgetLabel"] p {font-size: 1.1rem;}
+.stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 </style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector.
@@ -55,19 +56,23 @@ def ink() -> str:
     return "#f5f5f5" if dark() else "#111111"
 
 
-def chart_config(big: bool) -> dict:
-    """A Vega-Lite ``config`` for every chart: labels in the theme's contrast colour, and in presentation
-    mode large enough to read from the back of a classroom."""
+def chart_config(big: bool, grow: float = 1.0) -> dict:
+    """A Vega-Lite ``config`` for every chart: labels in the theme's contrast colour, in presentation
+    mode large enough to read from the back of a classroom, and ``grow`` times larger on a screen
+    larger than the 1280×720 projector (as the charts' cells are)."""
     color = ink()
     axis = {"labelColor": color, "titleColor": color}
     legend = {"labelColor": color, "titleColor": color}
     config: dict = {"axis": axis, "legend": legend, "header": {"labelColor": color, "titleColor": color},
                     "title": {"color": color}}
-    if big:
-        axis.update(labelFontSize=LABEL_PX, titleFontSize=LABEL_PX + 2)
-        legend.update(labelFontSize=LABEL_PX, titleFontSize=LABEL_PX, gradientThickness=18)
-        config["header"].update(labelFontSize=LABEL_PX + 2)
-        config["title"].update(fontSize=TITLE_PX)
+    # Vega-Lite's own sizes: labels 10 px, titles 11 px, chart titles 13 px
+    label, title, heading = (LABEL_PX, LABEL_PX + 2, TITLE_PX) if big else (10, 11, 13)
+    if big or grow != 1:
+        axis.update(labelFontSize=round(label * grow), titleFontSize=round(title * grow))
+        legend.update(labelFontSize=round(label * grow), titleFontSize=round(label * grow),
+                      gradientThickness=round((18 if big else 16) * grow))
+        config["header"].update(labelFontSize=round(title * grow))
+        config["title"].update(fontSize=round(heading * grow))
     return config
 
 
@@ -82,7 +87,8 @@ def controls(sidebar) -> None:
                         "prepare a link and open it on the projector.")
     st.html(_CSS if presenting() else _BASE_CSS)
     if presenting():
-        # one small button, no caption: every line above the chart costs a row of the chart at 720 pixels
+        # one small button in the top bar (fixed, beside the app menu): every line above the chart costs a row
+        # of the chart at 720 pixels
         st.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
                   type="tertiary", help="The settings are in the sidebar (» at the top left); Page Up / Page Down "
                                         "step through sections.")

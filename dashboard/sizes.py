@@ -3,18 +3,21 @@ with its labels and legend inside its column.
 
 A Vega-Lite heatmap with fixed cells does not shrink to its column; one wider than its column runs
 into its neighbour (issue 9: the weights chart over the Cell story at 1280×720). So every chart is
-sized for the narrowest screen it must hold on: the main column at 1280×720 with the sidebar open
-(``CONTENT_PX``, measured in Chromium; tests/test_browser_layout.py checks the result).
+sized for the main column the browser measured (dashboard/screen.py), and until it has reported, for
+the narrowest screen it must hold on: the main column at 1280×720 with the sidebar open
+(``CONTENT_PX``, measured in Chromium; tests/test_browser_layout.py checks the result). On a larger
+screen (1920×1080) everything grows by :func:`grow`: cells, caps, chart text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import screen
 from .present import presenting
 
-CONTENT_PX = 820  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
-PRESENT_CONTENT_PX = 1180  # the same in presentation mode: sidebar collapsed, 3 rem padding
+CONTENT_PX = screen.WIDTHS[0]  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
+PRESENT_CONTENT_PX = screen.WIDTHS[1]  # the same in presentation mode: sidebar collapsed, 3 rem padding
 GAP_PX = 16  # between st.columns (gap="small")
 CHAR_PX = 7  # an axis label character at 11-12 px (measured: "2: journey" is 62 px)
 BIG_CHAR_PX = 10  # the same at 16 px
@@ -23,8 +26,29 @@ AXIS_TITLE_PX = 24
 
 
 def content_px() -> int:
-    """Width of the page's main column on a 1280-pixel-wide projector, in this run's mode."""
-    return PRESENT_CONTENT_PX if presenting() else CONTENT_PX
+    """Width of the page's main column (as measured; before that, on a 1280×720 projector in this run's mode)."""
+    return screen.current(presenting()).width
+
+
+def grow() -> float:
+    """How much larger than on the 1280×720 projector charts are drawn (1.0 there; 1.5 at 1920×1080)."""
+    return screen.current(presenting()).grow
+
+
+def cap(px: int) -> int:
+    """A size limit designed for the 1280×720 projector, on this screen."""
+    return round(px * grow())
+
+
+PRESENT_CHART_TOP_PX = 400  # presentation mode, 4 heads: where Explore's weights cells start at 1280×720
+
+
+def fold_px(top: int = PRESENT_CHART_TOP_PX) -> int:
+    """In presentation mode, the height left for a chart's cells whose top is at ``top`` (at 1280×720) before
+    the screen's bottom edge, so the class sees the whole matrix without scrolling; otherwise no limit."""
+    if not presenting():
+        return 10_000
+    return round((screen.BASE_HEIGHT - top) * grow()) - 8
 
 
 def column_px(weights: Sequence[float], index: int, total: int | None = None) -> int:
@@ -36,14 +60,14 @@ def column_px(weights: Sequence[float], index: int, total: int | None = None) ->
 
 def label_px(labels: Sequence[str], limit: int = 120) -> int:
     """The widest axis label, as drawn (Vega cuts labels at ``limit`` px)."""
-    char = BIG_CHAR_PX if presenting() else CHAR_PX
-    return min(limit, char * max((len(str(s)) for s in labels), default=1)) + 8
+    char = (BIG_CHAR_PX if presenting() else CHAR_PX) * grow()
+    return round(min(limit * grow(), char * max((len(str(s)) for s in labels), default=1))) + 8
 
 
 def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
               limit: int = 120, spacing: int = 20) -> int:
     """The ``max_px`` (side of one panel's cell area) that keeps ``panels`` heatmaps in a row, with
     their row labels, axis title and legend, inside ``avail_px``."""
-    chrome = label_px(row_labels, limit) + AXIS_TITLE_PX + (LEGEND_PX if legend else 0) + 10
+    chrome = label_px(row_labels, limit) + round((AXIS_TITLE_PX + (LEGEND_PX if legend else 0) + 10) * grow())
     per_panel = (avail_px - chrome - spacing * (panels - 1)) // max(panels, 1)
     return max(40, int(per_panel))

@@ -16,7 +16,7 @@ from attn_core.tokens import Token
 from attn_core.views import all_heads
 
 from .links import md_escape
-from .sizes import cell_area, content_px
+from .sizes import cap, cell_area, content_px
 from .widgets import show_panels
 
 RANDOM = "random"
@@ -59,6 +59,6 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     for layer in range(n_layers):
         show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
                     key=f"trained_{layer}", scale="weights", columns=n_heads,
-                    max_px=min(180, cell_area(content_px(), labels, panels=n_heads)),
+                    max_px=min(cap(180), cell_area(content_px(), labels, panels=n_heads)),
                     cache_key=("trained", choice, tuple(t.id for t in tokens), layer))
         st.caption(" · ".join(lines[layer * n_heads:(layer + 1) * n_heads]))

@@ -21,6 +21,7 @@ from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
 from .links import link_warning
 from .present import chart_config, presenting
+from .sizes import grow
 
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
@@ -95,7 +96,7 @@ def _vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[],
 def styled(spec: dict) -> dict:
     """The spec with the page's chart style: high-contrast labels for the theme, large in presentation mode."""
     config = dict(spec.get("config") or {})
-    for part, values in chart_config(presenting()).items():
+    for part, values in chart_config(presenting(), grow()).items():
         config[part] = {**config.get(part, {}), **values}
     return {**spec, "config": config}
 
@@ -335,7 +336,8 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
     """The popover; a fragment, so opening it or picking another chart reruns only this, not the page. Its
     contents are drawn only while it is open (Streamlit's lazy popover: ``on_change="rerun"``)."""
     entries = tuple(offered.charts)
-    popover = st.popover(f"Download charts ({len(entries)})", icon=":material/download:", key=f"{key}_open",
+    # short: "Download charts (1)" wrapped onto two lines at 1280×720
+    popover = st.popover(f"Download ({len(entries)})", icon=":material/download:", key=f"{key}_open",
                          on_change="rerun", help="Every chart on this page as a slide: SVG or 2x PNG with its "
                                                  "title, labels and legend, and its numbers as CSV.")
     if not popover.open:  # closed (as on most reruns): its contents are not even drawn
@@ -510,13 +512,13 @@ def show_matrix(
     ck = None if cache_key is None else (cache_key, scale, max_px)
     what = name or key
     slide_title = title or _words(what)
-    big = presenting()
+    big, g = presenting(), grow()
     if not charts.matrix_needs_raster(n_rows, n_cols):
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                                   max_px=max_px, selectable=selectable, text_format=text_format, big=big,
-                                  mask_labels=mask_labels)
-        structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
+                                  mask_labels=mask_labels, grow=g)
+        structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, g), scale, x_title,
                      y_title, max_px, selectable, text_format, big, mask_labels)
         event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                       structure, ck, key, selectable)
@@ -528,7 +530,7 @@ def show_matrix(
                                          mask_labels=mask_labels)))
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
-    container.image(png, width=min(max_px, 640))
+    container.image(png, width=min(max_px, round(640 * grow())))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
     container.caption(f"{n_rows * n_cols:,} cells: drawn as an image so the page stays fast "
@@ -551,8 +553,8 @@ def show_matrix(
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big,
-                              mask_labels=mask_labels)
-    structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big), scale,
+                              mask_labels=mask_labels, grow=g)
+    structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big, g), scale,
                  x_title, y_title, max_px, selectable, big, mask_labels)
     event = _vega(container, build_zoom,
                   lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
@@ -604,13 +606,13 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
     what = name or key
     slide_title = title or _words(what)
-    big = presenting()
+    big, g = presenting(), grow()
     if not (charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS)
             or max(n_rows, n_cols) > charts.MAX_RECT_SIDE):
         def build():
             return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
-                                     max_px=max_px, x_title=x_title, y_title=y_title, big=big)
-        structure = ("facet", len(matrices), charts.spec_signature(n_rows, n_cols, col_labels, max_px, big),
+                                     max_px=max_px, x_title=x_title, y_title=y_title, big=big, grow=g)
+        structure = ("facet", len(matrices), charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, g),
                      tuple(titles), scale, columns, max_px, x_title, y_title, big)
         _vega(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
               structure, ck, key, False)

@@ -1,4 +1,4 @@
-"""End-to-end slide export through the real server: the page's "Download charts" control hands out files
+"""End-to-end slide export through the real server: the page's "Download (N)" control hands out files
 built on click, and after a fragment reruns alone (Shape flow's Next) it offers the step now shown."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def page(server):
 
 
 def open_control(page) -> None:
-    button = page.get_by_role("button", name="Download charts")
+    button = page.get_by_role("button", name="Download (")
     button.first.evaluate("e => e.scrollIntoView({block: 'center'})")
     button.first.click()
     body = page.locator('[data-testid="stPopoverBody"]')

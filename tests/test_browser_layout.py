@@ -80,6 +80,9 @@ def _cases() -> list:
               for name in COLLAPSED]
     cases += [pytest.param(page, name, "1280x720", "present", id=f"{page}-{name}-1280x720-presentation")
               for page, name in PRESENT]
+    # presentation mode with the sidebar opened by hand: the charts must shrink into the narrower column
+    cases += [pytest.param("explore", "4heads", "1280x720", "present_open",
+                           id="explore-4heads-1280x720-presentation-sidebar_open")]
     return cases
 
 
@@ -91,6 +94,7 @@ READY_JS = """() => {
     const main = document.querySelector('[data-testid="stMain"]');
     if (!app || !main || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
     if (!main.querySelector('[data-testid="stElementContainer"]')) return false;  // the page has drawn something
+    if (!document.body.dataset.screen) return false;  // dashboard/screen.py: charts sized for this screen
     if (document.querySelector('[data-stale="true"], [data-testid="stMain"] [data-testid="stSkeleton"]')) return false;
     for (const c of main.querySelectorAll('[data-testid="stVegaLiteChart"]'))
         if (!c.querySelector('svg.marks, canvas.marks')) return false;
@@ -174,9 +178,17 @@ def browser_page(server):
         yield page
 
 
+STATE_JS = """() => ({script: document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
+    screen: document.body.dataset.screen || null, stale: document.querySelectorAll('[data-stale="true"]').length,
+    skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length, stable: window.__layoutStable})"""
+
+
 def open_drawn(page, url: str) -> None:
     page.goto(url)
-    page.wait_for_function(READY_JS, timeout=LOAD_TIMEOUT_MS, polling="raf")
+    try:
+        page.wait_for_function(READY_JS, timeout=LOAD_TIMEOUT_MS, polling="raf")
+    except Exception as e:  # say which condition never held
+        raise AssertionError(f"{url} was not drawn and still: {page.evaluate(STATE_JS)}") from e
 
 
 def wait_still(page) -> None:
@@ -233,13 +245,14 @@ def test_sentences_have_the_token_counts_their_names_say():
 @pytest.mark.parametrize(("page_name", "setting", "viewport", "screen"), _cases())
 def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, page_name, setting, viewport,
                                                          screen):
-    """``screen``: "open" or "collapsed" (the sidebar), or "present" (presentation mode, sidebar collapsed)."""
+    """``screen``: "open" or "collapsed" (the sidebar), or "present" (presentation mode, sidebar collapsed) or
+    "present_open" (presentation mode, sidebar opened)."""
     page = browser_page
     page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[viewport])))
     path = PAGES[page_name][0]
     step, heading = STEPS.get((page_name, setting), (None, None))
     query = urlencode(SETTINGS[setting] | ({"flow_step": step} if step else {})
-                      | ({"present": "true"} if screen == "present" else {}))
+                      | ({"present": "true"} if screen.startswith("present") else {}))
     open_drawn(page, f"{server}/{path}" + (f"?{query}" if query else ""))
     if heading:
         assert heading in page.get_by_test_id("stMain").inner_text()
@@ -247,14 +260,36 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
         page.get_by_role("button", name="Trained model").click()
         page.get_by_text("Attention on the probe input").wait_for()
         wait_still(page)
-    set_sidebar(page, collapsed=screen != "open")
+    set_sidebar(page, collapsed=screen not in ("open", "present_open"))
     errors = page.get_by_test_id("stException")
     assert errors.count() == 0, errors.first.inner_text()
     found = measure(page)
     where = (f"{page_name} with {setting} settings at {viewport}, "
-             + ("presentation mode" if screen == "present" else f"sidebar {screen}")
+             + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"
+                if screen == "present_open" else f"sidebar {screen}")
              + f" (main area {found['main_width']} px)")
     if page_name in ("explore", "shape-flow", "masking-lab", "learn"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
     problems = [f"cut off: {m}" for m in found["cut"]] + [f"overlap: {m}" for m in found["overlap"]]
     assert not problems, f"{where}: {len(problems)} layout problem(s):\n  " + "\n  ".join(problems)
+
+
+CELL_JS = """() => {  // the weights heatmap's cells (Vega's rect marks, without labels and legend): width in px
+    const cells = document.querySelector('.st-key-weights svg.marks .mark-rect');
+    return cells ? cells.getBoundingClientRect().width : 0;
+}"""
+
+
+def test_charts_grow_on_a_larger_screen_and_the_link_keeps_its_settings(browser_page, server):
+    """At 1920x1080 the charts are drawn about 1.5 times as large as on the 1280x720 projector (they used
+    less than half of a 1920-wide screen), and the extra rerun that resizes them keeps the link's settings."""
+    page = browser_page
+    url = f"{server}/?" + urlencode(SETTINGS["4heads"])
+    widths = {}
+    for vp in ("1280x720", "1920x1080"):
+        page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[vp])))
+        open_drawn(page, url)
+        set_sidebar(page, collapsed=False)
+        widths[vp] = page.evaluate(CELL_JS)
+        assert "4 heads" in page.get_by_test_id("stMain").inner_text(), vp
+    assert widths["1920x1080"] >= 1.4 * widths["1280x720"] > 0, widths

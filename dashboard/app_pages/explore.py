@@ -22,7 +22,7 @@ from dashboard.controls import MASK_NAMES, VARIANT_NAMES, Settings, settings
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.present import dark, ink, presenting
-from dashboard.sizes import cell_area, column_px, content_px
+from dashboard.sizes import cap, cell_area, column_px, content_px, fold_px, grow
 from dashboard.trained_view import show_trained_weights
 from dashboard.widgets import (
     draw_chart,
@@ -84,7 +84,7 @@ def tokens_section(v: View) -> None:
     x = v.mat("input", 0)
     dims = [f"dim {i + 1}" for i in range(x.shape[1])]
     show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=f"Input x ({v.run.input_mode} inputs)",
-                x_title="dimension", y_title="token", max_px=min(360, cell_area(column_px([2, 3], 1), v.labels)),
+                x_title="dimension", y_title="token", max_px=min(cap(360), cell_area(column_px([2, 3], 1), v.labels)),
                 cache_key=(v.run.key, "input"))
 
 
@@ -95,7 +95,7 @@ def qkv_section(v: View) -> None:
                "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
     show_panels(st, qkv, ["queries", "keys", "values"], v.labels, [f"{i + 1}" for i in range(width)],
                 key="qkv", name=v.name("qkv"), scale="scores", columns=3,
-                max_px=min(240, cell_area(content_px(), v.labels, panels=3)),
+                max_px=min(cap(240), cell_area(content_px(), v.labels, panels=3)),
                 x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
 
 
@@ -106,7 +106,7 @@ def scores_section(v: View) -> None:
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
                 name=v.name("scores"),
                 scale="scores", columns=3,
-                max_px=min(260, cell_area(content_px(), v.labels, panels=len(score_mats))),
+                max_px=min(cap(260), cell_area(content_px(), v.labels, panels=len(score_mats))),
                 cache_key=(v.run.key, "scores", v.head))
     st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
     mask = v.mat("mask")
@@ -116,20 +116,21 @@ def scores_section(v: View) -> None:
         return
     c_mask, c_rest = st.columns([1, 2])
     show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
-                max_px=min(220, cell_area(column_px([1, 2], 0), v.labels, legend=False)),  # its legend is below
+                max_px=min(cap(220), cell_area(column_px([1, 2], 0), v.labels, legend=False)),  # its legend is below
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
                     key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=2,
-                    max_px=min(220, cell_area(column_px([1, 2], 1), v.labels, panels=2)),
+                    max_px=min(cap(220), cell_area(column_px([1, 2], 1), v.labels, panels=2)),
                     cache_key=(v.run.key, "renorm", v.head))
         c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
 
 
 def relative_toggle(where) -> None:
-    where.toggle("Per-row relative colours (each row divided by its largest weight)", key="row_scale",
-              bind="query-params", help="For long inputs with near-uniform weights. Tooltips keep the true values; "
-              "colours then compare keys within a row, not across rows or charts.")
+    # a short label: the long one was cut to "Per-row relative colours (each row divided by its l…" at 1280×720
+    where.toggle("Relative colours per row", key="row_scale", bind="query-params",
+                 help="Each row divided by its largest weight: for long inputs with near-uniform weights. Tooltips "
+                      "keep the true values; colours then compare keys within a row, not across rows or charts.")
 
 
 def uniform_note(v: View) -> None:
@@ -148,7 +149,8 @@ def heads_section(v: View) -> None:
     columns = min(v.H, 4)
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
                 [f"head {h + 1}" for h in range(v.H)], v.labels, key="heads_grid", scale=v.wscale, columns=columns,
-                max_px=min(200, cell_area(content_px(), v.labels, panels=columns)), cache_key=(v.run.key, "heads_grid"))
+                max_px=min(cap(200), cell_area(content_px(), v.labels, panels=columns)),
+                cache_key=(v.run.key, "heads_grid"))
     st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
                "it through every section.")
 
@@ -166,7 +168,7 @@ def weights_and_story(head: int, wscale: str) -> None:
     c_w, c_story = st.columns([3, 2])
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
                           scale=wscale, selectable=True, zoom=True,
-                          max_px=min(480, cell_area(column_px([3, 2], 0), labels)),
+                          max_px=min(cap(480), cell_area(column_px([3, 2], 0), labels), fold_px()),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -190,7 +192,7 @@ def weights_and_story(head: int, wscale: str) -> None:
             n_lines = min(T, MAX_LINE_TOKENS)
             draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=column_px([3, 2], 1) - 40,
                                              ink=ink(), line="#8cc4ff" if dark() else "#1f5fa8",
-                                             font_px=18 if presenting() else 15),
+                                             font_px=round((18 if presenting() else 15) * grow())),
                        key="line_view_chart")
             if n_lines < T:
                 st.caption(f"Tokens 1–{n_lines} of {T}: more lines than that are a grey fog.")
@@ -243,7 +245,7 @@ def compare_methods(v: View) -> None:
                    "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
     show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair",
                 name=v.name("compare_methods"), scale=v.wscale,
-                columns=2, max_px=min(280, cell_area(content_px(), v.labels, panels=2)),
+                columns=2, max_px=min(cap(280), cell_area(content_px(), v.labels, panels=2)),
                 cache_key=(v.run.key, "compare_methods", v.head))
 
 
@@ -269,11 +271,11 @@ def dropout_section(v: View) -> None:
     c_dm, c_dw = st.columns([1, 2])
     show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", name=v.name("dropout_mask"), scale="mask",
                 title="dropped cells (1 = zeroed)", mask_labels=charts.DROPOUT_MASK_LABELS,
-                max_px=min(200, cell_area(column_px([1, 2], 0), v.labels, legend=False)),
+                max_px=min(cap(200), cell_area(column_px([1, 2], 0), v.labels, legend=False)),
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
                 v.labels, key="dropout", name=v.name("dropout"), scale=charts.weights_scale(top), columns=2,
-                max_px=min(210, cell_area(column_px([1, 2], 1), v.labels, panels=2)),
+                max_px=min(cap(210), cell_area(column_px([1, 2], 1), v.labels, panels=2)),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
                f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
@@ -289,9 +291,9 @@ def output_section(v: View) -> None:
     show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context",
                 name=v.name("context"), scale="scores",
                 title="context vectors" + v.head_title, x_title="dimension", y_title="token",
-                max_px=min(380, half), cache_key=(v.run.key, "context", v.head))
+                max_px=min(cap(380), half), cache_key=(v.run.key, "context", v.head))
     show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
-                title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=min(380, half),
+                title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=min(cap(380), half),
                 cache_key=(v.run.key, "output"))
     if cfg.variant == "MultiHeadAttentionWrapper":
         st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {v.H}.")
@@ -347,8 +349,10 @@ def render() -> None:
     if H > 1:
         head_names = [f"head {h + 1}" for h in range(H)]
         url_choice("head", head_names, "head 1")
+        # presentation mode: the buttons alone ("head 1" … say what they are), one line less above the chart
         head = st.segmented_control("Look at one head (every section follows it)", list(range(H)), default=0,
-                                    key="head", format_func=head_names.__getitem__, bind="query-params") or 0
+                                    key="head", format_func=head_names.__getitem__, bind="query-params",
+                                    label_visibility="collapsed" if presenting() else "visible") or 0
     # the toggle is drawn in the sections it colours; a link's value counts before it is first drawn
     relative = st.session_state.get("row_scale", st.query_params.get("row_scale") == "true")
     v = View(s, run, head, H, "relative" if relative else "weights")

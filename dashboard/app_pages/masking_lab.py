@@ -14,7 +14,7 @@ from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_t
 from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.controls import settings
-from dashboard.sizes import cell_area, column_px
+from dashboard.sizes import cap, cell_area, column_px
 from dashboard.widgets import load_run, memo, page_downloads, show_matrix, show_panels, slide_settings, url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
@@ -43,7 +43,7 @@ def render() -> None:
     scores = torch.from_numpy(np.array(scores_np))
     variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
     right_a, right_b = variants[0], variants[1]
-    pair = min(PAIR_CAP_PX, cell_area(column_px([1], 0), labels, panels=2))  # two panels across the page
+    pair = min(cap(PAIR_CAP_PX), cell_area(column_px([1], 0), labels, panels=2))  # two panels across the page
 
     # 1. The two correct methods ----------------------------------------------------------------------
     st.header("1 · Two correct ways, the same weights")
@@ -58,7 +58,7 @@ def render() -> None:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
                     title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
-                    max_px=min(260, cell_area(column_px([2, 3], 1), labels)),
+                    max_px=min(cap(260), cell_area(column_px([2, 3], 1), labels)),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
                    "agree up to float rounding.")
@@ -87,7 +87,7 @@ def render() -> None:
         m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
     what_wrong = (wrong.weights - right_a.weights).numpy()
     show_matrix(st, what_wrong, labels, labels, key="mistake_diff", scale="scores",
-                title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=300,
+                title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=cap(300),
                 cache_key=(rk, "mistake_diff", pick), name=f"{pick}_minus_right")
 
     # 3. Precision ---------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def render() -> None:
         # The mask beside its explanation, then the two weight panels across the page: mask and panels in one
         # row do not fit a 1280 px projector with the sidebar open (the third panel was cut off).
         c_mask, c_note = st.columns(2)
-        mask_px = min(HALF_CAP_PX, cell_area(column_px([1, 1], 0), labels, legend=False))  # its legend is below
+        mask_px = min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 0), labels, legend=False))  # its legend is below
         show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask", title="dropped (1 = zeroed)",
                     max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=charts.DROPOUT_MASK_LABELS,
                     name=f"dropout_mask_p{p:g}")

@@ -15,7 +15,7 @@ from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
-from dashboard.sizes import cell_area, column_px, content_px
+from dashboard.sizes import cap, cell_area, column_px, content_px
 from dashboard.widgets import (
     draw_chart,
     load_run,
@@ -101,7 +101,7 @@ def step_view() -> None:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
                      cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}",
-                     max_px=min(HALF_CAP_PX, cell_area(column_px([1, 1], 1), labels, legend=scale != "mask")),
+                     max_px=min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 1), labels, legend=scale != "mask")),
                      mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
 
 
@@ -144,7 +144,8 @@ def render() -> None:
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
     draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
                                                   x_title="d_out column",
-                                                  px=min(30, (content_px() - NUMBERED_CHROME_PX) // len(columns))),
+                                                  px=min(cap(30),
+                                                         (content_px() - cap(NUMBERED_CHROME_PX)) // len(columns))),
                key="reshape_before", name="reshape_before_view",
                title="Before .view: queries (num_tokens, d_out), numbered in memory order, coloured by head")
     st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
@@ -193,7 +194,7 @@ def render() -> None:
                "matmul per projection instead of one per head.")
     lab = [str(c) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
-    half = min(HALF_CAP_PX, cell_area(column_px([1, 1], 0), labels))
+    half = min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 0), labels))
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
                 y_title="token", max_px=half, cache_key=(run.key, "wrapper_out"))
     show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",

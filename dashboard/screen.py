@@ -1,0 +1,111 @@
+"""How big the screen is: the width of the page's main column and how much charts may grow, measured
+in the browser.
+
+Streamlit tells the server nothing about the window, and a heatmap with fixed cells does not resize
+itself. A tiny `st.components.v2` component (no frame, hidden) measures the main column and the
+window height, snaps them to a few layouts and reports only a change: a 1920×1080 screen then gets
+charts 1.5 times as large (issue 9: at 1920 they used less than half the width), and opening the
+sidebar in presentation mode shrinks them back into the narrower column. At 1280×720 (the projector
+the layouts are designed for) the measurement equals the default, so no extra rerun happens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+KEY = "screen"
+# main column: 1280×720 with the sidebar open; in presentation mode; 1920×1080 sidebar open; sidebar closed
+WIDTHS = (820, 1180, 1460, 1760)
+BASE_HEIGHT = 720  # the projector's height the layouts are designed for
+GROW_STEP = 10  # charts grow in steps of 10 % (fewer distinct chart specs, fewer reruns)
+
+# Measures the main column (without its padding) and the window; reports [width, grow %] when they differ
+# from what the server used for this run (``data.used``). A ResizeObserver catches the sidebar opening
+# or closing and window resizes (debounced: one rerun per resize).
+_JS = """
+export default function ({ data, setStateValue }) {
+  const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+  if (!main) return;
+  const { widths, base, step, height, used } = data;
+  const measure = () => {
+    const cs = getComputedStyle(main);
+    const w = main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    const fits = widths.filter((s) => s <= w);
+    const width = fits.length ? Math.max(...fits) : Math.max(320, Math.floor(w / 20) * 20);
+    const room = Math.min(100 * width / base, 100 * window.innerHeight / height);
+    const grow = Math.max(100, Math.floor(room / step) * step);
+    return [width, grow];
+  };
+  let timer = null;
+  let sent = null;
+  const app = document.querySelector('[data-testid="stApp"]');
+  const report = () => {
+    // never interrupt a run (a session's first run reads the link into its widgets): the observer below
+    // calls again when the run has ended
+    if (app && app.getAttribute("data-test-script-state") === "running") return;
+    const [width, grow] = measure();
+    if (width === used[0] && grow === used[1]) {
+      // settled: what tests wait for (written only when new: a page-speed probe counts every DOM change)
+      if (document.body.dataset.screen !== `${width}x${grow}`) document.body.dataset.screen = `${width}x${grow}`;
+    } else if (sent !== `${width}x${grow}`) {
+      sent = `${width}x${grow}`;
+      delete document.body.dataset.screen;
+      setStateValue("size", [width, grow]);
+    }
+  };
+  let seen = `${main.clientWidth}x${window.innerHeight}`;
+  const later = () => {  // the column grows taller with every run: only a new width or window height counts
+    const now = `${main.clientWidth}x${window.innerHeight}`;
+    if (now === seen) return;
+    seen = now;
+    delete document.body.dataset.screen;
+    clearTimeout(timer);
+    timer = setTimeout(report, 300);
+  };
+  const runs = new MutationObserver(report);
+  if (app) runs.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
+  const resizes = new ResizeObserver(later);
+  resizes.observe(main);
+  window.addEventListener("resize", later);
+  report();
+  return () => { runs.disconnect(); resizes.disconnect(); window.removeEventListener("resize", later);
+                 clearTimeout(timer); };
+}
+"""
+_CSS = "<style>.st-key-screen {display: none;}</style>"
+_component = st.components.v2.component("attention_lab.screen", js=_JS)
+
+
+@dataclass(frozen=True)
+class Screen:
+    width: int  # px of the main column that charts are sized for
+    grow: float  # how much larger than at 1280×720 charts (cells, caps, chart text) may be
+
+
+def _default(present: bool) -> Screen:
+    return Screen(WIDTHS[1] if present else WIDTHS[0], 1.0)
+
+
+def current(present: bool) -> Screen:
+    """The screen this run draws for: the browser's last report, else the 1280×720 projector's."""
+    size = st.session_state.get(KEY, {}).get("size") if isinstance(st.session_state.get(KEY), dict) else None
+    try:
+        width, grow = int(size[0]), int(size[1])
+    except (TypeError, ValueError, IndexError):
+        return _default(present)
+    if not (200 <= width <= 4000 and 100 <= grow <= 300):  # a value only our script writes; ignore anything else
+        return _default(present)
+    return Screen(width, grow / 100)
+
+
+def measure(container, present: bool) -> None:
+    """Mount the (hidden) measuring component in ``container``; call once per run, before anything is sized."""
+    used = current(present)
+    base = _default(present).width
+    with container:
+        st.html(_CSS)
+        _component(key=KEY, data={"widths": list(WIDTHS), "base": base, "step": GROW_STEP, "height": BASE_HEIGHT,
+                                  "used": [used.width, round(used.grow * 100)]},
+                   on_size_change=lambda: None)
