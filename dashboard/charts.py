@@ -370,7 +370,8 @@ def facet_grid(
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=round(90 * grow), labelOverlap=False, labels=not small, ticks=not small)
-    angle = -45 if px >= TILT_MIN_PX * grow else -90  # upright labels' boxes are exact: Vega drops only clashes
+    # level when the labels fit a cell ("1", "2" for dims); upright labels' boxes are exact: Vega drops only clashes
+    angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
                       x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"), y_axis=axis)
     base = alt.Chart(df).encode(x=x, y=y)

@@ -40,15 +40,14 @@ def cap(px: int) -> int:
     return round(px * grow())
 
 
-PRESENT_CHART_TOP_PX = 400  # presentation mode, 4 heads: where Explore's weights cells start at 1280×720
-
-
-def fold_px(top: int = PRESENT_CHART_TOP_PX) -> int:
-    """In presentation mode, the height left for a chart's cells whose top is at ``top`` (at 1280×720) before
-    the screen's bottom edge, so the class sees the whole matrix without scrolling; otherwise no limit."""
+def room(normal_px: int, top_px: int, below_px: int = 0) -> int:
+    """The longest side a section's main chart may have: ``normal_px`` on this screen (:func:`cap`) and, in
+    presentation mode, the height between the chart's cells (their top at ``top_px`` at 1280×720, their
+    labels taking ``below_px`` under them) and the screen's bottom edge: the class sees the whole matrix
+    without scrolling, as large as it fits."""
     if not presenting():
-        return 10_000
-    return round((screen.BASE_HEIGHT - top) * grow()) - 8
+        return cap(normal_px)
+    return round((screen.BASE_HEIGHT - top_px - below_px) * grow()) - 8
 
 
 def column_px(weights: Sequence[float], index: int, total: int | None = None) -> int:

@@ -22,7 +22,7 @@ from dashboard.controls import MASK_NAMES, VARIANT_NAMES, Settings, settings
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.present import dark, ink, presenting
-from dashboard.sizes import cap, cell_area, column_px, content_px, fold_px, grow
+from dashboard.sizes import cap, cell_area, column_px, content_px, grow, room
 from dashboard.trained_view import show_trained_weights
 from dashboard.widgets import (
     draw_chart,
@@ -95,7 +95,7 @@ def qkv_section(v: View) -> None:
                "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
     show_panels(st, qkv, ["queries", "keys", "values"], v.labels, [f"{i + 1}" for i in range(width)],
                 key="qkv", name=v.name("qkv"), scale="scores", columns=3,
-                max_px=min(cap(240), cell_area(content_px(), v.labels, panels=3)),
+                max_px=min(room(240, 300, 80), cell_area(content_px(), v.labels, panels=3)),
                 x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
 
 
@@ -106,7 +106,7 @@ def scores_section(v: View) -> None:
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
                 name=v.name("scores"),
                 scale="scores", columns=3,
-                max_px=min(cap(260), cell_area(content_px(), v.labels, panels=len(score_mats))),
+                max_px=min(room(260, 280, 110), cell_area(content_px(), v.labels, panels=len(score_mats))),
                 cache_key=(v.run.key, "scores", v.head))
     st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
     mask = v.mat("mask")
@@ -168,7 +168,7 @@ def weights_and_story(head: int, wscale: str) -> None:
     c_w, c_story = st.columns([3, 2])
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
                           scale=wscale, selectable=True, zoom=True,
-                          max_px=min(cap(480), cell_area(column_px([3, 2], 0), labels), fold_px()),
+                          max_px=min(room(480, 400), cell_area(column_px([3, 2], 0), labels)),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
