@@ -130,3 +130,18 @@ def wait_drawn(page, timeout: float = 60_000) -> None:
             return true;
         }""", timeout=timeout, polling="raf")
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def click_until(locator, done, timeout_s: float = 120, retry_s: float = 5) -> None:
+    """Click ``locator`` until ``done()`` holds. A click can land while Streamlit redraws that element (a
+    page polling every second while it trains redraws it constantly) and be lost; then click it again."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        locator.click(timeout=timeout_s * 1000)
+        retry = time.monotonic() + retry_s
+        while time.monotonic() < retry:
+            if done():
+                return
+            time.sleep(0.1)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"clicking {locator} for {timeout_s:.0f} s did not take effect")

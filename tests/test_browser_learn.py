@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from browser import chromium_page, require_browser, streamlit_server, wait_drawn
+from browser import chromium_page, click_until, require_browser, streamlit_server, wait_drawn
 
 pytestmark = pytest.mark.browser
 
@@ -27,7 +27,8 @@ def test_start_redraws_loss_and_heads_then_pause(tmp_path):
         page.goto(f"{url}/learn")
         start = page.get_by_role("button", name="Start")
         start.wait_for(timeout=60_000)
-        start.click()
+        pause = page.get_by_role("button", name="Pause")
+        click_until(start, lambda: pause.is_visible())
         page.locator(HEAD_IMG).first.wait_for(timeout=60_000)
         first_src = page.locator(HEAD_IMG).first.get_attribute("src")
         # the worker trains; the page polls: wait for a later snapshot (every 50 steps) to be drawn
@@ -41,15 +42,16 @@ def test_start_redraws_loss_and_heads_then_pause(tmp_path):
         assert loss.locator("canvas, svg").count() >= 1
         # a control elsewhere on the page answers while training runs
         t0 = time.monotonic()
-        page.get_by_text("Look at one head closely").click()
+        zoom = page.locator(".st-key-learn_zoom input")
+        click_until(page.get_by_text("Look at one head closely"), lambda: zoom.is_checked())
         page.wait_for_function(  # loss, scores over steps, and now the labelled close-up, each drawn
             """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
                      .filter(c => c.querySelector('canvas, svg')).length >= 3""",
             timeout=30_000, polling=100)
         answered = time.monotonic() - t0
         print(f"close-up drawn {answered:.2f} s after the click, while training")
-        page.get_by_role("button", name="Pause").click()
-        page.get_by_role("button", name="Resume").wait_for(timeout=60_000)
+        resume = page.get_by_role("button", name="Resume")
+        click_until(pause, lambda: resume.is_visible())
         wait_drawn(page, 60_000)
         assert "paused" in page.locator(PROGRESS).first.inner_text()
         page.screenshot(path=str(tmp_path / "learn.png"))

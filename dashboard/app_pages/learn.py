@@ -183,9 +183,15 @@ def live() -> None:
                             format_func=lambda lh: learn_charts.head_name(*lh))
         labels = tr.task.labels(tr.probe_tokens)
         head = snap.weights[pick[0], pick[1]]
-        draw_chart(st, lambda: charts.heatmap(head, labels, labels, scale="weights", max_px=480,
-                                              title=f"{learn_charts.head_name(*pick)} at step {at}"),
+        st.markdown(f"**{learn_charts.head_name(*pick)} at step {at}**")
+        # one spec for every snapshot and head (the title is the line above): each poll while training only
+        # swaps the data, instead of building a new Vega view every second on cores the worker shares
+        n = len(labels)
+        draw_chart(st, lambda: charts.heatmap(head, labels, labels, scale="weights", max_px=480),
+                   lambda: charts.heatmap_frame(head, labels, labels, scale="weights"),
+                   ("learn_head", charts.spec_signature(n, n, labels, 480, False)), (uid, at, pick),
                    key="learn_head_chart", name=learn_charts.head_name(*pick).replace(" ", ""),
+                   title=f"{learn_charts.head_name(*pick)} at step {at}",
                    table=lambda: pd.DataFrame(head, index=labels, columns=labels).reset_index(names=""))
     page_downloads(page="learn")
 
