@@ -236,8 +236,7 @@ def compare_methods(v: View) -> None:
             for m in MASK_NAMES}
     if any(r is None for r in runs.values()):
         return
-    mats = [memo((r.key, "matrix", "weights", v.head), lambda r=r: head_matrix(r.trace, "weights", v.head))
-            for r in runs.values()]
+    mats = [dataclasses.replace(v, run=r).mat("weights") for r in runs.values()]
     diff = float(np.max(np.abs(mats[0] - mats[1])))
     c_diff, c_note = st.columns([1, 3], vertical_alignment="center")
     c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
