@@ -108,6 +108,17 @@ class BadValue(ValueError):
     """A URL value that cannot be used; the message says what it should be."""
 
 
+def parse_int(raw: str, lo: int, hi: int) -> int:
+    """A link's whole number from ``lo`` to ``hi``, or :class:`BadValue` saying what it should be."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise BadValue(f"expected a whole number from {lo} to {hi}") from None
+    if not lo <= value <= hi:
+        raise BadValue(f"expected a whole number from {lo} to {hi}")
+    return value
+
+
 def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> object:
     """The setting a URL parameter asks for, or :class:`BadValue` saying what it should be."""
     if key == "sentence":
@@ -124,14 +135,7 @@ def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> obj
             return by_label[raw]
         raise BadValue("expected one of " + ", ".join(options))
     if key in INTS:
-        lo, hi = INTS[key]
-        try:
-            value = int(raw)
-        except ValueError:
-            raise BadValue(f"expected a whole number from {lo} to {hi}") from None
-        if not lo <= value <= hi:
-            raise BadValue(f"expected a whole number from {lo} to {hi}")
-        return value
+        return parse_int(raw, *INTS[key])
     if key == "dropout":
         try:
             value = float(raw)

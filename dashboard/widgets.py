@@ -18,7 +18,7 @@ from attn_core import HAS_MASK, MAX_POSITIONS
 from . import charts, export
 from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
-from .controls import Settings
+from .controls import BadValue, Settings, parse_int
 from .links import link_warning
 from .present import chart_config, presenting
 from .sizes import grow
@@ -400,11 +400,9 @@ def url_int(key: str, lo: int, hi: int, used: int) -> None:
     if raw is None:
         return
     try:
-        ok = lo <= int(raw) <= hi
-    except ValueError:
-        ok = False
-    if not ok:
-        warn_bad_link(key, raw, f"{used} (it must be a whole number from {lo} to {hi})")
+        parse_int(raw, lo, hi)
+    except BadValue as e:
+        st.warning(link_warning(key, raw, str(used), str(e)))
 
 
 def url_cell(key: str, n_rows: int, n_cols: int) -> tuple[int, int] | None:
