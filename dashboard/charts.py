@@ -6,7 +6,8 @@ Measured rules (docs/engineering.md) they follow:
   would collapse on a nominal axis;
 - fixed cell sizes (``alt.Step``): no stretched canvases;
 - masked cells (-inf) become NaN + a ``masked`` flag, drawn in neutral grey with "−∞";
-- weights on a fixed 0-1 sequential scale, scores on a diverging scale centred on 0;
+- weights on a fixed 0-1 sequential scale, scores on a diverging scale symmetric around 0 (±max |value|);
+- value text black on light cells and white on dark ones, by the luminance of the colour drawn;
 - rect marks only up to ``MAX_RECT_CELLS`` cells; above that a colour-mapped PNG.
 """
 
@@ -156,7 +157,7 @@ def _distinct(labels: Sequence[str]) -> Sequence[str]:
 
 def color_scale(scale: str) -> alt.Scale:
     """Weights: fixed sequential 0-1 (0 to 1/(1-p) after dropout; per-row 0-1 when "relative").
-    Masks: 0/1 greys. Scores: diverging, centred on 0.
+    Masks: 0/1 greys. Scores: diverging, centred on 0; :func:`symmetric_domain` makes it symmetric.
 
     No scale depends on the data's values, so one chart spec serves any data of its shape."""
     kind, top = scale_parts(scale)
@@ -165,6 +166,26 @@ def color_scale(scale: str) -> alt.Scale:
     if scale == "mask":
         return alt.Scale(domain=[0, 1], range=["#f7f7f7", "#404040"])
     return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
+
+
+def diverging(scale: str) -> bool:
+    """Whether ``scale`` is drawn on the diverging colours (every scale but weights, sizes and masks)."""
+    return scale_parts(scale)[0] not in ("weights", "relative", "magnitude", "mask")
+
+
+def symmetric_domain(df: pd.DataFrame, scale: str, title: str, groupby: Sequence[str] = ()) -> alt.Chart:
+    """An invisible layer (two points without position, one per panel and end) whose colours are -m and +m,
+    m = max |value| of the unmasked cells: the layered chart's shared colour scale then spans [-m, m].
+
+    A diverging scale fitted to the data with ``domainMid=0`` stretches each side of 0 separately: +0.16 came
+    out as dark as -0.80. A fixed domain in the spec would make the spec depend on the data (a new Vega view
+    per sentence, docs/engineering.md); computed by Vega from the data, the spec stays the same."""
+    return (alt.Chart(df).transform_filter("!datum.masked")
+            .transform_aggregate(lo="min(color)", hi="max(color)", groupby=list(groupby))
+            .transform_calculate(top="max(abs(datum.lo), abs(datum.hi))", bottom="-max(abs(datum.lo), abs(datum.hi))")
+            .transform_fold(["bottom", "top"], as_=["end", "color"])
+            .mark_point(opacity=0, size=0, tooltip=False)
+            .encode(color=alt.Color("color:Q", scale=color_scale(scale), title=title)))
 
 
 def heatmap_frame(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
@@ -257,7 +278,9 @@ def heatmap(
         layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, font or 12, text_format))
+        layers.append(_value_text(base, font or 12, text_format))
+    if diverging(scale):  # last, so the cells stay layer 0 (its two points have no size: they catch no pointer)
+        layers.append(symmetric_domain(df, scale, LEGEND_TITLES[kind]))
     # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
     # would squeeze everything into ``width``)
     chart = alt.layer(*layers).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
@@ -302,27 +325,25 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     return x, y
 
 
-def _value_text(base: alt.Chart, scale: str, size: int, text_format: str = ".2f") -> alt.Chart:
-    """Each unmasked cell's value as text, black on light cells and white on dark ones. With the
-    default format an exact zero prints "0" and a value that would round to "0.00" prints in
+# Is a cell's colour light, so that black text reads on it? One rule for every scale: Vega looks up the colour
+# the cell is drawn in (a layered or faceted chart's shared colour scale is named "color") and compares its
+# relative luminance with 0.179, where black and white text have the same contrast (WCAG: (L+0.05)/0.05 =
+# 1.05/(L+0.05)). Viridis turns light at ~0.55 of its range; blue-orange is dark at both ends.
+LIGHT_CELL = "luminance(scale('color', datum.color)) > 0.179"
+
+
+def _value_text(base: alt.Chart, size: int, text_format: str = ".2f") -> alt.Chart:
+    """Each unmasked cell's value as text, black on light cells and white on dark ones (``LIGHT_CELL``). With
+    the default format an exact zero prints "0" and a value that would round to "0.00" prints in
     scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
+    color = alt.condition(LIGHT_CELL, alt.value("black"), alt.value("white"))
     if text_format != ".2f":
         return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
-            text=alt.Text("value:Q", format=text_format),
-            color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
+            text=alt.Text("value:Q", format=text_format), color=color)
     label = ("datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e') "
              ": format(datum.value, '.2f')")
     return base.transform_filter("!datum.masked").transform_calculate(label=label).mark_text(fontSize=size).encode(
-        text=alt.Text("label:N"),
-        color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
-
-
-def _light_cell(scale: str) -> str:
-    """Vega predicate: is the cell's colour light (so black text reads on it)?"""
-    kind, top = scale_parts(scale)
-    if kind in ("weights", "relative", "magnitude"):
-        return f"datum.color > {0.55 * top:g}"  # viridis is light at the top
-    return "true"  # diverging maps are light in the middle, where most values sit
+        text=alt.Text("label:N"), color=color)
 
 
 def facet_grid(
@@ -374,7 +395,9 @@ def facet_grid(
         layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, font or 12))
+        layers.append(_value_text(base, font or 12))
+    if diverging(scale):  # one colour scale for every panel, symmetric around 0
+        layers.append(symmetric_domain(df, scale, LEGEND_TITLES[scale_parts(scale)[0]], groupby=["panel"]))
     chart = alt.layer(*layers, data=df).properties(width=width, height=height)
     return chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"),

@@ -65,6 +65,51 @@ def test_a_new_sentence_changes_the_data_not_the_spec():
                                                                                         max_px=480)
 
 
+def drawn_fills(chart) -> dict[tuple[str, str], tuple[int, ...]]:
+    """What Vega draws (vl-convert's SVG): {("rect", value) or ("text", printed value): fill as RGB}."""
+    import vl_convert as vlc
+
+    named = {"white": (255, 255, 255), "black": (0, 0, 0)}
+    svg = vlc.vegalite_to_svg(chart.to_dict())
+    fills = {}
+    for label, kind, fill in re.findall(r'aria-label="([^"]*)"[^>]*aria-roledescription="(rect|text) mark"[^>]*'
+                                        r'fill="([^"]*)"', svg):
+        value = re.search(r"(?:value|label): ([^;]*)", label).group(1).replace("−", "-")
+        rgb = named.get(fill) or tuple(int(c) for c in re.findall(r"\d+", fill))
+        fills[(kind, value)] = rgb
+    return fills
+
+
+def luminance(rgb) -> float:
+    """WCAG relative luminance of an sRGB colour (0 black, 1 white)."""
+    c = np.asarray(rgb, dtype=float) / 255
+    c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(c @ [0.2126, 0.7152, 0.0722])
+
+
+def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text():
+    """Issue 9: the diverging scale was stretched separately on each side of 0 (``domainMid`` on the data's
+    extent), so +0.16 was drawn as dark as -0.80; the value text was black on every cell, also the darkest."""
+    m = np.array([[-0.8, 0.16], [0.8, 0.0]])
+    one_sided = np.array([[-0.8, 0.16], [0.05, 0.0]])  # the mistake difference's shape: big below 0, small above
+    for chart in (charts.heatmap(one_sided, LABELS[:2], LABELS[:2], scale="scores"),
+                  charts.facet_grid([one_sided, one_sided / 2], ["a", "b"], LABELS[:2], scale="scores", max_px=200)):
+        fills = drawn_fills(chart)
+        assert luminance(fills[("rect", "0.16")]) > 0.6, "+0.16 of a ±0.8 scale is a light orange"
+        assert luminance(fills[("rect", "-0.8")]) < 0.1
+        assert fills[("text", "-0.80")] == (255, 255, 255) and fills[("text", "0.16")] == (0, 0, 0)
+    fills = drawn_fills(charts.heatmap(m, LABELS[:2], LABELS[:2], scale="scores"))
+    low, high = luminance(fills[("rect", "-0.8")]), luminance(fills[("rect", "0.8")])
+    assert max(low, high) < 0.15, "both ends of the scale are dark"  # the scheme's ends: 0.07 blue, 0.12 orange
+    assert fills[("text", "-0.80")] == fills[("text", "0.80")] == (255, 255, 255)  # light text on both dark ends
+    assert fills[("text", "0")] == (0, 0, 0)
+    # the same rule for the sequential weights (viridis: dark at 0, light at 1)
+    fills = drawn_fills(charts.heatmap(np.array([[0.1, 0.9]]), LABELS[:1], LABELS[:2], scale="weights"))
+    assert fills[("text", "0.10")] == (255, 255, 255) and fills[("text", "0.90")] == (0, 0, 0)
+    # no value in the spec: one spec serves every sentence (docs/engineering.md)
+    assert "0.8" not in json.dumps(charts.heatmap(m, LABELS[:2], LABELS[:2]).to_dict().get("layer"))
+
+
 def test_scales_weights_fixed_scores_diverging():
     w = charts.heatmap(np.full((3, 3), 1 / 3), LABELS[:3], LABELS[:3], scale="weights").to_dict()
     enc = json.dumps(w["layer"][0]["encoding"]["color"])
