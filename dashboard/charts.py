@@ -184,7 +184,7 @@ def symmetric_domain(df: pd.DataFrame, scale: str, title: str, groupby: Sequence
             .transform_aggregate(lo="min(color)", hi="max(color)", groupby=list(groupby))
             .transform_calculate(top="max(abs(datum.lo), abs(datum.hi))", bottom="-max(abs(datum.lo), abs(datum.hi))")
             .transform_fold(["bottom", "top"], as_=["end", "color"])
-            .mark_point(opacity=0, size=0, tooltip=False)
+            .mark_point(filled=True, opacity=0, size=0, tooltip=False)  # filled: unfilled points made the legend symbols
             .encode(color=alt.Color("color:Q", scale=color_scale(scale), title=title)))
 
 

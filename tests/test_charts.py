@@ -106,6 +106,13 @@ def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text(
     # the same rule for the sequential weights (viridis: dark at 0, light at 1)
     fills = drawn_fills(charts.heatmap(np.array([[0.1, 0.9]]), LABELS[:1], LABELS[:2], scale="weights"))
     assert fills[("text", "0.10")] == (255, 255, 255) and fills[("text", "0.90")] == (0, 0, 0)
+    # still one colour bar, not a list of symbols (the invisible layer's unfilled points turned it into one)
+    import vl_convert as vlc
+
+    for chart in (charts.heatmap(m, LABELS[:2], LABELS[:2]), charts.facet_grid([m, m], ["a", "b"], LABELS[:2],
+                                                                               scale="scores")):
+        svg = vlc.vegalite_to_svg(chart.to_dict())
+        assert "legend-gradient" in svg and "legend-symbol" not in svg
     # no value in the spec: one spec serves every sentence (docs/engineering.md)
     assert "0.8" not in json.dumps(charts.heatmap(m, LABELS[:2], LABELS[:2]).to_dict().get("layer"))
 
