@@ -27,6 +27,10 @@ MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of br
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 16  # value text on cells only up to this many rows/columns
 MASK_GREY = "#d0d0d0"
+# A 0/1 mask's two colours (0, 1): 1 in the ink of the page, 0 close to its paper, on either theme. On the dark
+# page the light theme's near-white 0 cells were a white block and the dark 1 swatch vanished into the page.
+MASK_RANGE = ("#f7f7f7", "#404040")
+MASK_RANGE_DARK = ("#2f333d", "#e6e6e6")
 CHART_PX = 480  # the longer side of a heatmap, in pixels
 
 # Colour-blind-safe schemes (Vega's viridis and blue-orange).
@@ -155,7 +159,12 @@ def _distinct(labels: Sequence[str]) -> Sequence[str]:
     return [f"{i + 1}: {label}" for i, label in enumerate(labels)]
 
 
-def color_scale(scale: str) -> alt.Scale:
+def mask_range(dark: bool = False) -> list[str]:
+    """The colours of a mask's 0 and 1 on the light or the dark page."""
+    return list(MASK_RANGE_DARK if dark else MASK_RANGE)
+
+
+def color_scale(scale: str, dark: bool = False) -> alt.Scale:
     """Weights: fixed sequential 0-1 (0 to 1/(1-p) after dropout; per-row 0-1 when "relative").
     Masks: 0/1 greys. Scores: diverging, centred on 0; :func:`symmetric_domain` makes it symmetric.
 
@@ -164,7 +173,7 @@ def color_scale(scale: str) -> alt.Scale:
     if kind in ("weights", "relative", "magnitude"):
         return alt.Scale(scheme=SCHEMES["weights"], domain=[0, top])
     if scale == "mask":
-        return alt.Scale(domain=[0, 1], range=["#f7f7f7", "#404040"])
+        return alt.Scale(domain=[0, 1], range=mask_range(dark))
     return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
 
 
@@ -184,7 +193,7 @@ def symmetric_domain(df: pd.DataFrame, scale: str, title: str, groupby: Sequence
             .transform_aggregate(lo="min(color)", hi="max(color)", groupby=list(groupby))
             .transform_calculate(top="max(abs(datum.lo), abs(datum.hi))", bottom="-max(abs(datum.lo), abs(datum.hi))")
             .transform_fold(["bottom", "top"], as_=["end", "color"])
-            .mark_point(filled=True, opacity=0, size=0, tooltip=False)  # filled: unfilled points made the legend symbols
+            .mark_point(filled=True, opacity=0, size=0, tooltip=False)  # unfilled points: a legend of symbols
             .encode(color=alt.Color("color:Q", scale=color_scale(scale), title=title)))
 
 
@@ -227,9 +236,10 @@ def heatmap(
     text_format: str = ".2f",
     big: bool = False,
     mask_labels: tuple[str, str] = MASK_LABELS,
+    dark: bool = False,
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
-    presentation mode's larger cells and 16 px values.
+    presentation mode's larger cells and 16 px values; ``dark``: a mask's colours for the dark page.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
@@ -252,7 +262,7 @@ def heatmap(
     if kind == "mask":
         cells = base.transform_calculate(meaning=f"datum.color > 0.5 ? {json.dumps(mask_labels[1])} : "
                                                  f"{json.dumps(mask_labels[0])}").mark_rect().encode(
-            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=["#f7f7f7", "#404040"]),
+            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=mask_range(dark)),
                             title=LEGEND_TITLES[kind],
                             # below the cells, one entry above the other: never wider than the chart
                             legend=alt.Legend(orient="bottom", direction="vertical", symbolType="square",
@@ -484,8 +494,13 @@ def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     return (anchors[lo] * (1 - frac) + anchors[hi] * frac).round().astype(np.uint8)
 
 
-def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
-    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
+def _rgb(hex_color: str) -> tuple[int, int, int]:
+    return tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def raster_rgb(matrix: np.ndarray, scale: str = "scores", dark: bool = False) -> np.ndarray:
+    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey (a mask in
+    :func:`mask_range`'s colours for the light or ``dark`` page)."""
     m = np.asarray(matrix, dtype=np.float32)
     finite = np.isfinite(m)
     kind, top = scale_parts(scale)
@@ -496,7 +511,8 @@ def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
         row_max = shade.max(axis=1, keepdims=True)
         rgb = _colormap(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0), _VIRIDIS)
     elif kind == "mask":
-        rgb = np.repeat(np.where(m > 0.5, 64, 247).astype(np.uint8)[..., None], 3, axis=-1)
+        zero, one = (np.array(_rgb(c), dtype=np.uint8) for c in mask_range(dark))
+        rgb = np.where((m > 0.5)[..., None], one, zero).astype(np.uint8)
     else:
         bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
         t = 0.5 + 0.5 * m / (bound or 1.0)
@@ -524,13 +540,13 @@ def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarra
 
 
 def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160,
-               max_side: int | None = None) -> bytes:
+               max_side: int | None = None, dark: bool = False) -> bytes:
     """A PNG of the colour-mapped matrix: nearest-neighbour upscaled so the longer side reaches
     about ``target_px`` and a thin side is stretched to ``min_side``. With ``max_side`` a larger
     matrix is first pooled (max for weights and masks, mean for scores) to at most that many pixels."""
     if max_side is not None:
         matrix, _ = pool(matrix, max_side, "mean" if scale_parts(scale)[0] == "scores" else "max")
-    rgb = raster_rgb(matrix, scale)
+    rgb = raster_rgb(matrix, scale, dark)
     img = Image.fromarray(rgb, mode="RGB")
     rows, cols = rgb.shape[:2]
     factor = max(1, target_px // max(rows, cols))

@@ -20,7 +20,7 @@ from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
 from .links import link_warning
-from .present import chart_config, presenting
+from .present import chart_config, dark, presenting
 
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
@@ -507,7 +507,8 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    ck = None if cache_key is None else (cache_key, scale, max_px)
+    night = scale == "mask" and dark()  # a mask's colours follow the page's theme (the export stays light)
+    ck = None if cache_key is None else (cache_key, scale, max_px) + (("dark",) if night else ())
     what = name or key
     slide_title = title or _words(what)
     big = presenting()
@@ -515,9 +516,9 @@ def show_matrix(
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                                   max_px=max_px, selectable=selectable, text_format=text_format, big=big,
-                                  mask_labels=mask_labels)
+                                  mask_labels=mask_labels, dark=night)
         structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
-                     y_title, max_px, selectable, text_format, big, mask_labels)
+                     y_title, max_px, selectable, text_format, big, mask_labels, night)
         event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                       structure, ck, key, selectable)
         kept = _own(matrix)
@@ -527,7 +528,8 @@ def show_matrix(
                                          y_title=y_title, max_px=max_px, text_format=text_format,
                                          mask_labels=mask_labels)))
         return _clicked(event)
-    png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
+    png = memo(None if ck is None else ("png", ck),
+               lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=night))
     container.image(png, width=min(max_px, 640))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
@@ -551,9 +553,9 @@ def show_matrix(
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big,
-                              mask_labels=mask_labels)
+                              mask_labels=mask_labels, dark=night)
     structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big), scale,
-                 x_title, y_title, max_px, selectable, big, mask_labels)
+                 x_title, y_title, max_px, selectable, big, mask_labels, night)
     event = _vega(container, build_zoom,
                   lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                   structure, None if ck is None else (ck, "zoom", start, size), key, selectable)

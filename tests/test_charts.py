@@ -200,6 +200,29 @@ def test_a_mask_has_a_two_entry_legend_saying_what_0_and_1_mean():
     assert weights["layer"][0]["encoding"]["color"]["condition"]["test"] == "datum.masked"  # other scales unchanged
 
 
+def contrast(a, b) -> float:
+    """WCAG contrast ratio of two sRGB colours (1 to 21)."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_a_mask_on_the_dark_page_has_light_ones_and_dark_zeros():
+    """Issue 9, dark mode: the dropout mask's kept cells (0) were a near-white block on the dark page and the
+    "1 = zeroed" swatch dark on dark. On the dark page 1 is light and 0 dark (ink and paper, as in light mode)."""
+    mask = np.triu(np.ones((5, 5)), 1)
+    for dark, page in ((False, (255, 255, 255)), (True, (14, 17, 23))):  # Streamlit's light and dark backgrounds
+        spec = charts.heatmap(mask, LABELS, LABELS, scale="mask", mask_labels=charts.DROPOUT_MASK_LABELS,
+                              dark=dark).to_dict()
+        zero, one = spec["layer"][0]["encoding"]["color"]["scale"]["range"]  # also the legend's two swatches
+        rgb = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in (zero, one)]
+        where = "dark" if dark else "light"
+        assert contrast(rgb[1], page) >= 7, f"the 1 swatch stands out from the {where} page"
+        assert contrast(rgb[0], page) < 2, f"0 stays close to the {where} page's colour (no white block on dark)"
+        png = np.asarray(Image.open(io.BytesIO(charts.raster_png(np.triu(np.ones((200, 200)), 1), "mask",
+                                                                 dark=dark))))
+        assert tuple(png[-1, 0]) == rgb[0] and tuple(png[0, -1]) == rgb[1]  # a large mask's image agrees
+
+
 @pytest.mark.parametrize("max_px", [220, 300, 480, 520])
 def test_book_key_labels_tilt_when_wider_than_a_cell(max_px):
     """Issue 9: with 6 tokens the key labels on top ran together ("1: You2: journey"), on screen and in the
