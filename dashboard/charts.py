@@ -578,17 +578,40 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
     return chart.properties(title=title) if title else chart
 
 
-def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool = True,
-               width: int = 520, height: int = 300) -> alt.Chart:
-    """Lines with points, log axes by default (time vs sequence length). The x axis spans the data
-    exactly (a "nice" log axis would run on to the next power of 10); legend names are never cut."""
+LOG_Y_SPAN = 10  # a log time axis only once the times span this factor: below it a linear axis from 0 reads better
+
+
+def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool | None = None,
+               width: int = 520, height: int = 300, x_title: str | None = None,
+               y_title: str | None = None) -> alt.Chart:
+    """Lines with large points (time vs sequence length), axes fitted to the data one run gives.
+
+    x: a log axis (the sizes double) spanning the measured values exactly, ticks at them; a single value sits
+    in the middle of a factor-4 span. y: with ``log`` None, logarithmic once the values span ``LOG_Y_SPAN``
+    (fitted to them, not run on to the next power of 10), else linear from 0. A run cut short by its budget
+    measures one or two sizes: on the old log axes (0.1-10 ms) they filled a thin band of an empty chart.
+    Legend names are never cut; the plot keeps ``height`` whatever the legend below it takes."""
     xs = pd.to_numeric(df[x])
-    sc_x = alt.Scale(type="log" if log else "linear", domain=[float(xs.min()), float(xs.max())], nice=False)
-    sc_y = alt.Scale(type="log") if log else alt.Undefined
+    ys = pd.to_numeric(df[y])
+    ys = ys[ys > 0]
+    lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (1.0, 2.0)
+    x_domain = [lo, hi] if hi > lo else [lo / 2, lo * 2]
+    sc_x = alt.Scale(type="log", base=2, domain=x_domain, nice=False, padding=12)
+    y_lo, y_hi = (float(ys.min()), float(ys.max())) if len(ys) else (1.0, 1.0)
+    if log is None:
+        log = y_hi >= LOG_Y_SPAN * y_lo
+    if log:
+        sc_y = alt.Scale(type="log", domain=[y_lo / 1.25, y_hi * 1.25], nice=False)
+    else:
+        sc_y = alt.Scale(domain=[0, y_hi * 1.1], nice=False, zero=True)
     ticks = sorted(set(xs.tolist()))
-    chart = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X(f"{x}:Q", scale=sc_x, axis=alt.Axis(values=ticks, format="d")), y=alt.Y(f"{y}:Q", scale=sc_y),
-        color=alt.Color(f"{color}:N", legend=alt.Legend(labelLimit=0, orient="bottom", columns=1)),
+    chart = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80, filled=True), strokeWidth=2.5).encode(
+        x=alt.X(f"{x}:Q", scale=sc_x, axis=alt.Axis(values=ticks, format="d", grid=False), title=x_title or x),
+        y=alt.Y(f"{y}:Q", scale=sc_y, title=y_title or y),
+        # tableau10 as the bars above: Streamlit's own palette drew two of three lines in two blues
+        color=alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"),
+                        legend=alt.Legend(labelLimit=0, orient="bottom", columns=1)),
         tooltip=list(df.columns),
-    ).properties(width=width, height=height)
+    # "pad": Streamlit's default "fit" squeezed the legend below into the height: the plot was ~30 px tall
+    ).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
     return chart.properties(title=title) if title else chart
