@@ -19,7 +19,7 @@ from . import charts, export
 from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import Settings
-from .links import link_warning
+from .links import link_warning, md_escape
 from .present import chart_config, dark, presenting
 
 ZOOM_SIZES = (32, 64, 128)
@@ -687,17 +687,23 @@ def stepper(key: str, labels: Sequence[str]) -> int:
             else:
                 warn_bad_link(key, raw, f"step 1 (a step is a number from 1 to {n})")
     st.session_state[key] = min(st.session_state[key], n - 1)
+    i = st.session_state[key]
     # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
     # 1280 px with the sidebar open); the slider takes the rest.
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
     row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
-               disabled=st.session_state[key] == 0, shortcut=PREV_KEY)
+               disabled=i == 0, shortcut=PREV_KEY)
     if n > 1:
-        row.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
-                          format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
+        # The position as its own line above the track ("Step 3 of 20 · x"): the slider's value rode on its
+        # thumb, which covered it. The slider keeps its formatted options for the link (``?key=3/20 · x``).
+        middle = row.container(gap=None, width="stretch")
+        middle.html(f"<style>.st-key-{key} [data-testid='stSliderThumbValue'] {{display: none;}}</style>")
+        middle.markdown(f"**Step {i + 1} of {n}** · {md_escape(labels[i])}", width="stretch")
+        middle.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
+                             format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
     row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
-               disabled=st.session_state[key] == n - 1, shortcut=NEXT_KEY)
-    return int(st.session_state[key])
+               disabled=i == n - 1, shortcut=NEXT_KEY)
+    return int(i)
 
 
 def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,

@@ -112,7 +112,7 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     wait_idle(page, timeout=STEP_TIMEOUT_MS)
     no_exception(page)
     for i in range(4):
-        click_next_and_wait(page, f"{i + 2}/20 ·")
+        click_next_and_wait(page, f"Step {i + 2} of 20")
         no_exception(page)
     page.get_by_text("view size is not compatible").first.wait_for()
     page.screenshot(path=tmp_path / "shape_flow.png", full_page=True)
@@ -123,7 +123,7 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     for i in range(n - 1):
         page.get_by_text("Agrees with the book").first.wait_for()
         no_exception(page)
-        click_next_and_wait(page, f"{i + 2}/{n} ·")
+        click_next_and_wait(page, f"Step {i + 2} of {n}")
     page.get_by_text("§3.6.2 · MultiHeadAttention (seed 123)").wait_for()
     page.get_by_text("Agrees with the book").first.wait_for()
     page.screenshot(path=tmp_path / "walkthrough.png", full_page=True)
@@ -135,6 +135,38 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     wait_drawn(page, timeout=STEP_TIMEOUT_MS)
     no_exception(page)
     page.screenshot(path=tmp_path / "masking_lab.png", full_page=True)
+
+
+# Where the stepper's position text and the slider's thumb are drawn, and whether the thumb still carries a value.
+STEPPER_JS = """() => {
+    const slider = document.querySelector('[data-testid="stMain"] [data-testid="stSlider"]');
+    const box = (e) => { const r = e.getBoundingClientRect(); return {l: r.left, t: r.top, r: r.right, b: r.bottom}; };
+    const text = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')]
+        .find(e => /^Step \\d+ of \\d+/.test(e.innerText));
+    const value = slider.querySelector('[data-testid="stSliderThumbValue"]');
+    const thumb = slider.querySelector('input[type="range"]').parentElement.parentElement;  // react-aria's thumb
+    return {text: text && text.innerText, textBox: text && box(text.querySelector('p')), thumb: box(thumb),
+            valueShown: !!value && value.checkVisibility()};
+}"""
+
+
+@pytest.mark.parametrize("link", ["shape-flow?flow_step=1", "shape-flow?flow_step=20",
+                                  "walkthrough?walk_step=10&present=true"])
+def test_stepper_position_is_readable_beside_the_thumb(server, link):
+    """Issue 9: the slider's thumb covered its own "1/20 · x" value. The position is a line of its own above the
+    track ("Step 1 of 20 · x"), clear of the thumb at either end, and the thumb carries no value."""
+    with chromium_page(1280, 720) as page:
+        page.goto(f"{server}/{link}")
+        page.locator('[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]').wait_for(
+            state="attached", timeout=STEP_TIMEOUT_MS)  # the slider may be a lazy-loading skeleton at first
+        wait_drawn(page, timeout=STEP_TIMEOUT_MS)
+        no_exception(page)
+        seen = page.evaluate(STEPPER_JS)
+    step = link.split("_step=")[1].split("&")[0]
+    assert seen["text"] and seen["text"].startswith(f"Step {step} of "), seen
+    assert not seen["valueShown"], "the thumb's own value is hidden (it sat under the thumb)"
+    a, b = seen["textBox"], seen["thumb"]
+    assert a["b"] <= b["t"] or b["b"] <= a["t"] or a["r"] <= b["l"] or b["r"] <= a["l"], f"thumb over the text: {seen}"
 
 
 def test_links_restore_page_state(page, server):
@@ -150,7 +182,7 @@ def test_links_restore_page_state(page, server):
     page.goto(f"{server}/shape-flow?{mha}&flow_step=8")
     wait_drawn(page)
     page.get_by_text("8. keys.transpose").first.wait_for()
-    click_next_and_wait(page, "9/20 ·")
+    click_next_and_wait(page, "Step 9 of 20")
     page.wait_for_function("() => decodeURIComponent(location.search).includes('flow_step=9/20')")
 
     page.goto(f"{server}/?{mha}&sentence=the+cat+sat+on+the+mat&head=head+2&cell=5,2&section=Output")
