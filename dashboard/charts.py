@@ -197,6 +197,11 @@ def symmetric_domain(df: pd.DataFrame, scale: str, title: str, groupby: Sequence
             .encode(color=alt.Color("color:Q", scale=color_scale(scale), title=title)))
 
 
+def _legend_format(scale: str) -> dict:
+    """A diverging legend's labels to two decimals: its ends are ±max |value| (0.87 was labelled "1")."""
+    return {"format": ".2~f"} if diverging(scale) else {}
+
+
 def heatmap_frame(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
                   offset_rows: int = 0, offset_cols: int = 0, scale: str = "scores") -> pd.DataFrame:
     """The data of :func:`heatmap`: a window of a matrix placed at its true token positions."""
@@ -274,7 +279,8 @@ def heatmap(
             color=alt.condition("datum.masked", alt.value(MASK_GREY),
                                 alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
                                           # one row still gets a readable legend (30 px showed only "1", "0")
-                                          legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height))))),
+                                          legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height)),
+                                                            **_legend_format(scale)))),
             tooltip=tooltip,
         )
     if selectable:
@@ -395,7 +401,8 @@ def facet_grid(
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
                             alt.Color("color:Q", scale=color_scale(scale),
-                                      title=LEGEND_TITLES[scale_parts(scale)[0]])),
+                                      title=LEGEND_TITLES[scale_parts(scale)[0]],
+                                      legend=alt.Legend(**_legend_format(scale)))),
         tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
                  alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
                  alt.Tooltip("masked:N")],
