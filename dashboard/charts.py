@@ -6,7 +6,8 @@ Measured rules (docs/engineering.md) they follow:
   would collapse on a nominal axis;
 - fixed cell sizes (``alt.Step``): no stretched canvases;
 - masked cells (-inf) become NaN + a ``masked`` flag, drawn in neutral grey with "−∞";
-- weights on a fixed 0-1 sequential scale, scores on a diverging scale centred on 0;
+- weights on a fixed 0-1 sequential scale, scores on a diverging scale symmetric around 0 (±max |value|);
+- value text black on light cells and white on dark ones, by the luminance of the colour drawn;
 - rect marks only up to ``MAX_RECT_CELLS`` cells; above that a colour-mapped PNG.
 """
 
@@ -26,6 +27,10 @@ MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of br
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 16  # value text on cells only up to this many rows/columns
 MASK_GREY = "#d0d0d0"
+# A 0/1 mask's two colours (0, 1): 1 in the ink of the page, 0 close to its paper, on either theme. On the dark
+# page the light theme's near-white 0 cells were a white block and the dark 1 swatch vanished into the page.
+MASK_RANGE = ("#f7f7f7", "#404040")
+MASK_RANGE_DARK = ("#2f333d", "#e6e6e6")
 CHART_PX = 480  # the longer side of a heatmap, in pixels
 
 # Colour-blind-safe schemes (Vega's viridis and blue-orange).
@@ -160,17 +165,47 @@ def _distinct(labels: Sequence[str]) -> Sequence[str]:
     return [f"{i + 1}: {label}" for i, label in enumerate(labels)]
 
 
-def color_scale(scale: str) -> alt.Scale:
+def mask_range(dark: bool = False) -> list[str]:
+    """The colours of a mask's 0 and 1 on the light or the dark page."""
+    return list(MASK_RANGE_DARK if dark else MASK_RANGE)
+
+
+def color_scale(scale: str, dark: bool = False) -> alt.Scale:
     """Weights: fixed sequential 0-1 (0 to 1/(1-p) after dropout; per-row 0-1 when "relative").
-    Masks: 0/1 greys. Scores: diverging, centred on 0.
+    Masks: 0/1 greys. Scores: diverging, centred on 0; :func:`symmetric_domain` makes it symmetric.
 
     No scale depends on the data's values, so one chart spec serves any data of its shape."""
     kind, top = scale_parts(scale)
     if kind in ("weights", "relative", "magnitude"):
         return alt.Scale(scheme=SCHEMES["weights"], domain=[0, top])
     if scale == "mask":
-        return alt.Scale(domain=[0, 1], range=["#f7f7f7", "#404040"])
+        return alt.Scale(domain=[0, 1], range=mask_range(dark))
     return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
+
+
+def diverging(scale: str) -> bool:
+    """Whether ``scale`` is drawn on the diverging colours (every scale but weights, sizes and masks)."""
+    return scale_parts(scale)[0] not in ("weights", "relative", "magnitude", "mask")
+
+
+def symmetric_domain(df: pd.DataFrame, scale: str, title: str, groupby: Sequence[str] = ()) -> alt.Chart:
+    """An invisible layer (two points without position, one per panel and end) whose colours are -m and +m,
+    m = max |value| of the unmasked cells: the layered chart's shared colour scale then spans [-m, m].
+
+    A diverging scale fitted to the data with ``domainMid=0`` stretches each side of 0 separately: +0.16 came
+    out as dark as -0.80. A fixed domain in the spec would make the spec depend on the data (a new Vega view
+    per sentence, docs/engineering.md); computed by Vega from the data, the spec stays the same."""
+    return (alt.Chart(df).transform_filter("!datum.masked")
+            .transform_aggregate(lo="min(color)", hi="max(color)", groupby=list(groupby))
+            .transform_calculate(top="max(abs(datum.lo), abs(datum.hi))", bottom="-max(abs(datum.lo), abs(datum.hi))")
+            .transform_fold(["bottom", "top"], as_=["end", "color"])
+            .mark_point(filled=True, opacity=0, size=0, tooltip=False)  # unfilled points: a legend of symbols
+            .encode(color=alt.Color("color:Q", scale=color_scale(scale), title=title)))
+
+
+def _legend_format(scale: str) -> dict:
+    """A diverging legend's labels to two decimals: its ends are ±max |value| (0.87 was labelled "1")."""
+    return {"format": ".2~f"} if diverging(scale) else {}
 
 
 def heatmap_frame(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
@@ -213,10 +248,11 @@ def heatmap(
     big: bool = False,
     mask_labels: tuple[str, str] = MASK_LABELS,
     grow: float = 1.0,
+    dark: bool = False,
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
     presentation mode's larger cells and 16 px values; ``grow``: cells and values that much larger (a
-    screen larger than the 1280×720 projector).
+    screen larger than the 1280×720 projector); ``dark``: a mask's colours for the dark page.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
@@ -239,7 +275,7 @@ def heatmap(
     if kind == "mask":
         cells = base.transform_calculate(meaning=f"datum.color > 0.5 ? {json.dumps(mask_labels[1])} : "
                                                  f"{json.dumps(mask_labels[0])}").mark_rect().encode(
-            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=["#f7f7f7", "#404040"]),
+            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=mask_range(dark)),
                             title=LEGEND_TITLES[kind],
                             # below the cells, one entry above the other: never wider than the chart
                             legend=alt.Legend(orient="bottom", direction="vertical", symbolType="square",
@@ -251,7 +287,8 @@ def heatmap(
             color=alt.condition("datum.masked", alt.value(MASK_GREY),
                                 alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
                                           # one row still gets a readable legend (30 px showed only "1", "0")
-                                          legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height))))),
+                                          legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height)),
+                                                            **_legend_format(scale)))),
             tooltip=tooltip,
         )
     if selectable:
@@ -265,7 +302,9 @@ def heatmap(
         layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, font or 12, text_format))
+        layers.append(_value_text(base, font or 12, text_format))
+    if diverging(scale):  # last, so the cells stay layer 0 (its two points have no size: they catch no pointer)
+        layers.append(symmetric_domain(df, scale, LEGEND_TITLES[kind]))
     # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
     # would squeeze everything into ``width``)
     chart = alt.layer(*layers).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
@@ -314,27 +353,25 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     return x, y
 
 
-def _value_text(base: alt.Chart, scale: str, size: int, text_format: str = ".2f") -> alt.Chart:
-    """Each unmasked cell's value as text, black on light cells and white on dark ones. With the
-    default format an exact zero prints "0" and a value that would round to "0.00" prints in
+# Is a cell's colour light, so that black text reads on it? One rule for every scale: Vega looks up the colour
+# the cell is drawn in (a layered or faceted chart's shared colour scale is named "color") and compares its
+# relative luminance with 0.179, where black and white text have the same contrast (WCAG: (L+0.05)/0.05 =
+# 1.05/(L+0.05)). Viridis turns light at ~0.55 of its range; blue-orange is dark at both ends.
+LIGHT_CELL = "luminance(scale('color', datum.color)) > 0.179"
+
+
+def _value_text(base: alt.Chart, size: int, text_format: str = ".2f") -> alt.Chart:
+    """Each unmasked cell's value as text, black on light cells and white on dark ones (``LIGHT_CELL``). With
+    the default format an exact zero prints "0" and a value that would round to "0.00" prints in
     scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
+    color = alt.condition(LIGHT_CELL, alt.value("black"), alt.value("white"))
     if text_format != ".2f":
         return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
-            text=alt.Text("value:Q", format=text_format),
-            color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
+            text=alt.Text("value:Q", format=text_format), color=color)
     label = ("datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e') "
              ": format(datum.value, '.2f')")
     return base.transform_filter("!datum.masked").transform_calculate(label=label).mark_text(fontSize=size).encode(
-        text=alt.Text("label:N"),
-        color=alt.condition(_light_cell(scale), alt.value("black"), alt.value("white")))
-
-
-def _light_cell(scale: str) -> str:
-    """Vega predicate: is the cell's colour light (so black text reads on it)?"""
-    kind, top = scale_parts(scale)
-    if kind in ("weights", "relative", "magnitude"):
-        return f"datum.color > {0.55 * top:g}"  # viridis is light at the top
-    return "true"  # diverging maps are light in the middle, where most values sit
+        text=alt.Text("label:N"), color=color)
 
 
 def facet_grid(
@@ -378,7 +415,8 @@ def facet_grid(
     cells = base.mark_rect().encode(
         color=alt.condition("datum.masked", alt.value(MASK_GREY),
                             alt.Color("color:Q", scale=color_scale(scale),
-                                      title=LEGEND_TITLES[scale_parts(scale)[0]])),
+                                      title=LEGEND_TITLES[scale_parts(scale)[0]],
+                                      legend=alt.Legend(**_legend_format(scale)))),
         tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
                  alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
                  alt.Tooltip("masked:N")],
@@ -388,7 +426,9 @@ def facet_grid(
         layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2)).encode(
             text=alt.value("−∞"), color=alt.value("#555555")))
     if show_text:
-        layers.append(_value_text(base, scale, font or 12))
+        layers.append(_value_text(base, font or 12))
+    if diverging(scale):  # one colour scale for every panel, symmetric around 0
+        layers.append(symmetric_domain(df, scale, LEGEND_TITLES[scale_parts(scale)[0]], groupby=["panel"]))
     chart = alt.layer(*layers, data=df).properties(width=width, height=height)
     header_px = round((BIG_TEXT_PX + 2 if big else 13) * grow)
     return chart.facet(
@@ -483,8 +523,13 @@ def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     return (anchors[lo] * (1 - frac) + anchors[hi] * frac).round().astype(np.uint8)
 
 
-def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
-    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
+def _rgb(hex_color: str) -> tuple[int, int, int]:
+    return tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def raster_rgb(matrix: np.ndarray, scale: str = "scores", dark: bool = False) -> np.ndarray:
+    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey (a mask in
+    :func:`mask_range`'s colours for the light or ``dark`` page)."""
     m = np.asarray(matrix, dtype=np.float32)
     finite = np.isfinite(m)
     kind, top = scale_parts(scale)
@@ -495,7 +540,8 @@ def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
         row_max = shade.max(axis=1, keepdims=True)
         rgb = _colormap(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0), _VIRIDIS)
     elif kind == "mask":
-        rgb = np.repeat(np.where(m > 0.5, 64, 247).astype(np.uint8)[..., None], 3, axis=-1)
+        zero, one = (np.array(_rgb(c), dtype=np.uint8) for c in mask_range(dark))
+        rgb = np.where((m > 0.5)[..., None], one, zero).astype(np.uint8)
     else:
         bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
         t = 0.5 + 0.5 * m / (bound or 1.0)
@@ -523,13 +569,13 @@ def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarra
 
 
 def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160,
-               max_side: int | None = None) -> bytes:
+               max_side: int | None = None, dark: bool = False) -> bytes:
     """A PNG of the colour-mapped matrix: nearest-neighbour upscaled so the longer side reaches
     about ``target_px`` and a thin side is stretched to ``min_side``. With ``max_side`` a larger
     matrix is first pooled (max for weights and masks, mean for scores) to at most that many pixels."""
     if max_side is not None:
         matrix, _ = pool(matrix, max_side, "mean" if scale_parts(scale)[0] == "scores" else "max")
-    rgb = raster_rgb(matrix, scale)
+    rgb = raster_rgb(matrix, scale, dark)
     img = Image.fromarray(rgb, mode="RGB")
     rows, cols = rgb.shape[:2]
     factor = max(1, target_px // max(rows, cols))
@@ -561,17 +607,40 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
     return chart.properties(title=title) if title else chart
 
 
-def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool = True,
-               width: int = 520, height: int = 300) -> alt.Chart:
-    """Lines with points, log axes by default (time vs sequence length). The x axis spans the data
-    exactly (a "nice" log axis would run on to the next power of 10); legend names are never cut."""
+LOG_Y_SPAN = 10  # a log time axis only once the times span this factor: below it a linear axis from 0 reads better
+
+
+def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool | None = None,
+               width: int = 520, height: int = 300, x_title: str | None = None,
+               y_title: str | None = None) -> alt.Chart:
+    """Lines with large points (time vs sequence length), axes fitted to the data one run gives.
+
+    x: a log axis (the sizes double) spanning the measured values exactly, ticks at them; a single value sits
+    in the middle of a factor-4 span. y: with ``log`` None, logarithmic once the values span ``LOG_Y_SPAN``
+    (fitted to them, not run on to the next power of 10), else linear from 0. A run cut short by its budget
+    measures one or two sizes: on the old log axes (0.1-10 ms) they filled a thin band of an empty chart.
+    Legend names are never cut; the plot keeps ``height`` whatever the legend below it takes."""
     xs = pd.to_numeric(df[x])
-    sc_x = alt.Scale(type="log" if log else "linear", domain=[float(xs.min()), float(xs.max())], nice=False)
-    sc_y = alt.Scale(type="log") if log else alt.Undefined
+    ys = pd.to_numeric(df[y])
+    ys = ys[ys > 0]
+    lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (1.0, 2.0)
+    x_domain = [lo, hi] if hi > lo else [lo / 2, lo * 2]
+    sc_x = alt.Scale(type="log", base=2, domain=x_domain, nice=False, padding=12)
+    y_lo, y_hi = (float(ys.min()), float(ys.max())) if len(ys) else (1.0, 1.0)
+    if log is None:
+        log = y_hi >= LOG_Y_SPAN * y_lo
+    if log:
+        sc_y = alt.Scale(type="log", domain=[y_lo / 1.25, y_hi * 1.25], nice=False)
+    else:
+        sc_y = alt.Scale(domain=[0, y_hi * 1.1], nice=False, zero=True)
     ticks = sorted(set(xs.tolist()))
-    chart = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X(f"{x}:Q", scale=sc_x, axis=alt.Axis(values=ticks, format="d")), y=alt.Y(f"{y}:Q", scale=sc_y),
-        color=alt.Color(f"{color}:N", legend=alt.Legend(labelLimit=0, orient="bottom", columns=1)),
+    chart = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80, filled=True), strokeWidth=2.5).encode(
+        x=alt.X(f"{x}:Q", scale=sc_x, axis=alt.Axis(values=ticks, format="d", grid=False), title=x_title or x),
+        y=alt.Y(f"{y}:Q", scale=sc_y, title=y_title or y),
+        # tableau10 as the bars above: Streamlit's own palette drew two of three lines in two blues
+        color=alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"),
+                        legend=alt.Legend(labelLimit=0, orient="bottom", columns=1)),
         tooltip=list(df.columns),
-    ).properties(width=width, height=height)
+    # "pad": Streamlit's default "fit" squeezed the legend below into the height: the plot was ~30 px tall
+    ).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
     return chart.properties(title=title) if title else chart

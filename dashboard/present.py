@@ -19,18 +19,21 @@ _CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 4.5rem; padding-left: 3rem; padding-right: 3rem;}
 .stApp [data-testid="stMarkdown"] p, .stApp [data-testid="stMarkdown"] li {font-size: 1.25rem;}
-.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] p
-    {font-size: 1.1rem; color: inherit; opacity: 0.95;}
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] p,
+.stApp [data-testid="stImageCaption"] {font-size: 1.1rem; color: inherit; opacity: 0.95;}
 .stApp button[role="tab"] p {font-size: 1.25rem;}
 .stApp h1 {font-size: 2.4rem;}
 .stApp [data-testid="stWidgetLabel"] p {font-size: 1.1rem;}
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 </style>
 """
-# The normal page: less empty space above the title, so a section fits a 720-pixel-high projector.
+# The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
+# the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
+# theme. ``inherit`` follows whichever theme is on.
 _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
 </style>
 """
 

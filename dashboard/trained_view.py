@@ -1,4 +1,4 @@
-"""Explore's "Weights" choice: the user's sentence through a shipped trained model (Learn page tasks).
+"""Explore's "Trained" section: the user's sentence through a shipped trained model (Learn page tasks).
 
 Kept apart from the random-weights pipeline on purpose: one call from explore.py draws a section.
 """
@@ -19,7 +19,7 @@ from .links import md_escape
 from .sizes import cap, cell_area, content_px
 from .widgets import show_panels
 
-RANDOM = "random"
+LABEL = "Trained model"  # not "Weights": that is the name of Explore's main section
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -30,16 +30,26 @@ def trained_attention(task: str, token_ids: tuple[int, ...]) -> tuple[np.ndarray
     return np.stack([all_heads(layer_trace(trace, i), "weights") for i in range(n_layers)]), symbols
 
 
+def shipped_tasks() -> list[str]:
+    """The Learn tasks whose trained model ships with the app, in the Learn page's order. The story model reads
+    characters, not the symbols a sentence maps to: it stays on the Learn page."""
+    return [t for t in TASKS if t != "verdict" and checkpoints.checkpoint_path(t).exists()]
+
+
 def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
-    """A "Weights" choice and, for a trained model, every layer's heads on the sentence with a verdict each."""
-    # the story model reads characters, not the symbols a sentence maps to: it stays on the Learn page
-    shipped = [t for t in TASKS if t != "verdict" and checkpoints.checkpoint_path(t).exists()]
+    """A trained model to pick (the first shipped one from the start: the section shows trained heads at once)
+    and every layer's heads on the sentence, with a verdict each."""
+    shipped = shipped_tasks()
+    if not shipped:
+        st.info("No trained model ships with this copy of the app: train one on the **Learn** page.")
+        return
     choice = st.segmented_control(
-        "Weights", [RANDOM, *shipped], default=RANDOM, key="explore_weights",
-        format_func=lambda k: "random (the seed above)" if k == RANDOM else f"trained: {TASKS[k].title}")
-    if choice in (None, RANDOM):
-        st.caption("Every other section uses random weights, as the chapter does. Pick a model trained on the "
-                   "Learn page's tasks to see trained heads on your sentence.")
+        LABEL, shipped, default=shipped[0], key="explore_weights", format_func=lambda k: TASKS[k].title,
+        help="Every other section uses random weights, as the chapter does. These models were trained on the "
+             "Learn page's tasks.")
+    if choice is None:  # the picked model was clicked again
+        st.info(f"Pick a **{LABEL.lower()}** above to see its heads on your sentence (every other section uses "
+                "random weights, as the chapter does).")
         return
     try:
         weights, symbols = trained_attention(choice, tuple(t.id for t in tokens))

@@ -19,8 +19,8 @@ from . import charts, export
 from .cache import ByteLRU
 from .compute import CACHE_IDLE_S, Run, cached_tokens, traced_run
 from .controls import BadValue, Settings, parse_int
-from .links import link_warning
-from .present import chart_config, presenting
+from .links import link_warning, md_escape
+from .present import chart_config, dark, presenting
 from .sizes import grow
 
 ZOOM_SIZES = (32, 64, 128)
@@ -507,7 +507,8 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    ck = None if cache_key is None else (cache_key, scale, max_px)
+    night = scale == "mask" and dark()  # a mask's colours follow the page's theme (the export stays light)
+    ck = None if cache_key is None else (cache_key, scale, max_px) + (("dark",) if night else ())
     what = name or key
     slide_title = title or _words(what)
     big, g = presenting(), grow()
@@ -515,9 +516,9 @@ def show_matrix(
         def build(m=matrix):
             return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                                   max_px=max_px, selectable=selectable, text_format=text_format, big=big,
-                                  mask_labels=mask_labels, grow=g)
+                                  mask_labels=mask_labels, grow=g, dark=night)
         structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, g), scale, x_title,
-                     y_title, max_px, selectable, text_format, big, mask_labels)
+                     y_title, max_px, selectable, text_format, big, mask_labels, night)
         event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                       structure, ck, key, selectable)
         kept = _own(matrix)
@@ -527,7 +528,8 @@ def show_matrix(
                                          y_title=y_title, max_px=max_px, text_format=text_format,
                                          mask_labels=mask_labels)))
         return _clicked(event)
-    png = memo(None if ck is None else ("png", ck), lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE))
+    png = memo(None if ck is None else ("png", ck),
+               lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=night))
     container.image(png, width=min(max_px, round(640 * grow())))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
@@ -551,9 +553,9 @@ def show_matrix(
     def build_zoom():
         return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
                               max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big,
-                              mask_labels=mask_labels, grow=g)
+                              mask_labels=mask_labels, grow=g, dark=night)
     structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big, g), scale,
-                 x_title, y_title, max_px, selectable, big, mask_labels)
+                 x_title, y_title, max_px, selectable, big, mask_labels, night)
     event = _vega(container, build_zoom,
                   lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                   structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
@@ -685,17 +687,23 @@ def stepper(key: str, labels: Sequence[str]) -> int:
             else:
                 warn_bad_link(key, raw, f"step 1 (a step is a number from 1 to {n})")
     st.session_state[key] = min(st.session_state[key], n - 1)
+    i = st.session_state[key]
     # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
     # 1280 px with the sidebar open); the slider takes the rest.
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
     row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
-               disabled=st.session_state[key] == 0, shortcut=PREV_KEY)
+               disabled=i == 0, shortcut=PREV_KEY)
     if n > 1:
-        row.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
-                          format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
+        # The position as its own line above the track ("Step 3 of 20 · x"): the slider's value rode on its
+        # thumb, which covered it. The slider keeps its formatted options for the link (``?key=3/20 · x``).
+        middle = row.container(gap=None, width="stretch")
+        middle.html(f"<style>.st-key-{key} [data-testid='stSliderThumbValue'] {{display: none;}}</style>")
+        middle.markdown(f"**Step {i + 1} of {n}** · {md_escape(labels[i])}", width="stretch")
+        middle.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
+                             format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
     row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
-               disabled=st.session_state[key] == n - 1, shortcut=NEXT_KEY)
-    return int(st.session_state[key])
+               disabled=i == n - 1, shortcut=NEXT_KEY)
+    return int(i)
 
 
 def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,

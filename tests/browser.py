@@ -91,15 +91,17 @@ def streamlit_server(port: int | None = None, timeout: float = 60, address: str 
 
 
 @contextmanager
-def chromium_page(width: int = 1600, height: int = 1000, extra_args: list[str] | None = None) -> Iterator[object]:
-    """A Playwright page in Debian's Chromium."""
+def chromium_page(width: int = 1600, height: int = 1000, extra_args: list[str] | None = None,
+                  color_scheme: str = "light") -> Iterator[object]:
+    """A Playwright page in Debian's Chromium (``color_scheme``: the browser's light or dark preference, which the
+    app follows)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + (extra_args or []),
                                     headless=True)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
+            page = browser.new_page(viewport={"width": width, "height": height}, color_scheme=color_scheme)
             yield page
         finally:
             browser.close()

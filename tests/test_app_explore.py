@@ -246,3 +246,22 @@ def test_presentation_mode_panel_titles_are_large_too():
     at.run()
     spec = next(json.loads(el.proto.spec) for el in at.get("vega_lite_chart") if '"facet"' in el.proto.spec)
     assert spec["facet"]["header"]["labelFontSize"] >= 16  # "head 1", "head 2"
+
+
+def test_trained_section_shows_a_trained_model_at_once():
+    """Issue 9: the Trained section was blank until a model was picked, and its picker was labelled "Weights"
+    (the name of another section). It opens on the first shipped model, with a picker that says what it picks."""
+    from attn_core import checkpoints
+    from attn_core.learn import TASKS
+
+    shipped = [t for t in TASKS if t != "verdict" and checkpoints.checkpoint_path(t).exists()]  # read symbols
+    at = new_app(section="Trained")
+    at.run()
+    assert not messages(at)["exception"], messages(at)
+    picker = at.segmented_control(key="explore_weights")
+    assert picker.label == "Trained model" and picker.value == shipped[0]
+    assert picker.options == [TASKS[t].title for t in shipped]
+    rows = chart_with(at, "layer 1 head 1")  # the heads are drawn without a click
+    assert max(r["q"] for r in rows) + 1 == len(tokenize("Your journey starts with one step"))
+    picker.set_value(None).run()  # clicking the picked model again: a prompt, not a blank section
+    assert any("Pick a **trained model**" in i.value for i in at.info)

@@ -1,5 +1,7 @@
 """AppTest for the teaching pages: every stepper position, every mistake, numbers shown."""
 
+import json
+
 import pytest
 
 from apptest_utils import chart_with, messages, open_page
@@ -120,6 +122,34 @@ def test_benchmark_page_runs_within_budget_and_offers_csv():
     assert table.loc[table["implementation"] == "raw SDPA", "× raw SDPA"].iloc[0] == 1.0
     assert len(at.get("vega_lite_chart")) >= 1
     assert any(b.label == "Download results (CSV)" for b in at.get("download_button"))
+
+
+def test_benchmark_tables_say_their_units():
+    """Issue 9: the results table's "fastest" / "slowest" and the time-vs-T table gave no units. Results are
+    put in the session as a finished run leaves them (no benchmark runs here)."""
+    from attn_core.benchmark import Result
+
+    def result(impl, size, t, ms, ratio, peak=None):
+        return Result(impl, size, 4, t, 256, 4, "cuda:0" if peak else "cpu", "float32", "forward", ms, ratio,
+                      peak, ms * 0.9, ms * 1.2, 7).row()
+
+    for peak in (None, 12.5):
+        rows = [result("raw SDPA", "small", 128, 1.0, 1.0, peak), result("MultiHeadAttention (explicit)", "small",
+                                                                          128, 2.5, 2.5, peak)]
+        scaling = [result(i, "T=128", 128, ms, ms) for i, ms in (("raw SDPA", 1.0), ("MultiHeadAttention (explicit)",
+                                                                                     2.0))]
+        at = open_page("app_pages/benchmark.py")
+        at.session_state["bench_results"] = (rows, scaling)
+        at.run()
+        assert not messages(at)["exception"], messages(at)
+        results, ratios = (d.value for d in at.dataframe)
+        assert list(results.columns) == ["implementation", "median (ms)", "fastest (ms)", "slowest (ms)", "repeats",
+                                         "× raw SDPA"] + (["peak (MB)"] if peak else [])  # memory: CUDA only
+        assert list(ratios.columns) == ["T (tokens)", "raw SDPA (ms)", "MultiHeadAttention (explicit) (× raw SDPA)"]
+        assert ratios.iloc[0].tolist() == [128, 1.0, 2.0]
+        drawn = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+        line = next(d for d in drawn if d.get("encoding", {}).get("x", {}).get("field") == "num_tokens")
+        assert line["encoding"]["y"]["title"] == "median time per forward pass (ms)"
 
 
 def test_benchmark_page_needs_a_pass():

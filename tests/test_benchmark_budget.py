@@ -68,6 +68,35 @@ def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
     assert any(layer.get("encoding", {}).get("x2", {}).get("field") == "ms_max" for layer in bars["layer"])
 
 
+def test_line_chart_reads_with_the_sizes_one_run_measures():
+    """Issue 9: a default run cut short by its 10 s budget measures one or two sizes of the time-vs-T curve; on
+    log axes niced to powers of ten (0.1-10 ms) they were a few dots in a thin band of an empty chart."""
+    from dashboard import charts
+
+    impls = {"MultiHeadAttention (explicit)": [1.2, 3.5, 12, 50], "raw SDPA": [0.8, 2.0, 6, 22]}
+    sizes = [128, 256, 512, 1024]
+
+    def spec(n, **titles):
+        df = pd.DataFrame([row(i, t, times[k], 1.0) for i, times in impls.items() for k, t in enumerate(sizes[:n])])
+        return charts.line_chart(df, "num_tokens", "ms", "implementation", **titles).to_dict()
+
+    for n in (1, 2):  # a short span: a linear time axis from 0 to just above the slowest time
+        y = spec(n)["encoding"]["y"]
+        assert y["scale"].get("type", "linear") == "linear" and y["scale"]["domain"][0] == 0, y
+        assert max(t[n - 1] for t in impls.values()) < y["scale"]["domain"][1] <= 1.2 * max(impls[
+            "MultiHeadAttention (explicit)"][:n])
+    x = spec(1)["encoding"]["x"]
+    lo, hi = x["scale"]["domain"]
+    assert lo < 128 < hi and x["axis"]["values"] == [128], "one size sits inside the axis, labelled"
+    full = spec(4)["encoding"]
+    assert full["y"]["scale"]["type"] == "log" and full["y"]["scale"]["nice"] is False  # 0.8-50 ms: log helps
+    assert 0.5 < full["y"]["scale"]["domain"][0] < 0.8 and 50 < full["y"]["scale"]["domain"][1] < 70  # fitted
+    titled = spec(4, x_title="tokens (T)", y_title="time (ms)")["encoding"]
+    assert titled["x"]["title"] == "tokens (T)" and titled["y"]["title"] == "time (ms)"
+    assert spec(4)["mark"]["point"]["size"] >= 60  # points a projector shows
+    assert spec(4)["autosize"]["type"] == "pad"  # Streamlit's "fit" gave the legend below the plot's height
+
+
 @pytest.fixture
 def _fresh():
     clear_caches()

@@ -112,7 +112,7 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     wait_idle(page, timeout=STEP_TIMEOUT_MS)
     no_exception(page)
     for i in range(4):
-        click_next_and_wait(page, f"{i + 2}/20 ·")
+        click_next_and_wait(page, f"Step {i + 2} of 20")
         no_exception(page)
     page.get_by_text("view size is not compatible").first.wait_for()
     page.screenshot(path=tmp_path / "shape_flow.png", full_page=True)
@@ -123,7 +123,7 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     for i in range(n - 1):
         page.get_by_text("Agrees with the book").first.wait_for()
         no_exception(page)
-        click_next_and_wait(page, f"{i + 2}/{n} ·")
+        click_next_and_wait(page, f"Step {i + 2} of {n}")
     page.get_by_text("§3.6.2 · MultiHeadAttention (seed 123)").wait_for()
     page.get_by_text("Agrees with the book").first.wait_for()
     page.screenshot(path=tmp_path / "walkthrough.png", full_page=True)
@@ -135,6 +135,38 @@ def test_teaching_pages_step_through(page, server, tmp_path):
     wait_drawn(page, timeout=STEP_TIMEOUT_MS)
     no_exception(page)
     page.screenshot(path=tmp_path / "masking_lab.png", full_page=True)
+
+
+# Where the stepper's position text and the slider's thumb are drawn, and whether the thumb still carries a value.
+STEPPER_JS = """() => {
+    const slider = document.querySelector('[data-testid="stMain"] [data-testid="stSlider"]');
+    const box = (e) => { const r = e.getBoundingClientRect(); return {l: r.left, t: r.top, r: r.right, b: r.bottom}; };
+    const text = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')]
+        .find(e => /^Step \\d+ of \\d+/.test(e.innerText));
+    const value = slider.querySelector('[data-testid="stSliderThumbValue"]');
+    const thumb = slider.querySelector('input[type="range"]').parentElement.parentElement;  // react-aria's thumb
+    return {text: text && text.innerText, textBox: text && box(text.querySelector('p')), thumb: box(thumb),
+            valueShown: !!value && value.checkVisibility()};
+}"""
+
+
+@pytest.mark.parametrize("link", ["shape-flow?flow_step=1", "shape-flow?flow_step=20",
+                                  "walkthrough?walk_step=10&present=true"])
+def test_stepper_position_is_readable_beside_the_thumb(server, link):
+    """Issue 9: the slider's thumb covered its own "1/20 · x" value. The position is a line of its own above the
+    track ("Step 1 of 20 · x"), clear of the thumb at either end, and the thumb carries no value."""
+    with chromium_page(1280, 720) as page:
+        page.goto(f"{server}/{link}")
+        page.locator('[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]').wait_for(
+            state="attached", timeout=STEP_TIMEOUT_MS)  # the slider may be a lazy-loading skeleton at first
+        wait_drawn(page, timeout=STEP_TIMEOUT_MS)
+        no_exception(page)
+        seen = page.evaluate(STEPPER_JS)
+    step = link.split("_step=")[1].split("&")[0]
+    assert seen["text"] and seen["text"].startswith(f"Step {step} of "), seen
+    assert not seen["valueShown"], "the thumb's own value is hidden (it sat under the thumb)"
+    a, b = seen["textBox"], seen["thumb"]
+    assert a["b"] <= b["t"] or b["b"] <= a["t"] or a["r"] <= b["l"] or b["r"] <= a["l"], f"thumb over the text: {seen}"
 
 
 def test_links_restore_page_state(page, server):
@@ -150,7 +182,7 @@ def test_links_restore_page_state(page, server):
     page.goto(f"{server}/shape-flow?{mha}&flow_step=8")
     wait_drawn(page)
     page.get_by_text("8. keys.transpose").first.wait_for()
-    click_next_and_wait(page, "9/20 ·")
+    click_next_and_wait(page, "Step 9 of 20")
     page.wait_for_function("() => decodeURIComponent(location.search).includes('flow_step=9/20')")
 
     page.goto(f"{server}/?{mha}&sentence=the+cat+sat+on+the+mat&head=head+2&cell=5,2&section=Output")
@@ -184,3 +216,57 @@ def test_benchmark_page_in_browser(page, server, tmp_path):
     page.get_by_text("Time vs number of tokens").or_(page.get_by_text("Stopped at the 10 s budget")).first.wait_for()
     no_exception(page)
     page.screenshot(path=tmp_path / "benchmark.png", full_page=True)
+
+
+# The colours a reader sees, from the browser: each caption's text (its colour and alpha, times the opacity of it
+# and its ancestors) over the app's background, and each legend swatch of the dropout mask with its label.
+SEEN_JS = """() => {
+    const rgba = (c) => c.startsWith('#') ? [1, 3, 5].map(i => parseInt(c.slice(i, i + 2), 16))
+                                          : (c.match(/[\\d.]+/g) || []).map(Number);
+    const app = document.querySelector('[data-testid="stApp"]');
+    const captions = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stCaptionContainer"]')]
+        .filter(c => c.checkVisibility()).map(c => {
+            let opacity = 1;
+            for (let e = c; e && e !== app; e = e.parentElement) opacity *= Number(getComputedStyle(e).opacity);
+            const [r, g, b, a = 1] = rgba(getComputedStyle(c).color);
+            return {text: c.innerText.slice(0, 40), rgb: [r, g, b], alpha: a * opacity};
+        });
+    const chart = [...document.querySelectorAll('[data-testid="stMain"] svg.marks')]
+        .find(svg => [...svg.querySelectorAll('.role-legend-label text')].some(t => t.textContent === '1 = zeroed'));
+    const legend = (sel) => chart ? [...chart.querySelectorAll(sel)] : [];
+    const swatches = legend('.role-legend-symbol path').map(p => rgba(p.getAttribute('fill')));
+    const labels = legend('.role-legend-label text').map(t => t.textContent);
+    return {page: rgba(getComputedStyle(app).backgroundColor).slice(0, 3), captions, swatches, labels};
+}"""
+
+
+def contrast(a, b) -> float:
+    """WCAG contrast ratio of two sRGB colours (1 to 21)."""
+    def lum(rgb):
+        c = [v / 255 for v in rgb]
+        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("scheme", ["dark", "light"])
+def test_captions_and_mask_legends_read_on_either_theme(server, scheme):
+    """Issue 9: on the dark theme captions were a faint grey (Streamlit's 60 % opacity: 6.2:1 on the dark page,
+    3.9:1 on the light one), the dropout mask's kept cells a white block and its "1 = zeroed" swatch dark on dark."""
+    with chromium_page(1280, 720, color_scheme=scheme) as page:
+        page.goto(f"{server}/?section=Dropout&train_mode=true&dropout=0.5")
+        page.locator("svg.marks .role-legend-label text", has_text="1 = zeroed").wait_for(timeout=120_000)
+        wait_drawn(page, timeout=120_000)
+        no_exception(page)
+        seen = page.evaluate(SEEN_JS)
+    bg = seen["page"]
+    assert (sum(bg) < 200) == (scheme == "dark"), f"the browser's {scheme} preference gave a page of {bg}"
+    assert seen["captions"], "the section has captions"
+    for c in seen["captions"]:
+        shown = [c["alpha"] * v + (1 - c["alpha"]) * w for v, w in zip(c["rgb"], bg)]
+        assert contrast(shown, bg) >= 7, f"caption {c['text']!r}: {contrast(shown, bg):.1f}:1 on the {scheme} page"
+    swatch = dict(zip(seen["labels"], seen["swatches"]))
+    assert set(swatch) == {"0 = kept", "1 = zeroed"}, seen
+    assert contrast(swatch["1 = zeroed"][:3], bg) >= 7, f"the '1 = zeroed' swatch vanishes into the {scheme} page"
+    assert contrast(swatch["0 = kept"][:3], bg) < 2, f"kept cells stand out as a block on the {scheme} page"

@@ -56,7 +56,7 @@ def test_a_page_zip_and_a_step_drawn_by_a_fragment_download_from_the_real_server
     wait_drawn(page, timeout=TIMEOUT_MS)
     for step in (2, 3):  # Next reruns only the stepper's fragment
         page.get_by_role("button", name="Next ▶").click()
-        page.get_by_text(f"{step}/20 ·").first.wait_for()
+        page.get_by_text(f"Step {step} of 20").first.wait_for()
         wait_drawn(page, timeout=TIMEOUT_MS)
     open_control(page)
     name, data = download(page, "SVG")  # the first chart offered: the step's tensor

@@ -10,7 +10,9 @@ For each page and setting the page is drawn, then one JS evaluation measures the
     not ancestors or descendants of one another, a chart's box being its drawn content's.
 
 A page with tabs is measured on every tab (hidden elements have no box and are skipped). Presentation
-mode (``?present=true``) is measured as it opens: sidebar collapsed, at 1280x720.
+mode (``?present=true``) is measured as it opens: sidebar collapsed, at 1280x720. Explore's Trained tab must
+have drawn a trained model's heads when measured (it opens on one); one more case opens it on a 37-token
+sentence, the densest 4-head grid the trained models draw.
 
 Both allow ``TOL_PX`` of rounding. The failure message names each offender by its testid, its
 widget key (``st-key-…``) or its first words, with the page and settings.
@@ -26,9 +28,12 @@ from urllib.parse import urlencode
 
 import pytest
 
+from attn_core import tokenize
 from browser import chromium_page, require_browser
 
 pytestmark = pytest.mark.browser
+
+BOOK_SENTENCE = "Your journey starts with one step"  # the sidebar's default
 
 TOL_PX = 2
 LOAD_TIMEOUT_MS = 120_000  # a 64-token Explore on a busy 2-core machine: a few seconds; allow for much worse
@@ -41,11 +46,19 @@ SIXTY_FOUR_TOKENS = (
     "context vector. Several heads do this at once, each with its own separate projections of the input.")
 # URL parameters as dashboard/controls.py reads them (URL_KEYS). Heads need MultiHeadAttention (the default
 # CausalAttention has one) and a d_out that 4 divides.
+# A phrase said twice (the trained induction heads light up) in 37 tokens, long words among them: the trained
+# models read at most 48 tokens, so this is about the densest grid of 4 heads with the widest labels they draw.
+TRAINED_SENTENCE = (
+    "The students compared attention patterns carefully during the afternoon; then the students compared attention "
+    "patterns carefully during the afternoon again, because repeated phrases let trained induction heads find the "
+    "earlier copy of every token.")
+TRAINED_MAX_TOKENS = 48  # the shipped models' context_length: a longer sentence gets a note instead of heads
 SETTINGS = {
     "default": {},
     "4heads": {"variant": "MultiHeadAttention", "d_out": "8", "num_heads": "4"},
     "10tokens": {"sentence": TEN_TOKENS},
     "64tokens": {"sentence": SIXTY_FOUR_TOKENS},
+    "trained37": {"sentence": TRAINED_SENTENCE, "section": "Trained"},  # opens on the Trained section: only it
 }
 # Which settings change what a page draws, and where: the rest would repeat a case. 1280x720 with the sidebar open
 # is the narrowest screen (an 820 px main area), so every page meets every setting there that changes it. At
@@ -61,6 +74,9 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "learn": ("learn", ["default"], ["default"]),  # its own controls; the shipped model is loaded (no training)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
 }
+# Explore's Trained section with a trained model's 4-head grid on a long sentence, 1280x720 with the sidebar open
+# (its grid once ran 135 px past the 820 px column; the tab iteration measured it only as it first opened, blank).
+TRAINED = ["trained37"]
 COLLAPSED = ["4heads", "64tokens"]  # Explore at 1280x720 with the sidebar collapsed (1120 px): its widest settings
 # Presentation mode (?present=true: large type, sidebar collapsed) on a 1280x720 projector: every page as a prepared
 # link opens it, and Explore with its longest sentence too.
@@ -76,6 +92,7 @@ def _cases() -> list:
     for i, vp in enumerate(VIEWPORTS):
         for page, spec in PAGES.items():
             cases += [pytest.param(page, name, vp, "open", id=f"{page}-{name}-{vp}") for name in spec[1 + i]]
+    cases += [pytest.param("explore", name, "1280x720", "open", id=f"explore-{name}-1280x720") for name in TRAINED]
     cases += [pytest.param("explore", name, "1280x720", "collapsed", id=f"explore-{name}-1280x720-sidebar_collapsed")
               for name in COLLAPSED]
     cases += [pytest.param(page, name, "1280x720", "present", id=f"{page}-{name}-1280x720-presentation")
@@ -211,12 +228,17 @@ def set_sidebar(page, *, collapsed: bool) -> None:
     wait_still(page)
 
 
-def measure(page) -> dict:
+def measure(page, every_tab: bool = True) -> dict:
     """CHECK_JS on the page as drawn and, for a page with tabs (st.tabs), on each tab in turn: a hidden tab's
-    charts have no box, so every tab is opened and measured (problems outside the tabs are reported once)."""
+    charts have no box, so every tab is opened and measured (problems outside the tabs are reported once).
+    ``found["tab_charts"]`` counts the charts each tab drew (the open one included)."""
     found = page.evaluate(CHECK_JS, TOL_PX)
     seen = set(found["cut"] + found["overlap"])
     tabs = page.get_by_test_id("stMain").get_by_role("tab")
+    found["tab_charts"] = {" ".join(tabs.nth(i).inner_text().split()): found["charts"] for i in range(tabs.count())
+                           if tabs.nth(i).get_attribute("aria-selected") == "true"}
+    if not every_tab:
+        return found
     for i in range(tabs.count()):
         tab = tabs.nth(i)
         if tab.get_attribute("aria-selected") == "true":
@@ -229,6 +251,7 @@ def measure(page) -> dict:
             .some(p => p.checkVisibility() && p.querySelector('[data-testid="stElementContainer"]'))""")
         wait_still(page)
         more = page.evaluate(CHECK_JS, TOL_PX)
+        found["tab_charts"][name] = more["charts"]
         for kind in ("cut", "overlap"):
             found[kind] += [f"[tab {name}] {m}" for m in more[kind] if m not in seen]
             seen.update(more[kind])
@@ -236,10 +259,9 @@ def measure(page) -> dict:
 
 
 def test_sentences_have_the_token_counts_their_names_say():
-    from attn_core import tokenize
-
     assert len(tokenize(TEN_TOKENS)) == 10
     assert len(tokenize(SIXTY_FOUR_TOKENS)) == 64
+    assert len(tokenize(TRAINED_SENTENCE)) == 37 <= TRAINED_MAX_TOKENS
 
 
 @pytest.mark.parametrize(("page_name", "setting", "viewport", "screen"), _cases())
@@ -263,13 +285,16 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
     set_sidebar(page, collapsed=screen not in ("open", "present_open"))
     errors = page.get_by_test_id("stException")
     assert errors.count() == 0, errors.first.inner_text()
-    found = measure(page)
+    found = measure(page, every_tab=setting not in TRAINED)  # a TRAINED case opens on the section it is for
     where = (f"{page_name} with {setting} settings at {viewport}, "
              + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"
                 if screen == "present_open" else f"sidebar {screen}")
              + f" (main area {found['main_width']} px)")
     if page_name in ("explore", "shape-flow", "masking-lab", "learn"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
+    if page_name == "explore" and len(tokenize(SETTINGS[setting].get("sentence", BOOK_SENTENCE))) <= TRAINED_MAX_TOKENS:
+        # the Trained section is measured with a trained model's heads drawn, not as a blank picker
+        assert found["tab_charts"].get("Trained", 0) >= 2, f"{where}: the Trained section drew {found['tab_charts']}"
     problems = [f"cut off: {m}" for m in found["cut"]] + [f"overlap: {m}" for m in found["overlap"]]
     assert not problems, f"{where}: {len(problems)} layout problem(s):\n  " + "\n  ".join(problems)
 

@@ -65,6 +65,59 @@ def test_a_new_sentence_changes_the_data_not_the_spec():
                                                                                         max_px=480)
 
 
+def drawn_fills(chart) -> dict[tuple[str, str], tuple[int, ...]]:
+    """What Vega draws (vl-convert's SVG): {("rect", value) or ("text", printed value): fill as RGB}."""
+    import vl_convert as vlc
+
+    named = {"white": (255, 255, 255), "black": (0, 0, 0)}
+    svg = vlc.vegalite_to_svg(chart.to_dict())
+    fills = {}
+    for label, kind, fill in re.findall(r'aria-label="([^"]*)"[^>]*aria-roledescription="(rect|text) mark"[^>]*'
+                                        r'fill="([^"]*)"', svg):
+        value = re.search(r"(?:value|label): ([^;]*)", label).group(1).replace("−", "-")
+        rgb = named.get(fill) or tuple(int(c) for c in re.findall(r"\d+", fill))
+        fills[(kind, value)] = rgb
+    return fills
+
+
+def luminance(rgb) -> float:
+    """WCAG relative luminance of an sRGB colour (0 black, 1 white)."""
+    c = np.asarray(rgb, dtype=float) / 255
+    c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(c @ [0.2126, 0.7152, 0.0722])
+
+
+def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text():
+    """Issue 9: the diverging scale was stretched separately on each side of 0 (``domainMid`` on the data's
+    extent), so +0.16 was drawn as dark as -0.80; the value text was black on every cell, also the darkest."""
+    m = np.array([[-0.8, 0.16], [0.8, 0.0]])
+    one_sided = np.array([[-0.8, 0.16], [0.05, 0.0]])  # the mistake difference's shape: big below 0, small above
+    for chart in (charts.heatmap(one_sided, LABELS[:2], LABELS[:2], scale="scores"),
+                  charts.facet_grid([one_sided, one_sided / 2], ["a", "b"], LABELS[:2], scale="scores", max_px=200)):
+        fills = drawn_fills(chart)
+        assert luminance(fills[("rect", "0.16")]) > 0.6, "+0.16 of a ±0.8 scale is a light orange"
+        assert luminance(fills[("rect", "-0.8")]) < 0.1
+        assert fills[("text", "-0.80")] == (255, 255, 255) and fills[("text", "0.16")] == (0, 0, 0)
+    fills = drawn_fills(charts.heatmap(m, LABELS[:2], LABELS[:2], scale="scores"))
+    low, high = luminance(fills[("rect", "-0.8")]), luminance(fills[("rect", "0.8")])
+    assert max(low, high) < 0.15, "both ends of the scale are dark"  # the scheme's ends: 0.07 blue, 0.12 orange
+    assert fills[("text", "-0.80")] == fills[("text", "0.80")] == (255, 255, 255)  # light text on both dark ends
+    assert fills[("text", "0")] == (0, 0, 0)
+    # the same rule for the sequential weights (viridis: dark at 0, light at 1)
+    fills = drawn_fills(charts.heatmap(np.array([[0.1, 0.9]]), LABELS[:1], LABELS[:2], scale="weights"))
+    assert fills[("text", "0.10")] == (255, 255, 255) and fills[("text", "0.90")] == (0, 0, 0)
+    # still one colour bar, not a list of symbols (the invisible layer's unfilled points turned it into one)
+    import vl_convert as vlc
+
+    for chart in (charts.heatmap(m, LABELS[:2], LABELS[:2]), charts.facet_grid([m, m], ["a", "b"], LABELS[:2],
+                                                                               scale="scores")):
+        svg = vlc.vegalite_to_svg(chart.to_dict())
+        assert "legend-gradient" in svg and "legend-symbol" not in svg
+        assert '"format": ".2~f"' in json.dumps(chart.to_dict())  # its ends ±0.87 were labelled "1" and "−1"
+    # no value in the spec: one spec serves every sentence (docs/engineering.md)
+    assert "0.8" not in json.dumps(charts.heatmap(m, LABELS[:2], LABELS[:2]).to_dict().get("layer"))
+
+
 def test_scales_weights_fixed_scores_diverging():
     w = charts.heatmap(np.full((3, 3), 1 / 3), LABELS[:3], LABELS[:3], scale="weights").to_dict()
     enc = json.dumps(w["layer"][0]["encoding"]["color"])
@@ -146,6 +199,29 @@ def test_a_mask_has_a_two_entry_legend_saying_what_0_and_1_mean():
         assert json.dumps(labels[0]) in calc["calculate"] and json.dumps(labels[1]) in calc["calculate"]
     weights = charts.heatmap(np.eye(5), LABELS, LABELS, scale="weights").to_dict()
     assert weights["layer"][0]["encoding"]["color"]["condition"]["test"] == "datum.masked"  # other scales unchanged
+
+
+def contrast(a, b) -> float:
+    """WCAG contrast ratio of two sRGB colours (1 to 21)."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_a_mask_on_the_dark_page_has_light_ones_and_dark_zeros():
+    """Issue 9, dark mode: the dropout mask's kept cells (0) were a near-white block on the dark page and the
+    "1 = zeroed" swatch dark on dark. On the dark page 1 is light and 0 dark (ink and paper, as in light mode)."""
+    mask = np.triu(np.ones((5, 5)), 1)
+    for dark, page in ((False, (255, 255, 255)), (True, (14, 17, 23))):  # Streamlit's light and dark backgrounds
+        spec = charts.heatmap(mask, LABELS, LABELS, scale="mask", mask_labels=charts.DROPOUT_MASK_LABELS,
+                              dark=dark).to_dict()
+        zero, one = spec["layer"][0]["encoding"]["color"]["scale"]["range"]  # also the legend's two swatches
+        rgb = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in (zero, one)]
+        where = "dark" if dark else "light"
+        assert contrast(rgb[1], page) >= 7, f"the 1 swatch stands out from the {where} page"
+        assert contrast(rgb[0], page) < 2, f"0 stays close to the {where} page's colour (no white block on dark)"
+        png = np.asarray(Image.open(io.BytesIO(charts.raster_png(np.triu(np.ones((200, 200)), 1), "mask",
+                                                                 dark=dark))))
+        assert tuple(png[-1, 0]) == rgb[0] and tuple(png[0, -1]) == rgb[1]  # a large mask's image agrees
 
 
 @pytest.mark.parametrize("max_px", [220, 300, 480, 520])

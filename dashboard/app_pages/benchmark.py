@@ -27,6 +27,31 @@ BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything
 
 
+# The results table's columns, their units in the header (a bare "fastest" said nothing of milliseconds).
+TABLE_COLUMNS = {"implementation": "implementation", "ms": "median (ms)", "ms_min": "fastest (ms)",
+                 "ms_max": "slowest (ms)", "reps": "repeats", "ratio_to_sdpa": "× raw SDPA", "peak_mb": "peak (MB)"}
+TABLE_FORMATS = {c: st.column_config.NumberColumn(format="%.3f") for c in TABLE_COLUMNS.values() if "(ms)" in c} | {
+    "× raw SDPA": st.column_config.NumberColumn(format="%.2f"),
+    "peak (MB)": st.column_config.NumberColumn(format="%.1f")}
+
+
+def results_table(part: pd.DataFrame) -> pd.DataFrame:
+    """One size and pass: fastest first, units in the headers; peak memory only where it was measured (CUDA)."""
+    cols = [c for c in TABLE_COLUMNS if c in part and (c != "peak_mb" or part[c].notna().any())]
+    return part[cols].sort_values("ms").rename(columns=TABLE_COLUMNS)
+
+
+def scaling_table(sdf: pd.DataFrame) -> pd.DataFrame:
+    """Time vs T as a table: raw SDPA's time, and every other implementation as a multiple of it."""
+    wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
+    out = pd.DataFrame({"T (tokens)": wide.index})
+    base = sdf[sdf["implementation"] == BASELINE].set_index("num_tokens")["ms"]
+    out[f"{BASELINE} (ms)"] = [base.get(t) for t in wide.index]
+    for impl in (c for c in wide.columns if c != BASELINE):
+        out[f"{impl} (× {BASELINE})"] = wide[impl].to_numpy()
+    return out
+
+
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     st.title("Benchmark: every implementation on this machine")
@@ -134,23 +159,20 @@ def render() -> None:
                                                               spread=True),
                        key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
                        title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
-            table = part[["implementation", "ms", "ms_min", "ms_max", "reps", "ratio_to_sdpa"]].sort_values("ms")
-            st.dataframe(table.rename(columns={"ms": "median ms", "ms_min": "fastest", "ms_max": "slowest",
-                                               "reps": "repeats", "ratio_to_sdpa": "× raw SDPA"}),
-                         hide_index=True,
-                         column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                        for c in ("median ms", "fastest", "slowest")}
-                         | {"× raw SDPA": st.column_config.NumberColumn(format="%.2f")})
+            st.dataframe(results_table(part), hide_index=True, column_config=TABLE_FORMATS)
         st.caption("Bars: the median of the repeats; the thin line on each bar runs from the fastest to the "
                    "slowest repeat.")
     if scaling_rows:
         sdf = pd.DataFrame(scaling_rows)
         st.header("Time vs number of tokens")
-        draw_chart(st, lambda: charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560),
+        draw_chart(st, lambda: charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560,
+                                                 x_title="tokens (T)", y_title="median time per forward pass (ms)"),
                    key="bench_scaling", name="time_vs_tokens", table=lambda: sdf,
                    title="Forward time vs number of tokens (b 1, d 256, 4 heads)")
-        wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
-        st.dataframe(wide.style.format("{:.2f}", na_rep="–"), width="content")
+        ratios = scaling_table(sdf)
+        st.dataframe(ratios, hide_index=True, width="content",
+                     column_config={c: st.column_config.NumberColumn(format="%.3f" if c.endswith("(ms)") else "%.2f")
+                                    for c in ratios.columns if c != "T (tokens)"})
         st.markdown(describe_scaling(scaling_rows))
 
     st.header("Why the efficient version is efficient")
