@@ -67,7 +67,7 @@ def chart_config(big: bool, grow: float = 1.0) -> dict:
     axis = {"labelColor": color, "titleColor": color}
     legend = {"labelColor": color, "titleColor": color}
     config: dict = {"axis": axis, "legend": legend, "header": {"labelColor": color, "titleColor": color},
-                    "title": {"color": color}}
+                    "title": {"color": color}, "text": {"color": color}}  # text marks without their own colour
     # Vega-Lite's own sizes: labels 10 px, titles 11 px, chart titles 13 px
     label, title, heading = (LABEL_PX, LABEL_PX + 2, TITLE_PX) if big else (10, 11, 13)
     if big or grow != 1:
