@@ -12,14 +12,18 @@ T=6 change, and the first page after server start (process start -> first page d
 
     python -m bench.app_response                            # T = 6 32 128 1024, profiles default heads4 gpt2
     python -m bench.app_response --sizes 6 32 --reps 3 --profiles default
+    python -m bench.app_response --load 1                   # with one CPU-heavy process beside it
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -120,6 +124,18 @@ def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, floa
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
+@contextmanager
+def cpu_load(n: int):
+    """``n`` processes that keep a core busy (a pure-Python loop) while the block runs."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[6, 32, 128, 1024])
@@ -127,7 +143,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
     ap.add_argument("--no-first-page", action="store_true")
     ap.add_argument("--no-steppers", action="store_true", help="skip Shape flow / walkthrough Next")
+    ap.add_argument("--load", type=int, default=0, help="CPU-heavy processes running beside the measurement")
     args = ap.parse_args(argv)
+    print(f"load average at start {os.getloadavg()[0]:.2f}; {args.load} CPU-heavy process(es) beside the run",
+          flush=True)
+    with cpu_load(args.load):
+        measure(args)
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+def measure(args: argparse.Namespace) -> None:
     from playwright.sync_api import sync_playwright
 
     from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server

@@ -657,7 +657,8 @@ def section_steps(key: str, names: Sequence[str]) -> tuple:
     section's own controls and the middle part (for the page's download control)."""
     current = st.session_state.get(key)
     i = names.index(current) if current in names else 0
-    left, middle, right = st.columns([5, 2, 4], vertical_alignment="center")
+    # the middle holds "Download (N)" on one line at 1280×720 (a 2/11 column wrapped it)
+    left, middle, right = st.columns([4, 3, 4], vertical_alignment="center")
     row = right.container(horizontal=True, horizontal_alignment="right", gap="small")
     row.button(f"◀ {names[i - 1]}" if i > 0 else "◀ Previous", key=f"{key}_prev", on_click=_go,
                args=(key, names[max(i - 1, 0)]), disabled=i == 0, shortcut=PREV_KEY, type="tertiary",
