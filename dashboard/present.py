@@ -14,7 +14,12 @@ KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
 
-# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey.
+# Tables of numbers (``widgets.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
+NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
+    {text-align: right !important; font-variant-numeric: tabular-nums;}
+"""
+# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
+# code at >= 16 px: the book's numbers and code are read from the back of the room.
 _CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 4.5rem; padding-left: 3rem; padding-right: 3rem;}
@@ -24,13 +29,15 @@ _CSS = """
 .stApp button[role="tab"] p {font-size: 1.25rem;}
 .stApp h1 {font-size: 2.4rem;}
 .stApp [data-testid="stWidgetLabel"] p {font-size: 1.1rem;}
-</style>
+.stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
+.stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
+""" + NUMBERS_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector.
 _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
-</style>
+""" + NUMBERS_CSS + """</style>
 """
 
 

@@ -21,7 +21,7 @@ from attn_core.benchmark import (
 )
 from attn_core.lab import DTYPES
 from dashboard import charts
-from dashboard.widgets import draw_chart, page_downloads, plural, slide_settings
+from dashboard.widgets import draw_chart, page_downloads, plural, show_table, slide_settings
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything
@@ -135,12 +135,10 @@ def render() -> None:
                        key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
                        title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
             table = part[["implementation", "ms", "ms_min", "ms_max", "reps", "ratio_to_sdpa"]].sort_values("ms")
-            st.dataframe(table.rename(columns={"ms": "median ms", "ms_min": "fastest", "ms_max": "slowest",
-                                               "reps": "repeats", "ratio_to_sdpa": "× raw SDPA"}),
-                         hide_index=True,
-                         column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                        for c in ("median ms", "fastest", "slowest")}
-                         | {"× raw SDPA": st.column_config.NumberColumn(format="%.2f")})
+            show_table(st, table.rename(columns={"ms": "median ms", "ms_min": "fastest", "ms_max": "slowest",
+                                                 "reps": "repeats", "ratio_to_sdpa": "× raw SDPA"}),
+                       hide_index=True, formats=dict.fromkeys(("median ms", "fastest", "slowest"), "%.3f")
+                       | {"× raw SDPA": "%.2f"})
         st.caption("Bars: the median of the repeats; the thin line on each bar runs from the fastest to the "
                    "slowest repeat.")
     if scaling_rows:
@@ -150,7 +148,7 @@ def render() -> None:
                    key="bench_scaling", name="time_vs_tokens", table=lambda: sdf,
                    title="Forward time vs number of tokens (b 1, d 256, 4 heads)")
         wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
-        st.dataframe(wide.style.format("{:.2f}", na_rep="–"), width="content")
+        show_table(st, wide, formats=dict.fromkeys(wide.columns, "%.2f"), na_rep="–", width="content")
         st.markdown(describe_scaling(scaling_rows))
 
     st.header("Why the efficient version is efficient")
