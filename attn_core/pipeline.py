@@ -111,13 +111,14 @@ def run_attention(cfg: AttentionConfig, x: torch.Tensor) -> tuple[torch.Tensor, 
     """Build the module for ``cfg``, run it on ``x`` (b, num_tokens, d_in) and trace every step.
 
     The first step is the input ``x``; the output is the last step's tensor. Dropout masks are
-    drawn from the seed, so the same config and input give the same trace.
+    drawn from the seed, so the same config and input give the same trace. The trace holds the tensors
+    the forward computed, not copies (``Trace(copy=False)``): treat them as read-only.
     """
     module = build_module(cfg)
     device = pick_device(cfg.device)
     check_inputs(x, cfg.d_in, cfg.context_length if cfg.variant in HAS_MASK else None)
     x = x.to(device)
-    trace = Trace()
+    trace = Trace(copy=False)
     trace.record("x", x, "x = token_embeddings + pos_embeddings", "the input vectors, one row per token",
                  kind="input", axes=("b", "num_tokens", "d_in"))
     with torch.no_grad(), _RNG_LOCK, torch.random.fork_rng(devices=[]):
@@ -128,4 +129,5 @@ def run_attention(cfg: AttentionConfig, x: torch.Tensor) -> tuple[torch.Tensor, 
             out = simplified_attention(x, "softmax", trace).context
         else:
             out = module(x, trace=trace)
+    trace.check()
     return out.detach().cpu(), trace
