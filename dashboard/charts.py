@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import warnings
 from collections.abc import Sequence
 
 import altair as alt
@@ -456,34 +455,58 @@ def distinct_colors(n: int) -> list[str]:
     return [_CATEGORICAL[i % len(_CATEGORICAL)] for i in range(n)]
 
 
-def _colormap(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-    """Interpolate ``anchors`` (n, 3) at positions t in [0, 1] -> (..., 3) uint8."""
-    pos = np.clip(t, 0.0, 1.0) * (len(anchors) - 1)
-    lo = np.floor(pos).astype(int)
-    hi = np.minimum(lo + 1, len(anchors) - 1)
-    frac = (pos - lo)[..., None]
-    return (anchors[lo] * (1 - frac) + anchors[hi] * frac).round().astype(np.uint8)
+LEVELS = 255  # colours a colour map is sampled at (matplotlib's viridis has 256); index 255 is the masked grey
+GREY = 255
 
 
-def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
-    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
+def _palette(anchors: np.ndarray) -> np.ndarray:
+    """A 256 x 3 uint8 palette: ``LEVELS`` colours linearly interpolated between ``anchors``, then grey."""
+    kept = _PALETTES.get(id(anchors))
+    if kept is None or kept[0] is not anchors:
+        pos = np.linspace(0.0, 1.0, LEVELS) * (len(anchors) - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, len(anchors) - 1)
+        frac = (pos - lo)[:, None]
+        colours = (anchors[lo] * (1 - frac) + anchors[hi] * frac).round().astype(np.uint8)
+        kept = _PALETTES[id(anchors)] = (anchors, np.vstack([colours, [[208, 208, 208]]]).astype(np.uint8))
+    return kept[1]
+
+
+_PALETTES: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+_MASK_PALETTE = np.array([[247, 247, 247], [64, 64, 64]] + [[208, 208, 208]] * 254, dtype=np.uint8)
+
+
+def _levels(t: np.ndarray) -> np.ndarray:
+    """Positions t in [0, 1] as palette indices 0 .. LEVELS - 1."""
+    return (np.clip(t, 0.0, 1.0) * (LEVELS - 1) + 0.5).astype(np.uint8)
+
+
+def raster_index(matrix: np.ndarray, scale: str = "scores") -> tuple[np.ndarray, np.ndarray]:
+    """Colour-map a matrix to (palette indices (n_rows, n_cols) uint8, palette 256 x 3 uint8), masked (-inf/NaN)
+    cells grey. One byte a pixel: a 512 x 512 PNG encodes ~3x faster than as RGB and is ~3x smaller (measured)."""
     m = np.asarray(matrix, dtype=np.float32)
     finite = np.isfinite(m)
     kind, top = scale_parts(scale)
     if kind in ("weights", "magnitude"):
-        rgb = _colormap(np.where(finite, m / top, 0), _VIRIDIS)
+        index, palette = _levels(np.where(finite, m / top, 0)), _palette(_VIRIDIS)
     elif kind == "relative":
         shade = np.where(finite, m, 0)
         row_max = shade.max(axis=1, keepdims=True)
-        rgb = _colormap(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0), _VIRIDIS)
+        index = _levels(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0))
+        palette = _palette(_VIRIDIS)
     elif kind == "mask":
-        rgb = np.repeat(np.where(m > 0.5, 64, 247).astype(np.uint8)[..., None], 3, axis=-1)
+        index, palette = (m > 0.5).astype(np.uint8), _MASK_PALETTE
     else:
         bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
-        t = 0.5 + 0.5 * m / (bound or 1.0)
-        rgb = _colormap(np.where(finite, t, 0.5), _DIVERGING)
-    rgb[~finite] = (208, 208, 208)
-    return rgb
+        index, palette = _levels(np.where(finite, 0.5 + 0.5 * m / (bound or 1.0), 0.5)), _palette(_DIVERGING)
+    index[~finite] = GREY
+    return index, palette
+
+
+def raster_rgb(matrix: np.ndarray, scale: str = "scores") -> np.ndarray:
+    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
+    index, palette = raster_index(matrix, scale)
+    return np.take(palette, index, axis=0)
 
 
 def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarray, int]:
@@ -496,12 +519,28 @@ def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarra
         return m, 1
     rows, cols = m.shape
     pad_r, pad_c = (-rows) % k, (-cols) % k
-    padded = np.pad(np.where(np.isfinite(m), m, np.nan), ((0, pad_r), (0, pad_c)), constant_values=np.nan)
-    blocks = padded.reshape(padded.shape[0] // k, k, padded.shape[1] // k, k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks (fully masked) stay NaN
-        pooled = np.nanmax(blocks, axis=(1, 3)) if how == "max" else np.nanmean(blocks, axis=(1, 3))
-    return pooled, k
+    finite = np.isfinite(m)
+    # plain reductions over blocks (NaN-aware ones took ~25 ms for 1024 x 1024): masked cells count as -inf for a
+    # max and as nothing for a mean; a block with no finite cell becomes NaN (grey)
+    if how == "max":
+        pooled = _blocks(np.pad(np.where(finite, m, -np.inf), ((0, pad_r), (0, pad_c)), constant_values=-np.inf),
+                         k, np.maximum)
+        pooled[pooled == -np.inf] = np.nan
+        return pooled, k
+    total = _blocks(np.pad(np.where(finite, m, 0.0), ((0, pad_r), (0, pad_c))), k, np.add)
+    n = _blocks(np.pad(finite.astype(np.float32), ((0, pad_r), (0, pad_c))), k, np.add)
+    return np.divide(total, n, out=np.full_like(total, np.nan), where=n > 0), k
+
+
+def _blocks(padded: np.ndarray, k: int, op: np.ufunc) -> np.ndarray:
+    """``op`` over each k x k block, as k² strided whole-array steps (``reshape(...).max(axis=(1, 3))`` took
+    ~30 ms for 1024 x 1024, these ~1 ms)."""
+    out = padded[0::k, 0::k].copy()
+    for i in range(k):
+        for j in range(k):
+            if i or j:
+                op(out, padded[i::k, j::k], out=out)
+    return out
 
 
 def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160,
@@ -511,9 +550,10 @@ def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, 
     matrix is first pooled (max for weights and masks, mean for scores) to at most that many pixels."""
     if max_side is not None:
         matrix, _ = pool(matrix, max_side, "mean" if scale_parts(scale)[0] == "scores" else "max")
-    rgb = raster_rgb(matrix, scale)
-    img = Image.fromarray(rgb, mode="RGB")
-    rows, cols = rgb.shape[:2]
+    index, palette = raster_index(matrix, scale)
+    img = Image.fromarray(index, mode="P")  # one byte a pixel and a palette (raster_index)
+    img.putpalette(palette.tobytes())
+    rows, cols = index.shape
     factor = max(1, target_px // max(rows, cols))
     width, height = max(cols * factor, min(min_side, target_px)), max(rows * factor, min(min_side, target_px))
     if (width, height) != (cols, rows):
