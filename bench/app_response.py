@@ -34,11 +34,17 @@ PROFILES = {
     "gpt2": dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12"),
 }
 
+# The page's last DOM change, and when its script state (running / notRunning) last changed: a change must start a
+# run before quiet counts (a busy server took up to ~0.6 s to start a 1,024-token rerun, and 400 ms of quiet before
+# it started ended the measurement at the keystroke).
 QUIET_JS = """() => {
   if (!window.__probe) {
-    window.__probe = {last: performance.now()};
-    new MutationObserver(() => { window.__probe.last = performance.now(); })
-      .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+    window.__probe = {last: performance.now(), state: 0};
+    new MutationObserver((records) => {
+      const now = performance.now();
+      window.__probe.last = now;
+      if (records.some(r => r.attributeName === 'data-test-script-state')) window.__probe.state = now;
+    }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
   }
 }"""
 IDLE_JS = """() => {
@@ -55,7 +61,8 @@ def sentence(num_tokens: int, salt: int = 0) -> str:
 
 
 def timed_change(page, action, quiet_ms: int = 400, timeout: float = 120_000) -> float:
-    """Seconds from ``action()`` until the DOM last changed (script idle, then ``quiet_ms`` of quiet)."""
+    """Seconds from ``action()`` until the DOM last changed (a script run started after the action and is over,
+    then ``quiet_ms`` of quiet)."""
     page.evaluate(QUIET_JS)
     t0 = page.evaluate("() => performance.now()")
     action()
@@ -63,7 +70,8 @@ def timed_change(page, action, quiet_ms: int = 400, timeout: float = 120_000) ->
         f"""() => {{
           const app = document.querySelector('[data-testid="stApp"]');
           const idle = app && app.getAttribute('data-test-script-state') === 'notRunning';
-          return idle && window.__probe.last > {t0} && performance.now() - window.__probe.last > {quiet_ms};
+          return idle && window.__probe.state > {t0} && window.__probe.last > {t0}
+                 && performance.now() - window.__probe.last > {quiet_ms};
         }}""", timeout=timeout, polling=50)
     return (page.evaluate("() => window.__probe.last") - t0) / 1000
 
