@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 
@@ -43,6 +45,7 @@ def _nbytes(value: object) -> int:
     return 4096  # specs and small objects
 
 
+_LOG = logging.getLogger(__name__)
 _DRAWN: ByteLRU[object] = ByteLRU(DRAWN_CACHE_BYTES, _nbytes, idle_s=CACHE_IDLE_S)
 
 
@@ -550,14 +553,10 @@ def show_matrix(
     slide_title = title or _words(what)
     big = presenting()
     if not charts.matrix_needs_raster(n_rows, n_cols):
-        def build(m=matrix):
-            return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable, text_format=text_format, big=big,
-                                  mask_labels=mask_labels)
-        structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
-                     y_title, max_px, selectable, text_format, big, mask_labels)
-        event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
-                      structure, ck, key, selectable)
+        structure, build, frame = _heatmap_parts(matrix, row_labels, col_labels, scale=scale, x_title=x_title,
+                                                 y_title=y_title, max_px=max_px, selectable=selectable,
+                                                 text_format=text_format, big=big, mask_labels=mask_labels)
+        event = _vega(container, build, frame, structure, ck, key, selectable)
         kept = _own(matrix)
         register_chart(export.PageChart(
             what, slide_title, table=_matrix_table(lambda: kept, row_labels, col_labels),
@@ -603,6 +602,61 @@ def show_matrix(
                                      max_px=max_px, offset_rows=start, offset_cols=cols[0]),
         table=_matrix_table(lambda: zoomed, row_labels[start:start + size], col_labels[cols[0]:cols[1]])))
     return _clicked(event)
+
+
+def _heatmap_parts(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, scale: str,
+                   x_title: str, y_title: str, max_px: int, selectable: bool, text_format: str, big: bool,
+                   mask_labels: tuple[str, str]) -> tuple[tuple, Callable[[], alt.TopLevelMixin], Callable]:
+    """A matrix's rect heatmap as :func:`show_matrix` draws it: (the key of its spec template, the chart, its data)."""
+    n_rows, n_cols = np.shape(matrix)
+
+    def build() -> alt.TopLevelMixin:
+        return charts.heatmap(matrix, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
+                              max_px=max_px, selectable=selectable, text_format=text_format, big=big,
+                              mask_labels=mask_labels)
+
+    structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big), scale, x_title,
+                 y_title, max_px, selectable, text_format, big, mask_labels)
+    return structure, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale)
+
+
+def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, big: bool,
+                   scale: str = "scores", x_title: str = "key", y_title: str = "query",
+                   max_px: int = charts.CHART_PX, cache_key: Hashable | None = None, selectable: bool = False,
+                   text_format: str = ".2f", mask_labels: tuple[str, str] = charts.MASK_LABELS) -> None:
+    """Build, ahead of time, what :func:`show_matrix` with these arguments will send: its spec template (~30-60 ms
+    for a new shape: the main server cost of a walkthrough step) and, with a ``cache_key``, its data. ``big``:
+    presentation mode (read it in the script: this may run on another thread). Rasters are not prepared."""
+    if charts.matrix_needs_raster(*np.shape(matrix)):
+        return
+    structure, build, frame = _heatmap_parts(matrix, row_labels, col_labels, scale=scale, x_title=x_title,
+                                             y_title=y_title, max_px=max_px, selectable=selectable,
+                                             text_format=text_format, big=big, mask_labels=mask_labels)
+    memo(("spec", structure), lambda: _to_spec(build()))
+    if cache_key is not None:
+        memo(("arrow", (cache_key, scale, max_px)), lambda: _arrow_bytes(frame()))
+
+
+PREFETCH_DELAY_S = 0.3  # after the run: the browser draws the page it was sent first (2 cores)
+PREFETCH_THREAD = "attention-lab-prefetch"
+
+
+def prefetch(work: Callable[[], None]) -> threading.Thread:
+    """Run ``work`` (e.g. :func:`prepare_matrix` for the next step of a stepper) on a daemon thread after
+    ``PREFETCH_DELAY_S``, while the user reads the page; a failure only costs the prefetch (the page builds on a
+    miss). Returns the thread."""
+    delay_s = PREFETCH_DELAY_S
+
+    def run() -> None:
+        time.sleep(delay_s)
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - a prefetch must never fail a page
+            _LOG.debug("prefetch failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name=PREFETCH_THREAD, daemon=True)
+    thread.start()
+    return thread
 
 
 def _bound(matrix: np.ndarray, scale: str, ck: Hashable | None) -> float | None:

@@ -14,11 +14,14 @@ from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.links import md_escape
+from dashboard.present import presenting
 from dashboard.sizes import column_px
 from dashboard.widgets import (
     NUMBERS_KEY,
     memo,
     page_downloads,
+    prefetch,
+    prepare_matrix,
     sentence,
     show_matrix,
     show_table,
@@ -98,15 +101,31 @@ def show(container, value, labels: list[str], key: str) -> None:
               height=TABLE_HEIGHT_PX if len(table) > TABLE_ROWS else "content")
 
 
-def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cache_key=None) -> None:
-    """The step's tensor as a heatmap (left) beside its numbers (right); ``cache_key`` names its data (a step
-    visited again sends the remembered data)."""
+def chart_args(step, labels: list[str]) -> tuple[np.ndarray, list[str], list[str], dict] | None:
+    """What the step's heatmap is drawn from: (matrix, row labels, column labels, show_matrix's options)."""
     matrix = as_matrix(step, labels)
     if matrix is None:
-        return
+        return None
     m, rows, cols, x_title, y_title = matrix
-    show_matrix(st, m, rows, cols, key=key, scale=step_scale(step.key), x_title=x_title, y_title=y_title,
-                max_px=CHART_PX, title=f"§{step.section} {step.title}{whose}", name=name, cache_key=cache_key)
+    return m, rows, cols, dict(scale=step_scale(step.key), x_title=x_title, y_title=y_title, max_px=CHART_PX)
+
+
+def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cache_key=None) -> None:
+    """The step's tensor as a heatmap (left) beside its numbers (right); ``cache_key`` names its data (a step
+    visited again, or prepared by :func:`prepare_step`, sends the remembered data)."""
+    args = chart_args(step, labels)
+    if args is not None:
+        m, rows, cols, options = args
+        show_matrix(st, m, rows, cols, key=key, title=f"§{step.section} {step.title}{whose}", name=name,
+                    cache_key=cache_key, **options)
+
+
+def prepare_step(step, labels: list[str], cache_key, big: bool) -> None:
+    """Build the step's heatmap spec and data before it is shown (see widgets.prefetch)."""
+    args = chart_args(step, labels)
+    if args is not None:
+        m, rows, cols, options = args
+        prepare_matrix(m, rows, cols, cache_key=cache_key, big=big, **options)
 
 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
@@ -160,7 +179,8 @@ def step_view() -> None:
     # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
     mode = "book" if s.input_mode == "book" and len(ids) == 6 else "learned"
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
-    mine = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))[i]
+    mine_steps = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))
+    mine = mine_steps[i]
     how = ("the book's fixed 3-d inputs (the sidebar's choice), so the numbers match the book's above"
            if mode == "book" else "3-d learned token + position embeddings (seed 123)")
     st.caption(f"Your tokens get {how}, then the same code runs: "
@@ -177,6 +197,10 @@ def step_view() -> None:
         show(st, mine.value, my_labels, "walk_mine")
     if np.isnan(value).any() and step.key != "overflow":
         st.warning("Some values are NaN: check the step's explanation.")
+    if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
+        after, after_mine, big = steps[i + 1], mine_steps[i + 1], presenting()
+        prefetch(lambda: (prepare_step(after, BOOK_LABELS, ("walk", after.key), big),
+                          prepare_step(after_mine, my_labels, ("walk_mine", ids, mode, after_mine.key), big)))
     page_downloads(page="walkthrough")
 
 
