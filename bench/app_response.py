@@ -59,9 +59,11 @@ IDLE_JS = """() => {
 
 
 def sentence(num_tokens: int, salt: int = 0) -> str:
-    """A text of exactly ``num_tokens`` GPT-2 tokens (each word here is one token); ``salt`` varies it."""
+    """A text of exactly ``num_tokens`` GPT-2 tokens; ``salt`` varies it. Each word here is one token after a
+    space; at the very start "jumps", "lazy" and "sings" are two, so every text starts with "The" (a text
+    starting "jumps" had 1,025 tokens at T = 1,024: Explore's too-long message, timed as a fast redraw)."""
     words = WORDS[salt % len(WORDS):] + WORDS[:salt % len(WORDS)]
-    return " ".join((words * (num_tokens // len(words) + 1))[:num_tokens])
+    return " ".join((["The"] + words * (num_tokens // len(words) + 1))[:num_tokens])
 
 
 def timed_change(page, action, quiet_ms: int = 400, timeout: float = 120_000, widget: str | None = None) -> float:
