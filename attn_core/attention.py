@@ -92,6 +92,8 @@ def masked_softmax(
                "True above the diagonal: keys in the future of each query", kind="mask",
                axes=axes[-2:])
     if mask_bool is not None and mask_method == "neg_inf":
+        if trace is not None:
+            trace.before_change(attn_scores)  # the trace keeps the scores as they were before the mask
         attn_scores.masked_fill_(mask_bool, -torch.inf)
         record(trace, "attn_scores_masked", attn_scores, "attn_scores.masked_fill_(mask_bool, -torch.inf)",
                "future keys set to -inf, so softmax gives them exactly 0", kind="masked_scores", axes=axes)

@@ -126,13 +126,14 @@ def run_attention(cfg: AttentionConfig, x: torch.Tensor,
     The first step is the input ``x``; the output is the last step's tensor. Dropout masks are
     drawn from the seed, so the same config and input give the same trace. ``module``: one that
     :func:`build_module` made for this ``cfg`` (a forward pass leaves it unchanged, so a caller may keep
-    it for the next input instead of building it again).
+    it for the next input instead of building it again). The trace holds the tensors the forward
+    computed, not copies (``Trace(copy=False)``): treat them as read-only.
     """
     module = build_module(cfg) if module is None else module
     device = pick_device(cfg.device)
     check_inputs(x, cfg.d_in, cfg.context_length if cfg.variant in HAS_MASK else None)
     x = x.to(device)
-    trace = Trace()
+    trace = Trace(copy=False)
     trace.record("x", x, "x = token_embeddings + pos_embeddings", "the input vectors, one row per token",
                  kind="input", axes=("b", "num_tokens", "d_in"))
     with torch.no_grad(), _RNG_LOCK, torch.random.fork_rng(devices=[]):
@@ -141,4 +142,5 @@ def run_attention(cfg: AttentionConfig, x: torch.Tensor,
             out = simplified_attention(x, "softmax", trace).context
         else:
             out = module(x, trace=trace)
+    trace.check()
     return out.detach().cpu(), trace

@@ -1,8 +1,9 @@
 """What the user sees after a change: Explore against the floor page, measured the same way, in one run.
 
 Time is measured as the shared probe does (``../shared/tools/e2e_probe.py``): from the change until the
-page's DOM last changed, with the script idle and 400 ms of quiet -- not "every chart painted", since
-a page keeps changing afterwards (late Vega re-layouts, images, widgets). The floor page
+page's DOM last changed, with the script idle and 400 ms of quiet (counted once the page changed outside the
+widget acted on: a slow server's rerun may start more than 400 ms after the keystroke) -- not "every chart
+painted", since a page keeps changing afterwards (late Vega re-layouts, images, widgets). The floor page
 (``bench/floor_app/app.py``, a copy of the probe's: one T x T heatmap, torch imported) runs beside the
 project, the two measured alternately, so load on the machine hits both alike.
 
@@ -38,11 +39,20 @@ PROFILES = {
     "gpt2": dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12"),
 }
 
+# The page's last DOM change, and the last change outside the widget acted on (``window.__probe.ignore``, a selector)
+# or of the script state (running / notRunning). Quiet counts only after such a change: a busy server took up to
+# ~0.6 s to start a 1,024-token rerun, and 400 ms of quiet after the keystroke ended the measurement before the run
+# began. (A fast run may flip the script state and back within one render, so the state alone is no signal.)
 QUIET_JS = """() => {
   if (!window.__probe) {
-    window.__probe = {last: performance.now()};
-    new MutationObserver(() => { window.__probe.last = performance.now(); })
-      .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+    window.__probe = {last: performance.now(), moved: 0, ignore: null};
+    new MutationObserver((records) => {
+      const now = performance.now();
+      window.__probe.last = now;
+      const ignore = window.__probe.ignore;
+      const inside = (r) => ignore && (r.target.nodeType === 1 ? r.target : r.target.parentElement)?.closest(ignore);
+      if (records.some(r => r.attributeName === 'data-test-script-state' || !inside(r))) window.__probe.moved = now;
+    }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
   }
 }"""
 IDLE_JS = """() => {
@@ -53,23 +63,30 @@ IDLE_JS = """() => {
 
 
 def sentence(num_tokens: int, salt: int = 0) -> str:
-    """A text of exactly ``num_tokens`` GPT-2 tokens (each word here is one token); ``salt`` varies it."""
+    """A text of exactly ``num_tokens`` GPT-2 tokens; ``salt`` varies it. Each word here is one token after a
+    space; at the very start "jumps", "lazy" and "sings" are two, so every text starts with "The" (a text
+    starting "jumps" had 1,025 tokens at T = 1,024: Explore's too-long message, timed as a fast redraw)."""
     words = WORDS[salt % len(WORDS):] + WORDS[:salt % len(WORDS)]
-    return " ".join((words * (num_tokens // len(words) + 1))[:num_tokens])
+    return " ".join((["The"] + words * (num_tokens // len(words) + 1))[:num_tokens])
 
 
-def timed_change(page, action, quiet_ms: int = 400, timeout: float = 120_000) -> float:
-    """Seconds from ``action()`` until the DOM last changed (script idle, then ``quiet_ms`` of quiet)."""
+def timed_change(page, action, quiet_ms: int = 400, timeout: float = 120_000, widget: str | None = None) -> float:
+    """Seconds from ``action()`` until the DOM last changed (the page changed outside ``widget``, the selector of
+    the widget acted on, its script is idle, then ``quiet_ms`` of quiet)."""
     page.evaluate(QUIET_JS)
-    t0 = page.evaluate("() => performance.now()")
+    t0 = page.evaluate("(w) => { window.__probe.ignore = w; return performance.now(); }", widget)
     action()
     page.wait_for_function(
         f"""() => {{
           const app = document.querySelector('[data-testid="stApp"]');
           const idle = app && app.getAttribute('data-test-script-state') === 'notRunning';
-          return idle && window.__probe.last > {t0} && performance.now() - window.__probe.last > {quiet_ms};
+          return idle && window.__probe.moved > {t0} && window.__probe.last > {t0}
+                 && performance.now() - window.__probe.last > {quiet_ms};
         }}""", timeout=timeout, polling=50)
     return (page.evaluate("() => window.__probe.last") - t0) / 1000
+
+
+SENTENCE_WIDGET = ".st-key-sentence"
 
 
 def set_sentence(page, text: str) -> None:
@@ -111,12 +128,12 @@ def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, floa
         tabs[name] = tab
     samples: dict[str, list[float]] = {"floor": [], **{name: [] for name in tabs}}
     for r in range(reps + 1):  # the first click warms caches: not counted
-        dt = timed_change(floor_tab, lambda r=r: set_sentence(floor_tab, sentence(6, 20 + r)))
+        dt = timed_change(floor_tab, lambda r=r: set_sentence(floor_tab, sentence(6, 20 + r)), widget=SENTENCE_WIDGET)
         if r:
             samples["floor"].append(dt)
         for name, tab in tabs.items():
             nxt = tab.get_by_role("button", name="Next ▶")
-            dt = timed_change(tab, nxt.click)
+            dt = timed_change(tab, nxt.click, widget='[class*="st-key-"][class*="_step_next"]')
             if r:
                 samples[name].append(dt)
     for tab in tabs.values():
@@ -173,7 +190,8 @@ def measure(args: argparse.Namespace) -> None:
                 for r in range(args.reps + 1):  # the first change at each size warms caches: not counted
                     text = sentence(n, r)
                     for name, tab in tabs.items():  # alternate: load on the machine hits each alike
-                        dt = timed_change(tab, lambda tab=tab, text=text: set_sentence(tab, text))
+                        dt = timed_change(tab, lambda tab=tab, text=text: set_sentence(tab, text),
+                                          widget=SENTENCE_WIDGET)
                         if r:
                             samples[name].append(dt)
                 rows[n] = {name: statistics.median(v) for name, v in samples.items()}

@@ -14,7 +14,12 @@ KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
 
-# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey.
+# Tables of numbers (``widgets.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
+NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
+    {text-align: right !important; font-variant-numeric: tabular-nums;}
+"""
+# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
+# code at >= 16 px: the book's numbers and code are read from the back of the room.
 _CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 4.5rem; padding-left: 3rem; padding-right: 3rem;}
@@ -25,7 +30,9 @@ _CSS = """
 .stApp h1 {font-size: 2.4rem;}
 .stApp [data-testid="stWidgetLabel"] p {font-size: 1.1rem;}
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
-</style>
+.stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
+.stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
+""" + NUMBERS_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -34,7 +41,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-</style>
+""" + NUMBERS_CSS + """</style>
 """
 
 

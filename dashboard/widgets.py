@@ -4,8 +4,11 @@ page drew (``page_downloads``)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 
@@ -43,6 +46,7 @@ def _nbytes(value: object) -> int:
     return 4096  # specs and small objects
 
 
+_LOG = logging.getLogger(__name__)
 _DRAWN: ByteLRU[object] = ByteLRU(DRAWN_CACHE_BYTES, _nbytes, idle_s=CACHE_IDLE_S)
 
 
@@ -61,10 +65,18 @@ def memo(key: Hashable | None, build: Callable[[], object]) -> object:
 
 
 def _to_spec(chart: alt.TopLevelMixin) -> dict:
-    """Streamlit's own conversion of an Altair chart: a Vega-Lite dict with Arrow datasets."""
+    """Streamlit's own conversion of an Altair chart: a Vega-Lite dict with Arrow datasets, without Altair's
+    JSON-schema validation of the whole spec (~25 ms of a new 6 x 6 heatmap's ~85 ms, measured; paid on every
+    walkthrough step). The chart builders' specs are validated by the tests (tests/test_charts.py)."""
     from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
 
-    return dict(_convert_altair_to_vega_lite_spec(chart))
+    # Streamlit calls ``chart.to_dict()``: for this call only, that is ``to_dict(validate=False)``. Set on the
+    # instance past SchemaBase.__setattr__ (which would store it as a chart property).
+    object.__setattr__(chart, "to_dict", functools.partial(type(chart).to_dict, chart, validate=False))
+    try:
+        return dict(_convert_altair_to_vega_lite_spec(chart))
+    finally:
+        object.__delattr__(chart, "to_dict")
 
 
 def _arrow_bytes(df) -> bytes:
@@ -362,6 +374,35 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
         st.caption(f"Files are named by what and which settings, e.g. `{stem}.svg`.")
 
 
+NUMBERS_KEY = "numbers_"  # a container keyed with this prefix right-aligns its tables' cells (present.NUMBERS_CSS)
+
+
+def show_table(container, df, *, formats: dict[str, str] | None = None, na_rep: str = "",
+               hide_index: bool | None = None, column_config: dict | None = None, **dataframe_kw) -> None:
+    """A table of results: ``st.dataframe`` (sortable, searchable, downloadable), and in presentation mode a static
+    ``st.table``, whose text the presentation style sets at 1.1 rem (the data grid draws ~12 px text on a canvas that
+    no style reaches). ``formats``: printf formats by column (``{"median ms": "%.3f"}``), applied in both; ``na_rep``
+    what a missing number shows in the static table. Text cells are Markdown-escaped there (st.table renders
+    Markdown)."""
+    import pandas as pd
+
+    formats = {c: f for c, f in (formats or {}).items() if c in df.columns}
+    if not presenting():
+        config = {c: st.column_config.NumberColumn(format=f) for c, f in formats.items()} | (column_config or {})
+        container.dataframe(df, hide_index=hide_index, column_config=config or None, **dataframe_kw)
+        return
+    shown = df.copy()
+    for c in shown.columns:
+        if not pd.api.types.is_numeric_dtype(shown[c]) or pd.api.types.is_bool_dtype(shown[c]):
+            shown[c] = [v if v is None else md_escape(str(v)) for v in shown[c]]
+    shown.index = pd.Index([md_escape(str(i)) for i in shown.index], name=df.index.name)
+    shown.columns = [md_escape(str(c)) for c in shown.columns]
+    style = shown.style.format({md_escape(str(c)): (lambda v, f=f: f % v) for c, f in formats.items()},
+                               na_rep=na_rep)
+    container.table(style, hide_index=hide_index if hide_index is not None else isinstance(df.index, pd.RangeIndex),
+                    width="content")
+
+
 def plural(n: int, word: str) -> str:
     """``1 token``, ``2 tokens``."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
@@ -513,14 +554,11 @@ def show_matrix(
     slide_title = title or _words(what)
     big, g = presenting(), grow()
     if not charts.matrix_needs_raster(n_rows, n_cols):
-        def build(m=matrix):
-            return charts.heatmap(m, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                  max_px=max_px, selectable=selectable, text_format=text_format, big=big,
-                                  mask_labels=mask_labels, grow=g, dark=night)
-        structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, g), scale, x_title,
-                     y_title, max_px, selectable, text_format, big, mask_labels, night)
-        event = _vega(container, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
-                      structure, ck, key, selectable)
+        structure, build, frame = _heatmap_parts(matrix, row_labels, col_labels, scale=scale, x_title=x_title,
+                                                 y_title=y_title, max_px=max_px, selectable=selectable,
+                                                 text_format=text_format, big=big, mask_labels=mask_labels, grow=g,
+                                                 night=night)
+        event = _vega(container, build, frame, structure, ck, key, selectable)
         kept = _own(matrix)
         register_chart(export.PageChart(
             what, slide_title, table=_matrix_table(lambda: kept, row_labels, col_labels),
@@ -567,6 +605,67 @@ def show_matrix(
                                      max_px=max_px, offset_rows=start, offset_cols=cols[0]),
         table=_matrix_table(lambda: zoomed, row_labels[start:start + size], col_labels[cols[0]:cols[1]])))
     return _clicked(event)
+
+
+def _heatmap_parts(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, scale: str,
+                   x_title: str, y_title: str, max_px: int, selectable: bool, text_format: str, big: bool,
+                   mask_labels: tuple[str, str], grow: float, night: bool,
+                   ) -> tuple[tuple, Callable[[], alt.TopLevelMixin], Callable]:
+    """A matrix's rect heatmap as :func:`show_matrix` draws it: (the key of its spec template, the chart, its data).
+    ``night``: a mask drawn in the dark page's colours."""
+    n_rows, n_cols = np.shape(matrix)
+
+    def build() -> alt.TopLevelMixin:
+        return charts.heatmap(matrix, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
+                              max_px=max_px, selectable=selectable, text_format=text_format, big=big,
+                              mask_labels=mask_labels, grow=grow, dark=night)
+
+    structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, grow), scale, x_title,
+                 y_title, max_px, selectable, text_format, big, mask_labels, night)
+    return structure, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale)
+
+
+def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, big: bool,
+                   grow: float = 1.0, dark: bool = False, scale: str = "scores", x_title: str = "key",
+                   y_title: str = "query", max_px: int = charts.CHART_PX, cache_key: Hashable | None = None,
+                   selectable: bool = False, text_format: str = ".2f",
+                   mask_labels: tuple[str, str] = charts.MASK_LABELS) -> None:
+    """Build, ahead of time, what :func:`show_matrix` with these arguments will send: its spec template (~30-60 ms
+    for a new shape: the main server cost of a walkthrough step) and, with a ``cache_key``, its data. ``big``,
+    ``grow``, ``dark``: presentation mode, the screen's growth and the page's theme (read them in the script: this
+    may run on another thread). Rasters are not prepared."""
+    if charts.matrix_needs_raster(*np.shape(matrix)):
+        return
+    night = scale == "mask" and dark
+    structure, build, frame = _heatmap_parts(matrix, row_labels, col_labels, scale=scale, x_title=x_title,
+                                             y_title=y_title, max_px=max_px, selectable=selectable,
+                                             text_format=text_format, big=big, mask_labels=mask_labels, grow=grow,
+                                             night=night)
+    memo(("spec", structure), lambda: _to_spec(build()))
+    if cache_key is not None:
+        memo(("arrow", (cache_key, scale, max_px) + (("dark",) if night else ())), lambda: _arrow_bytes(frame()))
+
+
+PREFETCH_DELAY_S = 0.3  # after the run: the browser draws the page it was sent first (2 cores)
+PREFETCH_THREAD = "attention-lab-prefetch"
+
+
+def prefetch(work: Callable[[], None]) -> threading.Thread:
+    """Run ``work`` (e.g. :func:`prepare_matrix` for the next step of a stepper) on a daemon thread after
+    ``PREFETCH_DELAY_S``, while the user reads the page; a failure only costs the prefetch (the page builds on a
+    miss). Returns the thread."""
+    delay_s = PREFETCH_DELAY_S
+
+    def run() -> None:
+        time.sleep(delay_s)
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - a prefetch must never fail a page
+            _LOG.debug("prefetch failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name=PREFETCH_THREAD, daemon=True)
+    thread.start()
+    return thread
 
 
 def _bound(matrix: np.ndarray, scale: str, ck: Hashable | None) -> float | None:

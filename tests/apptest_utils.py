@@ -35,6 +35,16 @@ def new_app(**query: str) -> AppTest:
     return at
 
 
+def table_text(el):
+    """What an ``st.table`` element shows: its cells as the browser draws them (a Styler's display values, else the
+    data), as a DataFrame of strings whose index holds the (Markdown) row labels."""
+    from streamlit import dataframe_util
+
+    arrow = el.proto.arrow_data
+    raw = arrow.styler.display_values if arrow.HasField("styler") else arrow.data
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(raw).astype(str)
+
+
 def specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
 

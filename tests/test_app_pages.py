@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from apptest_utils import chart_with, messages, open_page
+from apptest_utils import chart_with, messages, open_page, table_text
+from dashboard.links import md_escape
 
 SHAPE, LAB, WALK = "app_pages/shape_flow.py", "app_pages/masking_lab.py", "app_pages/walkthrough.py"
 
@@ -94,11 +95,40 @@ def test_walkthrough_with_your_sentence():
     assert any(s.value == "Now with your sentence" for s in at.subheader)
     at.session_state["walk_step"] = 6  # §3.3.2 all attention weights: (5, 5) on the sentence
     at.run()
-    mine = at.dataframe[-1].value  # rows: the tokens in full; columns numbered (the chart spells them out)
-    assert list(mine.index) == ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
+    mine = table_text(at.table[-1])  # rows: the tokens in full (Markdown-escaped); columns numbered
+    labels = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
+    assert list(mine.index) == [md_escape(t) for t in labels]
     assert list(mine.columns) == ["1", "2", "3", "4", "5"]
     rows = chart_with(at, "5: dog")  # the heatmap beside it: both axes labelled with the tokens
-    assert {r["row"] for r in rows} == {r["col"] for r in rows} == set(mine.index)
+    assert {r["row"] for r in rows} == {r["col"] for r in rows} == set(labels)
+
+
+def test_walkthrough_tables_escape_markdown_in_token_labels():
+    """st.table draws its cells as Markdown: a sentence's "**" or link syntax must show as typed."""
+    from attn_core import tokenize
+
+    text = "**bold** [x](http://e.com)"
+    at = open_page(WALK, sentence=text)
+    at.session_state["walk_step"] = 6
+    at.run()
+    index = list(table_text(at.table[-1]).index)
+    assert index == [md_escape(t.label) for t in tokenize(text)]
+    assert any("\\*\\*" in s for s in index), index
+
+
+def test_presentation_mode_draws_result_tables_as_static_tables():
+    """st.dataframe's canvas grid keeps ~12 px text; in presentation mode the shared helper draws st.table, with
+    the same numbers formatted as the grid formats them."""
+    at = open_page(LAB)
+    assert at.dataframe and not at.table
+    at = open_page(LAB, present="true")
+    assert not at.dataframe, "presentation mode still draws a data grid"
+    precision = table_text(at.table[0])
+    assert set(precision["dtype"]) == {"float32", "float16", "bfloat16"}
+    assert all("e" in v or v == "" for v in precision[md_escape("max |Δ| vs float32 −∞")]), precision  # %.2e, NaN
+    at = open_page(SHAPE, present="true")
+    batched = [table_text(t) for t in at.table]
+    assert len(batched) == 4 and all(len(v) == 6 for t in batched for v in t.to_numpy().ravel())  # 0.1234
 
 
 def test_benchmark_page_runs_within_budget_and_offers_csv():
@@ -156,3 +186,33 @@ def test_benchmark_page_needs_a_pass():
     at = open_page("app_pages/benchmark.py")
     at.multiselect(key="bench_passes").set_value([]).run()
     assert any("Pick at least one pass" in i.value for i in at.info)
+
+
+def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monkeypatch):
+    """A new step's heatmap spec cost ~40-90 ms of each "Next"; the page builds the next step's while the reader
+    reads this one, so the click only sends it."""
+    import threading
+
+    from dashboard import charts, widgets
+
+    monkeypatch.setattr(widgets, "PREFETCH_DELAY_S", 0.0)
+
+    def settle():
+        for t in threading.enumerate():
+            if t.name == widgets.PREFETCH_THREAD:
+                t.join(30)
+
+    real, built = charts.heatmap, []
+
+    def counted(*args, **kwargs):
+        built.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    at = open_page(WALK)
+    monkeypatch.setattr(charts, "heatmap", counted)
+    for i in range(1, 8):
+        settle()
+        built.clear()
+        at.button(key="walk_step_next").click().run()
+        assert at.session_state["walk_step"] == i
+        assert not [b for b in built if b != widgets.PREFETCH_THREAD], f"step {i + 1} built its chart on the click"

@@ -186,6 +186,22 @@ CHECK_JS = r"""(tol) => {
 }"""
 
 
+MIN_PRESENT_PX = 16  # presentation mode: numbers in tables and code (present.LABEL_PX for chart labels)
+# Visible table cells and code whose text is smaller, and data grids (st.dataframe draws ~12 px text on a canvas that
+# no style reaches): one line each.
+SMALL_TEXT_JS = r"""(min) => {
+    const main = document.querySelector('[data-testid="stMain"]');
+    const shown = (el) => el.checkVisibility() && el.getBoundingClientRect().width > 0;
+    const out = [];
+    for (const el of main.querySelectorAll('[data-testid="stTable"] :is(td, th) p, [data-testid="stCode"] code'))
+        if (shown(el) && el.innerText.trim() && parseFloat(getComputedStyle(el).fontSize) < min)
+            out.push(`${getComputedStyle(el).fontSize} "${el.innerText.trim().slice(0, 30)}"`);
+    for (const el of main.querySelectorAll('[data-testid="stDataFrame"]'))
+        if (shown(el)) out.push('a data grid (st.dataframe)');
+    return [...new Set(out)].slice(0, 8);
+}"""
+
+
 @pytest.fixture(scope="module")
 def browser_page(server):
     """One Chromium tab for the whole module; each case navigates it (a new Streamlit session)."""
@@ -285,6 +301,9 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
     set_sidebar(page, collapsed=screen not in ("open", "present_open"))
     errors = page.get_by_test_id("stException")
     assert errors.count() == 0, errors.first.inner_text()
+    if screen.startswith("present"):  # read from the back of the room: tables and code as large as the axis labels
+        small = page.evaluate(SMALL_TEXT_JS, MIN_PRESENT_PX)
+        assert not small, f"{page_name} in presentation mode: text under {MIN_PRESENT_PX} px: {small}"
     found = measure(page, every_tab=setting not in TRAINED)  # a TRAINED case opens on the section it is for
     where = (f"{page_name} with {setting} settings at {viewport}, "
              + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"

@@ -1,5 +1,6 @@
 """Trace: the MHA shape flow of the chapter, step by step, and the record semantics."""
 
+import pytest
 import torch
 
 from attn_core import (
@@ -127,4 +128,45 @@ def test_a_tensor_changed_in_place_is_copied_again():
     trace.record("a", t, "a = zeros")
     t += 1
     trace.record("b", t, "a += 1")
+    assert trace["a"].tensor.tolist() == [0, 0, 0] and trace["b"].tensor.tolist() == [1, 1, 1]
+
+
+def test_a_trace_without_copies_holds_the_tensors_and_keeps_scores_from_before_the_mask():
+    """run_attention's Trace(copy=False): no copy of each (b, heads, T, T) tensor (~280 MB at GPT-2 size, 1,024
+    tokens), yet the scores recorded before masked_fill_ keep their future cells."""
+    from attn_core import MultiHeadAttention, Trace
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 8, 5, 0.0, num_heads=2).eval()
+    x = torch.randn(1, 5, 8)
+    shared, copied = Trace(copy=False), Trace()
+    with torch.no_grad():
+        mha(x, shared)
+        mha(x, copied)
+    shared.check()
+    for step in copied:
+        assert torch.equal(step.tensor, shared[step.name].tensor), step.name
+    assert torch.isfinite(shared["attn_scores"].tensor).all()  # copied before the mask changed it
+    assert torch.isinf(shared["attn_scores_masked"].tensor).any()
+    weights = shared["attn_weights"].tensor  # the forward's own tensor: the scaled scores' softmax, not a copy
+    assert weights.untyped_storage().data_ptr() == shared["attn_weights_dropout"].tensor.untyped_storage().data_ptr()
+
+
+def test_a_held_tensor_changed_in_place_unannounced_raises():
+    from attn_core import Trace
+    from attn_core.trace import ChangedInPlace
+
+    t = torch.zeros(3)
+    trace = Trace(copy=False)
+    trace.record("a", t, "a = zeros")
+    t.view(3)[0] = 1  # through a view: the same version counter
+    with pytest.raises(ChangedInPlace, match="'a'"):
+        trace.record("b", t, "a[0] = 1")
+    t = torch.zeros(3)
+    trace = Trace(copy=False)
+    trace.record("a", t, "a = zeros")
+    trace.before_change(t)
+    t += 1
+    trace.record("b", t, "a += 1")
+    trace.check()
     assert trace["a"].tensor.tolist() == [0, 0, 0] and trace["b"].tensor.tolist() == [1, 1, 1]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from apptest_utils import _rows, messages
+from apptest_utils import _rows, messages, table_text
 from apptest_utils import open_page as open_app
 
 LAB = "app_pages/masking_lab.py"
@@ -184,15 +184,37 @@ def test_bad_mistake_and_zoom_values_are_reported():
 
 
 def test_walkthrough_with_the_books_own_sentence_shows_the_books_numbers():
-    import numpy as np
-
     at = open_app("app_pages/walkthrough.py")  # default: the book's sentence with the book's inputs
     assert any("the book's fixed 3-d inputs" in c.value for c in at.caption)
     for step in (0, 12):  # the first step and one later on
         at.session_state["walk_step"] = step
         at.run()
-        ours, mine = at.dataframe[1].value, at.dataframe[3].value  # (summary, ours, the book's, yours)
-        assert np.allclose(ours.to_numpy(dtype=float), mine.to_numpy(dtype=float)), step
+        ours, mine = table_text(at.table[0]), table_text(at.table[2])  # (ours, the book's, yours)
+        assert ours.equals(mine), step
+
+
+def test_walkthrough_prints_every_steps_own_numbers_to_4_decimals():
+    """The tables show the tensors the step computed and the book printed, every value, as the book prints it."""
+    import numpy as np
+
+    from attn_core.walkthrough import book_walkthrough
+
+    def text(t):
+        v = t.detach().float().numpy()
+        return np.char.mod("%.4f", v.reshape(1, -1) if v.ndim == 1 else v)
+
+    at = open_app("app_pages/walkthrough.py")
+    steps = book_walkthrough()
+    for i, step in enumerate(steps):
+        at.session_state["walk_step"] = i
+        at.run()
+        tables = [table_text(t) for t in at.table]
+        assert (tables[0].to_numpy() == text(step.value)).all(), step.key  # our code computes
+        if step.printed is not None:
+            assert (tables[1].to_numpy() == text(step.printed)).all(), step.key  # the book prints
+    ours = table_text(at.table[0])  # the last step (6, 2): one row per token, labels in full
+    assert [s.replace("\\", "") for s in ours.index] == ["1: Your", "2: journey", "3: starts", "4: with", "5: one",
+                                                          "6: step"]
 
 
 def test_relative_scale_from_a_link_applies_on_the_first_run():

@@ -21,7 +21,7 @@ from attn_core.benchmark import (
 )
 from attn_core.lab import DTYPES
 from dashboard import charts
-from dashboard.widgets import draw_chart, page_downloads, plural, slide_settings
+from dashboard.widgets import draw_chart, page_downloads, plural, show_table, slide_settings
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything
@@ -30,9 +30,7 @@ CHILD_START_S = 1.5  # a child process needs about this long to import torch bef
 # The results table's columns, their units in the header (a bare "fastest" said nothing of milliseconds).
 TABLE_COLUMNS = {"implementation": "implementation", "ms": "median (ms)", "ms_min": "fastest (ms)",
                  "ms_max": "slowest (ms)", "reps": "repeats", "ratio_to_sdpa": "× raw SDPA", "peak_mb": "peak (MB)"}
-TABLE_FORMATS = {c: st.column_config.NumberColumn(format="%.3f") for c in TABLE_COLUMNS.values() if "(ms)" in c} | {
-    "× raw SDPA": st.column_config.NumberColumn(format="%.2f"),
-    "peak (MB)": st.column_config.NumberColumn(format="%.1f")}
+TABLE_FORMATS = {c: "%.3f" for c in TABLE_COLUMNS.values() if "(ms)" in c} | {"× raw SDPA": "%.2f", "peak (MB)": "%.1f"}
 
 
 def results_table(part: pd.DataFrame) -> pd.DataFrame:
@@ -159,7 +157,7 @@ def render() -> None:
                                                               spread=True),
                        key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
                        title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
-            st.dataframe(results_table(part), hide_index=True, column_config=TABLE_FORMATS)
+            show_table(st, results_table(part), hide_index=True, formats=TABLE_FORMATS)
         st.caption("Bars: the median of the repeats; the thin line on each bar runs from the fastest to the "
                    "slowest repeat.")
     if scaling_rows:
@@ -170,9 +168,8 @@ def render() -> None:
                    key="bench_scaling", name="time_vs_tokens", table=lambda: sdf,
                    title="Forward time vs number of tokens (b 1, d 256, 4 heads)")
         ratios = scaling_table(sdf)
-        st.dataframe(ratios, hide_index=True, width="content",
-                     column_config={c: st.column_config.NumberColumn(format="%.3f" if c.endswith("(ms)") else "%.2f")
-                                    for c in ratios.columns if c != "T (tokens)"})
+        show_table(st, ratios, hide_index=True, width="content", na_rep="–",
+                   formats={c: "%.3f" if c.endswith("(ms)") else "%.2f" for c in ratios.columns if c != "T (tokens)"})
         st.markdown(describe_scaling(scaling_rows))
 
     st.header("Why the efficient version is efficient")

@@ -11,7 +11,7 @@ from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, 
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
 from dashboard.links import md_escape
-from dashboard.widgets import draw_chart, memo, page_downloads, register_images, slide_settings
+from dashboard.widgets import draw_chart, memo, page_downloads, register_images, show_table, slide_settings
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
@@ -169,9 +169,8 @@ def live() -> None:
         st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
                    "just below the main diagonal; a first-token head is a bright first column.")
 
-    st.dataframe(table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
-                 column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                for c in table.columns if c not in ("layer", "head", "verdict", "pattern")})
+    show_table(st, table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
+               formats={c: "%.2f" for c in table.columns if c not in ("layer", "head", "verdict", "pattern")})
     st.markdown("**Scores over training** (each line one head; the dashed line is the snapshot shown)")
     scores = [s.scores for s in snaps]
     draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),

@@ -15,7 +15,16 @@ from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.controls import settings
 from dashboard.sizes import cap, cell_area, column_px
-from dashboard.widgets import load_run, memo, page_downloads, show_matrix, show_panels, slide_settings, url_choice
+from dashboard.widgets import (
+    load_run,
+    memo,
+    page_downloads,
+    show_matrix,
+    show_panels,
+    show_table,
+    slide_settings,
+    url_choice,
+)
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
 # Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
@@ -102,10 +111,9 @@ def render() -> None:
               if r.fully_masked_row.startswith(ERROR_PREFIX)}
     last = "a fully masked row becomes"
     table[last] = [v if not v.startswith(ERROR_PREFIX) else "PyTorch error (below the table)" for v in table[last]]
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"max |Δ| vs float32 −∞": st.column_config.NumberColumn(format="%.2e"),
-                                "device": st.column_config.TextColumn(width="small"),
-                                last: st.column_config.TextColumn(width="large")})
+    show_table(st, table, formats={"max |Δ| vs float32 −∞": "%.2e"}, hide_index=True, width="stretch",
+               column_config={"device": st.column_config.TextColumn(width="small"),
+                              last: st.column_config.TextColumn(width="large")})
     for where, message in errors.items():
         st.caption(f"PyTorch error for {where}: `{message}`")
     st.markdown(
@@ -155,9 +163,10 @@ def render() -> None:
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
                 "Dividing by √d_k brings the variance back to 1.")
     srows = scaling_table()
-    st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
+    show_table(st, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
         "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
-        "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch")
+        "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch",
+        formats={"std of q·k": "%.2f", "mean max weight, no scaling": "%.3f", "mean max weight, ÷√d_k": "%.3f"})
     dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]

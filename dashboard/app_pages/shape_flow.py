@@ -7,6 +7,7 @@ import dataclasses
 import inspect
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 
@@ -22,6 +23,7 @@ from dashboard.widgets import (
     page_downloads,
     plural,
     show_matrix,
+    show_table,
     slide_settings,
     stepper,
     tensor_slice,
@@ -43,6 +45,12 @@ X_CODE = {
 
 SOURCES = {fn.__name__: inspect.getsource(fn) for fn in
            (attention.MultiHeadAttention.forward, attention.masked_softmax, attention.traced_dropout)}
+
+
+def show_numbers(container, m: torch.Tensor) -> None:
+    """A 2-d tensor as a table with numbered rows and columns, to 4 decimals as the book prints it."""
+    df = pd.DataFrame(m.numpy(), columns=[str(j) for j in range(m.shape[1])])
+    show_table(container, df, formats=dict.fromkeys(df.columns, "%.4f"), hide_index=False)
 
 
 def source_with_marker(code: str) -> tuple[str, str]:
@@ -209,11 +217,11 @@ def render() -> None:
             "second_head = a[0, 1, :, :]\nsecond_res = second_head @ second_head.T", language="python")
     c1, c2, c3 = st.columns(3)
     c1.markdown("**`a @ a.transpose(2, 3)`**")
-    c1.dataframe(np.round(batched[0, 0].numpy(), 4), hide_index=False)
-    c1.dataframe(np.round(batched[0, 1].numpy(), 4), hide_index=False)
+    for m in batched[0]:
+        show_numbers(c1, m)
     c2.markdown("**per head: `first_head @ first_head.T`, `second_head @ second_head.T`**")
     for m in per_head_scores:
-        c2.dataframe(np.round(m.numpy(), 4), hide_index=False)
+        show_numbers(c2, m)
     c3.metric("max |difference|", f"{loop_diff:.1e}" if loop_diff else "0")
     if loop_diff:
         c3.caption("Not exactly 0: this PyTorch build sums the products in another order, a float32 rounding "

@@ -14,12 +14,27 @@ from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.links import md_escape
-from dashboard.widgets import memo, page_downloads, sentence, show_matrix, slide_settings, stepper
+from dashboard.present import dark, presenting
+from dashboard.sizes import cap, column_px, grow
+from dashboard.widgets import (
+    NUMBERS_KEY,
+    memo,
+    page_downloads,
+    prefetch,
+    prepare_matrix,
+    sentence,
+    show_matrix,
+    show_table,
+    slide_settings,
+    stepper,
+)
 
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
 WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}
 CHART_PX = 180  # a 6-token chart: 30 px cells; with its labels and legend ~350 px, beside the numbers at 1280 px
-TABLE_COLUMN_PX = 58  # "0.2098" and cell padding
+TABLE_ROWS = 12  # a longer table scrolls inside TABLE_HEIGHT_PX (the book's 6 rows never do)
+TABLE_COLUMNS = 6  # the book's widest (6 x 6: 424 px at 1280 px with the sidebar open); a wider one scrolls
+TABLE_HEIGHT_PX = 420
 COLUMNS = [5, 6]  # chart | numbers: at 1280 px with the sidebar open, ~365 px and ~440 px (measured)
 
 
@@ -58,32 +73,60 @@ def as_matrix(step, labels: list[str]) -> tuple[np.ndarray, list[str], list[str]
     return v, rows, cols, "key" if square else "dimension", "query" if square else "token"
 
 
-def show(container, value, labels: list[str]) -> None:
-    """A tensor as a small table: rows labelled with the tokens (never cut: the label column is as wide as
-    its longest label), columns by their number (the chart beside it spells the tokens out), so six
-    4-decimal columns fit beside the chart at 1280 px. A vector is one row, as the book prints it."""
+def number_table(value, labels: list[str]) -> pd.DataFrame | None:
+    """A tensor's numbers as the page prints them: every value to 4 decimals as the book prints it (``nan`` too),
+    rows labelled with the tokens (Markdown-escaped: st.table renders Markdown), columns by their number (the chart
+    beside it spells the tokens out). A vector is one row, as the book prints it; a scalar gives None."""
     v = value.detach().float().numpy()
     if v.ndim == 0:
-        container.markdown(f"`{v:.4f}`")
-        return
+        return None
     v2 = v.reshape(1, -1) if v.ndim == 1 else v
-    df = pd.DataFrame(v2, columns=[str(j + 1) for j in range(v2.shape[1])])
-    df.index = labels if v2.shape[0] == len(labels) else [str(i + 1) for i in range(v2.shape[0])]
-    widest = max((len(str(x)) for x in df.index), default=4)
-    config = {"_index": st.column_config.Column(width=max(40, 7 * widest + 18))}
-    config |= {c: st.column_config.Column(width=TABLE_COLUMN_PX) for c in df.columns}
-    container.dataframe(df.style.format("{:.4f}", na_rep="nan"), width="content", column_config=config,
-                        hide_index=v.ndim == 1)
+    rows = labels if v.ndim > 1 and v2.shape[0] == len(labels) else [str(i + 1) for i in range(v2.shape[0])]
+    return pd.DataFrame(np.char.mod("%.4f", v2), index=[md_escape(r) for r in rows],
+                        columns=[str(j + 1) for j in range(v2.shape[1])])
 
 
-def draw_step(step, labels: list[str], key: str, name: str, whose: str = "") -> None:
-    """The step's tensor as a heatmap (left) beside its numbers (right)."""
+def show(container, value, labels: list[str], key: str) -> None:
+    """A tensor's numbers as a static table (``st.table``: plain HTML, right-aligned in a ``NUMBERS_KEY``
+    container, ≥ 16 px in presentation mode). ``st.dataframe``'s canvas grid cost ~0.5 s a step in the browser
+    and its ~12 px text could not be enlarged. A long input scrolls inside the table, its header held in place."""
+    table = number_table(value, labels)
+    if table is None:
+        container.markdown(f"`{float(value):.4f}`")
+        return
+    box = container.container(key=NUMBERS_KEY + key)
+    # wider than the column: a fixed width, so the table scrolls sideways with its token labels held in place
+    box.table(table, hide_index=value.ndim == 1, border="horizontal",
+              width=column_px(COLUMNS, 1) if table.shape[1] > TABLE_COLUMNS else "content",
+              height=TABLE_HEIGHT_PX if len(table) > TABLE_ROWS else "content")
+
+
+def chart_args(step, labels: list[str], max_px: int) -> tuple[np.ndarray, list[str], list[str], dict] | None:
+    """What the step's heatmap is drawn from: (matrix, row labels, column labels, show_matrix's options)."""
     matrix = as_matrix(step, labels)
     if matrix is None:
-        return
+        return None
     m, rows, cols, x_title, y_title = matrix
-    show_matrix(st, m, rows, cols, key=key, scale=step_scale(step.key), x_title=x_title, y_title=y_title,
-                max_px=CHART_PX, title=f"§{step.section} {step.title}{whose}", name=name)
+    return m, rows, cols, dict(scale=step_scale(step.key), x_title=x_title, y_title=y_title, max_px=max_px)
+
+
+def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cache_key=None) -> None:
+    """The step's tensor as a heatmap (left) beside its numbers (right); ``cache_key`` names its data (a step
+    visited again, or prepared by :func:`prepare_step`, sends the remembered data)."""
+    args = chart_args(step, labels, cap(CHART_PX))
+    if args is not None:
+        m, rows, cols, options = args
+        show_matrix(st, m, rows, cols, key=key, title=f"§{step.section} {step.title}{whose}", name=name,
+                    cache_key=cache_key, **options)
+
+
+def prepare_step(step, labels: list[str], cache_key, look: dict, max_px: int) -> None:
+    """Build the step's heatmap spec and data before it is shown (see widgets.prefetch); ``look``: presentation
+    mode, the screen's growth and the theme, and ``max_px``, read in the script."""
+    args = chart_args(step, labels, max_px)
+    if args is not None:
+        m, rows, cols, options = args
+        prepare_matrix(m, rows, cols, cache_key=cache_key, **look, **options)
 
 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
@@ -105,13 +148,13 @@ def step_view() -> None:
     slide_settings("book inputs", len(BOOK_LABELS))
     c_chart, c_nums = st.columns(COLUMNS, gap="small")
     with c_chart:
-        draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}")
+        draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}", cache_key=("walk", step.key))
     with c_nums:
         st.markdown("**Our code computes**")
-        show(st, step.value, BOOK_LABELS)
+        show(st, step.value, BOOK_LABELS, "walk_ours")
         st.markdown("**The book prints**")
         if step.printed is not None:
-            show(st, step.printed, BOOK_LABELS)
+            show(st, step.printed, BOOK_LABELS, "walk_book")
         else:
             st.markdown(f"_(no fixed print: {step.check})_")
     if ok:
@@ -137,7 +180,8 @@ def step_view() -> None:
     # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
     mode = "book" if s.input_mode == "book" and len(ids) == 6 else "learned"
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
-    mine = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))[i]
+    mine_steps = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))
+    mine = mine_steps[i]
     how = ("the book's fixed 3-d inputs (the sidebar's choice), so the numbers match the book's above"
            if mode == "book" else "3-d learned token + position embeddings (seed 123)")
     st.caption(f"Your tokens get {how}, then the same code runs: "
@@ -147,14 +191,19 @@ def step_view() -> None:
     slide_settings(f"{mode} inputs", len(tokens), "your sentence")
     c_chart, c_nums = st.columns(COLUMNS, gap="small")
     with c_chart:
-        draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)")
+        draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)",
+                  cache_key=("walk_mine", ids, mode, mine.key))
     with c_nums:
         st.markdown("**Our code computes**")
-        show(st, mine.value, my_labels)
+        show(st, mine.value, my_labels, "walk_mine")
     if np.isnan(value).any() and step.key != "overflow":
         st.warning("Some values are NaN: check the step's explanation.")
+    if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
+        after, after_mine = steps[i + 1], mine_steps[i + 1]
+        look, px = dict(big=presenting(), grow=grow(), dark=dark()), cap(CHART_PX)
+        prefetch(lambda: (prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px),
+                          prepare_step(after_mine, my_labels, ("walk_mine", ids, mode, after_mine.key), look, px)))
     page_downloads(page="walkthrough")
-
 
 
 def render() -> None:
@@ -163,13 +212,11 @@ def render() -> None:
     st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
                "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
     steps = memo(("walkthrough",), book_walkthrough)
-
-
     summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
                             "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
     with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
                      expanded=False):
-        st.dataframe(summary, hide_index=True, width="stretch")
+        show_table(st, summary, hide_index=True, width="stretch")
 
     step_view()
 
