@@ -163,7 +163,7 @@ def test_markdown_in_the_sentence_is_shown_literally():
     at = new_app(sentence="![x](http://example.invalid/a.png) **bold** $x^2$")
     at.run()
     assert not messages(at)["exception"]
-    story = next(m.value for m in at.markdown if m.value.startswith("#### Cell story"))
+    story = next(h.value for h in at.subheader if h.value.startswith("Cell story"))
     # the default cell is (last token "$", first token "!"): both arrive escaped, so Markdown and
     # LaTeX in a sentence never render (no image fetched, no formula)
     assert "23\\: \\$" in story and "1\\: \\!" in story

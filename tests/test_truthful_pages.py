@@ -143,7 +143,7 @@ def test_empty_text_message_is_a_sentence():
 def test_link_restores_head_cell_zoom_and_mistake():
     at = open_app(head="head 2", cell="5,2", **SMALL)
     assert at.session_state["head"] == 1
-    assert any(r"Cell story: query **5\: the** → key **2\: cat**" in m.value for m in at.markdown)
+    assert any(r"Cell story: query **5\: the** → key **2\: cat**" in h.value for h in at.subheader)
     at = open_app(head="head 2", section="Output", **SMALL)
     assert any(m.value.startswith("**context vectors (head 2)**") for m in at.markdown)
     at = open_app(LAB, mistake="mistake: renormalize raw scores", **SMALL)

@@ -86,7 +86,7 @@ def step_view() -> None:
 
     left, right = st.columns(2)
     with left:
-        st.subheader(f"{i + 1}. `{step.name}`")
+        st.subheader(f"{i + 1}. `{step.name}`", anchor=False)  # an anchor id re-written every step
         st.code(code, language="python", wrap_lines=True)
         st.markdown(f"**Shape** {shape_text(step)}")
         if prev is not None:

@@ -140,7 +140,7 @@ def step_view() -> None:
     steps = memo(("walkthrough",), book_walkthrough)
     i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
     step = steps[i]
-    st.header(f"§{step.section} · {step.title}")
+    st.header(f"§{step.section} · {step.title}", anchor=False)  # an anchor id re-written every step
     st.markdown(step.explanation)
     st.code(step.code, language="python")
 
