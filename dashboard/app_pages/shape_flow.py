@@ -16,6 +16,7 @@ from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.present import presenting
 from dashboard.sizes import cap, cell_area, column_px, content_px
 from dashboard.widgets import (
     draw_chart,
@@ -116,7 +117,8 @@ def step_view() -> None:
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
-    st.title("Shape flow: multi-head attention step by step")
+    if not presenting():  # the top navigation names the page: at 720 px every line above the chart counts
+        st.title("Shape flow: multi-head attention step by step")
     cfg = s.cfg
     if cfg.variant != "MultiHeadAttention":
         cfg = dataclasses.replace(cfg, variant="MultiHeadAttention")

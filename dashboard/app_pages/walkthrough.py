@@ -32,6 +32,7 @@ from dashboard.widgets import (
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
 WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}
 CHART_PX = 180  # a 6-token chart: 30 px cells; with its labels and legend ~350 px, beside the numbers at 1280 px
+PRESENT_CHART_PX = 270  # presentation mode: 45 px cells hold 16 px values and 16 px labels (30 px rows crowded them)
 TABLE_ROWS = 12  # a longer table scrolls inside TABLE_HEIGHT_PX (the book's 6 rows never do)
 TABLE_COLUMNS = 6  # the book's widest (6 x 6: 424 px at 1280 px with the sidebar open); a wider one scrolls
 TABLE_HEIGHT_PX = 420
@@ -101,6 +102,11 @@ def show(container, value, labels: list[str], key: str) -> None:
               height=TABLE_HEIGHT_PX if len(table) > TABLE_ROWS else "content")
 
 
+def chart_px() -> int:
+    """The longer side of a step's heatmap on this screen and in this mode."""
+    return cap(PRESENT_CHART_PX if presenting() else CHART_PX)
+
+
 def chart_args(step, labels: list[str], max_px: int) -> tuple[np.ndarray, list[str], list[str], dict] | None:
     """What the step's heatmap is drawn from: (matrix, row labels, column labels, show_matrix's options)."""
     matrix = as_matrix(step, labels)
@@ -113,7 +119,7 @@ def chart_args(step, labels: list[str], max_px: int) -> tuple[np.ndarray, list[s
 def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cache_key=None) -> None:
     """The step's tensor as a heatmap (left) beside its numbers (right); ``cache_key`` names its data (a step
     visited again, or prepared by :func:`prepare_step`, sends the remembered data)."""
-    args = chart_args(step, labels, cap(CHART_PX))
+    args = chart_args(step, labels, chart_px())
     if args is not None:
         m, rows, cols, options = args
         show_matrix(st, m, rows, cols, key=key, title=f"§{step.section} {step.title}{whose}", name=name,
@@ -200,7 +206,7 @@ def step_view() -> None:
         st.warning("Some values are NaN: check the step's explanation.")
     if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
         after, after_mine = steps[i + 1], mine_steps[i + 1]
-        look, px = dict(big=presenting(), grow=grow(), dark=dark()), cap(CHART_PX)
+        look, px = dict(big=presenting(), grow=grow(), dark=dark()), chart_px()
         prefetch(lambda: (prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px),
                           prepare_step(after_mine, my_labels, ("walk_mine", ids, mode, after_mine.key), look, px)))
     page_downloads(page="walkthrough")
@@ -208,9 +214,10 @@ def step_view() -> None:
 
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
-    st.title("Book walkthrough: chapter 3, step by step")
-    st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the book's "
-               "seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
+    if not presenting():  # the top navigation names the page: at 720 px every line above the chart counts
+        st.title("Book walkthrough: chapter 3, step by step")
+        st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the "
+                   "book's seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
     steps = memo(("walkthrough",), book_walkthrough)
     summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
                             "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
