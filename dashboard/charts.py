@@ -13,6 +13,7 @@ Measured rules (docs/engineering.md) they follow:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Sequence
@@ -522,25 +523,23 @@ def _rgb(hex_color: str) -> tuple[int, int, int]:
     return tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
 
 
-def _palette(anchors: np.ndarray) -> np.ndarray:
-    """A 256 x 3 uint8 palette: ``LEVELS`` colours linearly interpolated between ``anchors``, then grey."""
-    kept = _PALETTES.get(id(anchors))
-    if kept is None or kept[0] is not anchors:
-        pos = np.linspace(0.0, 1.0, LEVELS) * (len(anchors) - 1)
-        lo = np.floor(pos).astype(int)
-        hi = np.minimum(lo + 1, len(anchors) - 1)
-        frac = (pos - lo)[:, None]
-        colours = (anchors[lo] * (1 - frac) + anchors[hi] * frac).round().astype(np.uint8)
-        kept = _PALETTES[id(anchors)] = (anchors, np.vstack([colours, [[208, 208, 208]]]).astype(np.uint8))
-    return kept[1]
+@functools.cache
+def _palette(name: str) -> np.ndarray:
+    """A 256 x 3 uint8 palette: ``LEVELS`` colours linearly interpolated between the anchors of the colour map
+    ``name`` ("viridis" or "diverging"), then the masked grey. Built once per map."""
+    anchors = {"viridis": _VIRIDIS, "diverging": _DIVERGING}[name]
+    pos = np.linspace(0.0, 1.0, LEVELS) * (len(anchors) - 1)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, len(anchors) - 1)
+    frac = (pos - lo)[:, None]
+    colours = (anchors[lo] * (1 - frac) + anchors[hi] * frac).round()
+    return np.vstack([colours, [_rgb(MASK_GREY)]]).astype(np.uint8)
 
 
-_PALETTES: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-
+@functools.cache
 def _mask_palette(dark: bool) -> np.ndarray:
-    """0 and 1 in :func:`mask_range`'s colours, then grey."""
-    return np.array([_rgb(c) for c in mask_range(dark)] + [[208, 208, 208]] * 254, dtype=np.uint8)
+    """0 and 1 in :func:`mask_range`'s colours, then the masked grey."""
+    return np.array([_rgb(c) for c in mask_range(dark)] + [_rgb(MASK_GREY)] * 254, dtype=np.uint8)
 
 
 def _levels(t: np.ndarray) -> np.ndarray:
@@ -556,17 +555,17 @@ def raster_index(matrix: np.ndarray, scale: str = "scores", dark: bool = False) 
     finite = np.isfinite(m)
     kind, top = scale_parts(scale)
     if kind in ("weights", "magnitude"):
-        index, palette = _levels(np.where(finite, m / top, 0)), _palette(_VIRIDIS)
+        index, palette = _levels(np.where(finite, m / top, 0)), _palette("viridis")
     elif kind == "relative":
         shade = np.where(finite, m, 0)
         row_max = shade.max(axis=1, keepdims=True)
         index = _levels(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0))
-        palette = _palette(_VIRIDIS)
+        palette = _palette("viridis")
     elif kind == "mask":
         index, palette = (m > 0.5).astype(np.uint8), _mask_palette(dark)
     else:
         bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
-        index, palette = _levels(np.where(finite, 0.5 + 0.5 * m / (bound or 1.0), 0.5)), _palette(_DIVERGING)
+        index, palette = _levels(np.where(finite, 0.5 + 0.5 * m / (bound or 1.0), 0.5)), _palette("diverging")
     index[~finite] = GREY
     return index, palette
 
