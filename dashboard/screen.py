@@ -90,7 +90,8 @@ def _default(present: bool) -> Screen:
 
 def current(present: bool) -> Screen:
     """The screen this run draws for: the browser's last report, else the 1280×720 projector's."""
-    size = st.session_state.get(KEY, {}).get("size") if isinstance(st.session_state.get(KEY), dict) else None
+    state = st.session_state.get(KEY)  # the component's result: {"size": [width, grow %]} once reported
+    size = state.get("size") if isinstance(state, dict) else None
     try:
         width, grow = int(size[0]), int(size[1])
     except (TypeError, ValueError, IndexError):
