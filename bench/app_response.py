@@ -1,9 +1,9 @@
 """What the user sees after a change: Explore against the floor page, measured the same way, in one run.
 
 Time is measured as the shared probe does (``../shared/tools/e2e_probe.py``): from the change until the
-page's DOM last changed, with the script idle and 400 ms of quiet (counted once the page changed outside the
-widget acted on: a slow server's rerun may start more than 400 ms after the keystroke) -- not "every chart
-painted", since a page keeps changing afterwards (late Vega re-layouts, images, widgets). The floor page
+page's DOM (or a canvas's pixels) last changed, with the script idle and 400 ms of quiet (counted once the page
+changed outside the widget acted on: a slow server's rerun may start more than 400 ms after the keystroke) -- not
+"every chart painted", since a page keeps changing afterwards (late Vega re-layouts, images, widgets). The floor page
 (``bench/floor_app/app.py``, a copy of the probe's: one T x T heatmap, torch imported) runs beside the
 project, the two measured alternately, so load on the machine hits both alike.
 
@@ -43,9 +43,12 @@ PROFILES = {
 # or of the script state (running / notRunning). Quiet counts only after such a change: a busy server took up to
 # ~0.6 s to start a 1,024-token rerun, and 400 ms of quiet after the keystroke ended the measurement before the run
 # began. (A fast run may flip the script state and back within one render, so the state alone is no signal.)
+#
+# A chart drawn on a <canvas> changes pixels, not the DOM: every drawing call on a 2-d canvas counts as a change
+# too (stricter than the shared probe, which sees only DOM changes; large heatmaps are canvases, charts.many_cells).
 QUIET_JS = """() => {
   if (!window.__probe) {
-    window.__probe = {last: performance.now(), moved: 0, ignore: null};
+    window.__probe = {last: performance.now(), moved: 0, ignore: null, paints: 0};
     new MutationObserver((records) => {
       const now = performance.now();
       window.__probe.last = now;
@@ -53,6 +56,18 @@ QUIET_JS = """() => {
       const inside = (r) => ignore && (r.target.nodeType === 1 ? r.target : r.target.parentElement)?.closest(ignore);
       if (records.some(r => r.attributeName === 'data-test-script-state' || !inside(r))) window.__probe.moved = now;
     }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+    const ctx = CanvasRenderingContext2D.prototype;
+    for (const name of ['fillRect', 'strokeRect', 'clearRect', 'fillText', 'strokeText', 'fill', 'stroke',
+                        'drawImage', 'putImageData']) {
+      const draw = ctx[name];
+      ctx[name] = function (...args) {
+        const now = performance.now();
+        window.__probe.last = now;
+        window.__probe.moved = now;
+        window.__probe.paints++;
+        return draw.apply(this, args);
+      };
+    }
   }
 }"""
 IDLE_JS = """() => {

@@ -8,7 +8,8 @@ Measured rules (docs/engineering.md) they follow:
 - masked cells (-inf) become NaN + a ``masked`` flag, drawn in neutral grey with "−∞";
 - weights on a fixed 0-1 sequential scale, scores on a diverging scale symmetric around 0 (±max |value|);
 - value text black on light cells and white on dark ones, by the luminance of the colour drawn;
-- rect marks only up to ``MAX_RECT_CELLS`` cells; above that a colour-mapped PNG.
+- rect marks only up to ``MAX_RECT_CELLS`` cells; above that a colour-mapped PNG;
+- from ``CANVAS_CELLS`` cells a chart is drawn on a canvas, without an ARIA label per cell (:func:`many_cells`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from PIL import Image
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of browser time at 16k)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 16  # value text on cells only up to this many rows/columns
+# From this many cells (16 x 16) a heatmap is drawn on a canvas and its cells carry no ARIA label: Vega's SVG
+# renderer rewrote ~9,000 DOM attributes for a new 32-token sentence, and built a spoken label per cell. The
+# chart keeps its title, tooltips and click selection; small charts (the book's 6 x 6) stay SVG.
+CANVAS_CELLS = 256
 MASK_GREY = "#d0d0d0"
 # A 0/1 mask's two colours (0, 1): 1 in the ink of the page, 0 close to its paper, on either theme. On the dark
 # page the light theme's near-white 0 cells were a white block and the dark 1 swatch vanished into the page.
@@ -118,6 +123,17 @@ def matrix_needs_raster(n_rows: int, n_cols: int) -> bool:
     """A single heatmap is drawn as a PNG above 16k cells, or when a side exceeds 128 (a 6 x 768
     input matrix has only 4.6k cells, but 768 columns of sub-pixel rects help nobody)."""
     return needs_raster(n_rows * n_cols) or max(n_rows, n_cols) > MAX_RECT_SIDE
+
+
+def many_cells(n_cells: int) -> bool:
+    """Whether a chart of ``n_cells`` cells is drawn on a canvas, with no ARIA label per mark (``CANVAS_CELLS``)."""
+    return n_cells >= CANVAS_CELLS
+
+
+def drawn_for(chart: alt.TopLevelMixin, n_cells: int) -> alt.TopLevelMixin:
+    """``chart`` with the renderer its cell count calls for: Streamlit reads ``usermeta.embedOptions.renderer``
+    (vl-convert's exports ignore it)."""
+    return chart.properties(usermeta={"embedOptions": {"renderer": "canvas"}}) if many_cells(n_cells) else chart
 
 
 def label_expr(labels: Sequence[str]) -> str:
@@ -268,13 +284,14 @@ def heatmap(
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
+    aria = not many_cells(n_rows * n_cols)
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow)
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart(df).encode(x=x, y=y)
     if kind == "mask":
         cells = base.transform_calculate(meaning=f"datum.color > 0.5 ? {json.dumps(mask_labels[1])} : "
-                                                 f"{json.dumps(mask_labels[0])}").mark_rect().encode(
+                                                 f"{json.dumps(mask_labels[0])}").mark_rect(aria=aria).encode(
             color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=mask_range(dark)),
                             title=LEGEND_TITLES[kind],
                             # below the cells, one entry above the other: never wider than the chart
@@ -283,7 +300,7 @@ def heatmap(
             tooltip=tooltip,
         )
     else:
-        cells = base.mark_rect().encode(
+        cells = base.mark_rect(aria=aria).encode(
             color=alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
                             # one row still gets a readable legend (30 px showed only "1", "0")
                             legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height)),
@@ -299,15 +316,16 @@ def heatmap(
         )
     layers = [cells]
     if px >= 20:  # smaller grey cells speak for themselves (the caption says grey = masked)
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2)).encode(
-            text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2), aria=aria)
+                      .encode(text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
     if show_text:
-        layers.append(_value_text(base, font or 12, text_format))
+        layers.append(_value_text(base, font or 12, text_format, aria))
     if diverging(scale):  # last, so the cells stay layer 0 (its two points have no size: they catch no pointer)
         layers.append(symmetric_domain(df, scale, LEGEND_TITLES[kind]))
     # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
     # would squeeze everything into ``width``)
     chart = alt.layer(*layers).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
+    chart = drawn_for(chart, n_rows * n_cols)
     return chart.properties(title=title) if title else chart
 
 
@@ -331,7 +349,7 @@ def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: 
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
     widest = max((len(str(c)) for c in col_labels), default=1)
     return (px, width, height, key_label_angle(round(px / grow), widest), n_rows > 24, n_cols > 24,
-            max(n_rows, n_cols) <= TEXT_MAX_TOKENS)
+            max(n_rows, n_cols) <= TEXT_MAX_TOKENS, many_cells(n_rows * n_cols))
 
 
 def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_title: str, y_title: str,
@@ -360,7 +378,7 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
 LIGHT_CELL = "luminance(scale('color', datum.color)) > 0.179"
 
 
-def _value_text(base: alt.Chart, size: int, text_format: str = ".2f") -> alt.Chart:
+def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool = True) -> alt.Chart:
     """Each unmasked cell's value as text, black on light cells and white on dark ones (``LIGHT_CELL``). With
     the default format an exact zero prints "0" and a value that would round to "0.00" prints in
     scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
@@ -368,12 +386,12 @@ def _value_text(base: alt.Chart, size: int, text_format: str = ".2f") -> alt.Cha
     # through from_dict, rebuilding its table of ~570 schema classes each time (~8 ms a call, measured)
     color = alt.ColorValue("white", condition={"test": LIGHT_CELL, "value": "black"})
     if text_format != ".2f":
-        return base.transform_filter("!datum.masked").mark_text(fontSize=size).encode(
+        return base.transform_filter("!datum.masked").mark_text(fontSize=size, aria=aria).encode(
             text=alt.Text("value:Q", format=text_format), color=color)
     label = ("datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e') "
              ": format(datum.value, '.2f')")
-    return base.transform_filter("!datum.masked").transform_calculate(label=label).mark_text(fontSize=size).encode(
-        text=alt.Text("label:N"), color=color)
+    return (base.transform_filter("!datum.masked").transform_calculate(label=label).mark_text(fontSize=size, aria=aria)
+            .encode(text=alt.Text("label:N"), color=color))
 
 
 def facet_grid(
@@ -414,7 +432,9 @@ def facet_grid(
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
                       x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"), y_axis=axis)
     base = alt.Chart(df).encode(x=x, y=y)
-    cells = base.mark_rect().encode(
+    n_cells = len(mats) * n_rows * n_cols
+    aria = not many_cells(n_cells)
+    cells = base.mark_rect(aria=aria).encode(
         color=alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale_parts(scale)[0]],
                         legend=alt.Legend(**_legend_format(scale)),
                         condition={"test": "datum.masked", "value": MASK_GREY}),  # not alt.condition: _value_text
@@ -424,20 +444,20 @@ def facet_grid(
     )
     layers = [cells]
     if px >= 20:
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2)).encode(
-            text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
+        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2), aria=aria)
+                      .encode(text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
     if show_text:
-        layers.append(_value_text(base, font or 12))
+        layers.append(_value_text(base, font or 12, aria=aria))
     if diverging(scale):  # one colour scale for every panel, symmetric around 0
         layers.append(symmetric_domain(df, scale, LEGEND_TITLES[scale_parts(scale)[0]], groupby=["panel"]))
     chart = alt.layer(*layers, data=df).properties(width=width, height=height)
     header_px = round((BIG_TEXT_PX + 2 if big else 13) * grow)
-    return chart.facet(
+    return drawn_for(chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"),
                         # panel titles, wrapped to the panel's width (a longer title widened its column)
                         header=alt.Header(labelFontSize=header_px, labelExpr=wrap_expr(width, header_px))),
         columns=columns,
-    ).properties(autosize=alt.AutoSizeParams(type="pad"))
+    ).properties(autosize=alt.AutoSizeParams(type="pad")), n_cells)
 
 
 def wrap_expr(width_px: int, font_px: int, field: str = "datum.label") -> str:

@@ -258,3 +258,33 @@ def test_key_labels_stand_upright_in_narrow_cells():
     assert x["labelAngle"] == -90 and x["labelOverlap"] is True
     x = charts.heatmap(np.eye(10), words[:10], words[:10], max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -45  # 28 px cells: tilted labels have room
+
+
+def marks(spec: dict) -> list[dict]:
+    """Every mark definition in a (layered or faceted) spec."""
+    inner = spec.get("spec", spec)
+    return [layer["mark"] for layer in inner.get("layer", [])]
+
+
+@pytest.mark.parametrize("build", [
+    lambda m, labels: charts.heatmap(m, labels, labels, scale="weights", selectable=True),
+    lambda m, labels: charts.facet_grid([m, m], ["a", "b"], labels, scale="scores"),
+])
+def test_many_cells_are_drawn_on_a_canvas_without_a_label_per_cell(build):
+    """Issue 11: from 256 cells a chart is a canvas (Vega's SVG renderer rewrote ~9,000 attributes for a new
+    32-token sentence) and its marks carry no ARIA label each; the book's 6 x 6 stays SVG with its labels."""
+    def drawn(n):
+        labels = [f"{i + 1}: w" for i in range(n)]
+        spec = build(causal_scores(n), labels).to_dict()
+        renderer = spec.get("usermeta", {}).get("embedOptions", {}).get("renderer")
+        return renderer, {m.get("aria", True) for m in marks(spec) if m["type"] != "point"}
+
+    assert drawn(6) == (None, {True})
+    assert drawn(16) == ("canvas", {False})
+    assert drawn(32) == ("canvas", {False})
+    big = charts.heatmap(causal_scores(16), [str(i) for i in range(16)], [str(i) for i in range(16)]).to_dict()
+    assert charts.many_cells(16 * 16) and not charts.many_cells(15 * 15)
+    assert big["layer"][0]["encoding"]["tooltip"], "tooltips stay"
+    # the renderer is part of the spec template's key: a 15 x 15 and a 16 x 16 chart never share a template
+    labels = [str(i) for i in range(16)]
+    assert [charts.spec_signature(n, n, labels, 480, False)[-1] for n in (15, 16)] == [False, True]
