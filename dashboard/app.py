@@ -17,7 +17,7 @@ import streamlit as st  # noqa: E402
 
 from dashboard.cache import tune_allocator  # noqa: E402
 from dashboard.compute import tune_torch  # noqa: E402
-from dashboard.controls import render_sidebar  # noqa: E402
+from dashboard.controls import render_sidebar, write_link_early  # noqa: E402
 from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
 from dashboard.present import controls as presentation_controls  # noqa: E402
 from dashboard.present import presenting  # noqa: E402
@@ -41,6 +41,7 @@ if foreign is not None:
     st.error(f"This server does not answer to the host name “{md_escape(foreign[:80])}”. Open it by this "
              f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")
     st.stop()
+write_link_early()  # first: the browser's redraw for a new link falls before the page's own
 page = st.navigation([
     st.Page(PAGES / "explore.py", title="Explore", icon=":material/search:", default=True),
     st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),
