@@ -739,8 +739,26 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         table=_panels_table(held, titles, row_labels, col_labels)))
 
 
-def _step(key: str, delta: int, n: int) -> None:
-    st.session_state[key] = min(n - 1, max(0, st.session_state.get(key, 0) + delta))
+def _link_step(key: str, shown: Sequence[str]) -> None:
+    """Write a stepper's step into the link (``?key=`` its label; none for step 1). Called from the buttons' and
+    the slider's callbacks, before the run: a new link makes the browser redraw the whole page once more, and
+    that redraw then comes before the run's own instead of after it. (The slider bound to the link wrote it after
+    the run: that redraw and the thumb moving again were a step's last changes, ~40 ms after the rest.)"""
+    i = st.session_state.get(key, 0)
+    if i:
+        st.query_params[key] = shown[i]
+    else:
+        st.query_params.pop(key, None)
+
+
+def _slid(key: str, slider: str, shown: Sequence[str]) -> None:
+    st.session_state[key] = st.session_state[slider]
+    _link_step(key, shown)
+
+
+def _step(key: str, delta: int, shown: Sequence[str]) -> None:
+    st.session_state[key] = min(len(shown) - 1, max(0, st.session_state.get(key, 0) + delta))
+    _link_step(key, shown)
 
 
 PREV_KEY, NEXT_KEY = "PageUp", "PageDown"  # what a presentation clicker sends
@@ -772,8 +790,8 @@ def stepper(key: str, labels: Sequence[str]) -> int:
     """Previous / Next buttons and a slider over ``labels``; returns the chosen index.
 
     Buttons and slider share one session-state value, so a projector user can click or drag. The
-    step is bound to the URL (``?key=`` the slider's label, or a plain step number in a hand-written
-    link); a bad value is reported and step 1 shown."""
+    step is in the link (``?key=`` the slider's label, or a plain step number in a hand-written
+    link; :func:`_link_step`); a bad value is reported and step 1 shown."""
     n = len(labels)
     shown = [f"{i + 1}/{n} · {labels[i]}" for i in range(n)]
     if key not in st.session_state:  # a new session: the link may name a step (its label or its number)
@@ -791,17 +809,26 @@ def stepper(key: str, labels: Sequence[str]) -> int:
     # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
     # 1280 px with the sidebar open); the slider takes the rest.
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
-    row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
+    row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, shown), width="content",
                disabled=i == 0, shortcut=PREV_KEY)
     if n > 1:
         # The position as its own line above the track ("Step 3 of 20 · x"): the slider's value rode on its
         # thumb, which covered it. The slider keeps its formatted options for the link (``?key=3/20 · x``).
         middle = row.container(gap=None, width="stretch")
-        middle.html(f"<style>.st-key-{key} [data-testid='stSliderThumbValue'] {{display: none;}}</style>")
+        middle.html(f"<style>[class*='st-key-{key}_slider'] [data-testid='stSliderThumbValue'] {{display: none;}}"
+                    "</style>")
         middle.markdown(f"**Step {i + 1} of {n}** · {md_escape(labels[i])}", width="stretch")
-        middle.select_slider("Step", options=list(range(n)), key=key, bind="query-params",
-                             format_func=shown.__getitem__, label_visibility="collapsed", width="stretch")
-    row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
+        # A new slider each time the step is moved other than by the slider (the buttons, a test): a slider whose
+        # value the script changes shows it only after the run (its thumb moved ~20 ms after the rest of the
+        # page, measured), a new one is drawn at its value. Dragging keeps the slider (and the keyboard focus).
+        slider = f"{key}_slider{st.session_state.get(f'{key}_moves', 0)}"
+        if st.session_state.get(slider, i) != i:
+            st.session_state[f"{key}_moves"] = st.session_state.get(f"{key}_moves", 0) + 1
+            slider = f"{key}_slider{st.session_state[f'{key}_moves']}"
+        middle.select_slider("Step", options=list(range(n)), value=i, key=slider, on_change=_slid,
+                             args=(key, slider, shown), format_func=shown.__getitem__,
+                             label_visibility="collapsed", width="stretch")
+    row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, shown), width="content",
                disabled=i == n - 1, shortcut=NEXT_KEY)
     return int(i)
 

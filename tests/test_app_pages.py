@@ -35,6 +35,28 @@ def test_shape_flow_every_step():
     assert at.session_state["flow_step"] == n - 2
 
 
+def test_stepper_slider_shows_the_step_and_the_link_follows():
+    """The slider is drawn at the step however the step moved (buttons, a drag, the script), and each move
+    writes the step into the link (issue 10) from the widgets' callbacks, before the run (issue 11)."""
+    at = open_page(SHAPE)
+    slider = lambda: next(s for s in at.select_slider if s.key.startswith("flow_step_slider"))  # noqa: E731
+    assert slider().value == 0 and "flow_step" not in at.query_params
+    at.button(key="flow_step_next").click().run()
+    at.button(key="flow_step_next").click().run()
+    assert at.session_state["flow_step"] == 2 and slider().value == 2
+    assert at.query_params["flow_step"].startswith("3/")
+    dragged = slider().key
+    slider().set_value(5).run()
+    assert at.session_state["flow_step"] == 5 and slider().value == 5
+    assert slider().key == dragged, "a drag keeps the same slider (and its keyboard focus)"
+    assert at.query_params["flow_step"].startswith("6/")
+    at.session_state["flow_step"] = 1  # moved by the script
+    at.run()
+    assert slider().value == 1 and at.subheader[0].value.startswith("2. ")
+    at.button(key="flow_step_prev").click().run()
+    assert slider().value == 0 and "flow_step" not in at.query_params  # step 1: no parameter
+
+
 def test_shape_flow_checks_show_equivalence_and_view_error():
     at = open_page(SHAPE, input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="6", num_heads="3")
     assert float(metric(at, "max |difference|")) < 1e-5  # wrapper == MHA with copied weights (first metric)
