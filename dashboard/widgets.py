@@ -769,8 +769,8 @@ def _go(key: str, value: str) -> None:
 
 
 def section_steps(key: str, names: Sequence[str]) -> tuple:
-    """Previous / Next buttons (and Page Up / Page Down) over tabs bound to ``key``, named after the
-    section they lead to, at the right of the open tab's first row; returns that row's left part for the
+    """Previous / Next buttons (and Page Up / Page Down) over sections picked by the widget ``key``, named after
+    the section they lead to, at the right of the section's first row; returns that row's left part for the
     section's own controls and the middle part (for the page's download control)."""
     current = st.session_state.get(key)
     i = names.index(current) if current in names else 0

@@ -197,7 +197,7 @@ def test_only_the_open_section_is_drawn():
 def test_sections_follow_the_variant(variant, expect, absent):
     at = new_app(variant=variant)
     at.run()
-    labels = [t.label for t in at.tabs]
+    labels = at.segmented_control(key="section").options
     assert all(x in labels for x in expect) and not any(x in labels for x in absent), labels
     assert labels.index("Scores") < labels.index("Weights") < labels.index("Output")  # the chapter's order
 
@@ -205,7 +205,7 @@ def test_sections_follow_the_variant(variant, expect, absent):
 def test_next_and_previous_walk_the_sections_in_order():
     at = new_app(variant="MultiHeadAttention")
     at.run()
-    labels = [t.label for t in at.tabs]
+    labels = at.segmented_control(key="section").options
     at.button(key="section_next").click().run()
     assert at.session_state["section"] == labels[labels.index("Weights") + 1]
     assert any("Dropout is off" in i.value for i in at.info)

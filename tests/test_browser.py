@@ -29,8 +29,8 @@ def weights_chart(page):
 
 
 def open_section(page, name: str) -> None:
-    """Click one of Explore's section tabs and wait until it is drawn."""
-    page.get_by_role("tab", name=name, exact=True).click()
+    """Click one of Explore's section buttons and wait until it is drawn."""
+    page.locator(".st-key-section").get_by_role("radio", name=name, exact=True).click()
     page.wait_for_function(f"() => decodeURIComponent(location.search).includes('section={name}'.replace(' ', '+'))"
                            if name != "Weights" else "() => !location.search.includes('section=')")
     wait_idle(page)
@@ -188,7 +188,7 @@ def test_links_restore_page_state(page, server):
     page.goto(f"{server}/?{mha}&sentence=the+cat+sat+on+the+mat&head=head+2&cell=5,2&section=Output")
     wait_drawn(page)
     page.get_by_text("context vectors (head 2)").first.wait_for()  # the section and the head
-    page.get_by_role("tab", name="Weights", exact=True).click()
+    page.locator(".st-key-section").get_by_role("radio", name="Weights", exact=True).click()
     page.get_by_text("Cell story: query 5: the → key 2: cat").first.wait_for()
     no_exception(page)
 

@@ -9,8 +9,8 @@ For each page and setting the page is drawn, then one JS evaluation measures the
     are those of element containers (``stElementContainer``, one per Streamlit element) that are
     not ancestors or descendants of one another, a chart's box being its drawn content's.
 
-A page with tabs is measured on every tab (hidden elements have no box and are skipped). Presentation
-mode (``?present=true``) is measured as it opens: sidebar collapsed, at 1280x720. Explore's Trained tab must
+A page of sections (Explore) is measured on every section (hidden elements have no box and are skipped). Presentation
+mode (``?present=true``) is measured as it opens: sidebar collapsed, at 1280x720. Explore's Trained section must
 have drawn a trained model's heads when measured (it opens on one); one more case opens it on a 37-token
 sentence, the densest 4-head grid the trained models draw.
 
@@ -75,7 +75,7 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
 }
 # Explore's Trained section with a trained model's 4-head grid on a long sentence, 1280x720 with the sidebar open
-# (its grid once ran 135 px past the 820 px column; the tab iteration measured it only as it first opened, blank).
+# (its grid once ran 135 px past the 820 px column; the section iteration measured it only as it first opened, blank).
 TRAINED = ["trained37"]
 COLLAPSED = ["4heads", "64tokens"]  # Explore at 1280x720 with the sidebar collapsed (1120 px): its widest settings
 # Presentation mode (?present=true: large type, sidebar collapsed) on a 1280x720 projector: every page as a prepared
@@ -244,32 +244,34 @@ def set_sidebar(page, *, collapsed: bool) -> None:
     wait_still(page)
 
 
-def measure(page, every_tab: bool = True) -> dict:
-    """CHECK_JS on the page as drawn and, for a page with tabs (st.tabs), on each tab in turn: a hidden tab's
-    charts have no box, so every tab is opened and measured (problems outside the tabs are reported once).
-    ``found["tab_charts"]`` counts the charts each tab drew (the open one included)."""
+def measure(page, every_section: bool = True) -> dict:
+    """CHECK_JS on the page as drawn and, for a page of sections (Explore's row of section buttons), on each
+    section in turn: only the chosen section is drawn, so every one is opened and measured (problems outside the
+    sections are reported once). ``found["section_charts"]`` counts the charts each section drew."""
     found = page.evaluate(CHECK_JS, TOL_PX)
     seen = set(found["cut"] + found["overlap"])
-    tabs = page.get_by_test_id("stMain").get_by_role("tab")
-    found["tab_charts"] = {" ".join(tabs.nth(i).inner_text().split()): found["charts"] for i in range(tabs.count())
-                           if tabs.nth(i).get_attribute("aria-selected") == "true"}
-    if not every_tab:
+    sections = page.locator('.st-key-section [role="radio"]')
+    names = [" ".join(sections.nth(i).inner_text().split()) for i in range(sections.count())]
+    found["section_charts"] = {name: found["charts"] for i, name in enumerate(names)
+                           if sections.nth(i).get_attribute("aria-checked") == "true"}
+    if not every_section:
         return found
-    for i in range(tabs.count()):
-        tab = tabs.nth(i)
-        if tab.get_attribute("aria-selected") == "true":
+    for i, name in enumerate(names):
+        if sections.nth(i).get_attribute("aria-checked") == "true":
             continue
-        name = " ".join(tab.inner_text().split())
-        tab.click()
-        page.wait_for_function("(t) => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle())
-        # a lazy tab (st.tabs bound to a key) is empty until the rerun its click starts has drawn it
-        page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stMain"] [role="tabpanel"]')]
-            .some(p => p.checkVisibility() && p.querySelector('[data-testid="stElementContainer"]'))""")
+        sections.nth(i).click()
+        # drawn when the Previous button names the section before this one (a rerun draws the chosen section)
+        page.wait_for_function("""(want) => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            const label = document.querySelector('.st-key-section_prev button [data-testid="stMarkdownContainer"]');
+            return app && app.getAttribute('data-test-script-state') === 'notRunning' && label
+                && label.innerText.replace(/\\s+/g, ' ').trim() === want;  // the label, not its "PageUp" hint
+        }""", arg=f"◀ {names[i - 1]}" if i else "◀ Previous", timeout=LOAD_TIMEOUT_MS)
         wait_still(page)
         more = page.evaluate(CHECK_JS, TOL_PX)
-        found["tab_charts"][name] = more["charts"]
+        found["section_charts"][name] = more["charts"]
         for kind in ("cut", "overlap"):
-            found[kind] += [f"[tab {name}] {m}" for m in more[kind] if m not in seen]
+            found[kind] += [f"[section {name}] {m}" for m in more[kind] if m not in seen]
             seen.update(more[kind])
     return found
 
@@ -304,7 +306,7 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
     if screen.startswith("present"):  # read from the back of the room: tables and code as large as the axis labels
         small = page.evaluate(SMALL_TEXT_JS, MIN_PRESENT_PX)
         assert not small, f"{page_name} in presentation mode: text under {MIN_PRESENT_PX} px: {small}"
-    found = measure(page, every_tab=setting not in TRAINED)  # a TRAINED case opens on the section it is for
+    found = measure(page, every_section=setting not in TRAINED)  # a TRAINED case opens on the section it is for
     where = (f"{page_name} with {setting} settings at {viewport}, "
              + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"
                 if screen == "present_open" else f"sidebar {screen}")
@@ -313,7 +315,8 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
     if page_name == "explore" and len(tokenize(SETTINGS[setting].get("sentence", BOOK_SENTENCE))) <= TRAINED_MAX_TOKENS:
         # the Trained section is measured with a trained model's heads drawn, not as a blank picker
-        assert found["tab_charts"].get("Trained", 0) >= 2, f"{where}: the Trained section drew {found['tab_charts']}"
+        drawn = found["section_charts"]
+        assert drawn.get("Trained", 0) >= 2, f"{where}: the Trained section drew {drawn}"
     problems = [f"cut off: {m}" for m in found["cut"]] + [f"overlap: {m}" for m in found["overlap"]]
     assert not problems, f"{where}: {len(problems)} layout problem(s):\n  " + "\n  ".join(problems)
 
