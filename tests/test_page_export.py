@@ -259,14 +259,14 @@ def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(register
 def test_the_walkthrough_draws_every_step_as_a_chart_beside_its_numbers(registered):
     from attn_core.walkthrough import book_walkthrough
 
-    at = run_page(WALK, registered)
+    at = run_page(WALK, registered, input_mode="learned")  # learned inputs: "your sentence" is drawn too
     steps = book_walkthrough()
     for i, step in enumerate(steps):
         if i:
             at.button(key="walk_step_next").click().run()
         assert at.session_state["walk_step"] == i
         book = [e for e in registered["registered"] if e.what == f"{step.section}_{step.key}"]
-        assert len(book) == 2, step.key  # the book's inputs, and the same code on your sentence
+        assert len(book) == 2, step.key  # the book's inputs, and the same code on your sentence's
         specs = [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
         assert len(specs) == 2
         scale = specs[0]["layer"][0]["encoding"]["color"].get("scale", {})

@@ -185,13 +185,25 @@ def step_view() -> None:
     ids = tuple(t.id for t in tokens)
     # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
     mode = "book" if s.input_mode == "book" and len(ids) == 6 else "learned"
+    look, px = dict(big=presenting(), grow=grow(), dark=dark()), chart_px()
+    listed = ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else "")
+    if mode == "book":
+        # The book's fixed inputs belong to positions, not words: any 6 tokens get them, and the same code gives
+        # exactly the numbers above (tests/test_truthful_pages.py checks every step). Drawn again, they were a
+        # second copy of the chart and table, and a third of each step's time in the browser.
+        st.caption(f"Your tokens ({listed}) get the book's fixed 3-d inputs (the sidebar's choice), so the same "
+                   "code gives exactly the numbers above. Type a sentence of another length, or pick learned "
+                   "inputs in the sidebar, to run it on vectors of your own.")
+        if i + 1 < len(steps):  # the next step's chart, while the reader reads this one (a new shape: ~40-90 ms)
+            after = steps[i + 1]
+            prefetch(lambda: prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px))
+        page_downloads(page="walkthrough")
+        return
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
     mine_steps = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))
     mine = mine_steps[i]
-    how = ("the book's fixed 3-d inputs (the sidebar's choice), so the numbers match the book's above"
-           if mode == "book" else "3-d learned token + position embeddings (seed 123)")
-    st.caption(f"Your tokens get {how}, then the same code runs: "
-               + ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else ""))
+    st.caption("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
+               + listed)
     value = mine.value.detach().float().numpy()
     my_labels = [t.label for t in tokens]
     slide_settings(f"{mode} inputs", len(tokens), "your sentence")
@@ -206,7 +218,6 @@ def step_view() -> None:
         st.warning("Some values are NaN: check the step's explanation.")
     if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
         after, after_mine = steps[i + 1], mine_steps[i + 1]
-        look, px = dict(big=presenting(), grow=grow(), dark=dark()), chart_px()
         prefetch(lambda: (prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px),
                           prepare_step(after_mine, my_labels, ("walk_mine", ids, mode, after_mine.key), look, px)))
     page_downloads(page="walkthrough")
