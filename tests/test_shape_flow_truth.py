@@ -60,6 +60,20 @@ def test_source_expander_names_the_function_and_heads_count_from_one():
     assert picker.label == "head (1–4)" and picker.value == 1 and picker.min == 1 and picker.max == 4
 
 
+def test_full_source_is_drawn_only_while_its_expander_is_open_and_stays_open_across_steps():
+    """Issue 11: closed, the expander's 60 highlighted lines were redrawn on every step (the marker moves)."""
+    at = open_page(**MHA)
+    at.session_state["flow_step"] = 7
+    at.run()
+    marked = lambda: [c.value for c in at.code if "◀◀◀ this step" in c.value]  # noqa: E731
+    assert not marked()
+    at.session_state["flow_source"] = True  # opened
+    at.run()
+    assert len(marked()) == 1 and "keys.transpose(1, 2)" in marked()[0].split("◀◀◀")[0].splitlines()[-1]
+    at.button(key="flow_step_next").click().run()
+    assert len(marked()) == 1 and at.session_state["flow_source"], "still open on the next step"
+
+
 def test_token_count_is_singular_for_one_token():
     at = open_page(sentence="Hello", **{k: v for k, v in MHA.items()})
     assert any("**1 token ·" in m.value for m in at.markdown), [m.value for m in at.markdown][:3]

@@ -104,8 +104,12 @@ def step_view() -> None:
         name, src = source_with_marker(step.code)
         if name:
             where = "MultiHeadAttention.forward" if name == "forward" else name
-            with st.expander(f"This line in the full source of `{where}`", expanded=False):
-                st.code(src, language="python", line_numbers=True)
+            # its code is drawn only while it is open: closed, the 60 highlighted lines with the marker moved were
+            # ~900 changes to the page on every step (issue 11)
+            source = st.expander(f"This line in the full source of `{where}`", expanded=False, key="flow_source",
+                                 on_change="rerun")
+            if source.open:
+                source.code(src, language="python", line_numbers=True)
     with right:
         scale = charts.kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
