@@ -15,8 +15,9 @@ and seed give the same tensor on any device.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
 
 import torch
 import torch.nn as nn
@@ -28,15 +29,42 @@ INPUT_MODES = ("book", "learned", "sinusoidal", "onehot")
 MAX_POSITIONS = 1024  # GPT-2's context length: the position table's size
 
 
-@lru_cache(maxsize=2)
+# The embedding tables drawn so far, least recently used first, up to this many bytes (and always the last one):
+# two GPT-2-size tables (50257 x 768 floats, 154 MB each) or many small ones. A count bound (two tables) thrashed
+# when a classroom used three widths: every run redrew its table, ~0.25 s at d_in 768 (measured, issue 11).
+EMBEDDING_CACHE_BYTES = 320 * 2**20
+_TABLES: OrderedDict[tuple[int, int], tuple[nn.Embedding, nn.Embedding]] = OrderedDict()
+_TABLES_LOCK = threading.Lock()
+
+
+def _table_bytes(layers: tuple[nn.Embedding, nn.Embedding]) -> int:
+    return sum(layer.weight.nbytes for layer in layers)
+
+
 def _embedding_layers(d_in: int, seed: int) -> tuple[nn.Embedding, nn.Embedding]:
-    """Seeded token and position embedding layers (cached: 50257 x 768 takes ~0.2 s to draw)."""
+    """Seeded token and position embedding layers, remembered (50257 x 768 takes ~0.2 s to draw)."""
+    key = (d_in, seed)
+    with _TABLES_LOCK:
+        if key in _TABLES:
+            _TABLES.move_to_end(key)
+            return _TABLES[key]
     g = torch.Generator().manual_seed(seed)
     token_embedding_layer = nn.Embedding(VOCAB_SIZE, d_in, _weight=torch.randn(VOCAB_SIZE, d_in, generator=g))
     pos_embedding_layer = nn.Embedding(MAX_POSITIONS, d_in, _weight=torch.randn(MAX_POSITIONS, d_in, generator=g))
     token_embedding_layer.requires_grad_(False)
     pos_embedding_layer.requires_grad_(False)
-    return token_embedding_layer, pos_embedding_layer
+    layers = (token_embedding_layer, pos_embedding_layer)
+    with _TABLES_LOCK:
+        _TABLES[key] = layers
+        while len(_TABLES) > 1 and sum(map(_table_bytes, _TABLES.values())) > EMBEDDING_CACHE_BYTES:
+            _TABLES.popitem(last=False)
+    return layers
+
+
+def clear_embedding_cache() -> None:
+    """Let go of every remembered embedding table."""
+    with _TABLES_LOCK:
+        _TABLES.clear()
 
 
 def sinusoidal_positions(num_tokens: int, d_in: int) -> torch.Tensor:

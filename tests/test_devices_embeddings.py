@@ -90,3 +90,36 @@ def test_book_inputs_mode():
     torch.testing.assert_close(embed(ids, 3, "book")[0], BOOK_INPUTS)
     with pytest.raises(ValueError, match="6 tokens of 3 numbers"):
         embed(ids[:3], 3, "book")
+
+
+def test_embedding_tables_are_remembered_by_bytes_not_by_count(monkeypatch):
+    """Issue 11: three input widths in one classroom (3, 16, 768) thrashed a two-table cache, and every GPT-2-size
+    run redrew its 154 MB table (~0.25 s). Tables are kept up to EMBEDDING_CACHE_BYTES, least recently used first."""
+    import attn_core.embeddings as emb
+
+    emb.clear_embedding_cache()
+    drawn = []
+    real = torch.randn
+
+    def counted(*args, **kwargs):
+        drawn.append(args[:2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(emb.torch, "randn", counted)
+    for _ in range(3):
+        for d_in in (3, 16, 64):
+            emb.embed([1, 2, 3], d_in, "learned", seed=123)
+    assert len(drawn) == 3 * 2, drawn  # each width's token and position tables drawn once
+    assert torch.equal(emb.embed([1, 2], 16, "learned", seed=123), emb.embed([1, 2], 16, "learned", seed=123))
+    # the byte bound: room for about one 64-d table; the least recently used go, the last one always stays
+    emb.clear_embedding_cache()
+    monkeypatch.setattr(emb, "EMBEDDING_CACHE_BYTES", (emb.VOCAB_SIZE + emb.MAX_POSITIONS) * 64 * 4)
+    emb.embed([1], 3, "learned", seed=123)
+    emb.embed([1], 16, "learned", seed=123)
+    assert list(emb._TABLES) == [(3, 123), (16, 123)]  # small tables share the room
+    emb.embed([1], 64, "learned", seed=123)  # over the bound: the least recently used go
+    assert list(emb._TABLES) == [(64, 123)]
+    emb.embed([1], 16, "learned", seed=123)
+    assert list(emb._TABLES) == [(16, 123)], "the newest stays even when it alone fills the room"
+    emb.clear_embedding_cache()
+    assert not emb._TABLES

@@ -49,7 +49,7 @@ def test_page_keeps_no_trace_alive_after_the_caches_let_go(page):
     # The bounded caches let go (as they do once more runs come in): nothing else may keep a trace.
     clear_caches()
     widgets._DRAWN.clear()
-    embeddings._embedding_layers.cache_clear()  # its own bound: two embedding tables
+    embeddings.clear_embedding_cache()  # its own bound: EMBEDDING_CACHE_BYTES of embedding tables
     assert at.session_state["_settings"] is not None  # the session is still alive
     assert live_traces() <= traces_before, "the page's globals or widgets keep a Trace reachable from the session"
     assert not big_tensors() - before, "the session keeps tensors of its run alive"
