@@ -222,6 +222,11 @@ def _link_value(key: str, value: object) -> object:
     return "" if value is None else str(value)
 
 
+def _link_values() -> dict[str, object]:
+    """The settings as the link holds them, read from the sidebar widgets' state (KeyError before they exist)."""
+    return {key: _link_value(key, st.session_state[key]) for key in URL_KEYS}
+
+
 def write_link_early() -> None:
     """Put the settings into the address bar before the run draws anything (the sidebar writes it again, a no-op).
 
@@ -233,7 +238,7 @@ def write_link_early() -> None:
     if not st.session_state.get("_url_read"):
         return
     try:
-        values = {key: _link_value(key, st.session_state[key]) for key in URL_KEYS}
+        values = _link_values()
     except (KeyError, TypeError, ValueError):  # a widget not drawn yet: the sidebar writes the link
         return
     _write_url(values)
@@ -298,12 +303,8 @@ def render_sidebar() -> Settings:
                           help="Only devices that exist on this machine are listed.")
     sb.caption(f"Running on **{device}**.")
     text = text or ""
-    values = dict(sentence=text, input_mode=input_mode, variant=variant, d_in=int(d_in), d_out=int(d_out),
-                  num_heads=int(num_heads), context_length=int(context_length), dropout=float(dropout),
-                  mask_method=mask_method, causal=bool(causal), qkv_bias=bool(qkv_bias),
-                  train_mode=bool(train_mode), seed=int(seed), device=device or "cpu")
     st.session_state["_url_read"] = True
-    if _write_url(values):
+    if _write_url(_link_values()):  # the same values write_link_early wrote at the start of the run: no change
         sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
                    "every setting but opens with the book's sentence.")
 
