@@ -210,7 +210,8 @@ def test_benchmark_page_needs_a_pass():
     assert any("Pick at least one pass" in i.value for i in at.info)
 
 
-def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monkeypatch):
+@pytest.mark.parametrize("inputs", ["book", "learned"])  # learned: "your sentence" draws a second chart
+def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monkeypatch, inputs):
     """A new step's heatmap spec cost ~40-90 ms of each "Next"; the page builds the next step's while the reader
     reads this one, so the click only sends it."""
     import threading
@@ -224,14 +225,17 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
             if t.name == widgets.PREFETCH_THREAD:
                 t.join(30)
 
-    real, built = charts.heatmap, []
+    built = []
 
-    def counted(*args, **kwargs):
-        built.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+    def counted(real):
+        def build(*args, **kwargs):
+            built.append(threading.current_thread().name)
+            return real(*args, **kwargs)
+        return build
 
-    at = open_page(WALK)
-    monkeypatch.setattr(charts, "heatmap", counted)
+    at = open_page(WALK, input_mode=inputs)
+    monkeypatch.setattr(charts, "heatmap", counted(charts.heatmap))  # the spec
+    monkeypatch.setattr(charts, "heatmap_frame", counted(charts.heatmap_frame))  # and its data
     for i in range(1, 8):
         settle()
         built.clear()

@@ -4,6 +4,7 @@ step's tensor is drawn as a heatmap beside its printed numbers."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -172,33 +173,41 @@ def step_view() -> None:
 
     # Now with your sentence ---------------------------------------------------------------------------------
     st.subheader("Now with your sentence")
-    text = s.text
+    yours_next = your_sentence(s.text, s.input_mode, i, step.key)
+    if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
+        after, look, px = steps[i + 1], dict(big=presenting(), grow=grow(), dark=dark()), chart_px()
+
+        def prepare_next() -> None:
+            prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px)
+            if yours_next is not None:
+                yours_next(look, px)
+
+        prefetch(prepare_next)
+    page_downloads(page="walkthrough")
+
+
+def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dict, int], None] | None:
+    """Step ``i`` run on the user's sentence; returns what prepares its next step's chart (None: nothing to draw)."""
     try:
         tokens = cached_tokens(text)
     except ValueError as e:
         st.warning(sentence(e))
-        page_downloads(page="walkthrough")
-        return
+        return None
     if len(tokens) > 64:
         st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
         tokens = tokens[:64]
     ids = tuple(t.id for t in tokens)
-    # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
-    mode = "book" if s.input_mode == "book" and len(ids) == 6 else "learned"
-    look, px = dict(big=presenting(), grow=grow(), dark=dark()), chart_px()
     listed = ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else "")
-    if mode == "book":
+    # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
+    if input_mode == "book" and len(ids) == 6:
         # The book's fixed inputs belong to positions, not words: any 6 tokens get them, and the same code gives
         # exactly the numbers above (tests/test_truthful_pages.py checks every step). Drawn again, they were a
         # second copy of the chart and table, and a third of each step's time in the browser.
         st.caption(f"Your tokens ({listed}) get the book's fixed 3-d inputs (the sidebar's choice), so the same "
                    "code gives exactly the numbers above. Type a sentence of another length, or pick learned "
                    "inputs in the sidebar, to run it on vectors of your own.")
-        if i + 1 < len(steps):  # the next step's chart, while the reader reads this one (a new shape: ~40-90 ms)
-            after = steps[i + 1]
-            prefetch(lambda: prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px))
-        page_downloads(page="walkthrough")
-        return
+        return None
+    mode = "learned"
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
     mine_steps = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))
     mine = mine_steps[i]
@@ -214,13 +223,12 @@ def step_view() -> None:
     with c_nums:
         st.markdown("**Our code computes**")
         show(st, mine.value, my_labels, "walk_mine")
-    if np.isnan(value).any() and step.key != "overflow":
+    if np.isnan(value).any() and key != "overflow":
         st.warning("Some values are NaN: check the step's explanation.")
-    if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
-        after, after_mine = steps[i + 1], mine_steps[i + 1]
-        prefetch(lambda: (prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px),
-                          prepare_step(after_mine, my_labels, ("walk_mine", ids, mode, after_mine.key), look, px)))
-    page_downloads(page="walkthrough")
+    if i + 1 >= len(mine_steps):
+        return None
+    after = mine_steps[i + 1]
+    return lambda look, px: prepare_step(after, my_labels, ("walk_mine", ids, mode, after.key), look, px)
 
 
 def render() -> None:
