@@ -48,7 +48,7 @@ PROFILES = {
 # too (stricter than the shared probe, which sees only DOM changes; large heatmaps are canvases, charts.many_cells).
 QUIET_JS = """() => {
   if (!window.__probe) {
-    window.__probe = {last: performance.now(), moved: 0, ignore: null, paints: 0};
+    window.__probe = {last: performance.now(), moved: 0, ignore: null};
     new MutationObserver((records) => {
       const now = performance.now();
       window.__probe.last = now;
@@ -64,7 +64,6 @@ QUIET_JS = """() => {
         const now = performance.now();
         window.__probe.last = now;
         window.__probe.moved = now;
-        window.__probe.paints++;
         return draw.apply(this, args);
       };
     }

@@ -316,8 +316,7 @@ def heatmap(
         )
     layers = [cells]
     if px >= 20:  # smaller grey cells speak for themselves (the caption says grey = masked)
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(14, px // 2), aria=aria)
-                      .encode(text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
+        layers.append(_masked_text(base, font or min(14, px // 2), aria))
     if show_text:
         layers.append(_value_text(base, font or 12, text_format, aria))
     if diverging(scale):  # last, so the cells stay layer 0 (its two points have no size: they catch no pointer)
@@ -376,6 +375,12 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
 # relative luminance with 0.179, where black and white text have the same contrast (WCAG: (L+0.05)/0.05 =
 # 1.05/(L+0.05)). Viridis turns light at ~0.55 of its range; blue-orange is dark at both ends.
 LIGHT_CELL = "luminance(scale('color', datum.color)) > 0.179"
+
+
+def _masked_text(base: alt.Chart, size: int, aria: bool = True) -> alt.Chart:
+    """"−∞" on each masked (grey) cell."""
+    return (base.transform_filter("datum.masked").mark_text(fontSize=size, aria=aria)
+            .encode(text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
 
 
 def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool = True) -> alt.Chart:
@@ -444,8 +449,7 @@ def facet_grid(
     )
     layers = [cells]
     if px >= 20:
-        layers.append(base.transform_filter("datum.masked").mark_text(fontSize=font or min(12, px // 2), aria=aria)
-                      .encode(text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
+        layers.append(_masked_text(base, font or min(12, px // 2), aria))
     if show_text:
         layers.append(_value_text(base, font or 12, aria=aria))
     if diverging(scale):  # one colour scale for every panel, symmetric around 0

@@ -821,10 +821,10 @@ def stepper(key: str, labels: Sequence[str]) -> int:
         # A new slider each time the step is moved other than by the slider (the buttons, a test): a slider whose
         # value the script changes shows it only after the run (its thumb moved ~20 ms after the rest of the
         # page, measured), a new one is drawn at its value. Dragging keeps the slider (and the keyboard focus).
-        slider = f"{key}_slider{st.session_state.get(f'{key}_moves', 0)}"
-        if st.session_state.get(slider, i) != i:
-            st.session_state[f"{key}_moves"] = st.session_state.get(f"{key}_moves", 0) + 1
-            slider = f"{key}_slider{st.session_state[f'{key}_moves']}"
+        moves = f"{key}_moves"
+        if st.session_state.get(f"{key}_slider{st.session_state.get(moves, 0)}", i) != i:
+            st.session_state[moves] = st.session_state.get(moves, 0) + 1
+        slider = f"{key}_slider{st.session_state.get(moves, 0)}"
         middle.select_slider("Step", options=list(range(n)), value=i, key=slider, on_change=_slid,
                              args=(key, slider, shown), format_func=shown.__getitem__,
                              label_visibility="collapsed", width="stretch")
