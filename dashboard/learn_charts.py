@@ -10,6 +10,8 @@ import pandas as pd
 
 from attn_core.scores import SCORE_NAMES, SCORE_TITLES, verdict
 
+from .charts import layered
+
 PATTERN_SCORES = ("previous_token", "induction", "first_token")  # the 0-1 scores drawn over steps
 SHORT_NAMES = {"previous_token": "previous", "induction": "induction", "first_token": "first-token"}
 
@@ -37,13 +39,13 @@ def loss_chart(losses: Sequence[float], *, max_steps: int, at_step: int | None =
 
     One dataset and no data-dependent scale, so the spec can be reused with new data."""
     df = loss_frame(losses, at_step)
-    base = alt.Chart(df).encode(x=alt.X("step:Q", scale=alt.Scale(domain=[0, max_steps]), title="training step"))
+    base = alt.Chart().encode(x=alt.X("step:Q", scale=alt.Scale(domain=[0, max_steps]), title="training step"))
     raw = base.mark_line(strokeWidth=1, opacity=0.35, color="#4c78a8").encode(
         y=alt.Y("loss:Q", title="loss (cross-entropy)", scale=alt.Scale(zero=True)))
     smooth = base.mark_line(strokeWidth=2.5, color="#1f4e79").encode(
         y="mean:Q", tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("mean:Q", format=".3f", title="mean loss")])
     rule = base.transform_filter("datum.at").mark_rule(color="#e4007c", strokeDash=[4, 3], strokeWidth=2)
-    return alt.layer(raw, smooth, rule, data=df).properties(width=width, height=height, title="Loss")
+    return layered(df, raw, smooth, rule).properties(width=width, height=height, title="Loss")
 
 
 def scores_frame(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]],
@@ -78,7 +80,7 @@ def scores_chart(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]], 
     )
     rule = alt.Chart().transform_filter("datum.at >= 0").mark_rule(color="#e4007c", strokeDash=[4, 3]).encode(
         x=alt.X("max(at):Q"))
-    chart = alt.layer(lines, rule, data=df).properties(width=width, height=height)
+    chart = layered(df, lines, rule).properties(width=width, height=height)
     return chart.facet(column=alt.Column("score:N", title=None, sort=order, header=alt.Header(labelFontSize=13)))
 
 
