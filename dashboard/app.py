@@ -15,6 +15,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+import dashboard.startup  # noqa: E402, F401  (first: the heavy imports, once, collector paused)
 from dashboard.cache import tune_allocator  # noqa: E402
 from dashboard.compute import tune_torch  # noqa: E402
 from dashboard.controls import render_sidebar, write_link_early  # noqa: E402
