@@ -1,7 +1,8 @@
-"""Attention Lab: `streamlit run dashboard/app.py`.
+"""Attention Lab's server: `streamlit run dashboard/app.py` (options as usual, e.g. --server.port 8502).
 
-The entry script sets the page up, refuses requests addressed to a foreign host name, draws the
-shared sidebar, and runs the chosen page.
+Streamlit finds ``app`` below and serves ``main.py``, the script every visit runs. The ``lifespan`` starts
+the heavy imports (torch, pandas, altair, the GPT-2 vocabulary) as the server starts, while the first
+browser is still loading the page, instead of in the first visitor's script run (dashboard/startup.py).
 """
 
 from __future__ import annotations
@@ -9,49 +10,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import streamlit as st
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import streamlit as st  # noqa: E402
+from dashboard.startup import lifespan  # noqa: E402
 
-import dashboard.startup  # noqa: E402, F401  (first: the heavy imports, once, collector paused)
-from dashboard.cache import tune_allocator  # noqa: E402
-from dashboard.compute import tune_torch  # noqa: E402
-from dashboard.controls import render_sidebar, write_link_early  # noqa: E402
-from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
-from dashboard.present import controls as presentation_controls  # noqa: E402
-from dashboard.present import presenting  # noqa: E402
-from dashboard.present import requested as presentation_requested  # noqa: E402
-from dashboard.screen import measure as measure_screen  # noqa: E402
-
-# Not "pages/": a folder of that name beside the entry script turns on Streamlit's old
-# auto-discovered multipage mode, which fights st.navigation.
-PAGES = Path(__file__).resolve().parent / "app_pages"
-FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
-
-tune_allocator()
-tune_torch()
-present = presentation_requested()  # a prepared link opens on the projector with the sidebar out of the way
-st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide",
-                   initial_sidebar_state="collapsed" if present else "auto")
-foreign = foreign_host(dict(st.context.headers))
-if foreign is not None:
-    from dashboard.links import md_escape
-
-    st.error(f"This server does not answer to the host name “{md_escape(foreign[:80])}”. Open it by this "
-             f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")
-    st.stop()
-write_link_early()  # first: the browser's redraw for a new link falls before the page's own
-page = st.navigation([
-    st.Page(PAGES / "explore.py", title="Explore", icon=":material/search:", default=True),
-    st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),
-    st.Page(PAGES / "masking_lab.py", title="Masking lab", icon=":material/visibility_off:", url_path="masking-lab"),
-    st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon=":material/menu_book:", url_path="walkthrough"),
-    st.Page(PAGES / "learn.py", title="Learn", icon=":material/school:", url_path="learn"),
-    st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
-], position="top" if present else "sidebar")
-presentation_controls(st.sidebar)
-measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
-render_sidebar()
-page.run()
+app = st.App(Path(__file__).resolve().parent / "main.py", lifespan=lifespan)

@@ -12,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-APP = str(ROOT / "dashboard" / "app.py")  # absolute: AppTest resolves relative paths against the test file
+# the script that app.py serves; absolute: AppTest resolves relative paths against the test file
+APP = str(ROOT / "dashboard" / "main.py")
 TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
 
 
