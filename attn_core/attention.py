@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .masks import causal_mask
 from .trace import Trace, record
 
 MASK_METHODS = ("neg_inf", "renormalize")
@@ -80,77 +81,46 @@ def masked_softmax(
     d_k: int,
     mask_method: str = "neg_inf",
     trace: Trace | None = None,
-    axes: tuple[str, ...] = (),
 ) -> torch.Tensor:
     """Scores -> causal attention weights, by either masking method (section 3.5.1).
 
-    ``mask_bool`` is True above the diagonal (the future); ``None`` means no mask.
-    Both methods give the same weights: softmax over the unmasked keys only.
+    ``mask_bool`` is True where a key is hidden (:func:`attn_core.masks.causal_mask`); ``None`` means no
+    mask. Both methods give the same weights: softmax over the unmasked keys only.
     """
-    if mask_bool is not None:
-        record(trace, "mask_bool", mask_bool, "mask_bool = self.mask.bool()[:num_tokens, :num_tokens]",
-               "True above the diagonal: keys in the future of each query", kind="mask",
-               axes=axes[-2:])
     if mask_bool is not None and mask_method == "neg_inf":
         if trace is not None:
             trace.before_change(attn_scores)  # the trace keeps the scores as they were before the mask
         attn_scores.masked_fill_(mask_bool, -torch.inf)
-        record(trace, "attn_scores_masked", attn_scores, "attn_scores.masked_fill_(mask_bool, -torch.inf)",
-               "future keys set to -inf, so softmax gives them exactly 0", kind="masked_scores", axes=axes)
-    scaled = attn_scores / d_k**0.5
-    record(trace, "attn_scores_scaled", scaled, "attn_scores / keys.shape[-1]**0.5",
-           f"divided by sqrt(d_k) = sqrt({d_k}) = {d_k ** 0.5:.3g} so softmax does not saturate",
-           kind="scaled_scores", axes=axes)
-    attn_weights = torch.softmax(scaled, dim=-1)
+        record(trace, "attn_scores_masked", attn_scores)
+    attn_scores_scaled = attn_scores / d_k**0.5
+    record(trace, "attn_scores_scaled", attn_scores_scaled, d_k=d_k, sqrt_d_k=d_k**0.5)
+    attn_weights = torch.softmax(attn_scores_scaled, dim=-1)
     if mask_bool is None or mask_method == "neg_inf":
-        record(trace, "attn_weights", attn_weights,
-               "attn_weights = torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1)",
-               "softmax over keys: each row is >= 0 and sums to 1", kind="weights", axes=axes)
+        record(trace, "attn_weights", attn_weights)
         return attn_weights
     # mask_method == "renormalize": softmax first, then zero the future and renormalize.
-    record(trace, "attn_weights_unmasked", attn_weights,
-           "attn_weights = torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1)",
-           "softmax over all keys, future included (masked next)", kind="unmasked_weights", axes=axes)
-    attn_weights = attn_weights.masked_fill(mask_bool, 0.0)
-    record(trace, "attn_weights_zeroed", attn_weights, "masked_simple = attn_weights.masked_fill(mask_bool, 0.0)",
-           "future weights zeroed: rows now sum to less than 1", kind="zeroed_weights", axes=axes)
-    attn_weights = attn_weights / attn_weights.sum(dim=-1, keepdim=True)
+    record(trace, "attn_weights_unmasked", attn_weights)
+    masked_simple = attn_weights.masked_fill(mask_bool, 0.0)
+    record(trace, "attn_weights_zeroed", masked_simple)
+    attn_weights = masked_simple / masked_simple.sum(dim=-1, keepdim=True)
     record(trace, "attn_weights", attn_weights,
-           "attn_weights = masked_simple / masked_simple.sum(dim=-1, keepdim=True)",
-           "renormalized: rows sum to 1 again, equal to softmax over the past keys only",
-           kind="weights", axes=axes)
+           note="renormalized: rows sum to 1 again, equal to softmax over the past keys only")
     return attn_weights
 
 
-def traced_dropout(
-    dropout: nn.Dropout, attn_weights: torch.Tensor, trace: Trace | None, axes: tuple[str, ...] = ()
-) -> torch.Tensor:
-    """``dropout(attn_weights)``, recording which weights it zeroed when tracing."""
-    dropped = dropout(attn_weights)
-    if trace is not None:
-        active = dropout.training and dropout.p > 0
-        if active:
-            trace.record("dropout_mask", (dropped == 0) & (attn_weights != 0),
-                         "(attn_weights_dropped == 0) & (attn_weights != 0)",
-                         f"True where dropout zeroed a weight (p = {dropout.p:g})",
-                         kind="dropout_mask", axes=axes)
-        note = (f"zeroed at random with p = {dropout.p:g}, survivors scaled by 1/(1-p) = "
-                f"{1 / (1 - dropout.p):.3g}; rows no longer sum to 1" if active else
-                "dropout inactive (eval mode or p = 0): weights unchanged")
-        trace.record("attn_weights_dropout", dropped, "attn_weights = self.dropout(attn_weights)",
-                     note, kind="dropped_weights", axes=axes)
-    return dropped
-
-
-def record_projections(trace: Trace | None, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                       linear: bool = True, axes: tuple[str, ...] = ()) -> None:
-    """Record the three projections, with the line that made each (``self.W_key(x)`` or ``x @ self.W_key``)."""
+def record_dropout(trace: Trace | None, dropout: nn.Dropout, attn_weights: torch.Tensor) -> None:
+    """Record ``attn_weights = self.dropout(attn_weights)`` (the caller's line) and which weights it zeroed."""
     if trace is None:
         return
-    for name, w, t in (("queries", "W_query", queries), ("keys", "W_key", keys), ("values", "W_value", values)):
-        code = f"{name} = self.{w}(x)" if linear else f"{name} = x @ self.{w}"
-        trace.record(name, t, code, f"each input vector projected to a {name[:-1] if name != 'queries' else 'query'}"
-                     f" (d_in -> {t.shape[-1]})", kind=name, axes=axes)
+    if dropout.training and dropout.p > 0:
+        weights = trace.here("attn_weights").tensor  # before dropout
+        dropout_mask = (attn_weights == 0) & (weights != 0)
+        record(trace, "dropout_mask", dropout_mask, p=dropout.p)
+        note = (f"zeroed at random with p = {dropout.p:g}, survivors scaled by 1/(1-p) = "
+                f"{1 / (1 - dropout.p):.3g}; rows no longer sum to 1")
+    else:
+        note = "dropout inactive (eval mode or p = 0): weights unchanged"
+    record(trace, "attn_weights_dropout", attn_weights, note=note, depth=2)
 
 
 class SelfAttention_v1(nn.Module):
@@ -167,14 +137,14 @@ class SelfAttention_v1(nn.Module):
         keys = x @ self.W_key
         queries = x @ self.W_query
         values = x @ self.W_value
-        record_projections(trace, queries, keys, values, linear=False)
+        record(trace, "queries", queries)
+        record(trace, "keys", keys)
+        record(trace, "values", values)
         attn_scores = queries @ keys.transpose(-2, -1)  # omega; book: keys.T for 2-d x
-        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.T",
-               "omega[i, j] = q(i) . k(j)", kind="scores")
+        record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j)")
         attn_weights = masked_softmax(attn_scores, None, keys.shape[-1], trace=trace)
         context_vec = attn_weights @ values
-        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
-               "each token's weighted sum of values", kind="context")
+        record(trace, "context_vec", context_vec)
         return context_vec
 
 
@@ -192,14 +162,14 @@ class SelfAttention_v2(nn.Module):
         keys = self.W_key(x)
         queries = self.W_query(x)
         values = self.W_value(x)
-        record_projections(trace, queries, keys, values)
+        record(trace, "queries", queries)
+        record(trace, "keys", keys)
+        record(trace, "values", values)
         attn_scores = queries @ keys.transpose(-2, -1)  # book: keys.T for 2-d x
-        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.T",
-               "omega[i, j] = q(i) . k(j)", kind="scores")
+        record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j)")
         attn_weights = masked_softmax(attn_scores, None, keys.shape[-1], trace=trace)
         context_vec = attn_weights @ values
-        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
-               "each token's weighted sum of values", kind="context")
+        record(trace, "context_vec", context_vec)
         return context_vec
 
 
@@ -216,25 +186,26 @@ class CausalAttention(nn.Module):
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+        self.register_buffer("mask", causal_mask(context_length).float())  # book: torch.triu(ones, diagonal=1)
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
         check_inputs(x, self.d_in, self.context_length)
         b, num_tokens, d_in = x.shape
-        axes = ("b", "num_tokens", "num_tokens")
         keys = self.W_key(x)  # (b, num_tokens, d_out)
         queries = self.W_query(x)
         values = self.W_value(x)
-        record_projections(trace, queries, keys, values, axes=("b", "num_tokens", "d_out"))
+        record(trace, "queries", queries)
+        record(trace, "keys", keys)
+        record(trace, "values", values)
         attn_scores = queries @ keys.transpose(1, 2)  # (b, num_tokens, num_tokens)
-        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.transpose(1, 2)",
-               "omega[i, j] = q(i) . k(j), for every pair of tokens", kind="scores", axes=axes)
+        record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j), for every pair of tokens")
         mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal else None
-        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace, axes)
-        attn_weights = traced_dropout(self.dropout, attn_weights, trace, axes)
+        record(trace, "mask_bool", mask_bool)  # nothing when causal=False
+        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
+        attn_weights = self.dropout(attn_weights)
+        record_dropout(trace, self.dropout, attn_weights)
         context_vec = attn_weights @ values  # (b, num_tokens, d_out)
-        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
-               "each token's weighted sum of values", kind="context", axes=("b", "num_tokens", "d_out"))
+        record(trace, "context_vec", context_vec)
         return context_vec
 
 
@@ -258,15 +229,14 @@ class MultiHeadAttentionWrapper(nn.Module):
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
         if trace is None:
             return torch.cat([head(x) for head in self.heads], dim=-1)
-        outs = []
+        context_vecs = []
         for i, head in enumerate(self.heads):
             with trace.scope(f"heads[{i}]"):
-                outs.append(head(x, trace))
-        context_vec = torch.cat(outs, dim=-1)  # (b, num_tokens, num_heads * d_out)
-        trace.record("context_vec", context_vec, "torch.cat([head(x) for head in self.heads], dim=-1)",
-                     f"the {len(self.heads)} heads' context vectors side by side: width "
-                     f"d_out x num_heads = {context_vec.shape[-1]}", kind="output",
-                     axes=("b", "num_tokens", "num_heads * d_out"))
+                context_vecs.append(head(x, trace))
+        context_vec = torch.cat(context_vecs, dim=-1)  # (b, num_tokens, num_heads * d_out)
+        record(trace, "context_vec", context_vec, kind="output", axes=("b", "num_tokens", "num_heads * d_out"),
+               note=f"the {len(self.heads)} heads' context vectors side by side: width d_out x num_heads = "
+                    f"{context_vec.shape[-1]}")
         return context_vec
 
 
@@ -291,62 +261,63 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)  # linear layer to combine head outputs
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+        self.register_buffer("mask", causal_mask(context_length).float())  # book: torch.triu(ones, diagonal=1)
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
         check_inputs(x, self.d_in, self.context_length)
         if trace is None and self.efficient:
             return self.forward_efficient(x)
         b, num_tokens, d_in = x.shape
-        bthd = ("b", "num_tokens", "num_heads", "head_dim")
-        bhtd = ("b", "num_heads", "num_tokens", "head_dim")
-        bhtt = ("b", "num_heads", "num_tokens", "num_tokens")
         keys = self.W_key(x)  # Shape: (b, num_tokens, d_out)
         queries = self.W_query(x)
         values = self.W_value(x)
-        record_projections(trace, queries, keys, values, axes=("b", "num_tokens", "d_out"))
-        # Split the matrix by adding a num_heads dimension:
-        # (b, num_tokens, d_out) -> (b, num_tokens, num_heads, head_dim)
+        record(trace, "queries", queries)
+        record(trace, "keys", keys)
+        record(trace, "values", values)
+
+        # We implicitly split the matrix by adding a `num_heads` dimension
+        # Unroll last dim: (b, num_tokens, d_out) -> (b, num_tokens, num_heads, head_dim)
         keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)
         values = values.view(b, num_tokens, self.num_heads, self.head_dim)
         queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)
-        for name, t in (("keys", keys), ("values", values), ("queries", queries)):
-            record(trace, f"{name}.view", t, f"{name} = {name}.view(b, num_tokens, self.num_heads, self.head_dim)",
-                   "d_out columns regrouped into num_heads x head_dim (no data moved)",
-                   kind=f"{name}_view", axes=bthd)
+        record(trace, "keys.view", keys)
+        record(trace, "values.view", values)
+        record(trace, "queries.view", queries)
+
         # Transpose: (b, num_tokens, num_heads, head_dim) -> (b, num_heads, num_tokens, head_dim)
         keys = keys.transpose(1, 2)
         queries = queries.transpose(1, 2)
         values = values.transpose(1, 2)
-        for name, t in (("keys", keys), ("queries", queries), ("values", values)):
-            record(trace, f"{name}.transpose", t, f"{name} = {name}.transpose(1, 2)",
-                   "heads moved in front of tokens, so each head is a (num_tokens, head_dim) "
-                   "matrix; only strides change, the tensor is no longer contiguous",
-                   kind=f"{name}_per_head", axes=bhtd)
-        # Dot product for each head: (b, num_heads, num_tokens, num_tokens)
-        attn_scores = queries @ keys.transpose(2, 3)
-        record(trace, "attn_scores", attn_scores, "attn_scores = queries @ keys.transpose(2, 3)",
-               "one batched matmul computes every head's num_tokens x num_tokens scores",
-               kind="scores", axes=bhtt)
+        record(trace, "keys.transpose", keys)
+        record(trace, "queries.transpose", queries)
+        record(trace, "values.transpose", values)
+
+        # Compute scaled dot-product attention (aka self-attention) with a causal mask
+        attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
+        record(trace, "attn_scores", attn_scores,
+               note="one batched matmul computes every head's num_tokens x num_tokens scores")
+
+        # Original mask truncated to the number of tokens and converted to boolean
         mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal else None
-        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace, bhtt)
-        attn_weights = traced_dropout(self.dropout, attn_weights, trace, bhtt)
-        # Shape: (b, num_heads, num_tokens, head_dim) -> (b, num_tokens, num_heads, head_dim)
+        record(trace, "mask_bool", mask_bool)  # nothing when causal=False
+
+        # Use the mask to fill attention scores (or renormalize after softmax: mask_method)
+        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
+        attn_weights = self.dropout(attn_weights)
+        record_dropout(trace, self.dropout, attn_weights)
+
+        # Shape: (b, num_heads, num_tokens, head_dim)
         context_vec = attn_weights @ values
-        record(trace, "context_vec", context_vec, "context_vec = attn_weights @ values",
-               "each head's context vectors", kind="context", axes=bhtd)
+        record(trace, "context_vec", context_vec, note="each head's context vectors")
+        # Shape: (b, num_tokens, num_heads, head_dim)
         context_vec = context_vec.transpose(1, 2)
-        record(trace, "context_vec.transpose", context_vec, "context_vec = context_vec.transpose(1, 2)",
-               "tokens back in front of heads (not contiguous)", kind="context_transpose", axes=bthd)
+        record(trace, "context_vec.transpose", context_vec)
+
         # Combine heads, where self.d_out = self.num_heads * self.head_dim
         context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
-        record(trace, "context_vec.view", context_vec,
-               "context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)",
-               ".contiguous() copies into row-major order so .view can merge heads back into d_out",
-               kind="context_merged", axes=("b", "num_tokens", "d_out"))
+        record(trace, "context_vec.view", context_vec)
         context_vec = self.out_proj(context_vec)  # optional projection
-        record(trace, "out_proj", context_vec, "context_vec = self.out_proj(context_vec)",
-               "a linear layer mixes the heads' outputs", kind="output", axes=("b", "num_tokens", "d_out"))
+        record(trace, "out_proj", context_vec)
         return context_vec
 
     def forward_efficient(self, x: torch.Tensor) -> torch.Tensor:

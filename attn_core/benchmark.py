@@ -26,6 +26,7 @@ from .attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from .devices import pick_device
 from .efficient import MultiHeadAttentionCombinedQKV, sdpa_attention
 from .lab import DTYPES
+from .masks import causal_mask
 
 IMPLEMENTATIONS = (
     "MultiHeadAttentionWrapper",
@@ -112,7 +113,7 @@ def build(name: str, size: Size, device: torch.device, dtype: torch.dtype, seed:
             ref.in_proj_bias.zero_()
             ref.out_proj.load_state_dict(mha.out_proj.state_dict())
         ref = ref.to(device=device, dtype=dtype).eval()
-        mask = torch.triu(torch.ones(size.num_tokens, size.num_tokens, dtype=torch.bool, device=device), 1)
+        mask = causal_mask(size.num_tokens, device=device)
         return lambda x: ref(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0]
     if name == "raw SDPA":
         w = [mha.W_query.weight, mha.W_key.weight, mha.W_value.weight, mha.out_proj.weight]

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 
 from .attention import MultiHeadAttention
-from .trace import Trace
+from .trace import Trace, record
 
 GPT_CONFIG_124M: dict = {
     "vocab_size": 50257,  # Vocabulary size
@@ -122,9 +122,7 @@ class TransformerBlock(nn.Module):
         # Shortcut connection for attention block
         shortcut = x
         x = self.norm1(x)
-        if trace is not None:
-            trace.record("input", x, "x = self.norm1(x)", "the layer-normed input the attention sees",
-                         kind="input", axes=("b", "num_tokens", "d_in"))
+        record(trace, "input", x)
         x = self.att(x, trace)  # Shape [batch_size, num_tokens, emb_size]
         x = self.drop_shortcut(x)
         x = x + shortcut  # Add the original input back

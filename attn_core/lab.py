@@ -8,24 +8,20 @@ from dataclasses import dataclass
 import torch
 
 from .attention import MultiHeadAttention, MultiHeadAttentionWrapper, masked_softmax
+from .masks import causal_mask
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def causal_mask(num_tokens: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """True above the diagonal: the keys each query must not see."""
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=1)
-
-
 def mask_neg_inf(attn_scores: torch.Tensor, d_k: int) -> torch.Tensor:
     """(a) The book's way: -inf above the diagonal, then scaled softmax."""
-    mask = causal_mask(attn_scores.shape[-1], attn_scores.device)
+    mask = causal_mask(attn_scores.shape[-1], device=attn_scores.device)
     return masked_softmax(attn_scores.clone(), mask, d_k, "neg_inf")
 
 
 def mask_renormalize(attn_scores: torch.Tensor, d_k: int) -> torch.Tensor:
     """(b) Softmax first, zero the future, divide each row by its sum."""
-    mask = causal_mask(attn_scores.shape[-1], attn_scores.device)
+    mask = causal_mask(attn_scores.shape[-1], device=attn_scores.device)
     return masked_softmax(attn_scores.clone(), mask, d_k, "renormalize")
 
 
@@ -45,7 +41,7 @@ class Variant:
 
 def _variant(name: str, code: str, weights: torch.Tensor, verdict: str, correct: bool) -> Variant:
     w = weights.detach().float()
-    mask = causal_mask(w.shape[-1], w.device)
+    mask = causal_mask(w.shape[-1], device=w.device)
     future = float(w.masked_select(mask).abs().max()) if mask.any() else 0.0
     return Variant(name, code, w.cpu(), verdict, correct, future,
                    float((w.sum(-1) - 1).abs().nan_to_num(float("inf")).max()), float(w.min()))
@@ -53,7 +49,7 @@ def _variant(name: str, code: str, weights: torch.Tensor, verdict: str, correct:
 
 def masking_variants(attn_scores: torch.Tensor, d_k: int) -> list[Variant]:
     """The two correct methods and the classic mistakes, all on the same (num_tokens, num_tokens) scores."""
-    mask = causal_mask(attn_scores.shape[-1], attn_scores.device)
+    mask = causal_mask(attn_scores.shape[-1], device=attn_scores.device)
     scaled = attn_scores / d_k**0.5
     zero_scores = torch.softmax(attn_scores.masked_fill(mask, 0.0) / d_k**0.5, dim=-1)
     raw = attn_scores.masked_fill(mask, 0.0)
@@ -99,7 +95,7 @@ def precision_table(attn_scores: torch.Tensor, d_k: int, device: str = "cpu") ->
     rows = []
     for name, dtype in DTYPES.items():
         s = attn_scores.to(device=device, dtype=dtype)
-        mask = causal_mask(s.shape[-1], s.device)
+        mask = causal_mask(s.shape[-1], device=s.device)
         full = mask.clone()
         full[0, :] = True  # a query that may see nothing (e.g. a padding token)
         fills = {"−∞": -torch.inf, "finfo.min": torch.finfo(dtype).min, "-1e9": -1e9}

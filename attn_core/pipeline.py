@@ -134,8 +134,7 @@ def run_attention(cfg: AttentionConfig, x: torch.Tensor,
     check_inputs(x, cfg.d_in, cfg.context_length if cfg.variant in HAS_MASK else None)
     x = x.to(device)
     trace = Trace(copy=False)
-    trace.record("x", x, "x = token_embeddings + pos_embeddings", "the input vectors, one row per token",
-                 kind="input", axes=("b", "num_tokens", "d_in"))
+    trace.record("x", x, "x = token_embeddings + pos_embeddings")  # how the page made x: the page names it
     with torch.no_grad(), _RNG_LOCK, torch.random.fork_rng(devices=[]):
         seed_rng(cfg.seed, device)
         if module is None:

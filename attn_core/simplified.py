@@ -47,20 +47,18 @@ def simplified_attention(
             f"with at least one token; got {tuple(inputs.shape)}"
         )
     attn_scores = inputs @ inputs.transpose(-2, -1)  # (.., num_tokens, num_tokens); book: inputs @ inputs.T
-    record(trace, "attn_scores", attn_scores, "attn_scores = inputs @ inputs.T",
-           "omega[i, j] = x(i) . x(j): how similar token j is to query i", kind="scores")
+    record(trace, "attn_scores", attn_scores, note="omega[i, j] = x(i) . x(j): how similar token j is to query i")
+    normalized = "each row normalized to sum to 1"
     if normalize == "softmax":
         attn_weights = torch.softmax(attn_scores, dim=-1)
-        code = "attn_weights = torch.softmax(attn_scores, dim=-1)"
+        record(trace, "attn_weights", attn_weights, note=normalized)
     elif normalize == "softmax_naive":
         attn_weights = softmax_naive(attn_scores)
-        code = "attn_weights = softmax_naive(attn_scores)"
+        record(trace, "attn_weights", attn_weights, note=normalized)
     else:
         attn_weights = attn_scores / attn_scores.sum(dim=-1, keepdim=True)
-        code = "attn_weights = attn_scores / attn_scores.sum(dim=-1, keepdim=True)"
-    record(trace, "attn_weights", attn_weights, code,
-           "each row normalized to sum to 1", kind="weights")
+        record(trace, "attn_weights", attn_weights, note=normalized)
     all_context_vecs = attn_weights @ inputs  # (.., num_tokens, d)
-    record(trace, "context_vec", all_context_vecs, "all_context_vecs = attn_weights @ inputs",
-           "z(i) = sum_j alpha[i, j] x(j): a weighted mix of all inputs", kind="context")
+    record(trace, "context_vec", all_context_vecs,
+           note="z(i) = sum_j alpha[i, j] x(j): a weighted mix of all inputs")
     return SimplifiedAttention(attn_scores, attn_weights, all_context_vecs)

@@ -5,6 +5,12 @@
 these steps; it never recomputes them. With ``trace=None`` (the default) the
 modules skip all of this, so tracing costs nothing when nobody looks.
 
+A forward records a tensor right after the line that made it: ``record(trace, "attn_scores",
+attn_scores)``. The step's code is taken from the source itself (:func:`source_of`): the nearest
+statement above the call that writes that variable, so the code a page shows is the line that ran,
+and the forward reads like the book's. What a step *is* (its kind, note, axis names) comes from the one
+table in :mod:`attn_core.steps`.
+
 A ``Trace()`` stores a copy of each tensor. ``Trace(copy=False)`` stores the CPU tensors
 themselves: at GPT-2 size and 1,024 tokens the copies were ~280 MB and a third of a traced
 forward. The code then calls :meth:`Trace.before_change` before changing a recorded tensor in
@@ -14,13 +20,20 @@ back raises instead of showing numbers it never had.
 
 from __future__ import annotations
 
+import ast
+import functools
+import linecache
+import sys
+import textwrap
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
+
+from .steps import STEPS
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class Step:
     contiguous: bool = True  # of the tensor as computed (before the CPU copy)
     stride: tuple[int, ...] = ()  # of the tensor as computed
     scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head
+    origin: tuple[str, int] | None = None  # (file, line) of the code in the source; None for a described step
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -70,14 +84,30 @@ class Trace:
         self,
         name: str,
         tensor: torch.Tensor,
-        code: str,
-        note: str = "",
+        code: str | None = None,
+        note: str | None = None,
         *,
         kind: str | None = None,
-        axes: tuple[str, ...] = (),
+        axes: tuple[str, ...] | None = None,
+        depth: int = 1,
+        arg: int = 1,
+        **fields: object,
     ) -> None:
         """Store a detached CPU copy of ``tensor`` (later in-place edits don't reach it); in a
-        ``Trace(copy=False)`` a CPU tensor itself, which then must not change in place unannounced."""
+        ``Trace(copy=False)`` a CPU tensor itself, which then must not change in place unannounced.
+
+        ``code``: None takes it from the source (:func:`source_of` the caller ``depth`` frames up, whose
+        call has the tensor as positional argument ``arg``). ``kind``, ``note``, ``axes``: None takes them
+        from :data:`attn_core.steps.STEPS` by ``name``; ``fields`` fill the note's ``{names}``."""
+        origin = None
+        if code is None:
+            frame = sys._getframe(depth)
+            code, origin = source_of(frame.f_code.co_filename, frame.f_lineno, arg)
+        entry = STEPS.get(name)
+        if entry is not None:
+            kind = kind or entry.kind
+            note = entry.note.format(width=tensor.shape[-1] if tensor.ndim else 1, **fields) if note is None else note
+            axes = entry.axes.get(tensor.ndim, ()) if axes is None else axes
         full = f"{self._scope}.{name}" if self._scope else name
         if any(s.name == full for s in self.steps):
             raise ValueError(f"trace already has a step named {full!r}")
@@ -97,11 +127,12 @@ class Trace:
                 kind=kind or name,
                 code=code,
                 tensor=copy,
-                note=note,
-                axes=axes,
+                note=note or "",
+                axes=tuple(axes or ()),
                 contiguous=tensor.is_contiguous(),
                 stride=tuple(tensor.stride()),
                 scope=self._scope,
+                origin=origin,
             )
         )
 
@@ -132,6 +163,10 @@ class Trace:
             yield self
         finally:
             self._scope = outer
+
+    def here(self, name: str) -> Step:
+        """The step ``name`` recorded in the current scope (a wrapper's head reads its own weights)."""
+        return self[f"{self._scope}.{name}" if self._scope else name]
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
@@ -180,14 +215,68 @@ class Trace:
         return Trace(steps)
 
 
-def record(
-    trace: Trace | None,
-    name: str,
-    tensor: torch.Tensor,
-    code: str,
-    note: str = "",
-    **kw: object,
-) -> None:
-    """``trace.record(...)`` when tracing, nothing otherwise (keeps forwards one-liners)."""
-    if trace is not None:
-        trace.record(name, tensor, code, note, **kw)  # type: ignore[arg-type]
+def record(trace: Trace | None, name: str, tensor: torch.Tensor, code: str | None = None, note: str | None = None,
+           *, depth: int = 1, arg: int = 2, **kw: object) -> None:
+    """``trace.record(...)`` when tracing, nothing otherwise (keeps forwards one-liners; a ``None`` tensor, such
+    as no mask, is not recorded). The code line is the caller's (``depth`` frames up), whose call holds the
+    tensor as positional argument ``arg``."""
+    if trace is not None and tensor is not None:
+        trace.record(name, tensor, code, note, depth=depth + 1, arg=arg, **kw)  # type: ignore[arg-type]
+
+
+def scope(trace: Trace | None, prefix: str):
+    """``trace.scope(prefix)`` when tracing, a no-op context otherwise."""
+    return nullcontext() if trace is None else trace.scope(prefix)
+
+
+# --- The code line of a step, read from the source -------------------------------------------------------
+
+@functools.cache
+def _module_tree(filename: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+    lines = tuple(linecache.getlines(filename))
+    if not lines:
+        return None
+    return ast.parse("".join(lines)), lines
+
+
+def _writes(stmt: ast.stmt, var: str) -> bool:
+    """Whether ``stmt`` assigns ``var`` (``var = ...``, ``var += ...``) or changes it in place (``var.x_(...)``)."""
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(n, ast.Name) and n.id == var for t in stmt.targets for n in ast.walk(t))
+    if isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == var
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        return (isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.startswith("_")
+                and isinstance(f.value, ast.Name) and f.value.id == var)
+    return False
+
+
+@functools.cache
+def source_of(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str, int] | None]:
+    """(code, (file, line)) of the step recorded by the call on ``filename:lineno``: the nearest statement
+    above it, in the same function, that writes the variable passed as the call's positional argument
+    ``arg`` (``record(trace, "attn_scores", attn_scores)`` -> ``attn_scores = queries @ keys.transpose(2, 3)``).
+    An expression passed instead of a variable is its own code. Cached: a forward pays this once per line."""
+    parsed = _module_tree(filename)
+    if parsed is None:
+        return "", None
+    tree, lines = parsed
+    funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+             and n.lineno <= lineno <= (n.end_lineno or n.lineno)]
+    if not funcs:
+        return "", None
+    func = max(funcs, key=lambda n: n.lineno)  # the innermost
+    call = next((n for n in ast.walk(func) if isinstance(n, ast.Call) and n.lineno == lineno and len(n.args) > arg),
+                None)
+    if call is None:
+        return "", None
+    target = call.args[arg]
+    if not isinstance(target, ast.Name):
+        return ast.get_source_segment("".join(lines), target) or "", (filename, lineno)
+    writers = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s.lineno < lineno and _writes(s, target.id)]
+    if not writers:
+        return target.id, None
+    stmt = max(writers, key=lambda s: s.lineno)
+    text = textwrap.dedent("".join(lines[stmt.lineno - 1:stmt.end_lineno or stmt.lineno])).strip()
+    return text, (filename, stmt.lineno)

@@ -68,15 +68,6 @@ _DIVERGING = np.array([[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 
                        [254, 224, 182], [224, 130, 20], [127, 59, 8]], dtype=np.float64)
 
 
-def kind_scale(kind: str) -> str:
-    """Which colour treatment a step kind gets: 'weights' (0-1), 'mask' (bool) or 'scores' (diverging)."""
-    if kind in ("weights", "unmasked_weights", "zeroed_weights", "dropped_weights"):
-        return "weights"
-    if kind in ("mask", "dropout_mask"):
-        return "mask"
-    return "scores"
-
-
 BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
 
 

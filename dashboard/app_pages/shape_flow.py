@@ -13,6 +13,7 @@ import torch
 
 from attn_core import MultiHeadAttentionWrapper, attention, build_module
 from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
+from attn_core.steps import kind_scale
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
@@ -44,8 +45,9 @@ X_CODE = {
     "onehot": "x = one_hot(token_ids)  # one column per distinct token",
 }
 
-SOURCES = {fn.__name__: inspect.getsource(fn) for fn in
-           (attention.MultiHeadAttention.forward, attention.masked_softmax, attention.traced_dropout)}
+# The functions whose lines Shape flow's steps come from (a step's origin is its code's file and line).
+SOURCES = {"MultiHeadAttention.forward": attention.MultiHeadAttention.forward,
+           "masked_softmax": attention.masked_softmax, "record_dropout": attention.record_dropout}
 
 
 def show_numbers(container, m: torch.Tensor) -> None:
@@ -54,16 +56,18 @@ def show_numbers(container, m: torch.Tensor) -> None:
     show_table(container, df, formats=dict.fromkeys(df.columns, "%.4f"), hide_index=False)
 
 
-def source_with_marker(code: str) -> tuple[str, str]:
-    """The function whose source holds ``code``, with that line marked."""
-    first = code.splitlines()[0].strip()
-    for name, src in SOURCES.items():
-        lines = src.splitlines()
-        hits = [i for i, line in enumerate(lines) if first and first in line]
-        if hits:
-            lines[hits[0]] = lines[hits[0]] + "   # ◀◀◀ this step"
+def source_with_marker(origin: tuple[str, int] | None) -> tuple[str, str]:
+    """(the name of the function whose source holds the line at ``origin``, that source with the line marked)."""
+    if origin is None:
+        return "", ""
+    filename, line = origin
+    for name, fn in SOURCES.items():
+        lines, start = inspect.getsourcelines(fn)
+        if inspect.getsourcefile(fn) == filename and start <= line < start + len(lines):
+            lines = [t.rstrip("\n") for t in lines]
+            lines[line - start] += "   # ◀◀◀ this step"
             return name, "\n".join(lines)
-    return "", code
+    return "", ""
 
 
 def shape_text(step) -> str:
@@ -101,9 +105,8 @@ def step_view() -> None:
         if not step.contiguous:
             st.caption("Not contiguous: the elements are not in row-major order for this shape, so `.view` "
                        "cannot regroup them without a copy (`.contiguous()` makes one).")
-        name, src = source_with_marker(step.code)
-        if name:
-            where = "MultiHeadAttention.forward" if name == "forward" else name
+        where, src = source_with_marker(step.origin)
+        if where:
             # its code is drawn only while it is open: closed, the 60 highlighted lines with the marker moved were
             # ~900 changes to the page on every step (issue 11)
             source = st.expander(f"This line in the full source of `{where}`", expanded=False, key="flow_source",
@@ -111,7 +114,7 @@ def step_view() -> None:
             if source.open:
                 source.code(src, language="python", line_numbers=True)
     with right:
-        scale = charts.kind_scale(step.kind)
+        scale = kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
                      cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}",
                      max_px=min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 1), labels, legend=scale != "mask")),

@@ -1,0 +1,85 @@
+"""What each recorded step is: the one table of step kinds that the forwards, views and pages share.
+
+A forward records a tensor under the book's variable name (``record(trace, "attn_scores", attn_scores)``);
+this table says which *kind* of step that is (what pages look up: ``"scores"``, ``"weights"``, ...), the
+one-line note shown beside it, its axis names by rank, and how it is coloured. Notes may name fields
+(``{d_k}``) that the recording call passes (``record(trace, "attn_scores_scaled", s, d_k=d_k)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Axis names by rank, shared by several kinds.
+_TOKENS_BY_WIDTH = {2: ("num_tokens", "d_out"), 3: ("b", "num_tokens", "d_out")}
+_PER_HEAD = {4: ("b", "num_heads", "num_tokens", "head_dim")}
+_SPLIT = {4: ("b", "num_tokens", "num_heads", "head_dim")}
+_SQUARE = {2: ("num_tokens", "num_tokens"), 3: ("b", "num_tokens", "num_tokens"),
+           4: ("b", "num_heads", "num_tokens", "num_tokens")}
+
+
+@dataclass(frozen=True)
+class StepKind:
+    """One kind of step: its note (a format string), its axis names by rank and its colour scale."""
+
+    kind: str
+    note: str
+    axes: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    scale: str = "scores"  # "scores" (diverging around 0), "weights" (0..1) or "mask" (bool)
+
+
+# By the name a forward records a step under (the scope of a wrapper's head or a GPT layer is not part of it).
+STEPS: dict[str, StepKind] = {
+    "x": StepKind("input", "the input vectors, one row per token", {3: ("b", "num_tokens", "d_in")}),
+    "input": StepKind("input", "the layer-normed input the attention sees", {3: ("b", "num_tokens", "d_in")}),
+    "queries": StepKind("queries", "each input vector projected to a query (d_in -> {width})", _TOKENS_BY_WIDTH),
+    "keys": StepKind("keys", "each input vector projected to a key (d_in -> {width})", _TOKENS_BY_WIDTH),
+    "values": StepKind("values", "each input vector projected to a value (d_in -> {width})", _TOKENS_BY_WIDTH),
+    "keys.view": StepKind("keys_view", "d_out columns regrouped into num_heads x head_dim (no data moved)", _SPLIT),
+    "values.view": StepKind("values_view", "d_out columns regrouped into num_heads x head_dim (no data moved)",
+                            _SPLIT),
+    "queries.view": StepKind("queries_view", "d_out columns regrouped into num_heads x head_dim (no data moved)",
+                             _SPLIT),
+    "keys.transpose": StepKind("keys_per_head", "heads moved in front of tokens, so each head is a (num_tokens, "
+                               "head_dim) matrix; only strides change, the tensor is no longer contiguous", _PER_HEAD),
+    "queries.transpose": StepKind("queries_per_head", "heads moved in front of tokens, so each head is a (num_tokens, "
+                                  "head_dim) matrix; only strides change, the tensor is no longer contiguous",
+                                  _PER_HEAD),
+    "values.transpose": StepKind("values_per_head", "heads moved in front of tokens, so each head is a (num_tokens, "
+                                 "head_dim) matrix; only strides change, the tensor is no longer contiguous",
+                                 _PER_HEAD),
+    "attn_scores": StepKind("scores", "omega[i, j] = q(i) . k(j)", _SQUARE),
+    "mask_bool": StepKind("mask", "True above the diagonal: keys in the future of each query", _SQUARE, "mask"),
+    "attn_scores_masked": StepKind("masked_scores", "future keys set to -inf, so softmax gives them exactly 0",
+                                   _SQUARE),
+    "attn_scores_scaled": StepKind("scaled_scores", "divided by sqrt(d_k) = sqrt({d_k}) = {sqrt_d_k:.3g} so "
+                                   "softmax does not saturate", _SQUARE),
+    "attn_weights": StepKind("weights", "softmax over keys: each row is >= 0 and sums to 1", _SQUARE, "weights"),
+    "attn_weights_unmasked": StepKind("unmasked_weights", "softmax over all keys, future included (masked next)",
+                                      _SQUARE, "weights"),
+    "attn_weights_zeroed": StepKind("zeroed_weights", "future weights zeroed: rows now sum to less than 1", _SQUARE,
+                                    "weights"),
+    "dropout_mask": StepKind("dropout_mask", "True where dropout zeroed a weight (p = {p:g})", _SQUARE, "mask"),
+    "attn_weights_dropout": StepKind("dropped_weights", "attention weights after dropout", _SQUARE, "weights"),
+    "context_vec": StepKind("context", "each token's weighted sum of values",
+                            {**_TOKENS_BY_WIDTH, 4: ("b", "num_heads", "num_tokens", "head_dim")}),
+    "context_vec.transpose": StepKind("context_transpose", "tokens back in front of heads (not contiguous)", _SPLIT),
+    "context_vec.view": StepKind("context_merged", ".contiguous() copies into row-major order so .view can merge "
+                                 "heads back into d_out", {3: ("b", "num_tokens", "d_out")}),
+    "out_proj": StepKind("output", "a linear layer mixes the heads' outputs", {3: ("b", "num_tokens", "d_out")}),
+}
+KINDS: dict[str, StepKind] = {s.kind: s for s in STEPS.values()}  # by kind (kinds recorded under two names agree)
+
+
+def step_kind(name: str) -> StepKind:
+    """The table's entry for a step recorded as ``name`` (its last part after any scope)."""
+    try:
+        return STEPS[name]
+    except KeyError:
+        raise KeyError(f"no step kind for {name!r}: add it to attn_core.steps.STEPS") from None
+
+
+def kind_scale(kind: str) -> str:
+    """How a step kind is coloured: 'weights' (0-1), 'mask' (bool) or 'scores' (diverging); unknown: scores."""
+    entry = KINDS.get(kind)
+    return entry.scale if entry is not None else "scores"
