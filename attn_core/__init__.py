@@ -18,17 +18,19 @@ from .attention import (
 from .book import BOOK_INPUTS, BOOK_SENTENCE, BOOK_TOKENS
 from .devices import available_devices, pick_device
 from .embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
-from .pipeline import HAS_HEADS, HAS_MASK, VARIANTS, AttentionConfig, build_module, run_attention
+from .masks import causal_mask
+from .pipeline import AttentionConfig, build_module, run_attention
 from .simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
 from .tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, gpt2_encoding, tokenize
 from .trace import Step, Trace
+from .variants import LABELS, VARIANTS, Variant, register, variant
 
 __all__ = [
-    "BOOK_INPUTS", "BOOK_SENTENCE", "BOOK_TOKENS", "ENDOFTEXT", "ENDOFTEXT_ID", "HAS_HEADS",
-    "HAS_MASK", "INPUT_MODES", "MASK_METHODS", "MAX_POSITIONS", "MAX_TEXT_CHARS", "NORMALIZATIONS", "VARIANTS",
+    "BOOK_INPUTS", "BOOK_SENTENCE", "BOOK_TOKENS", "ENDOFTEXT", "ENDOFTEXT_ID", "INPUT_MODES", "LABELS",
+    "MASK_METHODS", "MAX_POSITIONS", "MAX_TEXT_CHARS", "NORMALIZATIONS", "VARIANTS",
     "AttentionConfig", "CausalAttention", "MultiHeadAttention", "MultiHeadAttentionWrapper",
-    "SelfAttention_v1", "SelfAttention_v2", "SimplifiedAttention", "Step", "Token", "Trace",
-    "available_devices", "build_module", "check_inputs", "check_sizes", "embed", "gpt2_encoding",
-    "masked_softmax", "pick_device", "run_attention", "simplified_attention",
-    "sinusoidal_positions", "softmax_naive", "tokenize",
+    "SelfAttention_v1", "SelfAttention_v2", "SimplifiedAttention", "Step", "Token", "Trace", "Variant",
+    "available_devices", "build_module", "causal_mask", "check_inputs", "check_sizes", "embed", "gpt2_encoding",
+    "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention",
+    "sinusoidal_positions", "softmax_naive", "tokenize", "variant",
 ]

@@ -9,39 +9,26 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 
-from .attention import (
-    CausalAttention,
-    MultiHeadAttention,
-    MultiHeadAttentionWrapper,
-    SelfAttention_v1,
-    SelfAttention_v2,
-    check_inputs,
-    check_sizes,
-)
+from .attention import check_inputs, check_sizes
 from .devices import pick_device
 from .simplified import simplified_attention
 from .trace import Trace
+from .variants import variant
 
-VARIANTS = (
-    "simplified",
-    "SelfAttention_v1",
-    "SelfAttention_v2",
-    "CausalAttention",
-    "MultiHeadAttentionWrapper",
-    "MultiHeadAttention",
-)
-HAS_HEADS = ("MultiHeadAttentionWrapper", "MultiHeadAttention")
-HAS_MASK = ("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention")
+if TYPE_CHECKING:
+    from .variants import Variant
+
 _RNG_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """Every knob of one attention run, as plain values."""
+    """Every knob of one attention run, as plain values. These defaults are the app's defaults too."""
 
     variant: str = "CausalAttention"
     d_in: int = 3
@@ -56,24 +43,32 @@ class AttentionConfig:
     seed: int = 123
     device: str = "cpu"
 
+    @property
+    def spec(self) -> Variant:
+        """The variant's registry entry (``ValueError`` for an unknown one)."""
+        return variant(self.variant)
+
     def validate(self) -> None:
-        """Raise ``ValueError`` (with what to change) for a combination the classes cannot run."""
-        if self.variant not in VARIANTS:
-            raise ValueError(f"unknown variant {self.variant!r}: choose one of {', '.join(VARIANTS)}")
-        heads = self.num_heads if self.variant == "MultiHeadAttention" else None
-        check_sizes(self.d_in, self.d_out, self.context_length, self.dropout, self.mask_method, heads)
-        if self.variant == "MultiHeadAttentionWrapper" and self.num_heads < 1:
-            raise ValueError(f"num_heads must be at least 1; got {self.num_heads}")
+        """Raise ``ValueError`` (with what to change) for what building the module does not check itself: the
+        variant, the device, and the input sizes (also of a variant without a module). The class checks the rest."""
+        self.spec  # noqa: B018 - raises for an unknown variant
+        check_sizes(self.d_in, self.d_out)
         pick_device(self.device)
 
     @property
     def output_width(self) -> int:
-        """Width of the output: d_out * num_heads for the wrapper, d_in for simplified, else d_out."""
-        if self.variant == "simplified":
-            return self.d_in
-        if self.variant == "MultiHeadAttentionWrapper":
-            return self.d_out * self.num_heads
-        return self.d_out
+        """Width of the output (d_out * num_heads for the wrapper, d_in for simplified: the registry says)."""
+        return self.spec.output_width(self)
+
+    @property
+    def num_heads_used(self) -> int:
+        """Query heads of this variant (1 where it has no heads)."""
+        return self.spec.heads(self)
+
+    @property
+    def head_dim(self) -> int:
+        """d_k: the width of one head's queries and keys."""
+        return self.spec.head_dim(self)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -92,31 +87,16 @@ def seed_rng(seed: int, device: torch.device | None = None) -> None:
 
 
 def build_module(cfg: AttentionConfig) -> nn.Module | None:
-    """The seeded module for ``cfg`` (``None`` for simplified attention), on cfg.device."""
+    """The seeded module for ``cfg`` (``None`` for a variant without one), on cfg.device. The class checks
+    its own sizes (``ValueError`` saying what to change)."""
     cfg.validate()
     with _RNG_LOCK, torch.random.fork_rng(devices=[]):
         seed_rng(cfg.seed)
-        module = _construct(cfg)
+        module = cfg.spec.build(cfg)
     if module is None:
         return None
     module.train(cfg.train_mode)
     return module.to(pick_device(cfg.device))
-
-
-def _construct(cfg: AttentionConfig) -> nn.Module | None:
-    args = (cfg.d_in, cfg.d_out)
-    opts = dict(qkv_bias=cfg.qkv_bias, mask_method=cfg.mask_method, causal=cfg.causal)
-    if cfg.variant == "simplified":
-        return None
-    if cfg.variant == "SelfAttention_v1":
-        return SelfAttention_v1(*args)
-    if cfg.variant == "SelfAttention_v2":
-        return SelfAttention_v2(*args, qkv_bias=cfg.qkv_bias)
-    if cfg.variant == "CausalAttention":
-        return CausalAttention(*args, cfg.context_length, cfg.dropout, **opts)
-    if cfg.variant == "MultiHeadAttentionWrapper":
-        return MultiHeadAttentionWrapper(*args, cfg.context_length, cfg.dropout, cfg.num_heads, **opts)
-    return MultiHeadAttention(*args, cfg.context_length, cfg.dropout, cfg.num_heads, **opts)
 
 
 def run_attention(cfg: AttentionConfig, x: torch.Tensor,
@@ -131,7 +111,7 @@ def run_attention(cfg: AttentionConfig, x: torch.Tensor,
     """
     module = build_module(cfg) if module is None else module
     device = pick_device(cfg.device)
-    check_inputs(x, cfg.d_in, cfg.context_length if cfg.variant in HAS_MASK else None)
+    check_inputs(x, cfg.d_in, cfg.context_length if cfg.spec.masks else None)
     x = x.to(device)
     trace = Trace(copy=False)
     trace.record("x", x, "x = token_embeddings + pos_embeddings")  # how the page made x: the page names it

@@ -280,3 +280,29 @@ def source_of(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str,
     stmt = max(writers, key=lambda s: s.lineno)
     text = textwrap.dedent("".join(lines[stmt.lineno - 1:stmt.end_lineno or stmt.lineno])).strip()
     return text, (filename, stmt.lineno)
+
+
+def function_at(origin: tuple[str, int]) -> tuple[str, int, list[str]] | None:
+    """(qualified name, first line, source lines) of the innermost function whose source holds the line at
+    ``origin`` (a step's): Shape flow shows that source with the step's line marked."""
+    filename, line = origin
+    parsed = _module_tree(filename)
+    if parsed is None:
+        return None
+    tree, lines = parsed
+    found = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                if child.lineno <= line <= (child.end_lineno or child.lineno):
+                    start = min([d.lineno for d in child.decorator_list] + [child.lineno])
+                    source = [t.rstrip("\n") for t in lines[start - 1:child.end_lineno]]
+                    found = (f"{prefix}{child.name}", start, source)
+                    visit(child, f"{prefix}{child.name}.")
+
+    visit(tree, "")
+    return found

@@ -12,33 +12,26 @@ out of it (``URL_TEXT_LIMIT``) instead of making a link that cannot load.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
 import streamlit as st
 
 from attn_core import (
     BOOK_SENTENCE,
-    HAS_HEADS,
-    HAS_MASK,
     INPUT_MODES,
-    MASK_METHODS,
+    LABELS,
     MAX_POSITIONS,
     MAX_TEXT_CHARS,
-    VARIANTS,
     AttentionConfig,
     available_devices,
+    variant,
 )
+from attn_core.variants import KNOBS as VARIANT_KNOBS
 
 from .links import link_warning
 
-VARIANT_NAMES = {
-    "simplified": "Simplified (no weights, §3.3)",
-    "SelfAttention_v1": "SelfAttention_v1 (§3.4)",
-    "SelfAttention_v2": "SelfAttention_v2 (§3.4)",
-    "CausalAttention": "CausalAttention (§3.5)",
-    "MultiHeadAttentionWrapper": "MultiHeadAttentionWrapper (§3.6.1)",
-    "MultiHeadAttention": "MultiHeadAttention (§3.6.2)",
-}
+VARIANT_NAMES = LABELS  # id -> label, from the variant registry (attn_core/variants.py)
 MASK_NAMES = {"neg_inf": "−∞ before softmax", "renormalize": "zero after softmax, renormalize"}
 INPUT_NAMES = {
     "book": "Book's fixed 3-d inputs",
@@ -46,62 +39,10 @@ INPUT_NAMES = {
     "sinusoidal": "Token embeddings + sinusoidal positions",
     "onehot": "One-hot per distinct token",
 }
-
-DEFAULTS: dict[str, object] = {
-    "sentence": BOOK_SENTENCE,
-    "input_mode": "book",
-    "variant": "CausalAttention",
-    "d_in": 3,
-    "d_out": 2,
-    "num_heads": 2,
-    "context_length": 1024,
-    "dropout": 0.0,
-    "mask_method": "neg_inf",
-    "causal": True,
-    "qkv_bias": False,
-    "train_mode": False,
-    "seed": 123,
-    "device": "cpu",
-}
-
-PRESETS: dict[str, dict[str, object]] = {
-    "Book example": dict(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2,
-                         context_length=1024, seed=123, dropout=0.0, variant="MultiHeadAttention"),
-    "GPT-2 small (ex. 3.3)": dict(input_mode="learned", d_in=768, d_out=768, num_heads=12,
-                                  context_length=1024, dropout=0.0, variant="MultiHeadAttention"),
-    "Original paper (512-d, 8 heads)": dict(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8,
-                                            context_length=1024, dropout=0.1, variant="MultiHeadAttention"),
-}
 MAX_CONTEXT = MAX_POSITIONS
 MAX_DIM = 1024
-
-
-@dataclass
-class Settings:
-    """What the sidebar says: the text, the input mode, and the module config."""
-
-    text: str
-    input_mode: str  # as chosen (the page falls back from "book" for other sentences, and says so)
-    cfg: AttentionConfig
-    messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) to show on pages
-
-
-URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (a 200 KB link does not load)
-
-# Each URL parameter: how to read it and which values it may take. Choices accept the plain identifier
-# and, for links made before, the label the selectbox shows.
-CHOICES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
-    "input_mode": (INPUT_MODES, INPUT_NAMES),
-    "variant": (VARIANTS, VARIANT_NAMES),
-    "mask_method": (MASK_METHODS, MASK_NAMES),
-}
-INTS: dict[str, tuple[int, int]] = {
-    "d_in": (1, MAX_DIM), "d_out": (1, MAX_DIM), "num_heads": (1, 64), "context_length": (1, MAX_CONTEXT),
-    "seed": (0, 2**31 - 1),
-}
-BOOLS = ("causal", "qkv_bias", "train_mode")
 DROPOUT_MAX, DROPOUT_STEP = 0.9, 0.05
-URL_KEYS = ("sentence", *CHOICES, *INTS, "dropout", *BOOLS, "device")
+URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (a 200 KB link does not load)
 
 
 class BadValue(ValueError):
@@ -119,49 +60,123 @@ def parse_int(raw: str, lo: int, hi: int) -> int:
     return value
 
 
-def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> object:
-    """The setting a URL parameter asks for, or :class:`BadValue` saying what it should be."""
-    if key == "sentence":
-        if len(raw) > MAX_TEXT_CHARS:
-            raise BadValue(f"a text of {len(raw):,} characters is longer than the {MAX_TEXT_CHARS:,} allowed")
-        return raw
-    raw = raw.strip()
-    if key in CHOICES:
-        options, names = CHOICES[key]
-        by_label = {label: ident for ident, label in names.items()}
-        if raw in options:
+@dataclass(frozen=True)
+class Setting:
+    """One sidebar setting: its default, its values, how a link writes and reads it, and how a widget's value
+    becomes it. The one schema for defaults, validation and the URL codec."""
+
+    key: str
+    default: object
+    kind: str  # "text", "choice", "int", "float", "bool" or "device"
+    labels: Mapping[str, str] | None = None  # choice: id -> label (the ids are its values, in order)
+    lo: float = 0
+    hi: float = 0
+
+    def parse(self, raw: str, devices: list[str] | None = None) -> object:
+        """The value a link's ``raw`` asks for, or :class:`BadValue` saying what it should be. A choice accepts
+        its plain identifier and, for links made before, the label the selectbox shows."""
+        if self.kind == "text":
+            if len(raw) > MAX_TEXT_CHARS:
+                raise BadValue(f"a text of {len(raw):,} characters is longer than the {MAX_TEXT_CHARS:,} allowed")
             return raw
-        if raw in by_label:
-            return by_label[raw]
-        raise BadValue("expected one of " + ", ".join(options))
-    if key in INTS:
-        return parse_int(raw, *INTS[key])
-    if key == "dropout":
-        try:
-            value = float(raw)
-        except ValueError:
-            raise BadValue(f"expected a number from 0 to {DROPOUT_MAX}") from None
-        if not 0.0 <= value <= DROPOUT_MAX:
-            raise BadValue(f"expected a number from 0 to {DROPOUT_MAX}")
-        snapped = round(round(value / DROPOUT_STEP) * DROPOUT_STEP, 2)
-        if abs(snapped - value) > 1e-9:
-            raise BadValue(f"expected a multiple of {DROPOUT_STEP} from 0 to {DROPOUT_MAX}")
-        return snapped
-    if key in BOOLS:
-        low = raw.lower()
-        if low in ("true", "1", "on", "yes"):
-            return True
-        if low in ("false", "0", "off", "no"):
-            return False
-        raise BadValue("expected true or false")
-    if key == "device":
-        if raw not in (devices or ["cpu"]):
+        raw = raw.strip()
+        if self.kind == "choice":
+            if raw in self.labels:
+                return raw
+            by_label = {label: ident for ident, label in self.labels.items()}
+            if raw in by_label:
+                return by_label[raw]
+            raise BadValue("expected one of " + ", ".join(self.labels))
+        if self.kind == "int":
+            return parse_int(raw, int(self.lo), int(self.hi))
+        if self.kind == "float":
+            expected = f"expected a multiple of {DROPOUT_STEP} from 0 to {self.hi}"
+            try:
+                value = float(raw)
+            except ValueError:
+                raise BadValue(f"expected a number from 0 to {self.hi}") from None
+            if not self.lo <= value <= self.hi:
+                raise BadValue(f"expected a number from 0 to {self.hi}")
+            snapped = round(round(value / DROPOUT_STEP) * DROPOUT_STEP, 2)
+            if abs(snapped - value) > 1e-9:
+                raise BadValue(expected)
+            return snapped
+        if self.kind == "bool":
+            low = raw.lower()
+            if low in ("true", "1", "on", "yes"):
+                return True
+            if low in ("false", "0", "off", "no"):
+                return False
+            raise BadValue("expected true or false")
+        if raw not in (devices or ["cpu"]):  # device
             raise BadValue("it is not available on this machine (available: " + ", ".join(devices or ["cpu"]) + ")")
         return raw
-    raise BadValue("unknown parameter")
+
+    def coerce(self, value: object) -> object:
+        """A widget's value as the link holds it."""
+        if self.kind == "int":
+            return int(value)
+        if self.kind == "float":
+            return float(value)
+        if self.kind == "bool":
+            return bool(value)
+        return "" if value is None else str(value)
+
+    def shown(self, value: object) -> str:
+        """How a warning names a value that was used instead of a bad one."""
+        if self.kind == "choice":
+            return self.labels[value]
+        return "the book's sentence" if self.key == "sentence" else url_value(value)
 
 
-def url_value(key: str, value: object) -> str:
+_CONFIG = asdict(AttentionConfig())  # the defaults live once, in AttentionConfig
+SCHEMA: dict[str, Setting] = {s.key: s for s in (
+    Setting("sentence", BOOK_SENTENCE, "text"),
+    Setting("input_mode", "book", "choice", dict(zip(INPUT_MODES, (INPUT_NAMES[m] for m in INPUT_MODES)))),
+    Setting("variant", _CONFIG["variant"], "choice", VARIANT_NAMES),
+    Setting("mask_method", _CONFIG["mask_method"], "choice", MASK_NAMES),
+    Setting("d_in", _CONFIG["d_in"], "int", lo=1, hi=MAX_DIM),
+    Setting("d_out", _CONFIG["d_out"], "int", lo=1, hi=MAX_DIM),
+    Setting("num_heads", _CONFIG["num_heads"], "int", lo=1, hi=64),
+    Setting("context_length", _CONFIG["context_length"], "int", lo=1, hi=MAX_CONTEXT),
+    Setting("seed", _CONFIG["seed"], "int", lo=0, hi=2**31 - 1),
+    Setting("dropout", _CONFIG["dropout"], "float", lo=0.0, hi=DROPOUT_MAX),
+    Setting("causal", _CONFIG["causal"], "bool"),
+    Setting("qkv_bias", _CONFIG["qkv_bias"], "bool"),
+    Setting("train_mode", _CONFIG["train_mode"], "bool"),
+    Setting("device", "cpu", "device"),
+)}
+DEFAULTS: dict[str, object] = {key: s.default for key, s in SCHEMA.items()}
+URL_KEYS = tuple(SCHEMA)
+
+PRESETS: dict[str, dict[str, object]] = {
+    "Book example": dict(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2,
+                         context_length=1024, seed=123, dropout=0.0, variant="MultiHeadAttention"),
+    "GPT-2 small (ex. 3.3)": dict(input_mode="learned", d_in=768, d_out=768, num_heads=12,
+                                  context_length=1024, dropout=0.0, variant="MultiHeadAttention"),
+    "Original paper (512-d, 8 heads)": dict(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8,
+                                            context_length=1024, dropout=0.1, variant="MultiHeadAttention"),
+}
+
+
+@dataclass
+class Settings:
+    """What the sidebar says: the text, the input mode, and the module config."""
+
+    text: str
+    input_mode: str  # as chosen (the page falls back from "book" for other sentences, and says so)
+    cfg: AttentionConfig
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) to show on pages
+
+
+def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> object:
+    """The setting a URL parameter asks for, or :class:`BadValue` saying what it should be."""
+    if key not in SCHEMA:
+        raise BadValue("unknown parameter")
+    return SCHEMA[key].parse(raw, devices)
+
+
+def url_value(value: object) -> str:
     """How a setting is written into a link: plain identifiers, ``true``/``false``, numbers."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -177,18 +192,14 @@ def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
     messages: list[tuple[str, str]] = []
     if st.session_state.get("_url_read"):
         return messages
-    defaults = {**DEFAULTS, "device": "cpu"}
-    for key in URL_KEYS:
+    for key, setting in SCHEMA.items():
         if key not in st.query_params:
             continue
         raw = st.query_params[key]
         try:
-            st.session_state[key] = parse_url_value(key, raw, devices)
+            st.session_state[key] = setting.parse(raw, devices)
         except BadValue as e:
-            used = defaults[key]
-            used_text = (CHOICES[key][1][used] if key in CHOICES else
-                         "the book's sentence" if key == "sentence" else url_value(key, used))
-            messages.append(("warning", link_warning(key, raw, used_text, str(e))))
+            messages.append(("warning", link_warning(key, raw, setting.shown(setting.default), str(e))))
     return messages
 
 
@@ -197,10 +208,9 @@ def _write_url(values: dict[str, object]) -> bool:
     text was left out for being too long for a link."""
     from urllib.parse import quote_plus
 
-    defaults = {**DEFAULTS, "device": "cpu"}
     text_too_long = False
     for key, value in values.items():
-        wanted = None if value == defaults[key] else url_value(key, value)
+        wanted = None if value == DEFAULTS[key] else url_value(value)
         if key == "sentence" and wanted is not None and len(quote_plus(wanted)) > URL_TEXT_LIMIT:
             wanted, text_too_long = None, True
         current = st.query_params.get(key)
@@ -211,20 +221,9 @@ def _write_url(values: dict[str, object]) -> bool:
     return text_too_long
 
 
-def _link_value(key: str, value: object) -> object:
-    """A widget's value as :func:`_write_url` takes it (the types :func:`render_sidebar` reads them as)."""
-    if key in INTS:
-        return int(value)
-    if key == "dropout":
-        return float(value)
-    if key in BOOLS:
-        return bool(value)
-    return "" if value is None else str(value)
-
-
 def _link_values() -> dict[str, object]:
     """The settings as the link holds them, read from the sidebar widgets' state (KeyError before they exist)."""
-    return {key: _link_value(key, st.session_state[key]) for key in URL_KEYS}
+    return {key: setting.coerce(st.session_state[key]) for key, setting in SCHEMA.items()}
 
 
 def write_link_early() -> None:
@@ -249,13 +248,23 @@ def _apply_preset(name: str) -> None:
         st.session_state[key] = value
 
 
-def _select(container, label: str, options, key: str, names: dict | None = None, **kw):
-    return container.selectbox(label, options, index=list(options).index(DEFAULTS[key]) if DEFAULTS[key] in options
-                               else 0, format_func=(names.get if names else str), key=key, **kw)
+def _select(container, label: str, key: str, **kw):
+    """A selectbox over a choice setting's ids, showing their labels."""
+    setting = SCHEMA[key]
+    options = list(setting.labels)
+    return container.selectbox(label, options, index=options.index(setting.default) if setting.default in options
+                               else 0, format_func=setting.labels.get, key=key, **kw)
+
+
+def _number(container, label: str, key: str, **kw):
+    """A number input over an int setting's range."""
+    setting = SCHEMA[key]
+    return container.number_input(label, int(setting.lo), int(setting.hi), value=setting.default, key=key, **kw)
 
 
 def render_sidebar() -> Settings:
-    """Draw the shared controls in the sidebar and return the resulting Settings."""
+    """Draw the shared controls in the sidebar and return the resulting Settings. A knob the chosen variant does
+    not use (its registry entry's ``knobs``) is greyed out."""
     devices = available_devices()
     messages = _seed_from_url(devices)
     if st.session_state.get("device") not in devices:
@@ -268,37 +277,31 @@ def render_sidebar() -> Settings:
     text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90,
                         max_chars=MAX_TEXT_CHARS,
                         help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}).")
-    input_mode = _select(sb, "Input vectors", INPUT_MODES, "input_mode", INPUT_NAMES)
-    variant = _select(sb, "Variant", VARIANTS, "variant", VARIANT_NAMES)
+    input_mode = _select(sb, "Input vectors", "input_mode")
+    spec = variant(_select(sb, "Variant", "variant", help="The variants of the chapter, in its order."))
+    unused = {knob: not spec.uses(knob) for knob in VARIANT_KNOBS}
     book_mode = input_mode == "book"
     c1, c2 = sb.columns(2)
-    d_in = c1.number_input("d_in", 1, MAX_DIM, value=DEFAULTS["d_in"], key="d_in",
-                           disabled=book_mode, help="Width of each input vector (the book's inputs are 3-d).")
-    d_out = c2.number_input("d_out", 1, MAX_DIM, value=DEFAULTS["d_out"], key="d_out",
-                            disabled=variant == "simplified")
-    if variant == "MultiHeadAttentionWrapper":
-        sb.caption("d_out is **per head**: the wrapper's output is d_out × num_heads wide.")
-    elif variant == "MultiHeadAttention":
-        sb.caption("d_out is the **total** width: each head gets head_dim = d_out / num_heads.")
+    d_in = _number(c1, "d_in", "d_in", disabled=book_mode, help="Width of each input vector (the book's inputs are "
+                                                                 "3-d).")
+    d_out = _number(c2, "d_out", "d_out", disabled=unused["d_out"])
+    if spec.d_out_note:
+        sb.caption(spec.d_out_note)
     c3, c4 = sb.columns(2)
-    num_heads = c3.number_input("num_heads", 1, 64, value=DEFAULTS["num_heads"], key="num_heads",
-                                disabled=variant not in HAS_HEADS)
-    context_length = c4.number_input("context_length", 1, MAX_CONTEXT, value=DEFAULTS["context_length"],
-                                     key="context_length", disabled=variant not in HAS_MASK,
-                                     help="Size of the causal mask buffer (GPT-2: 1024).")
-    mask_method = _select(sb, "Masking method", MASK_METHODS, "mask_method", MASK_NAMES,
-                          disabled=variant not in HAS_MASK)
+    num_heads = _number(c3, "num_heads", "num_heads", disabled=unused["num_heads"])
+    context_length = _number(c4, "context_length", "context_length", disabled=unused["context_length"],
+                             help="Size of the causal mask buffer (GPT-2: 1024).")
+    mask_method = _select(sb, "Masking method", "mask_method", disabled=unused["mask_method"])
     t1, t2 = sb.columns(2)
-    causal = t1.toggle("causal", value=DEFAULTS["causal"], key="causal",
-                       disabled=variant not in HAS_MASK, help="Off: plain self-attention through the same class.")
-    qkv_bias = t2.toggle("qkv_bias", value=DEFAULTS["qkv_bias"], key="qkv_bias",
-                         disabled=variant in ("simplified", "SelfAttention_v1"))
+    causal = t1.toggle("causal", value=DEFAULTS["causal"], key="causal", disabled=unused["causal"],
+                       help="Off: plain self-attention through the same class.")
+    qkv_bias = t2.toggle("qkv_bias", value=DEFAULTS["qkv_bias"], key="qkv_bias", disabled=unused["qkv_bias"])
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=DEFAULTS["dropout"], step=DROPOUT_STEP, key="dropout",
-                        disabled=variant not in HAS_MASK)
+                        disabled=unused["dropout"])
     t3, t4 = sb.columns(2)
-    train_mode = t3.toggle("training",  value=DEFAULTS["train_mode"], key="train_mode",
-                           disabled=variant not in HAS_MASK, help="Dropout is only active in training mode.")
-    seed = t4.number_input("seed", 0, 2**31 - 1, value=DEFAULTS["seed"], key="seed")
+    train_mode = t3.toggle("training",  value=DEFAULTS["train_mode"], key="train_mode", disabled=unused["train_mode"],
+                           help="Dropout is only active in training mode.")
+    seed = _number(t4, "seed", "seed")
     device = sb.selectbox("Device", devices, key="device",
                           help="Only devices that exist on this machine are listed.")
     sb.caption(f"Running on **{device}**.")
@@ -309,7 +312,7 @@ def render_sidebar() -> Settings:
                    "every setting but opens with the book's sentence.")
 
     cfg = AttentionConfig(
-        variant=variant, d_in=3 if book_mode else int(d_in), d_out=int(d_out), num_heads=int(num_heads),
+        variant=spec.id, d_in=3 if book_mode else int(d_in), d_out=int(d_out), num_heads=int(num_heads),
         context_length=int(context_length), dropout=float(dropout), mask_method=mask_method,
         causal=bool(causal), qkv_bias=bool(qkv_bias), train_mode=bool(train_mode), seed=int(seed),
         device=device or "cpu",

@@ -16,7 +16,7 @@ import altair as alt
 import numpy as np
 import streamlit as st
 
-from attn_core import HAS_MASK, MAX_POSITIONS
+from attn_core import MAX_POSITIONS
 
 from . import charts, export
 from .cache import ByteLRU
@@ -496,7 +496,7 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
             st.caption(f":material/info: The book's fixed inputs exist only for its 6-token sentence: these "
                        f"{plural(n, 'token')} use learned token + position embeddings (d_in = 3).")
         mode = "learned"
-    if cfg.variant in HAS_MASK and n > cfg.context_length:
+    if cfg.spec.masks and n > cfg.context_length:
         st.error(f"Your text has {n} tokens but context_length is {cfg.context_length}: the causal mask "
                  f"(a {cfg.context_length} x {cfg.context_length} buffer) cannot cover it. The book's code "
                  "would fail with a shape error here.")

@@ -14,11 +14,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core import HAS_HEADS, HAS_MASK
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
 from dashboard.compute import Run
-from dashboard.controls import MASK_NAMES, VARIANT_NAMES, Settings, settings
+from dashboard.controls import MASK_NAMES, Settings, settings
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.present import dark, ink, presenting
@@ -255,7 +254,7 @@ def compare_methods(v: View) -> None:
 def weights_section(v: View) -> None:
     uniform_note(v)
     weights_and_story(v.head, v.wscale)
-    if v.run.cfg.variant in HAS_MASK and v.run.cfg.causal:
+    if v.run.cfg.spec.masks and v.run.cfg.causal:
         compare_methods(v)
 
 
@@ -298,10 +297,10 @@ def output_section(v: View) -> None:
     show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
                 title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=min(cap(380), half),
                 cache_key=(v.run.key, "output"))
-    if cfg.variant == "MultiHeadAttentionWrapper":
-        st.caption(f"The wrapper concatenates its heads: output width = d_out × num_heads = {cfg.d_out} × {v.H}.")
-    elif cfg.variant == "MultiHeadAttention":
-        st.caption("MultiHeadAttention merges the heads back to d_out and mixes them with out_proj.")
+    if v.H > 1:
+        st.caption(f"Output width {cfg.output_width}: " + ("the heads concatenated, d_out × num_heads = "
+                                                             f"{cfg.d_out} × {v.H}." if cfg.output_width != cfg.d_out
+                                                             else "the heads merged back to d_out, mixed by out_proj."))
 
 
 def trained_section(v: View) -> None:
@@ -318,7 +317,7 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
     if v.H > 1:
         out["All heads"] = heads_section
     out[WEIGHTS] = weights_section
-    if cfg.variant in ("CausalAttention", *HAS_HEADS):
+    if cfg.spec.uses("dropout"):
         out["Dropout"] = dropout_section
     out["Output"] = output_section
     out["Trained"] = trained_section
@@ -326,15 +325,9 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
 
 
 def summary(v: View) -> str:
-    cfg = v.run.cfg
-    head_note = ""
-    if cfg.variant == "MultiHeadAttention":
-        head_note = f" · {v.H} heads × head_dim {cfg.d_out // v.H} = d_out {cfg.d_out}"
-    elif cfg.variant == "MultiHeadAttentionWrapper":
-        head_note = f" · {v.H} heads × d_out {cfg.d_out} each, concatenated"
-    return (f"**{VARIANT_NAMES[cfg.variant]}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{head_note}"
-            + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if cfg.variant in HAS_HEADS or cfg.variant == "CausalAttention"
-               else "")
+    cfg, spec = v.run.cfg, v.run.cfg.spec
+    return (f"**{spec.label}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{spec.sizes(cfg)}"
+            + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.masks else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
 

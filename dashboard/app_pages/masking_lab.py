@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core import HAS_MASK
 from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_table, scaling_table, scaling_weights
 from attn_core.views import head_matrix
 from dashboard import charts
@@ -38,7 +37,7 @@ def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
     st.title("Masking lab")
-    cfg = dataclasses.replace(s.cfg, variant="CausalAttention") if s.cfg.variant not in HAS_MASK else s.cfg
+    cfg = s.cfg if s.cfg.spec.masks else dataclasses.replace(s.cfg, variant="CausalAttention")
     cfg = dataclasses.replace(cfg, causal=True)
     st.caption(f"All comparisons use the same attention scores: {cfg.variant} (head 1) on your sentence, "
                f"d_k = {cfg.d_out if cfg.variant != 'MultiHeadAttention' else cfg.d_out // cfg.num_heads}.")

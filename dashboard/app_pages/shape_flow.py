@@ -4,16 +4,16 @@ vs the efficient class, and the batched matmul vs a loop over heads."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core import MultiHeadAttentionWrapper, attention, build_module
+from attn_core import AttentionConfig, MultiHeadAttentionWrapper, build_module
 from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.steps import kind_scale
+from attn_core.trace import function_at
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
@@ -45,11 +45,6 @@ X_CODE = {
     "onehot": "x = one_hot(token_ids)  # one column per distinct token",
 }
 
-# The functions whose lines Shape flow's steps come from (a step's origin is its code's file and line).
-SOURCES = {"MultiHeadAttention.forward": attention.MultiHeadAttention.forward,
-           "masked_softmax": attention.masked_softmax, "record_dropout": attention.record_dropout}
-
-
 def show_numbers(container, m: torch.Tensor) -> None:
     """A 2-d tensor as a table with numbered rows and columns, to 4 decimals as the book prints it."""
     df = pd.DataFrame(m.numpy(), columns=[str(j) for j in range(m.shape[1])])
@@ -58,16 +53,19 @@ def show_numbers(container, m: torch.Tensor) -> None:
 
 def source_with_marker(origin: tuple[str, int] | None) -> tuple[str, str]:
     """(the name of the function whose source holds the line at ``origin``, that source with the line marked)."""
-    if origin is None:
+    found = function_at(origin) if origin is not None else None
+    if found is None:
         return "", ""
-    filename, line = origin
-    for name, fn in SOURCES.items():
-        lines, start = inspect.getsourcelines(fn)
-        if inspect.getsourcefile(fn) == filename and start <= line < start + len(lines):
-            lines = [t.rstrip("\n") for t in lines]
-            lines[line - start] += "   # ◀◀◀ this step"
-            return name, "\n".join(lines)
-    return "", ""
+    name, start, lines = found
+    lines = list(lines)
+    lines[origin[1] - start] += "   # ◀◀◀ this step"
+    return name, "\n".join(lines)
+
+
+def flow_config(cfg: AttentionConfig) -> AttentionConfig:
+    """The config Shape flow steps through: the sidebar's variant if its heads are split by ``.view`` (its registry
+    entry's ``shape_flow``), else MultiHeadAttention with the sidebar's sizes."""
+    return cfg if cfg.spec.shape_flow else dataclasses.replace(cfg, variant="MultiHeadAttention")
 
 
 def shape_text(step) -> str:
@@ -80,7 +78,7 @@ def shape_text(step) -> str:
 def step_view() -> None:
     """The stepper and the step it points at. A fragment: Previous / Next rerun only this part."""
     s = settings()
-    run = load_run(s, dataclasses.replace(s.cfg, variant="MultiHeadAttention"), quiet=True)
+    run = load_run(s, flow_config(s.cfg), quiet=True)
     if run is None:
         return
     steps, labels = list(run.trace), run.labels
@@ -126,10 +124,10 @@ def render() -> None:
     s = settings()
     if not presenting():  # the top navigation names the page: at 720 px every line above the chart counts
         st.title("Shape flow: multi-head attention step by step")
-    cfg = s.cfg
-    if cfg.variant != "MultiHeadAttention":
-        cfg = dataclasses.replace(cfg, variant="MultiHeadAttention")
-        st.caption("This page always shows `MultiHeadAttention`, with the sidebar's sizes and settings.")
+    cfg = flow_config(s.cfg)
+    if cfg is not s.cfg:
+        st.caption(f"This page steps through a multi-head variant: `{cfg.variant}`, with the sidebar's sizes and "
+                   "settings.")
     run = load_run(s, cfg)
     if run is None:
         st.stop()
