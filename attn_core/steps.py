@@ -8,6 +8,7 @@ one-line note shown beside it, its axis names by rank, and how it is coloured. N
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # Axis names by rank, shared by several kinds.
@@ -26,6 +27,15 @@ class StepKind:
     note: str
     axes: dict[int, tuple[str, ...]] = field(default_factory=dict)
     scale: str = "scores"  # "scores" (diverging around 0), "weights" (0..1) or "mask" (bool)
+
+    def describe(self, tensor: object, **fields: object) -> str:
+        """The note with its fields filled (``{width}``: the tensor's last dimension); a field not given is
+        shown as "…" rather than failing a trace."""
+        shape = getattr(tensor, "shape", ())
+        try:
+            return self.note.format(width=shape[-1] if len(shape) else 1, **fields)
+        except (KeyError, ValueError, IndexError):
+            return re.sub(r"\{[^}]*\}", "…", self.note)
 
 
 # By the name a forward records a step under (the scope of a wrapper's head or a GPT layer is not part of it).

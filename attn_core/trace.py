@@ -106,7 +106,7 @@ class Trace:
         entry = STEPS.get(name)
         if entry is not None:
             kind = kind or entry.kind
-            note = entry.note.format(width=tensor.shape[-1] if tensor.ndim else 1, **fields) if note is None else note
+            note = entry.describe(tensor, **fields) if note is None else note
             axes = entry.axes.get(tensor.ndim, ()) if axes is None else axes
         full = f"{self._scope}.{name}" if self._scope else name
         if any(s.name == full for s in self.steps):

@@ -63,8 +63,8 @@ class Variant:
 
     @property
     def masks(self) -> bool:
-        """Whether it has a causal mask (then context_length bounds the tokens and the masking method applies)."""
-        return "mask_method" in self.knobs
+        """Whether it has a causal mask buffer (then context_length bounds the number of tokens)."""
+        return "context_length" in self.knobs
 
     def uses(self, knob: str) -> bool:
         return knob in self.knobs

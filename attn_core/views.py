@@ -3,6 +3,10 @@
 A Trace's layout depends on the module: ``MultiHeadAttention`` keeps heads in axis 1
 (b, num_heads, ...), the wrapper records each head under ``heads[i]``, single-head modules
 have (b, ...). These helpers hide that, so pages stay free of attention logic.
+
+Any shape: weights may be (b, h, T_q, T_k) with T_q != T_k (a KV cache's new queries over every cached
+key), and keys/values may have fewer heads than the queries (grouped K/V heads: query head ``h`` reads
+K/V head ``h // (num_heads // num_kv_heads)``, the order ``repeat_interleave`` makes: K1 K1 K2 K2).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def previous_form(steps: Sequence[Step], i: int) -> tuple[str, Step] | None:
 
 
 def num_heads(trace: Trace) -> int:
-    """How many heads the traced module has (1 for single-head modules)."""
+    """How many (query) heads the traced module has (1 for single-head modules)."""
     scopes = {s.scope for s in trace if s.scope}
     if scopes:
         return len(scopes)
@@ -68,6 +72,19 @@ def num_heads(trace: Trace) -> int:
     if weights and weights[-1].tensor.ndim == 4:
         return int(weights[-1].tensor.shape[1])
     return 1
+
+
+def kv_head(trace: Trace, head: int, kind: str = "keys") -> int:
+    """Which K/V head query ``head`` reads: itself, unless the trace's ``kind`` tensor has fewer heads than there
+    are query heads (grouped-query attention), then ``head // group size``."""
+    step = head_step(trace, kind, 0)
+    H = num_heads(trace)
+    if step is None or step.tensor.ndim != 4 or len(trace.of_kind(step.kind)) > 1:
+        return head
+    kv = int(step.tensor.shape[1])
+    if kv >= H or H % kv:
+        return head
+    return head // (H // kv)
 
 
 def head_step(trace: Trace, kind: str, head: int = 0) -> Step | None:
@@ -80,7 +97,8 @@ def head_step(trace: Trace, kind: str, head: int = 0) -> Step | None:
 
 
 def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.ndarray | None:
-    """The 2-d matrix of ``kind`` for one head and batch element, as float32 (None if absent).
+    """The 2-d matrix of ``kind`` for one head and batch element, as float32 (None if absent). For a tensor
+    with fewer heads than the queries (grouped K/V), the K/V head that query ``head`` reads.
 
     A view of the trace's tensor where possible (no copy): treat it as read-only."""
     step = head_step(trace, kind, head)
@@ -88,14 +106,15 @@ def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.nd
         return None
     t = step.tensor
     if t.ndim == 4:
-        t = t[batch, head]
+        index = head if t.shape[1] == num_heads(trace) else kv_head(trace, head, kind)
+        t = t[batch, min(index, t.shape[1] - 1)]
     elif t.ndim == 3:
         t = t[batch]
     return t.float().numpy() if t.dtype.is_floating_point else t.numpy().astype(np.float32)
 
 
 def all_heads(trace: Trace, kind: str, batch: int = 0) -> np.ndarray | None:
-    """(num_heads, rows, cols) stack of ``kind`` over every head."""
+    """(num_heads, rows, cols) stack of ``kind`` over every (query) head."""
     mats = [head_matrix(trace, kind, h, batch) for h in range(num_heads(trace))]
     if any(m is None for m in mats):
         return None
@@ -137,9 +156,9 @@ def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> C
     context = head_matrix(trace, "context", head, batch)
     scaled_m = head_matrix(trace, "scaled_scores", head, batch)
     mask = head_matrix(trace, "mask", head, batch)
-    n = weights.shape[0]
-    if not (0 <= i < n and 0 <= j < n):
-        raise ValueError(f"cell ({i}, {j}) is outside the {n} x {n} weights")
+    n_q, n_k = weights.shape
+    if not (0 <= i < n_q and 0 <= j < n_k):
+        raise ValueError(f"cell ({i}, {j}) is outside the {n_q} x {n_k} weights")
     q, k, v = q_all[i], k_all[j], v_all[j]
     dot = float(q @ k)
     d_k = int(k_all.shape[-1])

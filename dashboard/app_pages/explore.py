@@ -254,7 +254,7 @@ def compare_methods(v: View) -> None:
 def weights_section(v: View) -> None:
     uniform_note(v)
     weights_and_story(v.head, v.wscale)
-    if v.run.cfg.spec.masks and v.run.cfg.causal:
+    if v.run.cfg.spec.uses("mask_method") and v.run.cfg.causal:
         compare_methods(v)
 
 
@@ -327,7 +327,7 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
     return (f"**{spec.label}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{spec.sizes(cfg)}"
-            + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.masks else "")
+            + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
 

@@ -37,7 +37,7 @@ def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
     st.title("Masking lab")
-    cfg = s.cfg if s.cfg.spec.masks else dataclasses.replace(s.cfg, variant="CausalAttention")
+    cfg = s.cfg if s.cfg.spec.uses("mask_method") else dataclasses.replace(s.cfg, variant="CausalAttention")
     cfg = dataclasses.replace(cfg, causal=True)
     st.caption(f"All comparisons use the same attention scores: {cfg.variant} (head 1) on your sentence, "
                f"d_k = {cfg.d_out if cfg.variant != 'MultiHeadAttention' else cfg.d_out // cfg.num_heads}.")
