@@ -6,7 +6,7 @@ title, axis labels and legend, at the size it has on screen (PNG at 2x for a pro
 A matrix drawn as a PNG raster (too many cells for rect marks) is exported as that same image, framed
 in an SVG with a title, axis names and a colour legend (and that SVG rendered at 2x as the PNG).
 
-``PageChart`` is what a page drew (dashboard/widgets.py registers one per chart; ``page_downloads``
+``PageChart`` is what a page drew (dashboard/slides.py registers one per chart; ``page_downloads``
 offers them): everything is built from it only when a download is asked for.
 """
 

@@ -1,6 +1,6 @@
 """Text that came from a user or a link, made safe to show, and the one warning a bad link value gets.
 
-Shared by the sidebar (controls.py) and the pages' own link parameters (widgets.py), so every
+Shared by the sidebar (controls.py) and the pages' own link parameters (url_state.py), so every
 "this link value cannot be used" message reads the same way and is escaped the same way.
 """
 

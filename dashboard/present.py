@@ -14,7 +14,7 @@ KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
 
-# Tables of numbers (``widgets.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
+# Tables of numbers (``text.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
 NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
     {text-align: right !important; font-variant-numeric: tabular-nums;}
 """

@@ -33,10 +33,10 @@ def _import_all() -> None:
     import dashboard.charts  # noqa: F401
     import dashboard.controls  # noqa: F401
     import dashboard.head_view  # noqa: F401
+    import dashboard.matrices  # noqa: F401
     import dashboard.present  # noqa: F401
     import dashboard.screen  # noqa: F401
     import dashboard.trained_view  # noqa: F401
-    import dashboard.widgets  # noqa: F401
     from attn_core.tokens import gpt2_encoding
 
     gpt2_encoding()  # 50,257 ranks parsed and the BPE tables built (~50 ms)

@@ -16,8 +16,8 @@ from attn_core.tokens import Token
 from attn_core.views import all_heads
 
 from .links import md_escape
+from .matrices import show_panels
 from .sizes import cap, cell_area, content_px
-from .widgets import show_panels
 
 LABEL = "Trained model"  # not "Weights": that is the name of Explore's main section
 

@@ -216,13 +216,13 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
     reads this one, so the click only sends it."""
     import threading
 
-    from dashboard import charts, widgets
+    from dashboard import chart_cache, charts
 
-    monkeypatch.setattr(widgets, "PREFETCH_DELAY_S", 0.0)
+    monkeypatch.setattr(chart_cache, "PREFETCH_DELAY_S", 0.0)
 
     def settle():
         for t in threading.enumerate():
-            if t.name == widgets.PREFETCH_THREAD:
+            if t.name == chart_cache.PREFETCH_THREAD:
                 t.join(30)
 
     built = []
@@ -241,4 +241,4 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
         built.clear()
         at.button(key="walk_step_next").click().run()
         assert at.session_state["walk_step"] == i
-        assert not [b for b in built if b != widgets.PREFETCH_THREAD], f"step {i + 1} built its chart on the click"
+        assert not [b for b in built if b != chart_cache.PREFETCH_THREAD], f"step {i + 1} built its chart on the click"

@@ -31,10 +31,10 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 @pytest.fixture
 def registered(monkeypatch):
     """Every chart registered by the page scripts, and what page_downloads offered (per run)."""
-    import dashboard.widgets as widgets
+    import dashboard.slides as slides
 
     seen: dict[str, list] = {"registered": [], "offered": []}
-    register, take = widgets.register_chart, widgets.take_page_charts
+    register, take = slides.register_chart, slides.take_page_charts
 
     def spy_register(entry):
         seen["registered"].append(entry)
@@ -45,8 +45,8 @@ def registered(monkeypatch):
         seen["offered"].append(out)
         return out
 
-    monkeypatch.setattr(widgets, "register_chart", spy_register)
-    monkeypatch.setattr(widgets, "take_page_charts", spy_take)
+    monkeypatch.setattr(slides, "register_chart", spy_register)
+    monkeypatch.setattr(slides, "take_page_charts", spy_take)
     return seen
 
 
@@ -189,7 +189,7 @@ def test_a_raster_exports_its_own_png_framed_with_title_and_legend_and_its_csv(r
 
 
 def test_the_registry_starts_empty_every_run_and_lets_the_previous_run_go(registered):
-    import dashboard.widgets as widgets
+    import dashboard.slides as slides
 
     at = run_page(LAB, registered)
     first = registered["offered"][-1]
@@ -207,7 +207,7 @@ def test_the_registry_starts_empty_every_run_and_lets_the_previous_run_go(regist
     # Another page in the same session: only its own charts.
     at.switch_page(WALK).run()
     assert {e.what for e in registered["offered"][-1]} == {"3.3.1_scores_2"}
-    assert len(widgets._RUNS) <= 64  # one record per live session's latest run, not one per run ever
+    assert len(slides._RUNS) <= 64  # one record per live session's latest run, not one per run ever
 
 
 def test_a_stopped_run_leaves_nothing_for_the_next(registered):
@@ -226,30 +226,32 @@ def test_a_stopped_run_leaves_nothing_for_the_next(registered):
 
 
 def test_large_matrices_are_held_by_the_bounded_cache_not_the_session(registered, monkeypatch):
-    import dashboard.widgets as widgets
+    import dashboard.chart_cache as chart_cache
+    import dashboard.slides as slides
 
-    monkeypatch.setattr(widgets, "KEEP_MATRIX_BYTES", 4096)  # 132 x 132 floats count as large here
+    monkeypatch.setattr(slides, "KEEP_MATRIX_BYTES", 4096)  # 132 x 132 floats count as large here
     run_page(LAB, registered, sentence=LONG, input_mode="learned")
     entry = next(e for e in registered["offered"][-1] if e.what == "masks_difference_in_eps")
     assert entry.table().startswith(b'"",')  # the shared cache holds the matrix while it is wanted
-    widgets._DRAWN.clear()  # a busy server's cache lets it go: the session does not keep it alive ...
+    chart_cache._DRAWN.clear()  # a busy server's cache lets it go: the session does not keep it alive ...
     gc.collect()
-    assert entry.table() == widgets.GONE_CSV  # ... and the CSV says so instead of failing
+    assert entry.table() == slides.GONE_CSV  # ... and the CSV says so instead of failing
     small = next(e for e in registered["offered"][-1] if e.what == "scaling")  # 8 x 8: kept by the session
     assert small.table().startswith(b'"panel"')
 
 
 def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(registered, monkeypatch):
-    import dashboard.widgets as widgets
+    import dashboard.chart_cache as chart_cache
+    import dashboard.slides as slides
 
-    monkeypatch.setattr(widgets, "KEEP_MATRIX_BYTES", 4096)
+    monkeypatch.setattr(slides, "KEEP_MATRIX_BYTES", 4096)
     rasters = []
     for section in ("Scores", "All heads", "Weights", "Output"):  # Explore draws only the open section
         run_page(EXPLORE, registered, sentence=LONG, input_mode="learned", variant="MultiHeadAttention", d_in="8",
                  d_out="8", num_heads="2", section=section)
         rasters += [e for e in registered["registered"] if e.images]
     assert len(rasters) >= 4  # scores, heads grid, weights, context ... drawn as images at 132 tokens
-    exported = [repr(k) for k in widgets._DRAWN._entries if k[0] == "export_matrix"]
+    exported = [repr(k) for k in chart_cache._DRAWN._entries if k[0] == "export_matrix"]
     # Explore memoizes the matrices it draws (heads, scores, weights ...): the export only refers to them. Only
     # its output matrix, computed afresh on every run, is handed to the cache by the export.
     assert len(exported) <= 1 and all("'output'" in k for k in exported), exported

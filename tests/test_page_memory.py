@@ -35,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 @pytest.mark.parametrize("page", PAGES)
 def test_page_keeps_no_trace_alive_after_the_caches_let_go(page):
     import attn_core.embeddings as embeddings
-    import dashboard.widgets as widgets
+    import dashboard.chart_cache as chart_cache
 
     # A long sentence with many heads: a trace that would be worth finding.
     before, traces_before = big_tensors(), live_traces()  # other tests' objects may be alive
@@ -48,7 +48,7 @@ def test_page_keeps_no_trace_alive_after_the_caches_let_go(page):
     assert live_traces() > traces_before  # the run cache holds it while the session looks at it
     # The bounded caches let go (as they do once more runs come in): nothing else may keep a trace.
     clear_caches()
-    widgets._DRAWN.clear()
+    chart_cache._DRAWN.clear()
     embeddings.clear_embedding_cache()  # its own bound: EMBEDDING_CACHE_BYTES of embedding tables
     assert at.session_state["_settings"] is not None  # the session is still alive
     assert live_traces() <= traces_before, "the page's globals or widgets keep a Trace reachable from the session"

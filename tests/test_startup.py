@@ -11,7 +11,7 @@ import sys
 
 from apptest_utils import ROOT
 
-HEAVY = ("torch", "pandas", "altair", "dashboard.widgets")
+HEAVY = ("torch", "pandas", "altair", "dashboard.matrices")
 
 # The server's side of the ASGI lifespan protocol, as uvicorn speaks it to `app` in dashboard/app.py.
 LIFESPAN = """

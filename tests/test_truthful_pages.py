@@ -238,7 +238,7 @@ def test_relative_scale_from_a_link_applies_on_the_first_run():
 
 
 def test_error_sentences_keep_code_names_as_written():
-    from dashboard.widgets import sentence
+    from dashboard.text import sentence
 
     assert sentence("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
     assert sentence("the text is empty.") == "The text is empty."

@@ -21,7 +21,8 @@ from attn_core.benchmark import (
 )
 from attn_core.lab import DTYPES
 from dashboard import charts
-from dashboard.widgets import draw_chart, page_downloads, plural, show_table, slide_settings
+from dashboard.slides import draw_chart, page_downloads, slide_settings
+from dashboard.text import plural, show_table
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything

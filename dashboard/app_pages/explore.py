@@ -16,26 +16,20 @@ import streamlit as st
 
 from attn_core.views import all_heads, cell_story, head_matrix, num_heads
 from dashboard import charts
+from dashboard.chart_cache import memo
 from dashboard.compute import Run
 from dashboard.controls import MASK_NAMES, Settings, settings
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
+from dashboard.matrices import show_matrix, show_panels
 from dashboard.present import dark, ink, presenting
+from dashboard.runs import load_run
 from dashboard.sizes import cap, cell_area, column_px, content_px, grow, room
+from dashboard.slides import draw_chart, page_downloads, slide_settings
+from dashboard.steppers import section_steps
+from dashboard.text import plural
 from dashboard.trained_view import show_trained_weights
-from dashboard.widgets import (
-    draw_chart,
-    load_run,
-    memo,
-    page_downloads,
-    plural,
-    section_steps,
-    show_matrix,
-    show_panels,
-    slide_settings,
-    url_cell,
-    url_choice,
-)
+from dashboard.url_state import url_cell, url_choice
 
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 WEIGHTS = "Weights"  # the section a new visitor sees: the heart of the chapter

@@ -10,8 +10,10 @@ from attn_core import checkpoints
 from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task, verdict_chars
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts
+from dashboard.chart_cache import memo
 from dashboard.links import md_escape
-from dashboard.widgets import draw_chart, memo, page_downloads, register_images, show_table, slide_settings
+from dashboard.slides import draw_chart, page_downloads, register_images, slide_settings
+from dashboard.text import show_table
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
@@ -95,7 +97,7 @@ if job is None:
 def live() -> None:
     """Progress, loss, every head on the probe, scores: redrawn while the worker trains.
 
-    Built to be cheap (the worker shares the cores): chart specs are reused (widgets.draw_chart), head
+    Built to be cheap (the worker shares the cores): chart specs are reused (slides.draw_chart), head
     images and score frames are remembered per snapshot, the labelled close-up is drawn only on request."""
     job.touch()
     tr = job.trainer

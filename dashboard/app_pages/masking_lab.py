@@ -12,18 +12,14 @@ import torch
 from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_table, scaling_table, scaling_weights
 from attn_core.views import head_matrix
 from dashboard import charts
+from dashboard.chart_cache import memo
 from dashboard.controls import settings
+from dashboard.matrices import show_matrix, show_panels
+from dashboard.runs import load_run
 from dashboard.sizes import cap, cell_area, column_px
-from dashboard.widgets import (
-    load_run,
-    memo,
-    page_downloads,
-    show_matrix,
-    show_panels,
-    show_table,
-    slide_settings,
-    url_choice,
-)
+from dashboard.slides import page_downloads, slide_settings
+from dashboard.text import show_table
+from dashboard.url_state import url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
 # Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at

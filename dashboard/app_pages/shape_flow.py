@@ -17,19 +17,13 @@ from attn_core.trace import function_at
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.matrices import show_matrix, tensor_slice
 from dashboard.present import presenting
+from dashboard.runs import load_run
 from dashboard.sizes import cap, cell_area, column_px, content_px
-from dashboard.widgets import (
-    draw_chart,
-    load_run,
-    page_downloads,
-    plural,
-    show_matrix,
-    show_table,
-    slide_settings,
-    stepper,
-    tensor_slice,
-)
+from dashboard.slides import draw_chart, page_downloads, slide_settings
+from dashboard.steppers import stepper
+from dashboard.text import plural, show_table
 
 DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
 DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable

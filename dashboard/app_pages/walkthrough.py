@@ -12,23 +12,16 @@ import streamlit as st
 
 from attn_core import BOOK_TOKENS, embed
 from attn_core.walkthrough import book_walkthrough, dropout_ok
+from dashboard.chart_cache import memo, prefetch
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.links import md_escape
+from dashboard.matrices import prepare_matrix, show_matrix
 from dashboard.present import dark, presenting
 from dashboard.sizes import cap, column_px, grow
-from dashboard.widgets import (
-    NUMBERS_KEY,
-    memo,
-    page_downloads,
-    prefetch,
-    prepare_matrix,
-    sentence,
-    show_matrix,
-    show_table,
-    slide_settings,
-    stepper,
-)
+from dashboard.slides import page_downloads, slide_settings
+from dashboard.steppers import stepper
+from dashboard.text import NUMBERS_KEY, sentence, show_table
 
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
 WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}
@@ -128,7 +121,7 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cac
 
 
 def prepare_step(step, labels: list[str], cache_key, look: dict, max_px: int) -> None:
-    """Build the step's heatmap spec and data before it is shown (see widgets.prefetch); ``look``: presentation
+    """Build the step's heatmap spec and data before it is shown (see chart_cache.prefetch); ``look``: presentation
     mode, the screen's growth and the theme, and ``max_px``, read in the script."""
     args = chart_args(step, labels, max_px)
     if args is not None:

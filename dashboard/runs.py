@@ -1,0 +1,63 @@
+"""Loading the run a page shows, with every problem turned into a message saying what to change."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attn_core import MAX_POSITIONS
+
+from .compute import Run, cached_tokens, traced_run
+from .controls import Settings
+from .text import plural, sentence
+
+
+def _set_state(key: str, value: object) -> None:
+    st.session_state[key] = value
+
+
+def show_messages(s: Settings) -> None:
+    for level, text in s.messages:
+        getattr(st, level)(text)
+
+
+def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
+    """The traced run for the sidebar settings, or None after explaining what to change.
+
+    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes."""
+    cfg = cfg or s.cfg
+    if not quiet:
+        show_messages(s)
+    try:
+        tokens = cached_tokens(s.text)
+    except ValueError as e:
+        st.error(sentence(e))
+        return None
+    n = len(tokens)
+    if n > MAX_POSITIONS:
+        st.error(f"Your text is {n} tokens long; Attention Lab shows up to {MAX_POSITIONS} tokens "
+                 f"(GPT-2's context length). Shorten the text by about {n - MAX_POSITIONS} tokens.")
+        return None
+    mode = s.input_mode
+    if mode == "book" and n != 6:
+        if not quiet:  # one line, not a box: it shows on every page
+            st.caption(f":material/info: The book's fixed inputs exist only for its 6-token sentence: these "
+                       f"{plural(n, 'token')} use learned token + position embeddings (d_in = 3).")
+        mode = "learned"
+    if cfg.spec.masks and n > cfg.context_length:
+        st.error(f"Your text has {n} tokens but context_length is {cfg.context_length}: the causal mask "
+                 f"(a {cfg.context_length} x {cfg.context_length} buffer) cannot cover it. The book's code "
+                 "would fail with a shape error here.")
+        st.button(f"Raise context_length to {n}", key="raise_context", on_click=_set_state,
+                  args=("context_length", n), type="primary")
+        return None
+    if mode == "onehot" and cfg.d_in < len({t.id for t in tokens}):
+        distinct = len({t.id for t in tokens})
+        st.error(f"One-hot inputs need d_in ≥ the number of distinct tokens ({distinct}); d_in is {cfg.d_in}.")
+        st.button(f"Set d_in to {distinct}", key="raise_d_in", on_click=_set_state, args=("d_in", distinct),
+                  type="primary")
+        return None
+    try:
+        return traced_run(s.text, mode, cfg)
+    except ValueError as e:
+        st.error(sentence(e))
+        return None
