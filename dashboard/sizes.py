@@ -70,3 +70,11 @@ def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, 
     chrome = label_px(row_labels, limit) + round((AXIS_TITLE_PX + (LEGEND_PX if legend else 0) + 10) * grow())
     per_panel = (avail_px - chrome - spacing * (panels - 1)) // max(panels, 1)
     return max(40, int(per_panel))
+
+
+def fit(limit_px: int, row_labels: Sequence[str], weights: Sequence[float] = (1,), index: int = 0, *,
+        legend: bool = True, panels: int = 1) -> int:
+    """The ``max_px`` of a chart drawn in column ``index`` of ``st.columns(weights)`` (default: the whole main
+    column): at most ``limit_px`` (:func:`cap` or :func:`room`), and small enough that ``panels`` heatmaps with
+    their row labels and legend fit the column (:func:`cell_area`). The one place column widths meet charts."""
+    return min(limit_px, cell_area(column_px(weights, index), row_labels, legend=legend, panels=panels))

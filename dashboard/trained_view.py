@@ -17,7 +17,7 @@ from attn_core.views import all_heads
 
 from .links import md_escape
 from .matrices import show_panels
-from .sizes import cap, cell_area, content_px
+from .sizes import cap, fit
 
 LABEL = "Trained model"  # not "Weights": that is the name of Explore's main section
 
@@ -69,6 +69,6 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     for layer in range(n_layers):
         show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
                     key=f"trained_{layer}", scale="weights", columns=n_heads,
-                    max_px=min(cap(180), cell_area(content_px(), labels, panels=n_heads)),
+                    max_px=fit(cap(180), labels, panels=n_heads),
                     cache_key=("trained", choice, tuple(t.id for t in tokens), layer))
         st.caption(" · ".join(lines[layer * n_heads:(layer + 1) * n_heads]))

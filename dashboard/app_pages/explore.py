@@ -24,7 +24,7 @@ from dashboard.links import md_escape
 from dashboard.matrices import show_matrix, show_panels
 from dashboard.present import dark, ink, presenting
 from dashboard.runs import load_run
-from dashboard.sizes import cap, cell_area, column_px, content_px, grow, room
+from dashboard.sizes import cap, cell_area, column_px, fit, grow, room
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.steppers import section_steps
 from dashboard.text import plural
@@ -77,7 +77,7 @@ def tokens_section(v: View) -> None:
     x = v.mat("input", 0)
     dims = [f"dim {i + 1}" for i in range(x.shape[1])]
     show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=f"Input x ({v.run.input_mode} inputs)",
-                x_title="dimension", y_title="token", max_px=min(cap(360), cell_area(column_px([2, 3], 1), v.labels)),
+                x_title="dimension", y_title="token", max_px=fit(cap(360), v.labels, [2, 3], 1),
                 cache_key=(v.run.key, "input"))
 
 
@@ -88,7 +88,7 @@ def qkv_section(v: View) -> None:
                "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
     show_panels(st, qkv, ["queries", "keys", "values"], v.labels, [f"{i + 1}" for i in range(width)],
                 key="qkv", name=v.name("qkv"), scale="scores", columns=3,
-                max_px=min(room(240, 300, 80), cell_area(content_px(), v.labels, panels=3)),
+                max_px=fit(room(240, 300, 80), v.labels, panels=3),
                 x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
 
 
@@ -99,7 +99,7 @@ def scores_section(v: View) -> None:
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
                 name=v.name("scores"),
                 scale="scores", columns=3,
-                max_px=min(room(260, 280, 110), cell_area(content_px(), v.labels, panels=len(score_mats))),
+                max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats)),
                 cache_key=(v.run.key, "scores", v.head))
     st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
     mask = v.mat("mask")
@@ -109,12 +109,12 @@ def scores_section(v: View) -> None:
         return
     c_mask, c_rest = st.columns([1, 2])
     show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
-                max_px=min(cap(220), cell_area(column_px([1, 2], 0), v.labels, legend=False)),  # its legend is below
+                max_px=fit(cap(220), v.labels, [1, 2], 0, legend=False),  # its legend is below
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
                     key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=2,
-                    max_px=min(cap(220), cell_area(column_px([1, 2], 1), v.labels, panels=2)),
+                    max_px=fit(cap(220), v.labels, [1, 2], 1, panels=2),
                     cache_key=(v.run.key, "renorm", v.head))
         c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
 
@@ -144,7 +144,7 @@ def heads_section(v: View) -> None:
     columns = min(v.H, 4)
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
                 [f"head {h + 1}" for h in range(v.H)], v.labels, key="heads_grid", scale=v.wscale, columns=columns,
-                max_px=min(cap(200), cell_area(content_px(), v.labels, panels=columns)),
+                max_px=fit(cap(200), v.labels, panels=columns),
                 cache_key=(v.run.key, "heads_grid"))
     st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
                "it through every section.")
@@ -163,7 +163,7 @@ def weights_and_story(head: int, wscale: str) -> None:
     c_w, c_story = st.columns([3, 2])
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
                           scale=wscale, selectable=True, zoom=True,
-                          max_px=min(room(480, 400), cell_area(column_px([3, 2], 0), labels)),
+                          max_px=fit(room(480, 400), labels, [3, 2], 0),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -241,7 +241,7 @@ def compare_methods(v: View) -> None:
                    "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
     show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair",
                 name=v.name("compare_methods"), scale=v.wscale,
-                columns=2, max_px=min(cap(280), cell_area(content_px(), v.labels, panels=2)),
+                columns=2, max_px=fit(cap(280), v.labels, panels=2),
                 cache_key=(v.run.key, "compare_methods", v.head))
 
 
@@ -267,11 +267,11 @@ def dropout_section(v: View) -> None:
     c_dm, c_dw = st.columns([1, 2])
     show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", name=v.name("dropout_mask"), scale="mask",
                 title="dropped cells (1 = zeroed)", mask_labels=charts.DROPOUT_MASK_LABELS,
-                max_px=min(cap(200), cell_area(column_px([1, 2], 0), v.labels, legend=False)),
+                max_px=fit(cap(200), v.labels, [1, 2], 0, legend=False),
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
                 v.labels, key="dropout", name=v.name("dropout"), scale=charts.weights_scale(top), columns=2,
-                max_px=min(cap(210), cell_area(column_px([1, 2], 1), v.labels, panels=2)),
+                max_px=fit(cap(210), v.labels, [1, 2], 1, panels=2),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
                f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")

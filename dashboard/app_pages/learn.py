@@ -18,12 +18,6 @@ from dashboard.text import show_table
 POLL_S = 1.0  # the live view redraws this often while training runs
 JOB = "learn_job"
 
-st.title("Learn: watch attention heads form")
-st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the other "
-           "pages trains here, on this machine: its heads start uniform and grow a pattern as the loss falls.")
-
-job: TrainingJob | None = st.session_state.get(JOB)
-locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
 
 def load_trained() -> None:
     """Button callback (runs before the script, so the recipe controls can show the model's recipe)."""
@@ -38,63 +32,71 @@ def load_trained() -> None:
     st.session_state.pop("learn_at", None)
 
 
-c1, c2, c3, c4, c5, c6 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
-task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
-                         disabled=locked)
-task = get_task(task_name)
-n_layers = c2.selectbox("Layers", [1, 2, 3], index=[1, 2, 3].index(task.model["n_layers"]), key="learn_layers",
-                        disabled=locked)
-n_heads = c3.selectbox("Heads", [1, 2, 4, 8], index=[1, 2, 4, 8].index(task.model["n_heads"]), key="learn_heads",
-                       disabled=locked)
-emb_dim = c4.selectbox("emb_dim", [32, 64, 128], index=[32, 64, 128].index(task.model["emb_dim"]),
-                       key="learn_emb", disabled=locked)
-lr = c5.select_slider("Learning rate", [1e-3, 3e-3, 1e-2], value=task.lr, key="learn_lr", disabled=locked,
-                      format_func=lambda v: f"{v:g}")
-steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
+def controls() -> TrainingJob | None:
+    """Title, the recipe, Start / Pause / Reset / Trained model; returns the training job (None before Start)."""
+    st.title("Learn: watch attention heads form")
+    st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the other "
+               "pages trains here, on this machine: its heads start uniform and grow a pattern as the loss falls.")
 
-state = job.state if job else "ready"
-c7, c8, c9, _ = st.columns([1, 1, 1.3, 3.5])
-if state == "running":
-    if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
-        job.pause()
-        st.rerun()
-elif state in ("ready", "paused"):
-    if c7.button("Start" if state == "ready" else "Resume", type="primary", icon=":material/play_arrow:",
-                 key="learn_start", width="stretch"):
-        if job is None:
-            overrides = {"n_layers": n_layers, "n_heads": n_heads, "emb_dim": emb_dim}
+    job: TrainingJob | None = st.session_state.get(JOB)
+    locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
+    c1, c2, c3, c4, c5, c6 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
+    task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
+                             disabled=locked)
+    task = get_task(task_name)
+    n_layers = c2.selectbox("Layers", [1, 2, 3], index=[1, 2, 3].index(task.model["n_layers"]), key="learn_layers",
+                            disabled=locked)
+    n_heads = c3.selectbox("Heads", [1, 2, 4, 8], index=[1, 2, 4, 8].index(task.model["n_heads"]), key="learn_heads",
+                           disabled=locked)
+    emb_dim = c4.selectbox("emb_dim", [32, 64, 128], index=[32, 64, 128].index(task.model["emb_dim"]),
+                           key="learn_emb", disabled=locked)
+    lr = c5.select_slider("Learning rate", [1e-3, 3e-3, 1e-2], value=task.lr, key="learn_lr", disabled=locked,
+                          format_func=lambda v: f"{v:g}")
+    steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
+
+    state = job.state if job else "ready"
+    c7, c8, c9, _ = st.columns([1, 1, 1.3, 3.5])
+    if state == "running":
+        if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
+            job.pause()
+            st.rerun()
+    elif state in ("ready", "paused"):
+        if c7.button("Start" if state == "ready" else "Resume", type="primary", icon=":material/play_arrow:",
+                     key="learn_start", width="stretch"):
+            if job is None:
+                overrides = {"n_layers": n_layers, "n_heads": n_heads, "emb_dim": emb_dim}
+                try:
+                    job = TrainingJob(Trainer(task, lr=lr, steps=int(steps), model_overrides=overrides))
+                except ValueError as exc:
+                    st.error(f"Cannot build this model: {exc}")
+                    st.stop()
+                st.session_state[JOB] = job
             try:
-                job = TrainingJob(Trainer(task, lr=lr, steps=int(steps), model_overrides=overrides))
-            except ValueError as exc:
-                st.error(f"Cannot build this model: {exc}")
-                st.stop()
-            st.session_state[JOB] = job
-        try:
-            job.start()
-        except TooManyJobs as exc:
-            st.warning(str(exc))
+                job.start()
+            except TooManyJobs as exc:
+                st.warning(str(exc))
+            st.rerun()
+    c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
+              on_click=load_trained, disabled=job is not None and state == "running",
+              help="Skip to the end: load the model shipped with the app, trained with this task's recipe "
+                   "(python -m attn_core.checkpoints), with its whole history.")
+    if err := st.session_state.pop("learn_error", None):
+        st.error(err)
+    if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
+        job.cancel()
+        del st.session_state[JOB]
+        st.session_state.pop("learn_at", None)
         st.rerun()
-c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
-          on_click=load_trained, disabled=job is not None and state == "running",
-          help="Skip to the end: load the model shipped with the app, trained with this task's recipe "
-               "(python -m attn_core.checkpoints), with its whole history.")
-if err := st.session_state.pop("learn_error", None):
-    st.error(err)
-if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
-    job.cancel()
-    del st.session_state[JOB]
-    st.session_state.pop("learn_at", None)
-    st.rerun()
 
-st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
-if job is None:
-    st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
-            f"{task.snapshot_every} steps; at most {MAX_JOBS} trainings run on this server at once.")
-    st.stop()
+    st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
+    if job is None:
+        st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
+                f"{task.snapshot_every} steps; at most {MAX_JOBS} trainings run on this server at once.")
+        return None
+    return job
 
 
-@st.fragment(run_every=POLL_S if job.state == "running" else None)
-def live() -> None:
+def live(job: TrainingJob) -> None:
     """Progress, loss, every head on the probe, scores: redrawn while the worker trains.
 
     Built to be cheap (the worker shares the cores): chart specs are reused (slides.draw_chart), head
@@ -197,4 +199,12 @@ def live() -> None:
     page_downloads(page="learn")
 
 
-live()
+def render() -> None:
+    """Draw the page; the live view is a fragment that redraws every second while the model trains."""
+    job = controls()
+    if job is None:
+        return
+    st.fragment(run_every=POLL_S if job.state == "running" else None)(live)(job)
+
+
+render()

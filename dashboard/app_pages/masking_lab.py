@@ -16,7 +16,7 @@ from dashboard.chart_cache import memo
 from dashboard.controls import settings
 from dashboard.matrices import show_matrix, show_panels
 from dashboard.runs import load_run
-from dashboard.sizes import cap, cell_area, column_px
+from dashboard.sizes import cap, fit
 from dashboard.slides import page_downloads, slide_settings
 from dashboard.text import show_table
 from dashboard.url_state import url_choice
@@ -47,7 +47,7 @@ def render() -> None:
     scores = torch.from_numpy(np.array(scores_np))
     variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
     right_a, right_b = variants[0], variants[1]
-    pair = min(cap(PAIR_CAP_PX), cell_area(column_px([1], 0), labels, panels=2))  # two panels across the page
+    pair = fit(cap(PAIR_CAP_PX), labels, panels=2)  # two panels across the page
 
     # 1. The two correct methods ----------------------------------------------------------------------
     st.header("1 · Two correct ways, the same weights")
@@ -62,7 +62,7 @@ def render() -> None:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
                     title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
-                    max_px=min(cap(260), cell_area(column_px([2, 3], 1), labels)),
+                    max_px=fit(cap(260), labels, [2, 3], 1),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
                    "agree up to float rounding.")
@@ -136,7 +136,7 @@ def render() -> None:
         # The mask beside its explanation, then the two weight panels across the page: mask and panels in one
         # row do not fit a 1280 px projector with the sidebar open (the third panel was cut off).
         c_mask, c_note = st.columns(2)
-        mask_px = min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 0), labels, legend=False))  # its legend is below
+        mask_px = fit(cap(HALF_CAP_PX), labels, [1, 1], 0, legend=False)  # its legend is below
         show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask", title="dropped (1 = zeroed)",
                     max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=charts.DROPOUT_MASK_LABELS,
                     name=f"dropout_mask_p{p:g}")

@@ -20,7 +20,7 @@ from dashboard.controls import settings
 from dashboard.matrices import show_matrix, tensor_slice
 from dashboard.present import presenting
 from dashboard.runs import load_run
-from dashboard.sizes import cap, cell_area, column_px, content_px
+from dashboard.sizes import cap, content_px, fit
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.steppers import stepper
 from dashboard.text import plural, show_table
@@ -109,7 +109,7 @@ def step_view() -> None:
         scale = kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
                      cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}",
-                     max_px=min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 1), labels, legend=scale != "mask")),
+                     max_px=fit(cap(HALF_CAP_PX), labels, [1, 1], 1, legend=scale != "mask"),
                      mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
 
 
@@ -203,7 +203,7 @@ def render() -> None:
                "matmul per projection instead of one per head.")
     lab = [str(c) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
-    half = min(cap(HALF_CAP_PX), cell_area(column_px([1, 1], 0), labels))
+    half = fit(cap(HALF_CAP_PX), labels, [1, 1], 0)
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
                 y_title="token", max_px=half, cache_key=(run.key, "wrapper_out"))
     show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
