@@ -3,7 +3,8 @@ same-shaped matrices; a 2-d slice of a tensor of any rank. Each chart drawn is r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
 
 import altair as alt
 import numpy as np
@@ -17,6 +18,48 @@ from .url_state import url_choice, url_int
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
 THUMB_SIDE = 256  # the same for the small panels of a grid
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a matrix is drawn as a rect heatmap: every option its chart depends on besides the matrix's shape and
+    labels, as one bundle from the page to :func:`charts.heatmap` (hashable: part of the spec template's key)."""
+
+    scale: str = "scores"
+    x_title: str = "key"
+    y_title: str = "query"
+    max_px: int = charts.CHART_PX
+    selectable: bool = False
+    text_format: str = ".2f"  # the d3 format of the values printed in cells (when they fit)
+    mask_labels: tuple[str, str] = charts.MASK_LABELS  # what a 0/1 mask's values mean (scale="mask")
+    big: bool = False  # presentation mode
+    grow: float = 1.0  # the screen's growth over the 1280x720 projector
+    dark: bool = False  # the page's theme: a mask's colours follow it
+
+    @property
+    def night(self) -> bool:
+        """A mask drawn in the dark page's colours (other scales look the same on both themes)."""
+        return self.scale == "mask" and self.dark
+
+    def chart(self, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
+              offset_rows: int = 0, offset_cols: int = 0) -> alt.TopLevelMixin:
+        return charts.heatmap(matrix, row_labels, col_labels, scale=self.scale, x_title=self.x_title,
+                              y_title=self.y_title, max_px=self.max_px, selectable=self.selectable,
+                              text_format=self.text_format, big=self.big, mask_labels=self.mask_labels, grow=self.grow,
+                              dark=self.night, offset_rows=offset_rows, offset_cols=offset_cols)
+
+    def structure(self, what: str, n_rows: int, n_cols: int, col_labels: Sequence[str]) -> tuple:
+        """The key of the spec template a ``what`` chart of this shape shares."""
+        return (what, charts.spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow), self)
+
+    def data_key(self, cache_key: Hashable | None) -> Hashable | None:
+        """What a chart's data (and raster) is remembered under: the page's key, the colours and the size."""
+        return None if cache_key is None else (cache_key, self.scale, self.max_px) + (("dark",) if self.night else ())
+
+    @property
+    def slide(self) -> Look:
+        """The same chart for the slide export: light, at the projector's size, not clickable."""
+        return replace(self, big=False, grow=1.0, dark=False, selectable=False)
 
 
 def show_matrix(
@@ -38,9 +81,8 @@ def show_matrix(
     name: str | None = None,
     mask_labels: tuple[str, str] = charts.MASK_LABELS,
 ) -> tuple[int, int] | None:
-    """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked.
-    ``text_format`` is the d3 format of the values printed in cells (when they fit); ``mask_labels``
-    what a 0/1 mask's values mean (``scale="mask"``).
+    """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked. The drawing options
+    are a :class:`Look`'s.
 
     Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -51,27 +93,22 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    night = scale == "mask" and dark()  # a mask's colours follow the page's theme (the export stays light)
-    ck = None if cache_key is None else (cache_key, scale, max_px) + (("dark",) if night else ())
+    look = Look(scale, x_title, y_title, max_px, selectable, text_format, mask_labels, presenting(), grow(), dark())
+    ck = look.data_key(cache_key)
     what = name or key
     slide_title = title or slides.words(what)
-    big, g = presenting(), grow()
     if not charts.matrix_needs_raster(n_rows, n_cols):
-        structure, build, frame = _heatmap_parts(matrix, row_labels, col_labels, scale=scale, x_title=x_title,
-                                                 y_title=y_title, max_px=max_px, selectable=selectable,
-                                                 text_format=text_format, big=big, mask_labels=mask_labels, grow=g,
-                                                 night=night)
-        event = vega(container, build, frame, structure, ck, key, selectable)
+        event = vega(container, lambda: look.chart(matrix, row_labels, col_labels),
+                     lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
+                     look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, selectable)
         kept = slides.own(matrix)
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.matrix_table(lambda: kept, row_labels, col_labels),
-            chart=lambda: charts.heatmap(kept, row_labels, col_labels, scale=scale, x_title=x_title,
-                                         y_title=y_title, max_px=max_px, text_format=text_format,
-                                         mask_labels=mask_labels)))
+            chart=lambda: look.slide.chart(kept, row_labels, col_labels)))
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck),
-               lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=night))
-    container.image(png, width=min(max_px, round(640 * grow())))
+               lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night))
+    container.image(png, width=min(max_px, round(640 * look.grow)))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
     container.caption(f"{n_rows * n_cols:,} cells: drawn as an image so the page stays fast "
@@ -91,62 +128,33 @@ def show_matrix(
                              bind="query-params") - 1
     cols = (start, start + size) if n_cols == n_rows else (0, min(n_cols, size))
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
-    def build_zoom():
-        return charts.heatmap(window, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                              max_px=max_px, selectable=selectable, offset_rows=start, offset_cols=cols[0], big=big,
-                              mask_labels=mask_labels, grow=g, dark=night)
-    structure = ("zoom", charts.spec_signature(*window.shape, col_labels[cols[0]:cols[1]], max_px, big, g), scale,
-                 x_title, y_title, max_px, selectable, big, mask_labels, night)
-    event = vega(container, build_zoom,
-                  lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
-                  structure, None if ck is None else (ck, "zoom", start, size), key, selectable)
+    event = vega(container, lambda: look.chart(window, row_labels, col_labels, start, cols[0]),
+                 lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
+                 look.structure("zoom", *window.shape, col_labels[cols[0]:cols[1]]),
+                 None if ck is None else (ck, "zoom", start, size), key, selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
     zoomed = slides.own(window)
     slides.register_chart(export.PageChart(
         f"{what}_zoom{start + 1}-{start + size}", f"{slide_title}, tokens {start + 1}–{start + size}",
-        chart=lambda: charts.heatmap(zoomed, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                                     max_px=max_px, offset_rows=start, offset_cols=cols[0]),
+        chart=lambda: look.slide.chart(zoomed, row_labels, col_labels, start, cols[0]),
         table=slides.matrix_table(lambda: zoomed, row_labels[start:start + size], col_labels[cols[0]:cols[1]])))
     return _clicked(event)
 
 
-def _heatmap_parts(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, scale: str,
-                   x_title: str, y_title: str, max_px: int, selectable: bool, text_format: str, big: bool,
-                   mask_labels: tuple[str, str], grow: float, night: bool,
-                   ) -> tuple[tuple, Callable[[], alt.TopLevelMixin], Callable]:
-    """A matrix's rect heatmap as :func:`show_matrix` draws it: (the key of its spec template, the chart, its data).
-    ``night``: a mask drawn in the dark page's colours."""
+def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], look: Look,
+                   cache_key: Hashable | None = None) -> None:
+    """Build, ahead of time, what :func:`show_matrix` will send for this matrix drawn with ``look``: its spec
+    template (~30-60 ms for a new shape: the main server cost of a walkthrough step) and, with a ``cache_key``, its
+    data. Read ``look``'s presentation mode, growth and theme in the script: this may run on another thread.
+    Rasters are not prepared."""
     n_rows, n_cols = np.shape(matrix)
-
-    def build() -> alt.TopLevelMixin:
-        return charts.heatmap(matrix, row_labels, col_labels, scale=scale, x_title=x_title, y_title=y_title,
-                              max_px=max_px, selectable=selectable, text_format=text_format, big=big,
-                              mask_labels=mask_labels, grow=grow, dark=night)
-
-    structure = ("heatmap", charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, grow), scale, x_title,
-                 y_title, max_px, selectable, text_format, big, mask_labels, night)
-    return structure, build, lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale)
-
-
-def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, big: bool,
-                   grow: float = 1.0, dark: bool = False, scale: str = "scores", x_title: str = "key",
-                   y_title: str = "query", max_px: int = charts.CHART_PX, cache_key: Hashable | None = None,
-                   selectable: bool = False, text_format: str = ".2f",
-                   mask_labels: tuple[str, str] = charts.MASK_LABELS) -> None:
-    """Build, ahead of time, what :func:`show_matrix` with these arguments will send: its spec template (~30-60 ms
-    for a new shape: the main server cost of a walkthrough step) and, with a ``cache_key``, its data. ``big``,
-    ``grow``, ``dark``: presentation mode, the screen's growth and the page's theme (read them in the script: this
-    may run on another thread). Rasters are not prepared."""
-    if charts.matrix_needs_raster(*np.shape(matrix)):
+    if charts.matrix_needs_raster(n_rows, n_cols):
         return
-    night = scale == "mask" and dark
-    structure, build, frame = _heatmap_parts(matrix, row_labels, col_labels, scale=scale, x_title=x_title,
-                                             y_title=y_title, max_px=max_px, selectable=selectable,
-                                             text_format=text_format, big=big, mask_labels=mask_labels, grow=grow,
-                                             night=night)
-    memo(("spec", structure), lambda: _to_spec(build()))
+    memo(("spec", look.structure("heatmap", n_rows, n_cols, col_labels)),
+         lambda: _to_spec(look.chart(matrix, row_labels, col_labels)))
     if cache_key is not None:
-        memo(("arrow", (cache_key, scale, max_px) + (("dark",) if night else ())), lambda: _arrow_bytes(frame()))
+        memo(("arrow", look.data_key(cache_key)),
+             lambda: _arrow_bytes(charts.heatmap_frame(matrix, row_labels, col_labels, scale=look.scale)))
 
 
 def _bound(matrix: np.ndarray, scale: str, ck: Hashable | None) -> float | None:

@@ -3,6 +3,7 @@ step's tensor is drawn as a heatmap beside its printed numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 
@@ -16,7 +17,7 @@ from dashboard.chart_cache import memo, prefetch
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.controls import settings
 from dashboard.links import md_escape
-from dashboard.matrices import prepare_matrix, show_matrix
+from dashboard.matrices import Look, prepare_matrix, show_matrix
 from dashboard.present import dark, presenting
 from dashboard.sizes import cap, column_px, grow
 from dashboard.slides import page_downloads, slide_settings
@@ -120,13 +121,13 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cac
                     cache_key=cache_key, **options)
 
 
-def prepare_step(step, labels: list[str], cache_key, look: dict, max_px: int) -> None:
+def prepare_step(step, labels: list[str], cache_key, look: Look, max_px: int) -> None:
     """Build the step's heatmap spec and data before it is shown (see chart_cache.prefetch); ``look``: presentation
     mode, the screen's growth and the theme, and ``max_px``, read in the script."""
     args = chart_args(step, labels, max_px)
     if args is not None:
         m, rows, cols, options = args
-        prepare_matrix(m, rows, cols, cache_key=cache_key, **look, **options)
+        prepare_matrix(m, rows, cols, dataclasses.replace(look, **options), cache_key)
 
 
 BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
@@ -168,7 +169,7 @@ def step_view() -> None:
     st.subheader("Now with your sentence")
     yours_next = your_sentence(s.text, s.input_mode, i, step.key)
     if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
-        after, look, px = steps[i + 1], dict(big=presenting(), grow=grow(), dark=dark()), chart_px()
+        after, look, px = steps[i + 1], Look(big=presenting(), grow=grow(), dark=dark()), chart_px()
 
         def prepare_next() -> None:
             prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px)
