@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C; docker stop: the same clean stop
         signal.signal(signum, _raise_interrupt)
     try:
-        print(f"Starting {len(course.servers)} app processes and HAProxy (logs in {logs}) ...", flush=True)
+        what = "HAProxy" if servers else f"{len(course.servers)} app processes and HAProxy"
+        print(f"Starting {what} (logs in {logs}) ...", flush=True)
         course.start()
         where = (f"http://<this computer's IP address>:{args.port} (and {course.url})"
                  if args.address in ("0.0.0.0", "::") else course.url)
