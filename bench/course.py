@@ -387,7 +387,9 @@ def print_report(r: Report) -> bool:
          "cross-talk: every page showed its own text and no other session's")
     slowest = max(r.loaded)
     print(f"       one session alone {r.alone:.2f} s; {n} at once: slowest {slowest:.2f} s "
-          f"({slowest / r.alone:.0f}x), median {statistics.median(r.loaded):.2f} s, all answered in {r.wall:.2f} s")
+          f"({slowest / r.alone:.0f}x), median {statistics.median(r.loaded):.2f} s, all answered in {r.wall:.2f} s "
+          f"(bench.classroom's goal for one process: 2 x {r.alone:.2f} x {n} / {os.cpu_count()} cores = "
+          f"{2 * r.alone * n / (os.cpu_count() or 1):.1f} s)")
     print(f"       CPU per session {sum(r.cpu.values()) / n * 1000:.0f} ms: "
           f"{sum(r.cpu.values()) / n * 30:.1f} CPU s per class of 30 opening the page")
     if r.victim is not None:
