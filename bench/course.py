@@ -297,6 +297,9 @@ async def measure(course: Course, n: int, kill: bool = True, seed: int = 0) -> R
         alone_runs.append(s.pages[0].seconds)
         await s.ws.close()
     rss_warm = {name: rss_mb(pid) for name, pid in pids.items()}
+    deadline = time.monotonic() + TIMEOUT  # until HAProxy has let the closed sessions go: they would skew the spread
+    while any(course.connections().values()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     sampler = PeakRSS(pids)
     sampler.start()
     sessions = [Session(i, query_of(i, rng)) for i in range(n)]

@@ -154,10 +154,17 @@ class Course:
             self.stop()
             raise
 
+    def _replica_rows(self) -> list[dict[str, str]]:
+        return [r for r in stat_rows(self.stats_socket)
+                if r["pxname"] == "replicas" and r["svname"] not in ("BACKEND", "FRONTEND")]
+
     def states(self) -> dict[str, str]:
         """Each replica's state as HAProxy's health checks see it: UP, DOWN, ``UP 1/2`` (going down), ..."""
-        return {r["svname"]: r["status"] for r in stat_rows(self.stats_socket)
-                if r["pxname"] == "replicas" and r["svname"] not in ("BACKEND", "FRONTEND")}
+        return {r["svname"]: r["status"] for r in self._replica_rows()}
+
+    def connections(self) -> dict[str, int]:
+        """Each replica's open connections as HAProxy counts them (an open page's websocket is one)."""
+        return {r["svname"]: int(r["scur"] or 0) for r in self._replica_rows()}
 
     def wait_states(self, want: dict[str, str], timeout: float) -> float:
         """Wait until HAProxy reports the states in ``want``; seconds waited (TimeoutError past ``timeout``)."""
