@@ -188,27 +188,36 @@ def concurrent(browser, base: str, n: int) -> None:
           f"{crossed or 'none'}", flush=True)
 
 
+async def ws_rerun(ws, query: dict) -> tuple[float, list[bytes]]:
+    """Ask the session on an open websocket for a script run with ``query`` as its URL's query string (as a
+    browser does when it opens a page): seconds until the server reports the script finished, and every
+    message it sent meanwhile."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = BackMsg()
+    msg.rerun_script.query_string = urlencode(query)
+    t0 = time.perf_counter()
+    await ws.send(msg.SerializeToString())
+    received = []
+    while True:
+        data = await ws.recv()
+        received.append(data)
+        fm = ForwardMsg()
+        fm.ParseFromString(data)
+        if fm.WhichOneof("type") == "script_finished":
+            return time.perf_counter() - t0, received
+
+
 async def _ws_session(port: int, query: dict) -> tuple[float, bytes]:
     """One new session over Streamlit's own websocket (as a browser opens it): seconds from the request
     until the server reports the script finished, and every message it sent (to check for cross-talk)."""
     import websockets
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", max_size=2**28,
                                   origin=f"http://127.0.0.1:{port}") as ws:
-        msg = BackMsg()
-        msg.rerun_script.query_string = urlencode(query)
-        t0 = time.perf_counter()
-        await ws.send(msg.SerializeToString())
-        received = []
-        while True:
-            data = await ws.recv()
-            received.append(data)
-            fm = ForwardMsg()
-            fm.ParseFromString(data)
-            if fm.WhichOneof("type") == "script_finished":
-                return time.perf_counter() - t0, b"".join(received)
+        seconds, received = await ws_rerun(ws, query)
+        return seconds, b"".join(received)
 
 
 def concurrent_server_side(n: int) -> None:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from deploy import processes
+from deploy.processes import free_port  # noqa: F401 - tests and bench/ import it from here
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -32,21 +30,19 @@ def browser_missing_reason() -> str | None:
     return None
 
 
-def require_browser() -> None:
-    """Skip a browser test when Chromium or Playwright is missing; under CI (CI=true) fail instead."""
+def require(reason: str | None, what: str) -> None:
+    """Skip a test that cannot run here (``reason``: why, None when it can); under CI (CI=true) fail instead."""
     import pytest
 
-    reason = browser_missing_reason()
     if reason:
         if os.environ.get("CI") == "true":
-            pytest.fail(f"browser tests must run under CI: {reason}")
+            pytest.fail(f"{what} must run under CI: {reason}")
         pytest.skip(reason)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def require_browser() -> None:
+    """Skip a browser test when Chromium or Playwright is missing; under CI (CI=true) fail instead."""
+    require(browser_missing_reason(), "browser tests")
 
 
 @contextmanager
@@ -56,38 +52,33 @@ def streamlit_server(port: int | None = None, timeout: float = 60, address: str 
     """Run `streamlit run app` in ``cwd`` (whose .streamlit/config.toml applies) on ``address`` (None: the
     configured default); yield its base URL; stop it by PID."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app),
-           "--server.headless", "true", "--server.port", str(port),
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    if address is not None:
-        cmd += ["--server.address", address]
-    # The server's log goes to a file: an unread pipe fills up (64 KB) and blocks a chatty server.
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                log.seek(0)
-                out = log.read().decode(errors="replace")
-                raise RuntimeError(f"streamlit did not start on {url}:\n{out[-3000:]}")
-            time.sleep(0.2)
-        yield url
-    finally:
+    with tempfile.TemporaryFile() as log:
+        proc = processes.start(processes.streamlit_command(port, address, app), log, cwd=cwd, env=env)
+        url = f"http://127.0.0.1:{port}"
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+            processes.wait_healthy(url, proc, log, timeout)
+            yield url
+        finally:
+            processes.stop(proc)
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1 as /proc/net/tcp* write them
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses with a socket listening on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A = LISTEN
+                found.add(addr)
+    return found
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from browser import chromium_page, streamlit_server, wait_idle
+from browser import LOOPBACK, chromium_page, listening_addresses, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -47,22 +47,6 @@ def test_foreign_host_name_is_refused(server):
         assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
 
 
-def _listening_addresses(port: int) -> set[str]:
-    """Local addresses with a socket listening on ``port`` (from /proc/net/tcp and tcp6)."""
-    found = set()
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(name).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            local, state = line.split()[1], line.split()[3]
-            addr, p = local.split(":")
-            if state == "0A" and int(p, 16) == port:  # 0A = LISTEN
-                found.add(addr)
-    return found
-
-
 def test_readme_command_listens_on_loopback_only():
     if not os.path.exists("/proc/net/tcp"):
         pytest.skip("no /proc/net/tcp on this system")
@@ -70,8 +54,8 @@ def test_readme_command_listens_on_loopback_only():
 
     port = free_port()
     with streamlit_server(port=port, address=None):  # as the README starts it: no --server.address
-        addrs = _listening_addresses(port)
-    assert addrs and addrs <= {"0100007F", "00000000000000000000000001000000"}, addrs  # 127.0.0.1 / ::1
+        addrs = listening_addresses(port)
+    assert addrs and addrs <= LOOPBACK, addrs
 
 
 def test_a_link_made_from_any_accepted_text_loads(server, tmp_path):
