@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .kv_cache import LayerCache
 from .masks import causal_mask
 from .trace import Trace, record
 
@@ -263,10 +264,13 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("mask", causal_mask(context_length).float())  # book: torch.triu(ones, diagonal=1)
 
-    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
-        check_inputs(x, self.d_in, self.context_length)
+    def forward(self, x: torch.Tensor, trace: Trace | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        """``cache``: this layer's KV cache; its keys and values come before this call's tokens, whose positions
+        continue from the cache's length (attn_core/kv_cache.py)."""
+        num_cached = 0 if cache is None else cache.length
+        check_inputs(x, self.d_in, self.context_length - num_cached)
         if trace is None and self.efficient:
-            return self.forward_efficient(x)
+            return self.forward_efficient(x, cache)
         b, num_tokens, d_in = x.shape
         keys = self.W_key(x)  # Shape: (b, num_tokens, d_out)
         queries = self.W_query(x)
@@ -292,13 +296,20 @@ class MultiHeadAttention(nn.Module):
         record(trace, "queries.transpose", queries)
         record(trace, "values.transpose", values)
 
+        if cache is not None:  # KV cache: the earlier positions' keys and values, then this call's
+            keys, values = cache.update(keys, values)  # (b, num_heads, num_cached + num_tokens, head_dim)
+            record(trace, "keys.cached", keys)
+            record(trace, "values.cached", values)
+
         # Compute scaled dot-product attention (aka self-attention) with a causal mask
         attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
         record(trace, "attn_scores", attn_scores,
                note="one batched matmul computes every head's num_tokens x num_tokens scores")
 
         # Original mask truncated to the number of tokens and converted to boolean
-        mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal else None
+        # (with a KV cache: the rows of this call's positions, over every cached key)
+        num_keys = num_cached + num_tokens
+        mask_bool = self.mask.bool()[num_cached:num_keys, :num_keys] if self.causal else None
         record(trace, "mask_bool", mask_bool)  # nothing when causal=False
 
         # Use the mask to fill attention scores (or renormalize after softmax: mask_method)
@@ -320,16 +331,22 @@ class MultiHeadAttention(nn.Module):
         record(trace, "out_proj", context_vec)
         return context_vec
 
-    def forward_efficient(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_efficient(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         """Same math through PyTorch's fused scaled_dot_product_attention (no weights matrix kept)."""
         b, num_tokens, d_in = x.shape
         # (b, num_tokens, d_out) -> (b, num_heads, num_tokens, head_dim)
         queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        attn_mask, is_causal = None, self.causal
+        if cache is not None and cache.length:  # new queries over cached keys: SDPA's is_causal aligns them wrongly
+            keys, values = cache.update(keys, values)
+            attn_mask, is_causal = ~causal_mask(num_tokens, keys.shape[-2], causal=self.causal, device=x.device), False
+        elif cache is not None:
+            keys, values = cache.update(keys, values)
         context_vec = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=None,
-            dropout_p=self.dropout.p if self.training else 0.0, is_causal=self.causal,
+            queries, keys, values, attn_mask=attn_mask,
+            dropout_p=self.dropout.p if self.training else 0.0, is_causal=is_causal,
         )  # (b, num_heads, num_tokens, head_dim)
         context_vec = context_vec.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
         return self.out_proj(context_vec)

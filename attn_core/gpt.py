@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 
 from .attention import MultiHeadAttention
-from .trace import Trace, record
+from .kv_cache import KVCache, LayerCache
+from .trace import Trace, record, scope
 
 GPT_CONFIG_124M: dict = {
     "vocab_size": 50257,  # Vocabulary size
@@ -118,12 +119,12 @@ class TransformerBlock(nn.Module):
             self.norm2 = LayerNorm(cfg["emb_dim"])
         self.drop_shortcut = nn.Dropout(cfg["drop_rate"])
 
-    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, trace: Trace | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         # Shortcut connection for attention block
         shortcut = x
         x = self.norm1(x)
         record(trace, "input", x)
-        x = self.att(x, trace)  # Shape [batch_size, num_tokens, emb_size]
+        x = self.att(x, trace, cache)  # Shape [batch_size, num_tokens, emb_size]
         x = self.drop_shortcut(x)
         x = x + shortcut  # Add the original input back
         if self.attention_only:
@@ -151,26 +152,31 @@ class GPTModel(nn.Module):
         self.final_norm = LayerNorm(cfg["emb_dim"])
         self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
 
-    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None) -> torch.Tensor:
         """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size); with a trace,
-        every layer's attention steps are recorded under ``trf_blocks[i].att``."""
+        every layer's attention steps are recorded under ``trf_blocks[i].att``. With a KV ``cache``, the tokens
+        come after the cached ones: their positions continue from ``cache.length``, and the cache grows."""
         if in_idx.ndim != 2:
             raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(in_idx.shape)}")
         batch_size, seq_len = in_idx.shape
-        if seq_len > self.cfg["context_length"]:
-            raise ValueError(f"{seq_len} tokens do not fit in context_length = {self.cfg['context_length']}")
+        start = 0 if cache is None else cache.length
+        if cache is not None and len(cache.layers) != len(self.trf_blocks):
+            raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
+                             "make it with KVCache(model.cfg['n_layers'])")
+        if start + seq_len > self.cfg["context_length"]:
+            raise ValueError(f"{start + seq_len} tokens do not fit in context_length = {self.cfg['context_length']}")
         if seq_len and (int(in_idx.min()) < 0 or int(in_idx.max()) >= self.cfg["vocab_size"]):
             raise ValueError(f"token ids must lie in 0..{self.cfg['vocab_size'] - 1} (the model's vocabulary)")
         tok_embeds = self.tok_emb(in_idx)
-        pos_embeds = self.pos_emb(torch.arange(seq_len, device=in_idx.device))
+        pos_embeds = self.pos_emb(torch.arange(start, start + seq_len, device=in_idx.device))
         x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
         x = self.drop_emb(x)
-        if trace is None:
+        if trace is None and cache is None:
             x = self.trf_blocks(x)
         else:
             for i, block in enumerate(self.trf_blocks):
-                with trace.scope(layer_scope(i)):
-                    x = block(x, trace)
+                with scope(trace, layer_scope(i)):
+                    x = block(x, trace, None if cache is None else cache.layers[i])
         x = self.final_norm(x)
         logits = self.out_head(x)
         return logits
@@ -189,4 +195,68 @@ def generate_text_simple(model: nn.Module, idx: torch.Tensor, max_new_tokens: in
         probas = torch.softmax(logits, dim=-1)  # (batch, vocab_size)
         idx_next = torch.argmax(probas, dim=-1, keepdim=True)  # (batch, 1)
         idx = torch.cat((idx, idx_next), dim=1)  # (batch, n_tokens+1)
+    return idx
+
+
+MAX_NEW_TOKENS = 1000  # a generation asks for at most this many tokens (a classroom server is shared)
+
+
+def check_generation(idx: torch.Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
+                     vocab_size: int) -> None:
+    """Raise ``ValueError`` with a plain message for a generation that cannot run."""
+    if idx.ndim != 2:
+        raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(idx.shape)}")
+    if idx.shape[1] == 0:
+        raise ValueError("the prompt is empty: type at least one word to continue")
+    if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}; got {max_new_tokens!r}")
+    if not temperature >= 0.0:
+        raise ValueError(f"temperature must be 0 (greedy: always the most likely token) or more; got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
+        raise ValueError(f"top_k must be a whole number from 1 to the vocabulary size {vocab_size}, or None for "
+                         f"no limit; got {top_k!r}")
+
+
+def next_token(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next token id (batch, 1) from the last position's logits (batch, vocab_size), as the book's chapter 5
+    ``generate`` picks it: keep the ``top_k`` largest logits, then greedy (temperature 0: the argmax, as
+    ``generate_text_simple``) or sample from softmax(logits / temperature) with ``generator``."""
+    if top_k is not None:
+        top_logits, _ = torch.topk(logits, top_k)
+        min_val = top_logits[:, -1:]
+        logits = torch.where(logits < min_val, torch.tensor(float("-inf"), device=logits.device), logits)
+    if temperature > 0.0:
+        logits = logits / temperature
+        probas = torch.softmax(logits, dim=-1)  # (batch, vocab_size)
+        return torch.multinomial(probas, num_samples=1, generator=generator)  # (batch, 1)
+    return torch.argmax(logits, dim=-1, keepdim=True)  # (batch, 1)
+
+
+def generate(model: GPTModel, idx: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True,
+             temperature: float = 0.0, top_k: int | None = None, context_size: int | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Token ids (b, T) -> (b, T + max_new_tokens), one token at a time; greedy by default, exactly the book's
+    ``generate_text_simple`` then.
+
+    ``use_cache``: a :class:`~attn_core.kv_cache.KVCache` keeps every layer's keys and values, so each new token
+    runs alone through the model (same tokens as without it). ``context_size`` (default: the model's
+    context_length): a longer text drops its oldest tokens, the book's ``idx[:, -context_size:]``; every position
+    then shifts, so the cache is rebuilt from the kept tokens at each such step."""
+    context_size = model.cfg["context_length"] if context_size is None else context_size
+    if not isinstance(context_size, int) or not 1 <= context_size <= model.cfg["context_length"]:
+        raise ValueError(f"context_size must be from 1 to the model's context_length {model.cfg['context_length']}; "
+                         f"got {context_size!r}")
+    check_generation(idx, max_new_tokens, temperature, top_k, model.cfg["vocab_size"])
+    cache = KVCache(len(model.trf_blocks)) if use_cache else None
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            if cache is not None and 0 < cache.length < context_size:
+                logits = model(idx[:, -1:], cache=cache)  # the new token alone: every earlier one is cached
+            else:
+                idx_cond = idx[:, -context_size:]  # crop the context if it exceeds the supported size
+                cache = KVCache(len(model.trf_blocks)) if use_cache else None
+                logits = model(idx_cond, cache=cache)
+            idx_next = next_token(logits[:, -1, :], temperature, top_k, generator)  # (batch, 1)
+            idx = torch.cat((idx, idx_next), dim=1)  # (batch, n_tokens+1)
     return idx

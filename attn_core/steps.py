@@ -58,6 +58,10 @@ STEPS: dict[str, StepKind] = {
     "values.transpose": StepKind("values_per_head", "heads moved in front of tokens, so each head is a (num_tokens, "
                                  "head_dim) matrix; only strides change, the tensor is no longer contiguous",
                                  _PER_HEAD),
+    "keys.cached": StepKind("cached_keys", "the KV cache: the earlier positions' keys, then this call's ({width} "
+                            "wide per head)", {4: ("b", "num_heads", "num_keys", "head_dim")}),
+    "values.cached": StepKind("cached_values", "the KV cache: the earlier positions' values, then this call's",
+                              {4: ("b", "num_heads", "num_keys", "head_dim")}),
     "attn_scores": StepKind("scores", "omega[i, j] = q(i) . k(j)", _SQUARE),
     "mask_bool": StepKind("mask", "True above the diagonal: keys in the future of each query", _SQUARE, "mask"),
     "attn_scores_masked": StepKind("masked_scores", "future keys set to -inf, so softmax gives them exactly 0",

@@ -52,6 +52,8 @@ page = st.navigation([
     st.Page(PAGES / "masking_lab.py", title="Masking lab", icon=":material/visibility_off:", url_path="masking-lab"),
     st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon=":material/menu_book:", url_path="walkthrough"),
     st.Page(PAGES / "learn.py", title="Learn", icon=":material/school:", url_path="learn"),
+    st.Page(PAGES / "generate.py", title="Generate", icon=":material/keyboard_double_arrow_right:",
+            url_path="generate"),
     st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
 ], position="top" if present else "sidebar")
 presentation_controls(st.sidebar)

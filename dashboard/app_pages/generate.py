@@ -1,0 +1,225 @@
+"""Generate: one token at a time with the KV cache, step by step (the book's chapter 4 and its bonus material).
+
+Each press of Next token (or Page Down) appends one token: the text so far with the new token marked, the new
+query's attention row over every earlier token (one row per head of the chosen layer, growing to the right), the
+KV cache of every layer growing by one with its bytes, the mask slice used, the ten most likely next tokens, and
+the same step without the cache (the whole T x T matrix again) with both times measured on this machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attn_core.decoding import PAGE_NEW_TOKENS, RANDOM_MODELS, DecodeStep, decode_step, prefill, random_model
+from attn_core.kv_cache import KVCache
+from attn_core.tokens import gpt2_encoding, readable_piece, tokenize
+from dashboard.links import md_escape
+from dashboard.matrices import show_matrix
+from dashboard.present import presenting
+from dashboard.sizes import cap, fit
+from dashboard.slides import page_downloads, slide_settings
+from dashboard.steppers import NEXT_KEY
+from dashboard.text import plural, sentence, show_table
+
+STATE = "gen_state"
+DEFAULT_PROMPT = "Every effort moves you"
+MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
+PLAY_EVERY_S = 0.6
+
+
+@dataclass
+class Generation:
+    """One session's generation: the tokens so far, the KV cache and the last logits (small: a few MB at most)."""
+
+    key: tuple  # (model, prompt, decoding settings) it was made for
+    prompt_len: int
+    ids: list[int]
+    cache: KVCache
+    logits: torch.Tensor
+    generator: torch.Generator
+    steps: list[tuple[float, float | None]] = field(default_factory=list)  # (cached, uncached) seconds per step
+    last: DecodeStep | None = None
+
+
+@st.cache_resource(max_entries=len(RANDOM_MODELS), show_spinner="Building the model…")
+def shared_model(name: str):
+    """One model per server process, shared read-only by every session (the KV cache lives outside it)."""
+    return random_model(name)
+
+
+def piece(token_id: int) -> str:
+    return readable_piece(gpt2_encoding().decode_single_token_bytes(token_id))
+
+
+def controls() -> tuple[str, str, float, int | None, int, int]:
+    """The page's own settings (in the link): model, prompt, decoding, layer, compare."""
+    c_prompt, c_model = st.columns([3, 2])
+    prompt = c_prompt.text_input("Prompt", DEFAULT_PROMPT, key="gen_prompt", max_chars=2000)
+    name = c_model.selectbox("Weights", list(RANDOM_MODELS), format_func=lambda k: RANDOM_MODELS[k][0],
+                             key="gen_model", bind="query-params",
+                             help="The book's GPTModel. Random weights write gibberish: what to watch is how each "
+                                  "step works, not what it writes.")
+    c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
+    how = c1.segmented_control("Choice", ["greedy", "sample"], default="greedy", key="gen_how", required=True,
+                               bind="query-params", help="Greedy: always the most likely token (the book's "
+                                                         "generate_text_simple). Sample: draw from the "
+                                                         "probabilities, seeded.")
+    sample = how == "sample"
+    temperature = c2.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature", disabled=not sample)
+    top_k = c3.number_input("top_k (0 = all)", 0, 1000, 50, key="gen_top_k", disabled=not sample)
+    seed = c4.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
+    n_layers = RANDOM_MODELS[name][1]["n_layers"]
+    layer = c5.selectbox("Layer shown", range(n_layers), format_func=lambda i: f"layer {i + 1}", key="gen_layer")
+    return (name, prompt, float(temperature) if sample else 0.0, (int(top_k) or None) if sample else None,
+            int(seed), int(layer))
+
+
+def start(name: str, prompt: str, temperature: float, top_k: int | None, seed: int) -> Generation | None:
+    """A new generation from the prompt (the prompt runs through the model once, filling the cache)."""
+    model = shared_model(name)
+    limit = model.cfg["context_length"] - 1
+    try:
+        ids = [t.id for t in tokenize(prompt, max_tokens=limit)]
+    except ValueError as e:
+        st.error(sentence(e).replace("Attention Lab shows", "this model reads"))
+        return None
+    cache = KVCache(model.cfg["n_layers"])
+    logits = prefill(model, ids, cache)
+    return Generation((name, prompt, temperature, top_k, seed), len(ids), ids, cache, logits,
+                      torch.Generator().manual_seed(seed))
+
+
+def advance(name: str, layer: int, temperature: float, top_k: int | None) -> None:
+    """Button / Play callback: one more token (before the run, so the page draws the new step)."""
+    gen: Generation | None = st.session_state.get(STATE)
+    if gen is None or len(gen.ids) - gen.prompt_len >= MAX_NEW:
+        st.session_state["gen_playing"] = False
+        return
+    model = shared_model(name)
+    try:
+        step, gen.logits = decode_step(model, gen.ids, gen.cache, gen.logits, layer=layer, temperature=temperature,
+                                       top_k=top_k, generator=gen.generator)
+    except ValueError as e:
+        st.session_state["gen_error"] = sentence(e)
+        st.session_state["gen_playing"] = False
+        return
+    gen.ids.append(step.token_id)
+    gen.steps.append((step.seconds_cached, step.seconds_full))
+    gen.last = step
+    if len(gen.ids) - gen.prompt_len >= MAX_NEW:
+        st.session_state["gen_playing"] = False
+
+
+def text_so_far(gen: Generation) -> str:
+    """The prompt, the generated tokens, the newest in bold (every piece escaped: it is Markdown)."""
+    enc = gpt2_encoding()
+    prompt = md_escape(enc.decode(gen.ids[:gen.prompt_len]))
+    new = [md_escape(enc.decode([t])) for t in gen.ids[gen.prompt_len:]]
+    if new:
+        new[-1] = f"**⟨{new[-1].strip() or '␣'}⟩**"
+    return prompt + "".join(new)
+
+
+def show_step(gen: Generation, name: str, layer: int) -> None:
+    step = gen.last
+    labels = [f"{i + 1}: {piece(t)}" for i, t in enumerate(gen.ids)]
+    H = step.row.shape[0]
+    st.markdown(f"**Step {len(gen.ids) - gen.prompt_len}: token {step.position + 1} is "
+                f"“{md_escape(piece(step.token_id))}”.** Its query (one row per head of layer {layer + 1}) attends "
+                f"over all {plural(len(gen.ids), 'key')} in the cache, itself included; the mask slice "
+                f"`{step.mask_slice}` hides {int(step.mask_row.sum())} of them.")
+    left, right = st.columns([3, 2])
+    show_matrix(left, step.row, [f"head {h + 1}" for h in range(H)], labels, key="gen_row", scale="weights",
+                title=f"The new query's attention, layer {layer + 1}: one row per head",
+                x_title="key (cached token)", y_title="head", max_px=fit(cap(560), labels, (3, 2), 0),
+                name=f"new_row_layer{layer + 1}")
+    with right:
+        enc = gpt2_encoding()
+        top = pd.DataFrame({"next token": [repr(enc.decode([t])) for t in step.top_ids],
+                            "probability": step.top_probs})
+        st.markdown("**The ten most likely next tokens** (after this one)")
+        show_table(st, top, formats={"probability": "%.4f"}, hide_index=True)
+    cached, full = step.seconds_cached, step.seconds_full
+    c1, c2, c3 = st.columns(3)
+    c1.metric("This step with the KV cache", f"{cached * 1e3:.1f} ms", help="The new token alone through the model.")
+    if full is not None:
+        c2.metric("The same step without it", f"{full * 1e3:.1f} ms", delta=f"{full / cached:.1f}× slower",
+                  delta_color="off", help="The whole text again: every position's queries, keys and values.")
+    total_c = sum(c for c, _ in gen.steps)
+    total_f = sum(f for _, f in gen.steps if f is not None)
+    c3.metric(f"All {len(gen.steps)} steps", f"{len(gen.steps) / total_c:.0f} tokens/s",
+              delta=f"{len(gen.steps) / total_f:.0f} tokens/s without the cache" if total_f else None,
+              delta_color="off")
+
+    st.markdown("**The KV cache, every layer** (keys and values each have this shape; it grows by one token a step)")
+    rows = [{"layer": i + 1, "keys / values shape (b, num_heads, T, head_dim)": str(shape),
+             "bytes": 2 * int(np.prod(shape)) * 4} for i, shape in enumerate(step.cache_shapes)]
+    cache_df = pd.DataFrame(rows)
+    show_table(st, cache_df, hide_index=True, formats={"bytes": "%d"})
+    st.caption(f"In all: {step.cache_bytes:,} bytes = {step.cache_bytes / 2**20:.2f} MiB for {len(gen.ids)} tokens "
+               f"(float32; the tensors' own nbytes).")
+    if step.full_weights is not None:
+        st.markdown(f"**Without the cache** the model recomputes every row: layer {layer + 1}, head 1, all "
+                    f"{len(gen.ids)} × {len(gen.ids)} weights. Its last row is the new query's row above.")
+        show_matrix(st, step.full_weights[0], labels, labels, key="gen_full", scale="weights",
+                    max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1")
+
+
+def render() -> None:
+    if not presenting():
+        st.title("Generate: one token at a time, with the KV cache")
+        st.caption("The book's GPTModel continues your prompt one token at a time. With the KV cache each layer keeps "
+                   "the keys and values of earlier tokens, so a new token computes only its own.")
+    name, prompt, temperature, top_k, seed, layer = controls()
+    gen: Generation | None = st.session_state.get(STATE)
+    key = (name, prompt, temperature, top_k, seed)
+    if gen is None or gen.key != key:  # new settings: a new generation from the prompt
+        gen = start(name, prompt, temperature, top_k, seed)
+        st.session_state[STATE] = gen
+        st.session_state["gen_playing"] = False
+        if gen is None:
+            return
+    args = (name, layer, temperature, top_k)
+    done = len(gen.ids) - gen.prompt_len >= MAX_NEW
+    row = st.container(horizontal=True, gap="small")
+    row.button("Next token ▶", key="gen_next", on_click=advance, args=args, type="primary", disabled=done,
+               shortcut=NEXT_KEY, help="Append one token (Page Down)")
+    playing = st.session_state.get("gen_playing", False)
+    row.button("Pause" if playing else "Play", key="gen_play", disabled=done and not playing,
+               on_click=lambda: st.session_state.update(gen_playing=not playing),
+               help=f"Append a token every {PLAY_EVERY_S:g} s, up to {MAX_NEW} new tokens")
+    row.button("Reset", key="gen_reset", on_click=lambda: st.session_state.pop(STATE, None))
+    if err := st.session_state.pop("gen_error", None):
+        st.error(err)
+    if done:
+        st.info(f"{MAX_NEW} new tokens: the limit of this page. Press Reset to start again.")
+    slide_settings("generate", len(gen.ids), name)
+    live(gen, args)
+    page_downloads(page="generate")
+
+
+def live(gen: Generation, args: tuple) -> None:
+    """The text and the step; while playing, a fragment that adds a token and redraws itself."""
+    playing = st.session_state.get("gen_playing", False)
+
+    def body() -> None:
+        if st.session_state.get("gen_playing", False):
+            advance(*args)
+            if not st.session_state["gen_playing"]:  # the limit: redraw the buttons, and stop the timer
+                st.rerun(scope="app")
+        st.markdown(text_so_far(gen))
+        if gen.last is None:
+            st.info(f"The prompt is {plural(gen.prompt_len, 'token')}, all in the cache now. Press **Next token** "
+                    "(or Page Down) to generate the next one, or **Play**.")
+            return
+        show_step(gen, args[0], args[1])
+
+    st.fragment(run_every=PLAY_EVERY_S if playing else None)(body)()
+
+
+render()

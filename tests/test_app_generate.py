@@ -1,0 +1,78 @@
+"""Issue 22: the Generate page, one token at a time with the KV cache (AppTest)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from apptest_utils import messages, open_page
+
+PAGE = "app_pages/generate.py"
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_ten_next_token_steps_grow_the_row_and_the_cache():
+    at = open_page(PAGE)
+    assert "Every effort moves you" in at.markdown[0].value and "Next token" in " ".join(i.value for i in at.info)
+    for step in range(1, 11):
+        at.button(key="gen_next").click().run()
+        assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+        T = 4 + step
+        assert at.markdown[0].value.count("**⟨") == 1  # the new token, marked
+        assert any(m.value.startswith(f"**Step {step}: token {T} is") for m in at.markdown)
+        shapes = at.session_state["gen_state"].last.cache_shapes
+        assert shapes == [(1, 4, T, 64)] * 4  # every layer's keys grow by one
+        row = at.session_state["gen_state"].last.row
+        assert row.shape == (4, T) and np.allclose(row.sum(axis=1), 1, atol=1e-5)  # one row per head over T keys
+    gen = at.session_state["gen_state"]
+    assert gen.last.cache_bytes == sum(layer.keys.nbytes + layer.values.nbytes for layer in gen.cache.layers)
+    assert f"{gen.last.cache_bytes:,} bytes" in " ".join(c.value for c in at.caption)
+    assert {"This step with the KV cache", "The same step without it", "All 10 steps"} <= set(metrics(at))
+    np.testing.assert_allclose(gen.last.full_weights[:, -1, :], gen.last.row, atol=1e-5)  # full matrix's last row
+
+
+def test_play_stops_at_the_limit(monkeypatch):
+    import attn_core.decoding
+
+    monkeypatch.setattr(attn_core.decoding, "PAGE_NEW_TOKENS", 3)
+    at = open_page(PAGE)
+    at.button(key="gen_play").click().run()
+    for _ in range(6):  # the live view's timer reruns it; here each run stands for one tick
+        if not at.session_state["gen_playing"]:
+            break
+        at.run()
+    assert not at.session_state["gen_playing"]
+    gen = at.session_state["gen_state"]
+    assert len(gen.ids) - gen.prompt_len == 3
+    assert any("the limit of this page" in i.value for i in at.info) and at.button(key="gen_next").disabled
+
+
+@pytest.mark.parametrize("prompt, message", [
+    ("   ", "The text is empty"),
+    ("word " * 300, "this model reads up to 255 tokens"),
+])
+def test_bad_prompts_say_what_to_change(prompt, message):
+    at = open_page(PAGE)
+    at.text_input(key="gen_prompt").set_value(prompt).run()
+    errors = messages(at)["error"]
+    assert not messages(at)["exception"] and any(message in e for e in errors), errors
+
+
+def test_sampling_is_seeded_and_special_and_markdown_text_stays_literal():
+    at = open_page(PAGE)
+    at.text_input(key="gen_prompt").set_value("**bold** <|endoftext|> [x](http://e.example)").run()
+    at.segmented_control(key="gen_how").set_value("sample").run()
+    for _ in range(3):
+        at.button(key="gen_next").click().run()
+    first = list(at.session_state["gen_state"].ids)
+    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    text = at.markdown[0].value
+    assert text.startswith("\\*\\*bold\\*\\*") and "\\[x\\]" in text  # escaped: shown as typed
+    at.button(key="gen_reset").click().run()
+    for _ in range(3):
+        at.button(key="gen_next").click().run()
+    assert at.session_state["gen_state"].ids == first  # the same seed draws the same tokens
