@@ -22,7 +22,7 @@ def test_ten_next_token_steps_grow_the_row_and_the_cache():
         at.button(key="gen_next").click().run()
         assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
         T = 4 + step
-        assert at.markdown[0].value.count("**⟨") == 1  # the new token, marked
+        assert at.markdown[0].value.count(":orange-background[") == 1  # the new token, marked
         assert any(m.value.startswith(f"**Step {step}: token {T} is") for m in at.markdown)
         shapes = at.session_state["gen_state"].last.cache_shapes
         assert shapes == [(1, 4, T, 64)] * 4  # every layer's keys grow by one

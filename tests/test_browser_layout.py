@@ -73,6 +73,7 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "walkthrough": ("walkthrough", ["default", "64tokens"], ["64tokens"]),  # reads only the sentence: one table
     "learn": ("learn", ["default"], ["default"]),  # its own controls; the shipped model is loaded (no training)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
+    "generate": ("generate", ["default"], ["default"]),  # its own controls; three tokens generated first
 }
 # Explore's Trained section with a trained model's 4-head grid on a long sentence, 1280x720 with the sidebar open
 # (its grid once ran 135 px past the 820 px column; the section iteration measured it only as it first opened, blank).
@@ -300,6 +301,11 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
         page.get_by_role("button", name="Trained model").click()
         page.get_by_text("Attention on the probe input").wait_for()
         wait_still(page)
+    if page_name == "generate":  # three steps: the row, the cache table and the full matrix are drawn
+        for step in range(1, 4):
+            page.get_by_role("button", name="Next token ▶").click()
+            page.get_by_text(f"Step {step}: token").wait_for()
+        wait_still(page)
     set_sidebar(page, collapsed=screen not in ("open", "present_open"))
     errors = page.get_by_test_id("stException")
     assert errors.count() == 0, errors.first.inner_text()
@@ -311,7 +317,7 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
              + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"
                 if screen == "present_open" else f"sidebar {screen}")
              + f" (main area {found['main_width']} px)")
-    if page_name in ("explore", "shape-flow", "masking-lab", "learn"):
+    if page_name in ("explore", "shape-flow", "masking-lab", "learn", "generate"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
     if page_name == "explore" and len(tokenize(SETTINGS[setting].get("sentence", BOOK_SENTENCE))) <= TRAINED_MAX_TOKENS:
         # the Trained section is measured with a trained model's heads drawn, not as a blank picker

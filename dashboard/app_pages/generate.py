@@ -21,7 +21,7 @@ from attn_core.tokens import gpt2_encoding, readable_piece, tokenize
 from dashboard.links import md_escape
 from dashboard.matrices import show_matrix
 from dashboard.present import presenting
-from dashboard.sizes import cap, fit
+from dashboard.sizes import cap, fit, room
 from dashboard.slides import page_downloads, slide_settings
 from dashboard.steppers import NEXT_KEY
 from dashboard.text import plural, sentence, show_table
@@ -56,15 +56,15 @@ def piece(token_id: int) -> str:
     return readable_piece(gpt2_encoding().decode_single_token_bytes(token_id))
 
 
-def controls() -> tuple[str, str, float, int | None, int, int]:
-    """The page's own settings (in the link): model, prompt, decoding, layer, compare."""
-    c_prompt, c_model = st.columns([3, 2])
+def controls(where) -> tuple[str, str, float, int | None, int, int]:
+    """The page's own settings, drawn in ``where``: model, prompt, decoding, the layer shown."""
+    c_prompt, c_model = where.columns([3, 2])
     prompt = c_prompt.text_input("Prompt", DEFAULT_PROMPT, key="gen_prompt", max_chars=2000)
     name = c_model.selectbox("Weights", list(RANDOM_MODELS), format_func=lambda k: RANDOM_MODELS[k][0],
                              key="gen_model", bind="query-params",
                              help="The book's GPTModel. Random weights write gibberish: what to watch is how each "
                                   "step works, not what it writes.")
-    c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
+    c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
     how = c1.segmented_control("Choice", ["greedy", "sample"], default="greedy", key="gen_how", required=True,
                                bind="query-params", help="Greedy: always the most likely token (the book's "
                                                          "generate_text_simple). Sample: draw from the "
@@ -120,8 +120,8 @@ def text_so_far(gen: Generation) -> str:
     enc = gpt2_encoding()
     prompt = md_escape(enc.decode(gen.ids[:gen.prompt_len]))
     new = [md_escape(enc.decode([t])) for t in gen.ids[gen.prompt_len:]]
-    if new:
-        new[-1] = f"**⟨{new[-1].strip() or '␣'}⟩**"
+    if new:  # a space first: "**" right after a letter does not open bold in Markdown
+        new[-1] = f" :orange-background[**{new[-1].strip() or '␣'}**]"
     return prompt + "".join(new)
 
 
@@ -130,19 +130,22 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     labels = [f"{i + 1}: {piece(t)}" for i, t in enumerate(gen.ids)]
     H = step.row.shape[0]
     st.markdown(f"**Step {len(gen.ids) - gen.prompt_len}: token {step.position + 1} is "
-                f"“{md_escape(piece(step.token_id))}”.** Its query (one row per head of layer {layer + 1}) attends "
-                f"over all {plural(len(gen.ids), 'key')} in the cache, itself included; the mask slice "
-                f"`{step.mask_slice}` hides {int(step.mask_row.sum())} of them.")
+                f"“{md_escape(piece(step.token_id))}”.** Its query attends over all {plural(len(gen.ids), 'key')} in "
+                f"the cache, itself included; the mask slice `{step.mask_slice}` hides {int(step.mask_row.sum())}.")
     left, right = st.columns([3, 2])
-    show_matrix(left, step.row, [f"head {h + 1}" for h in range(H)], labels, key="gen_row", scale="weights",
-                title=f"The new query's attention, layer {layer + 1}: one row per head",
-                x_title="key (cached token)", y_title="head", max_px=fit(cap(560), labels, (3, 2), 0),
+    heads = [f"head {h + 1}" for h in range(H)]
+    left.markdown(f"**The new query's attention, layer {layer + 1}**: one row per head")
+    # as wide as the column allows; on the projector no taller than the room under the cells' top (~500 px)
+    cell_room = room(10_000, 500, 10) // H
+    show_matrix(left, step.row, heads, labels, key="gen_row", scale="weights", x_title="key (cached token)",
+                y_title="head", max_px=min(fit(cap(560), heads, (3, 2), 0), cell_room * max(H, len(labels))),
                 name=f"new_row_layer{layer + 1}")
     with right:
         enc = gpt2_encoding()
-        top = pd.DataFrame({"next token": [repr(enc.decode([t])) for t in step.top_ids],
-                            "probability": step.top_probs})
-        st.markdown("**The ten most likely next tokens** (after this one)")
+        n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
+        top = pd.DataFrame({"next token": [repr(enc.decode([t])) for t in step.top_ids[:n]],
+                            "probability": step.top_probs[:n]})
+        st.markdown(f"**The {n} most likely next tokens** (after this one)")
         show_table(st, top, formats={"probability": "%.4f"}, hide_index=True)
     cached, full = step.seconds_cached, step.seconds_full
     c1, c2, c3 = st.columns(3)
@@ -175,7 +178,9 @@ def render() -> None:
         st.title("Generate: one token at a time, with the KV cache")
         st.caption("The book's GPTModel continues your prompt one token at a time. With the KV cache each layer keeps "
                    "the keys and values of earlier tokens, so a new token computes only its own.")
-    name, prompt, temperature, top_k, seed, layer = controls()
+    # on the projector the settings fold away: the text, the new row and the candidates fit above the fold
+    where = st.expander("Prompt and settings", expanded=False) if presenting() else st.container()
+    name, prompt, temperature, top_k, seed, layer = controls(where)
     gen: Generation | None = st.session_state.get(STATE)
     key = (name, prompt, temperature, top_k, seed)
     if gen is None or gen.key != key:  # new settings: a new generation from the prompt
