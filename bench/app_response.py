@@ -130,12 +130,18 @@ def first_page(app: Path, cwd: Path, browser, reps: int) -> float:
     return statistics.median(times)
 
 
+# Each stepper page: its path, its Next button's label, and the widget the click changes (not counted as the page's
+# own change).
+STEPPERS = {"Shape flow": ("shape-flow", "Next ▶", '[class*="st-key-"][class*="_step_next"]'),
+            "Book walkthrough": ("walkthrough", "Next ▶", '[class*="st-key-"][class*="_step_next"]'),
+            "Generate": ("generate", "Next token ▶", ".st-key-gen_next")}
+
+
 def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, float]:
-    """Median seconds from clicking "Next" on Shape flow and the walkthrough until the DOM is quiet, and the
-    floor's T=6 sentence change measured alternately with them."""
-    pages = {"Shape flow": "shape-flow", "Book walkthrough": "walkthrough"}
+    """Median seconds from clicking "Next" on Shape flow, the walkthrough and Generate (Next token) until the DOM
+    is quiet, and the floor's T=6 sentence change measured alternately with them."""
     tabs = {}
-    for name, path in pages.items():
+    for name, (path, _, _) in STEPPERS.items():
         tab = browser.new_page(viewport={"width": 1600, "height": 1000})
         tab.goto(f"{app_url}/{path}")
         tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
@@ -146,8 +152,8 @@ def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, floa
         if r:
             samples["floor"].append(dt)
         for name, tab in tabs.items():
-            nxt = tab.get_by_role("button", name="Next ▶")
-            dt = timed_change(tab, nxt.click, widget='[class*="st-key-"][class*="_step_next"]')
+            _, label, widget = STEPPERS[name]
+            dt = timed_change(tab, tab.get_by_role("button", name=label).click, widget=widget)
             if r:
                 samples[name].append(dt)
     for tab in tabs.values():
@@ -227,7 +233,7 @@ def measure(args: argparse.Namespace) -> None:
     if steps:
         print(f"Next > on a stepper page -> DOM quiet (median of {args.reps}), against the floor's T=6 sentence "
               f"change in the same run ({steps['floor']:.2f} s):")
-        for name in ("Shape flow", "Book walkthrough"):
+        for name in STEPPERS:
             print(f"  {name:<17} {steps[name]:5.2f} s ({steps[name] / steps['floor']:.2f}x)")
     if first:
         print(f"first page after server start: floor {first['floor']:.2f} s, Explore {first['Explore']:.2f} s "
