@@ -34,8 +34,12 @@ def check_sizes(
     dropout: float | None = None,
     mask_method: str | None = None,
     num_heads: int | None = None,
+    window: int | None = None,
 ) -> None:
     """Raise ``ValueError`` with a plain message for sizes the classes cannot use."""
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise ValueError(f"the sliding window must be a whole number of at least 1 key (1 = each token sees only "
+                         f"itself; None = no window); got {window!r}")
     for name, value in (("d_in", d_in), ("d_out", d_out), ("context_length", context_length),
                         ("num_heads", num_heads)):
         if value is not None and (not isinstance(value, int) or value < 1):
@@ -178,16 +182,18 @@ class CausalAttention(nn.Module):
     """Section 3.5.3: self-attention with a causal mask and dropout, for batches."""
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float,
-                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True):
+                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True, window: int | None = None):
         super().__init__()
-        check_sizes(d_in, d_out, context_length, dropout, mask_method)
+        check_sizes(d_in, d_out, context_length, dropout, mask_method, window=window)
         self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
-        self.mask_method, self.causal = mask_method, causal
+        self.mask_method, self.causal, self.window = mask_method, causal, window
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", causal_mask(context_length).float())  # book: torch.triu(ones, diagonal=1)
+        # book: torch.triu(torch.ones(context_length, context_length), diagonal=1); a window W also hides keys older
+        # than the last W (sliding-window attention)
+        self.register_buffer("mask", causal_mask(context_length, window=window).float())
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
         check_inputs(x, self.d_in, self.context_length)
@@ -200,7 +206,7 @@ class CausalAttention(nn.Module):
         record(trace, "values", values)
         attn_scores = queries @ keys.transpose(1, 2)  # (b, num_tokens, num_tokens)
         record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j), for every pair of tokens")
-        mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal else None
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal or self.window else None
         record(trace, "mask_bool", mask_bool)  # nothing when causal=False
         attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
         attn_weights = self.dropout(attn_weights)
@@ -217,13 +223,13 @@ class MultiHeadAttentionWrapper(nn.Module):
     """
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int,
-                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True):
+                 qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True, window: int | None = None):
         super().__init__()
-        check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads=None)
+        check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads=None, window=window)
         if not isinstance(num_heads, int) or num_heads < 1:
             raise ValueError(f"num_heads must be a whole number of at least 1; got {num_heads!r}")
         self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, mask_method, causal)
+            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, mask_method, causal, window)
              for _ in range(num_heads)]
         )
 
@@ -249,11 +255,11 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int,
                  qkv_bias: bool = False, mask_method: str = "neg_inf", causal: bool = True,
-                 efficient: bool = True):
+                 efficient: bool = True, window: int | None = None):
         super().__init__()
-        check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads)
+        check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads, window=window)
         self.d_in, self.context_length = d_in, context_length
-        self.mask_method, self.causal, self.efficient = mask_method, causal, efficient
+        self.mask_method, self.causal, self.efficient, self.window = mask_method, causal, efficient, window
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads  # reduce the projection dim to match desired output dim
@@ -262,7 +268,9 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)  # linear layer to combine head outputs
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", causal_mask(context_length).float())  # book: torch.triu(ones, diagonal=1)
+        # book: torch.triu(torch.ones(context_length, context_length), diagonal=1); a window W also hides keys older
+        # than the last W (sliding-window attention)
+        self.register_buffer("mask", causal_mask(context_length, window=window).float())
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """``cache``: this layer's KV cache; its keys and values come before this call's tokens, whose positions
@@ -309,7 +317,7 @@ class MultiHeadAttention(nn.Module):
         # Original mask truncated to the number of tokens and converted to boolean
         # (with a KV cache: the rows of this call's positions, over every cached key)
         num_keys = num_cached + num_tokens
-        mask_bool = self.mask.bool()[num_cached:num_keys, :num_keys] if self.causal else None
+        mask_bool = self.mask.bool()[num_cached:num_keys, :num_keys] if self.causal or self.window else None
         record(trace, "mask_bool", mask_bool)  # nothing when causal=False
 
         # Use the mask to fill attention scores (or renormalize after softmax: mask_method)
@@ -338,15 +346,25 @@ class MultiHeadAttention(nn.Module):
         queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        attn_mask, is_causal = None, self.causal
-        if cache is not None and cache.length:  # new queries over cached keys: SDPA's is_causal aligns them wrongly
-            keys, values = cache.update(keys, values)
-            attn_mask, is_causal = ~causal_mask(num_tokens, keys.shape[-2], causal=self.causal, device=x.device), False
-        elif cache is not None:
-            keys, values = cache.update(keys, values)
-        context_vec = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=attn_mask,
-            dropout_p=self.dropout.p if self.training else 0.0, is_causal=is_causal,
-        )  # (b, num_heads, num_tokens, head_dim)
-        context_vec = context_vec.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
-        return self.out_proj(context_vec)
+        return self.out_proj(fused_attention(self, queries, keys, values, cache))
+
+
+def fused_attention(module: nn.Module, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                    cache: LayerCache | None, *, enable_gqa: bool = False, num_cached: int | None = None
+                    ) -> torch.Tensor:
+    """PyTorch's fused scaled_dot_product_attention for the efficient paths (as nanoGPT does): append the keys and
+    values to ``cache``, mask by the module's own buffer where SDPA's is_causal cannot say it (queries after cached
+    keys, or a window), and merge the heads back: (b, num_tokens, d_out)."""
+    b, _, num_tokens, _ = queries.shape
+    if num_cached is None:
+        num_cached = 0 if cache is None else cache.length
+    if cache is not None:
+        keys, values = cache.update(keys, values)
+    attn_mask, is_causal = None, module.causal
+    if num_cached or module.window:
+        num_keys = keys.shape[-2]
+        attn_mask, is_causal = ~module.mask.bool()[num_cached:num_keys, :num_keys], False
+    context_vec = F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=attn_mask, dropout_p=module.dropout.p if module.training else 0.0,
+        is_causal=is_causal, enable_gqa=enable_gqa)  # (b, num_heads, num_tokens, head_dim)
+    return context_vec.transpose(1, 2).contiguous().view(b, num_tokens, module.d_out)

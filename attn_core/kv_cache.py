@@ -32,7 +32,7 @@ class LayerCache:
     @property
     def nbytes(self) -> int:
         """The bytes the cached tensors hold."""
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
+        return sum(t.nbytes for t in (self.keys, self.values) if t is not None)
 
     def update(self, keys_new: torch.Tensor, values_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this call's keys and values (b, num_heads, num_tokens, head_dim) after the cached ones and return
@@ -43,6 +43,13 @@ class LayerCache:
             self.keys = torch.cat((self.keys, keys_new), dim=2)
             self.values = torch.cat((self.values, values_new), dim=2)
         return self.keys, self.values
+
+
+    def update_latent(self, latent_new: torch.Tensor) -> torch.Tensor:
+        """Multi-head latent attention's cache: append this call's latent (b, num_tokens, latent_dim) after the cached
+        one and return all of it; the latent stands in ``keys``, and there are no values."""
+        self.keys = latent_new if self.keys is None else torch.cat((self.keys, latent_new), dim=1)
+        return self.keys
 
 
 class KVCache:

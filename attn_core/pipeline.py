@@ -42,6 +42,9 @@ class AttentionConfig:
     train_mode: bool = False
     seed: int = 123
     device: str = "cpu"
+    num_kv_groups: int = 1  # K/V heads of grouped-query attention (1: multi-query)
+    window: int = 0  # sliding window: each query sees the last `window` keys (0: no window)
+    latent_dim: int = 1  # multi-head latent attention: the latent's width per token
 
     @property
     def spec(self) -> Variant:

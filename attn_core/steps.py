@@ -62,6 +62,13 @@ STEPS: dict[str, StepKind] = {
                             "wide per head)", {4: ("b", "num_heads", "num_keys", "head_dim")}),
     "values.cached": StepKind("cached_values", "the KV cache: the earlier positions' values, then this call's",
                               {4: ("b", "num_heads", "num_keys", "head_dim")}),
+    "keys.repeat": StepKind("keys_repeated", "each K/V head repeated for its {group} query heads (K1 K1 K2 K2): "
+                            "repeat_interleave copies, a view by .expand would not", _PER_HEAD),
+    "values.repeat": StepKind("values_repeated", "each K/V head repeated for its {group} query heads", _PER_HEAD),
+    "latent": StepKind("latent", "each input vector compressed to the latent (d_in -> {width}): keys and values "
+                       "both come from it", {3: ("b", "num_tokens", "latent_dim")}),
+    "latent.cached": StepKind("cached_latent", "the KV cache keeps only the latent: {width} numbers a token",
+                              {3: ("b", "num_keys", "latent_dim")}),
     "attn_scores": StepKind("scores", "omega[i, j] = q(i) . k(j)", _SQUARE),
     "mask_bool": StepKind("mask", "True above the diagonal: keys in the future of each query", _SQUARE, "mask"),
     "attn_scores_masked": StepKind("masked_scores", "future keys set to -inf, so softmax gives them exactly 0",

@@ -23,13 +23,15 @@ from .attention import (
     SelfAttention_v1,
     SelfAttention_v2,
 )
+from .modern import GroupedQueryAttention, MultiHeadLatentAttention
 
 if TYPE_CHECKING:
     from .pipeline import AttentionConfig
 
 # The config's knobs a variant may use (d_in, seed and device apply to every variant).
-KNOBS = ("d_out", "num_heads", "context_length", "mask_method", "causal", "qkv_bias", "dropout", "train_mode")
-MASKED = frozenset({"d_out", "context_length", "mask_method", "causal", "qkv_bias", "dropout", "train_mode"})
+KNOBS = ("d_out", "num_heads", "context_length", "mask_method", "causal", "qkv_bias", "dropout", "train_mode",
+         "num_kv_groups", "window", "latent_dim")
+MASKED = frozenset({"d_out", "context_length", "mask_method", "causal", "qkv_bias", "dropout", "train_mode", "window"})
 
 
 def _one(cfg: AttentionConfig) -> int:
@@ -121,6 +123,15 @@ VARIANTS: Mapping[str, Variant] = _Live(lambda v: v)  # iterate for the ids, in 
 LABELS: Mapping[str, str] = _Live(lambda v: v.label)  # id -> label
 
 
+def _window(cfg: AttentionConfig) -> int | None:
+    return cfg.window or None
+
+
+def _masked(cfg: AttentionConfig) -> dict:
+    """The keyword arguments every causal class takes from a config."""
+    return dict(qkv_bias=cfg.qkv_bias, mask_method=cfg.mask_method, causal=cfg.causal, window=_window(cfg))
+
+
 def _simplified(cfg: AttentionConfig) -> None:
     return None  # no module: the inputs play queries, keys and values (run_attention calls simplified_attention)
 
@@ -148,20 +159,51 @@ register(Variant(
 register(Variant(
     "CausalAttention", "CausalAttention (§3.5)",
     "Self-attention with a causal mask (no token sees the future) and dropout, for batches.",
-    lambda cfg: CausalAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, qkv_bias=cfg.qkv_bias,
-                                mask_method=cfg.mask_method, causal=cfg.causal), MASKED))
+    lambda cfg: CausalAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, **_masked(cfg)), MASKED))
 register(Variant(
     "MultiHeadAttentionWrapper", "MultiHeadAttentionWrapper (§3.6.1)",
     "num_heads independent CausalAttention heads, their outputs concatenated.",
     lambda cfg: MultiHeadAttentionWrapper(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
-                                          qkv_bias=cfg.qkv_bias, mask_method=cfg.mask_method, causal=cfg.causal),
+                                          **_masked(cfg)),
     MASKED | {"num_heads"}, heads=_heads, output_width=lambda cfg: cfg.d_out * cfg.num_heads,
     d_out_note="d_out is **per head**: the wrapper's output is d_out × num_heads wide.", sizes=_wrapper_sizes))
 register(Variant(
     "MultiHeadAttention", "MultiHeadAttention (§3.6.2)",
     "One set of W_query, W_key, W_value split into num_heads heads by .view: one matmul for all heads.",
     lambda cfg: MultiHeadAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
-                                   qkv_bias=cfg.qkv_bias, mask_method=cfg.mask_method, causal=cfg.causal),
+                                   **_masked(cfg)),
     MASKED | {"num_heads"}, heads=_heads, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
     d_out_note="d_out is the **total** width: each head gets head_dim = d_out / num_heads.", sizes=_mha_sizes,
     shape_flow=True))
+
+
+def _gqa_sizes(cfg: AttentionConfig) -> str:
+    share = cfg.num_heads // cfg.num_kv_groups if cfg.num_kv_groups and cfg.num_heads % cfg.num_kv_groups == 0 else 0
+    return (f" · {cfg.num_heads} query heads share {cfg.num_kv_groups} K/V head{'s' if cfg.num_kv_groups > 1 else ''}"
+            f" ({share} each) × head_dim {cfg.d_out // cfg.num_heads}")
+
+
+register(Variant(
+    "GroupedQueryAttention", "GroupedQueryAttention (Llama 3)",
+    "num_heads query heads share num_kv_groups K/V heads: the KV cache is num_heads / num_kv_groups times smaller.",
+    lambda cfg: GroupedQueryAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
+                                      cfg.num_kv_groups, **_masked(cfg)),
+    MASKED | {"num_heads", "num_kv_groups"}, heads=_heads, kv_heads=lambda cfg: cfg.num_kv_groups,
+    head_dim=lambda cfg: cfg.d_out // cfg.num_heads, sizes=_gqa_sizes, shape_flow=True,
+    d_out_note="d_out is the queries' total width; keys and values are num_kv_groups × head_dim wide."))
+register(Variant(
+    "MultiQueryAttention", "Multi-query attention (GQA, 1 K/V head)",
+    "Every query head shares one K/V head: the smallest KV cache of the grouped family.",
+    lambda cfg: GroupedQueryAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads, 1,
+                                      **_masked(cfg)),
+    MASKED | {"num_heads"}, heads=_heads, kv_heads=_one, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
+    sizes=lambda cfg: f" · {cfg.num_heads} query heads share 1 K/V head × head_dim {cfg.d_out // cfg.num_heads}",
+    shape_flow=True))
+register(Variant(
+    "MultiHeadLatentAttention", "MultiHeadLatentAttention (DeepSeek)",
+    "Keys and values up-projected from one latent of latent_dim numbers a token: the KV cache keeps only the latent.",
+    lambda cfg: MultiHeadLatentAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
+                                         cfg.latent_dim, **_masked(cfg)),
+    MASKED | {"num_heads", "latent_dim"}, heads=_heads, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
+    sizes=lambda cfg: (f" · {cfg.num_heads} heads × head_dim {cfg.d_out // cfg.num_heads}, keys and values from a "
+                       f"{cfg.latent_dim}-wide latent"), shape_flow=True))

@@ -140,6 +140,9 @@ SCHEMA: dict[str, Setting] = {s.key: s for s in (
     Setting("num_heads", _CONFIG["num_heads"], "int", lo=1, hi=64),
     Setting("context_length", _CONFIG["context_length"], "int", lo=1, hi=MAX_CONTEXT),
     Setting("seed", _CONFIG["seed"], "int", lo=0, hi=2**31 - 1),
+    Setting("num_kv_groups", _CONFIG["num_kv_groups"], "int", lo=1, hi=64),
+    Setting("window", _CONFIG["window"], "int", lo=0, hi=MAX_CONTEXT),
+    Setting("latent_dim", _CONFIG["latent_dim"], "int", lo=1, hi=MAX_DIM),
     Setting("dropout", _CONFIG["dropout"], "float", lo=0.0, hi=DROPOUT_MAX),
     Setting("causal", _CONFIG["causal"], "bool"),
     Setting("qkv_bias", _CONFIG["qkv_bias"], "bool"),
@@ -291,6 +294,15 @@ def render_sidebar() -> Settings:
     num_heads = _number(c3, "num_heads", "num_heads", disabled=unused["num_heads"])
     context_length = _number(c4, "context_length", "context_length", disabled=unused["context_length"],
                              help="Size of the causal mask buffer (GPT-2: 1024).")
+    g1, g2, g3 = sb.columns(3)
+    num_kv_groups = _number(g1, "kv_groups", "num_kv_groups", disabled=unused["num_kv_groups"],
+                            help="Grouped-query attention: how many K/V heads the query heads share (must divide "
+                                 "num_heads; 1 = multi-query).")
+    window = _number(g2, "window", "window", disabled=unused["window"],
+                     help="Sliding window: each token sees only the last W tokens, itself included (0 = no window).")
+    latent_dim = _number(g3, "latent", "latent_dim", disabled=unused["latent_dim"],
+                         help="Multi-head latent attention: the width of the latent keys and values come from "
+                              "(1 to d_out).")
     mask_method = _select(sb, "Masking method", "mask_method", disabled=unused["mask_method"])
     t1, t2 = sb.columns(2)
     causal = t1.toggle("causal", value=DEFAULTS["causal"], key="causal", disabled=unused["causal"],
@@ -315,7 +327,7 @@ def render_sidebar() -> Settings:
         variant=spec.id, d_in=3 if book_mode else int(d_in), d_out=int(d_out), num_heads=int(num_heads),
         context_length=int(context_length), dropout=float(dropout), mask_method=mask_method,
         causal=bool(causal), qkv_bias=bool(qkv_bias), train_mode=bool(train_mode), seed=int(seed),
-        device=device or "cpu",
+        device=device or "cpu", num_kv_groups=int(num_kv_groups), window=int(window), latent_dim=int(latent_dim),
     )
     settings = Settings(text, input_mode, cfg, messages)
     st.session_state["_settings"] = settings

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core.views import all_heads, cell_story, head_matrix, num_heads
+from attn_core.views import all_heads, cell_story, head_matrix, kv_head, num_heads
 from dashboard import charts
 from dashboard.chart_cache import memo
 from dashboard.compute import Run
@@ -58,6 +58,16 @@ class View:
         """A chart's name in its download's file name: which head, when there are several."""
         return f"{what}_head{self.head + 1}" if self.H > 1 else what
 
+    def head_label(self, h: int) -> str:
+        """"head 3", or with grouped K/V heads "head 3 · K/V 2": which K/V head query head ``h`` reads."""
+        kv = kv_head(self.run.trace, h)
+        return f"head {h + 1}" + (f" · K/V {kv + 1}" if self.kv_heads < self.H else "")
+
+    @property
+    def kv_heads(self) -> int:
+        """How many K/V heads the query heads share (the registry entry says; = H without grouping)."""
+        return self.run.cfg.spec.num_kv_heads(self.run.cfg) if self.H > 1 else 1
+
     @property
     def head_title(self) -> str:
         return f" (head {self.head + 1})" if self.H > 1 else ""
@@ -86,7 +96,8 @@ def qkv_section(v: View) -> None:
     width = qkv[0].shape[1]
     st.caption("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
                "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
-    show_panels(st, qkv, ["queries", "keys", "values"], v.labels, [f"{i + 1}" for i in range(width)],
+    kv = f" (K/V head {kv_head(v.run.trace, v.head) + 1})" if v.kv_heads < v.H else ""
+    show_panels(st, qkv, ["queries", f"keys{kv}", f"values{kv}"], v.labels, [f"{i + 1}" for i in range(width)],
                 key="qkv", name=v.name("qkv"), scale="scores", columns=3,
                 max_px=fit(room(240, 300, 80), v.labels, panels=3),
                 x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
@@ -143,11 +154,16 @@ def heads_section(v: View) -> None:
     uniform_note(v)
     columns = min(v.H, 4)
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
-                [f"head {h + 1}" for h in range(v.H)], v.labels, key="heads_grid", scale=v.wscale, columns=columns,
+                [v.head_label(h) for h in range(v.H)], v.labels, key="heads_grid", scale=v.wscale, columns=columns,
                 max_px=fit(cap(200), v.labels, panels=columns),
                 cache_key=(v.run.key, "heads_grid"))
-    st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
-               "it through every section.")
+    if v.kv_heads < v.H:
+        st.caption(f"{v.H} query heads share {v.kv_heads} K/V heads ({v.H // v.kv_heads} each, side by side): heads "
+                   "with the same K/V head read the same keys, yet attend differently, since each has its own queries. "
+                   "Pick one above to follow it through every section.")
+    else:
+        st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
+                   "it through every section.")
 
 
 @st.fragment
