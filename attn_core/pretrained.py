@@ -341,7 +341,8 @@ def load_gpt2(source: str | os.PathLike) -> GPTModel:
 
 
 _SHARED: OrderedDict[Path, tuple[tuple, GPTModel]] = OrderedDict()
-_SHARED_LOCK = threading.Lock()
+_SHARED_LOCK = threading.Lock()  # guards _SHARED, held for dictionary operations only
+_LOAD_LOCK = threading.Lock()  # one load at a time: a server's memory holds one file being read, not several
 MAX_SHARED = 2  # models kept per process (gpt2-xl alone is ~6 GB)
 
 
@@ -353,24 +354,35 @@ def file_stamp(path: Path | None) -> tuple:
     return (st.st_size, st.st_mtime_ns)
 
 
+def _shared_hit(key: Path, stamp: tuple) -> GPTModel | None:
+    with _SHARED_LOCK:
+        hit = _SHARED.get(key)
+        if hit is None or hit[0] != stamp:
+            return None
+        _SHARED.move_to_end(key)
+        return hit[1]
+
+
 def load_gpt2_shared(source: str | os.PathLike) -> GPTModel:
     """``load_gpt2`` once per process: every caller gets the same model for the same file (keyed by the
     resolved path, its size and mtime, so a replaced file is loaded again). Callers only read it: never
-    call ``train()``, move it or change its weights. Loads run one at a time, so sessions asking at once
-    share one load."""
+    call ``train()``, move it or change its weights. Loads run one at a time and sessions asking for the
+    same file at once share one load; a model already loaded is returned without waiting for a load."""
     weights, config_file = resolve_source(source)
     key = weights.resolve()
-    with _SHARED_LOCK:
-        stamp = (file_stamp(weights), file_stamp(config_file))
-        hit = _SHARED.get(key)
-        if hit is not None and hit[0] == stamp:
-            _SHARED.move_to_end(key)
-            return hit[1]
-        _SHARED.pop(key, None)  # a replaced file: drop the old model before loading the new one
+    stamp = (file_stamp(weights), file_stamp(config_file))
+    if (model := _shared_hit(key, stamp)) is not None:
+        return model
+    with _LOAD_LOCK:
+        if (model := _shared_hit(key, stamp)) is not None:  # loaded while this call waited
+            return model
+        with _SHARED_LOCK:
+            _SHARED.pop(key, None)  # a replaced file: let the old model go before loading the new one
         model = load_gpt2(source)
-        _SHARED[key] = (stamp, model)
-        while len(_SHARED) > MAX_SHARED:
-            _SHARED.popitem(last=False)
+        with _SHARED_LOCK:
+            _SHARED[key] = (stamp, model)
+            while len(_SHARED) > MAX_SHARED:
+                _SHARED.popitem(last=False)
         return model
 
 

@@ -308,6 +308,14 @@ def test_the_shared_loader_loads_once_per_file(models, tiny, monkeypatch):
         t.join()
     assert len(calls) == 1 and len({id(m) for m in got}) == 1  # four sessions at once: one load
 
+    slow = threading.Thread(target=load_gpt2_shared, args=(models["odd", True][0],))
+    slow.start()
+    time.sleep(0.05)  # the odd model is loading now (0.2 s)
+    assert load_gpt2_shared(tiny) is got[0]
+    assert slow.is_alive()  # a loaded model was handed out while another file was still loading
+    slow.join()
+    assert len(calls) == 2
+
 
 # --- finding GPT-2 on this machine -------------------------------------------------------------
 
