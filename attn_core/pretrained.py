@@ -52,7 +52,7 @@ LEGACY_REPOS = {name: name for name in GPT2_SIZES}  # the ids before the rename;
 # Tensors some writers add that GPTModel does not need: the causal-mask buffers of old transformers
 # versions, and the output head, which GPT-2 ties to wte.
 IGNORED_KEY = re.compile(r"(h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight)")
-FLOAT_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+FLOAT_DTYPES = ("F32", "F16", "BF16")  # read as float32
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 
 
