@@ -10,9 +10,13 @@ greedy generation. Additions, off the book's path by default:
 - ``forward(idx, trace=...)`` records every layer's attention into one
   :class:`~attn_core.trace.Trace`, scoped per layer: ``trf_blocks[1].att.attn_weights``.
   :func:`layer_trace` cuts one layer out so the single-module view helpers read it.
+  ``trace_layers={k}`` records layer ``k`` only (the others run the fused path): a trace of
+  all 12 layers of GPT-2 at 1,024 tokens holds gigabytes (``bench/pretrained.py``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import torch
 import torch.nn as nn
@@ -152,10 +156,12 @@ class GPTModel(nn.Module):
         self.final_norm = LayerNorm(cfg["emb_dim"])
         self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
 
-    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None) -> torch.Tensor:
-        """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size); with a trace,
-        every layer's attention steps are recorded under ``trf_blocks[i].att``. With a KV ``cache``, the tokens
-        come after the cached ones: their positions continue from ``cache.length``, and the cache grows."""
+    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None,
+                trace_layers: Collection[int] | None = None) -> torch.Tensor:
+        """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size); with a trace, the attention
+        steps of every layer (or of the layers in ``trace_layers``) are recorded under ``trf_blocks[i].att``. With a
+        KV ``cache``, the tokens come after the cached ones: their positions continue from ``cache.length``, and the
+        cache grows."""
         if in_idx.ndim != 2:
             raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(in_idx.shape)}")
         batch_size, seq_len = in_idx.shape
@@ -164,22 +170,38 @@ class GPTModel(nn.Module):
             raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
                              "make it with KVCache(model.cfg['n_layers'])")
         if start + seq_len > self.cfg["context_length"]:
-            raise ValueError(f"{start + seq_len} tokens do not fit in context_length = {self.cfg['context_length']}")
+            raise ValueError(f"{start + seq_len} tokens do not fit in context_length = {self.cfg['context_length']}: "
+                             f"the model has {self.cfg['context_length']} positions; shorten the text")
         if seq_len and (int(in_idx.min()) < 0 or int(in_idx.max()) >= self.cfg["vocab_size"]):
             raise ValueError(f"token ids must lie in 0..{self.cfg['vocab_size'] - 1} (the model's vocabulary)")
+        traced = self.traced_layers(trace, trace_layers)
         tok_embeds = self.tok_emb(in_idx)
         pos_embeds = self.pos_emb(torch.arange(start, start + seq_len, device=in_idx.device))
         x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
         x = self.drop_emb(x)
-        if trace is None and cache is None:
+        if not traced and cache is None:
             x = self.trf_blocks(x)
         else:
             for i, block in enumerate(self.trf_blocks):
-                with scope(trace, layer_scope(i)):
-                    x = block(x, trace, None if cache is None else cache.layers[i])
+                layer_cache = None if cache is None else cache.layers[i]
+                with scope(trace if i in traced else None, layer_scope(i)):
+                    x = block(x, trace if i in traced else None, layer_cache)
         x = self.final_norm(x)
         logits = self.out_head(x)
         return logits
+
+    def traced_layers(self, trace: Trace | None, trace_layers: Collection[int] | None) -> frozenset[int]:
+        """The layer indices to record: none without a trace, all by default, else ``trace_layers``
+        (a ``ValueError`` names an index the model does not have)."""
+        n = self.cfg["n_layers"]
+        if trace is None:
+            return frozenset()
+        if trace_layers is None:
+            return frozenset(range(n))
+        bad = [k for k in trace_layers if not isinstance(k, int) or not 0 <= k < n]
+        if bad:
+            raise ValueError(f"trace_layers names {bad}, but the model's layers are 0..{n - 1}")
+        return frozenset(trace_layers)
 
 
 def generate_text_simple(model: nn.Module, idx: torch.Tensor, max_new_tokens: int,

@@ -87,6 +87,26 @@ def test_trace_per_layer_matches_the_untraced_forward():
         layer_trace(trace, 2)
 
 
+def test_trace_layers_records_only_the_chosen_layer():
+    torch.manual_seed(2)
+    model = GPTModel(SMALL).eval()
+    idx = torch.randint(0, 50, (1, 9))
+    full, one = Trace(), Trace()
+    with torch.no_grad():
+        logits_full = model(idx, trace=full)
+        logits_one = model(idx, trace=one, trace_layers={1})
+    assert one.scopes() == ["trf_blocks[1].att"]
+    assert torch.allclose(logits_one, logits_full, atol=1e-5)  # layer 0 ran the fused path
+    assert torch.allclose(one["trf_blocks[1].att.attn_weights"].tensor,
+                          full["trf_blocks[1].att.attn_weights"].tensor, atol=1e-6)
+    assert len(one) == len(full) // 2
+    empty = Trace()
+    model(idx, trace=empty, trace_layers=())
+    assert len(empty) == 0
+    with pytest.raises(ValueError, match=r"trace_layers names \[2\], but the model's layers are 0..1"):
+        model(idx, trace=Trace(), trace_layers={2})
+
+
 def test_model_rejects_bad_inputs():
     model = GPTModel(SMALL)
     with pytest.raises(ValueError, match="context_length"):
