@@ -17,6 +17,9 @@ from .kv_cache import LayerCache
 from .masks import causal_mask
 from .trace import Trace, record
 
+KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")  # the axes of grouped K/V tensors
+KV_HEADS = ("b", "num_kv_groups", "num_tokens", "head_dim")
+
 
 def check_groups(num_heads: int, num_kv_groups: int) -> None:
     """Raise ``ValueError`` unless ``num_kv_groups`` divides ``num_heads`` (listing the values that do)."""
@@ -75,22 +78,22 @@ class GroupedQueryAttention(nn.Module):
         queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)
         keys = keys.view(b, num_tokens, self.num_kv_groups, self.head_dim)
         values = values.view(b, num_tokens, self.num_kv_groups, self.head_dim)
-        record(trace, "keys.view", keys)
-        record(trace, "values.view", values)
+        record(trace, "keys.view", keys, axes=KV_SPLIT)
+        record(trace, "values.view", values, axes=KV_SPLIT)
         record(trace, "queries.view", queries)
 
         # Transpose: heads in front of tokens, (b, heads, num_tokens, head_dim)
         keys = keys.transpose(1, 2)
         values = values.transpose(1, 2)
         queries = queries.transpose(1, 2)
-        record(trace, "keys.transpose", keys)
+        record(trace, "keys.transpose", keys, axes=KV_HEADS)
         record(trace, "queries.transpose", queries)
-        record(trace, "values.transpose", values)
+        record(trace, "values.transpose", values, axes=KV_HEADS)
 
         if cache is not None:  # the KV cache keeps the num_kv_groups heads: num_heads / num_kv_groups times smaller
             keys, values = cache.update(keys, values)  # (b, num_kv_groups, num_cached + num_tokens, head_dim)
-            record(trace, "keys.cached", keys)
-            record(trace, "values.cached", values)
+            record(trace, "keys.cached", keys, axes=KV_HEADS)
+            record(trace, "values.cached", values, axes=KV_HEADS)
 
         # Share each K/V head with its group of query heads: (b, num_kv_groups, T, head_dim) -> (b, num_heads, T,
         # head_dim), K1 K1 K2 K2. repeat_interleave copies; .expand would only make a view

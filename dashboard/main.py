@@ -54,6 +54,7 @@ page = st.navigation([
     st.Page(PAGES / "learn.py", title="Learn", icon=":material/school:", url_path="learn"),
     st.Page(PAGES / "generate.py", title="Generate", icon=":material/keyboard_double_arrow_right:",
             url_path="generate"),
+    st.Page(PAGES / "kv_cost.py", title="KV cache cost", icon=":material/memory:", url_path="kv-cache"),
     st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
 ], position="top" if present else "sidebar")
 presentation_controls(st.sidebar)

@@ -74,6 +74,7 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "learn": ("learn", ["default"], ["default"]),  # its own controls; the shipped model is loaded (no training)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
     "generate": ("generate", ["default"], ["default"]),  # its own controls; three tokens generated first
+    "kv-cache": ("kv-cache", ["default"], ["default"]),  # its own controls
 }
 # Explore's Trained section with a trained model's 4-head grid on a long sentence, 1280x720 with the sidebar open
 # (its grid once ran 135 px past the 820 px column; the section iteration measured it only as it first opened, blank).
@@ -317,7 +318,7 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
              + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"
                 if screen == "present_open" else f"sidebar {screen}")
              + f" (main area {found['main_width']} px)")
-    if page_name in ("explore", "shape-flow", "masking-lab", "learn", "generate"):
+    if page_name in ("explore", "shape-flow", "masking-lab", "learn", "generate", "kv-cache"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
     if page_name == "explore" and len(tokenize(SETTINGS[setting].get("sentence", BOOK_SENTENCE))) <= TRAINED_MAX_TOKENS:
         # the Trained section is measured with a trained model's heads drawn, not as a blank picker

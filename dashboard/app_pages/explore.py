@@ -119,7 +119,8 @@ def scores_section(v: View) -> None:
     if mask is None:
         return
     c_mask, c_rest = st.columns([1, 2])
-    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title="causal mask (1 = hidden)",
+    window = f", window {v.run.cfg.window}" if v.run.cfg.window else ""
+    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title=f"causal mask{window} (1 = hidden)",
                 max_px=fit(cap(220), v.labels, [1, 2], 0, legend=False),  # its legend is below
                 cache_key=(v.run.key, "mask"))
     if weight_mats:

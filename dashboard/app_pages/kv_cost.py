@@ -1,0 +1,140 @@
+"""KV cache cost: how much memory each attention variant's cache needs, by formula for real model sizes and as
+measured on a small model run here (the cache tensors' nbytes equal the formula)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from attn_core.attention import MultiHeadAttention
+from attn_core.gpt import GPT_CONFIG_124M, GPTModel
+from attn_core.kv_cache import KVCache
+from attn_core.kv_cost import DTYPE_BYTES, PRESETS, AttentionShape, ModelPreset, cache_bytes, kv_cost_rows
+from attn_core.modern import GroupedQueryAttention, MultiHeadLatentAttention
+from dashboard import charts
+from dashboard.chart_cache import memo
+from dashboard.present import presenting
+from dashboard.sizes import cap, content_px
+from dashboard.slides import draw_chart, page_downloads, slide_settings
+from dashboard.text import show_table
+
+OWN = "Your own numbers"
+LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
+# The small model measured here: 2 layers, 64-d, 8 heads of 8, float32, 128 tokens.
+SMALL = dict(n_layers=2, emb_dim=64, n_heads=8, kv_heads=2, latent_dim=16, window=32, tokens=128)
+
+
+def human(n: float) -> str:
+    """Bytes as a person reads them (decimal units, as the book prints them)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:,.2f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def own_preset() -> ModelPreset:
+    """The user's own model sizes (each field checked against the others)."""
+    c = st.columns(4)
+    n_layers = c[0].number_input("layers", 1, 200, 32, key="kv_layers")
+    emb_dim = c[1].number_input("emb_dim", 8, 65_536, 4096, step=64, key="kv_emb")
+    n_heads = c[2].number_input("heads", 1, 512, 32, key="kv_heads")
+    kv_heads = c[3].number_input("K/V heads (GQA)", 1, 512, 8, key="kv_kv_heads")
+    c = st.columns(4)
+    window = c[0].number_input("window (SWA)", 1, 1_000_000, 1024, key="kv_window")
+    local = c[1].number_input("window layers per full layer", 0, 64, 5, key="kv_local")
+    dtype = c[2].selectbox("dtype", list(DTYPE_BYTES), index=1, key="kv_dtype")
+    context = c[3].number_input("context (tokens)", 1, 10_000_000, 32_768, key="kv_context")
+    problems = []
+    if emb_dim % n_heads:
+        problems.append(f"emb_dim ({emb_dim}) must be divisible by heads ({n_heads})")
+    if n_heads % kv_heads:
+        problems.append(f"K/V heads ({kv_heads}) must divide heads ({n_heads}): use one of "
+                        f"{[g for g in range(1, n_heads + 1) if n_heads % g == 0]}")
+    if problems:
+        st.error("; ".join(problems) + ".")
+        st.stop()
+    return ModelPreset(OWN, int(n_layers), int(emb_dim), int(n_heads), dtype, int(context), kv_heads=int(kv_heads),
+                       window=int(window), local=int(local), global_=1)
+
+
+def measured_rows() -> pd.DataFrame:
+    """A small GPTModel with each variant's attention, run over SMALL["tokens"] tokens with a KV cache: the cache
+    tensors' own bytes beside the formula's."""
+    n_layers, d, h, g, latent, window, T = (SMALL[k] for k in ("n_layers", "emb_dim", "n_heads", "kv_heads",
+                                                               "latent_dim", "window", "tokens"))
+    cfg = dict(GPT_CONFIG_124M, n_layers=n_layers, emb_dim=d, n_heads=h, context_length=T, vocab_size=64,
+               drop_rate=0.0)
+    base = AttentionShape("MHA", n_layers, h, d // h)
+    variants = [
+        ("MultiHeadAttention", lambda: MultiHeadAttention(d, d, T, 0.0, h), base),
+        (f"GroupedQueryAttention ({g} K/V heads)", lambda: GroupedQueryAttention(d, d, T, 0.0, h, g),
+         dataclasses.replace(base, kv_heads=g)),
+        ("Multi-query (1 K/V head)", lambda: GroupedQueryAttention(d, d, T, 0.0, h, 1),
+         dataclasses.replace(base, kv_heads=1)),
+        (f"MultiHeadLatentAttention (latent {latent})", lambda: MultiHeadLatentAttention(d, d, T, 0.0, h, latent),
+         dataclasses.replace(base, latent_dim=latent)),
+    ]
+    rows = []
+    torch.manual_seed(0)
+    model = GPTModel(cfg).eval()
+    idx = torch.randint(0, 64, (1, T))
+    for name, make, shape in variants:
+        for block in model.trf_blocks:
+            block.att = make().eval()
+        cache = KVCache(n_layers)
+        with torch.no_grad():
+            model(idx, cache=cache)
+        rows.append({"variant": name, "cache shape per layer": str(tuple(cache.layers[0].keys.shape)),
+                     "measured bytes": cache.nbytes, "formula bytes": cache_bytes(shape, T),
+                     "equal": cache.nbytes == cache_bytes(shape, T)})
+    swa = dataclasses.replace(base, window=window, local=1, global_=0)
+    rows.append({"variant": f"MHA + window {window} (every layer)", "cache shape per layer":
+                 f"(1, {h}, min(T, {window}), {d // h}) if the cache dropped what the window hides",
+                 "measured bytes": None, "formula bytes": cache_bytes(swa, T), "equal": None})
+    return pd.DataFrame(rows)
+
+
+def render() -> None:
+    if not presenting():
+        st.title("KV cache cost: what each attention variant keeps")
+        st.caption("Generating one token at a time, every layer keeps the keys and values of earlier tokens (the KV "
+                   "cache). Grouped-query, multi-query, latent and sliding-window attention keep less. Totals by "
+                   "formula for real model sizes; the same formula checked against a model run here.")
+    names = list(PRESETS) + [OWN]
+    name = st.selectbox("Model", names, index=1, key="kv_preset", bind="query-params")
+    preset = own_preset() if name == OWN else PRESETS[name]
+    tokens = preset.context
+    rows = kv_cost_rows(preset, tokens)
+    slide_settings("kv-cache", tokens, preset.name.split(" (")[0])
+    table = pd.DataFrame({"variant": [r.name for r in rows],
+                          "per token": [human(r.bytes_per_token) for r in rows],
+                          f"{tokens:,} tokens": [human(r.total_bytes) for r in rows],
+                          "× smaller": [r.ratio for r in rows]})
+    st.markdown(f"**{preset.n_layers} layers · {preset.n_heads} heads × head_dim {preset.head_dim} · "
+                f"{preset.dtype} ({DTYPE_BYTES[preset.dtype]} bytes a value) · batch 1**")
+    left, right = st.columns([1, 1])
+    with left:
+        show_table(st, table, formats={"× smaller": "%.2f"}, hide_index=True, width="stretch")
+        st.caption("Per token: every layer's keys and values (× smaller: than MHA's). A window layer keeps at most "
+                   f"W tokens: its cost stops growing at W. {preset.local}:{preset.global_} mixes {preset.local} "
+                   "window layers with each full one.")
+    curve = pd.DataFrame([{"context (tokens)": n, "variant": s.name, "GB": cache_bytes(s, n) / 1e9}
+                          for s in preset.shapes() for n in LENGTHS])
+    with right:
+        width = min(cap(520), content_px() // 2 - 120)
+        draw_chart(st, lambda: charts.line_chart(curve, "context (tokens)", "GB", "variant", log=True, width=width,
+                                                 height=cap(190), y_title="KV cache (GB)"),
+                   key="kv_curve", name="kv_cache_vs_context", title=f"KV cache vs context: {preset.name}",
+                   table=lambda: curve)
+    st.header("Measured here: the cache tensors' bytes = the formula")
+    st.caption(f"A small GPTModel ({SMALL['n_layers']} layers, {SMALL['emb_dim']}-d, {SMALL['n_heads']} heads, "
+               f"float32) with each variant's attention runs {SMALL['tokens']} tokens through its KV cache.")
+    measured = memo(("kv_measured",), measured_rows)
+    show_table(st, measured, hide_index=True, formats={"measured bytes": "%.0f", "formula bytes": "%.0f"})
+    page_downloads(page="kv-cache")
+
+
+render()

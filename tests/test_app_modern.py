@@ -1,0 +1,75 @@
+"""Issue 23 in the app: the modern variants on Explore and Shape flow, their knobs in the link, and the KV cache
+cost page (AppTest)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apptest_utils import _rows, chart_with, messages, open_page, show_section
+
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
+GQA = dict(variant="GroupedQueryAttention", input_mode="learned", d_in="16", d_out="16", num_heads="8",
+           num_kv_groups="2")
+
+
+@pytest.mark.parametrize("query", [
+    GQA, dict(GQA, variant="MultiQueryAttention"), dict(GQA, variant="MultiHeadLatentAttention", latent_dim="4"),
+    dict(GQA, variant="MultiHeadAttention", window="3"),
+], ids=["gqa", "mqa", "mla", "swa"])
+def test_each_modern_variant_runs_on_explore_and_shape_flow(query):
+    at = open_page(**query)
+    for section in ("Q, K, V", "Scores", "All heads", "Weights", "Output"):
+        show_section(at, section)
+        assert not messages(at)["exception"] and not messages(at)["error"], (section, messages(at))
+    at.switch_page("app_pages/shape_flow.py").run()
+    names = []
+    for _ in range(30):
+        names.append(at.subheader[0].value)
+        if at.button(key="flow_step_next").disabled:
+            break
+        at.button(key="flow_step_next").click().run()
+        assert not messages(at)["exception"], messages(at)
+    assert names[-1].endswith("`out_proj`")
+    if query["variant"] in ("GroupedQueryAttention", "MultiQueryAttention"):
+        assert any("keys.repeat" in n for n in names)  # the repeat of K/V heads is a step
+    if query["variant"] == "MultiHeadLatentAttention":
+        assert any("`latent`" in n for n in names)
+
+
+def test_gqa_shows_which_kv_head_each_query_head_reads():
+    at = open_page(**GQA)
+    assert "8 query heads share 2 K/V heads (4 each)" in at.markdown[0].value
+    show_section(at, "All heads")
+    rows = chart_with(at, "head 5 · K/V 2")
+    assert {r["panel"] for r in rows} >= {"head 1 · K/V 1", "head 4 · K/V 1", "head 5 · K/V 2", "head 8 · K/V 2"}
+
+
+def test_a_sliding_window_shows_the_band():
+    at = open_page(**dict(GQA, variant="MultiHeadAttention", window="2"))
+    show_section(at, "Scores")
+    assert any(m.value.startswith("**causal mask, window 2 (1 = hidden)**") for m in at.markdown)
+    mask = next(rows for el in at.get("vega_lite_chart") if "panel" not in (rows := _rows(el))[0])
+    hidden = {(r["q"], r["k"]) for r in mask if r["value"] == 1}
+    assert (5, 3) in hidden and (5, 4) not in hidden and (5, 5) not in hidden  # query 6 sees tokens 5 and 6
+
+
+@pytest.mark.parametrize("query, message", [
+    (dict(GQA, num_kv_groups="3"), "must divide num_heads (8)"),
+    (dict(GQA, variant="MultiHeadLatentAttention", latent_dim="40"), "latent_dim must be a whole number from 1 to"),
+])
+def test_impossible_sizes_say_what_works(query, message):
+    at = open_page(**query)
+    assert any(message in e for e in messages(at)["error"]), messages(at)
+
+
+def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
+    at = open_page("app_pages/kv_cost.py")
+    table = at.dataframe[0].value
+    totals = dict(zip(table["variant"], table["32,768 tokens"]))
+    assert totals["MHA"] == "17.18 GB" and totals["GQA (8 K/V heads)"] == "4.29 GB"
+    assert totals["MHA + SWA 1024 (5:1)"] == "3.14 GB" and totals["GQA + SWA 1024 (5:1)"] == "784.33 MB"
+    measured = at.dataframe[1].value.dropna(subset=["measured bytes"])
+    assert len(measured) == 4 and (measured["measured bytes"] == measured["formula bytes"]).all()
+    at.selectbox(key="kv_preset").set_value("Your own numbers").run()
+    at.number_input(key="kv_kv_heads").set_value(5).run()
+    assert any("must divide heads (32)" in e for e in messages(at)["error"]), messages(at)
