@@ -79,6 +79,8 @@ def test_run_reports_ratios_to_sdpa():
     ["-m", "bench.implementations", "--smoke", "--device", "cpu"],
     ["-m", "bench.scaling", "--smoke", "--device", "cpu"],
     ["-m", "bench.app_response", "--sizes", "6", "--reps", "1", "--profiles", "default", "--no-first-page"],
+    ["-m", "bench.generation", "--small", "--tokens", "5"],
+    ["-m", "bench.variants", "--sizes", "16", "--reps", "1"],
 ])
 def test_bench_scripts_smoke(cmd):
     from browser import browser_missing_reason
