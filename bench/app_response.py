@@ -69,6 +69,8 @@ QUIET_JS = """() => {
     }
   }
 }"""
+SCRIPT_IDLE_JS = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state')
+  === 'notRunning'"""
 IDLE_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
@@ -141,10 +143,11 @@ def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, floa
     """Median seconds from clicking "Next" on Shape flow, the walkthrough and Generate (Next token) until the DOM
     is quiet, and the floor's T=6 sentence change measured alternately with them."""
     tabs = {}
-    for name, (path, _, _) in STEPPERS.items():
+    for name, (path, label, _) in STEPPERS.items():
         tab = browser.new_page(viewport={"width": 1600, "height": 1000})
         tab.goto(f"{app_url}/{path}")
-        tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
+        tab.get_by_role("button", name=label).wait_for(timeout=120_000)  # Generate draws no chart before a step
+        tab.wait_for_function(SCRIPT_IDLE_JS, timeout=120_000, polling=50)
         tabs[name] = tab
     samples: dict[str, list[float]] = {"floor": [], **{name: [] for name in tabs}}
     for r in range(reps + 1):  # the first click warms caches: not counted
