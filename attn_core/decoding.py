@@ -90,7 +90,7 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     new = torch.tensor([[token_id]])
     with torch.no_grad():
         trace = Trace(copy=False)
-        model(new, cache=fork(cache), trace=trace)  # the explicit path, on a copy: the row as the page shows it
+        model(new, cache=fork(cache), trace=trace, trace_layers={layer})  # explicit, on a copy: the row shown
         start = time.perf_counter()
         next_logits = model(new, cache=cache)[:, -1, :]  # the step itself: the new token alone, with the cache
         seconds_cached = time.perf_counter() - start
@@ -104,7 +104,7 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
             model(text)  # the same step without a cache: every position again
             seconds_full = time.perf_counter() - start
             traced = Trace(copy=False)
-            model(text, trace=traced)
+            model(text, trace=traced, trace_layers={layer})
         full = all_heads(layer_trace(traced, layer), "weights")
     step = DecodeStep(
         token_id=token_id, position=len(ids), top_ids=[int(i) for i in top.indices],

@@ -76,3 +76,49 @@ def test_sampling_is_seeded_and_special_and_markdown_text_stays_literal():
     for _ in range(3):
         at.button(key="gen_next").click().run()
     assert at.session_state["gen_state"].ids == first  # the same seed draws the same tokens
+
+
+def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, monkeypatch):
+    """A GPT-2 folder named by ATTENTION_LAB_GPT2_DIR is a choice; its greedy tokens are generate()'s."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from attn_core.gpt import generate
+    from attn_core.pretrained import ENV_VAR, load_gpt2
+    from attn_core.tokens import gpt2_encoding
+
+    folder = tmp_path / "tiny-gpt2"
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=32, attn_implementation="eager")).save_pretrained(folder)
+    monkeypatch.setenv(ENV_VAR, str(folder))
+    at = open_page(PAGE)
+    options = at.selectbox(key="gen_model").options
+    assert any("OpenAI's weights" in o for o in options), options
+    assert not any("For GPT-2's real weights" in t.value for t in at.text)  # found: no how-to
+    name = next(o for o in options if "OpenAI" in o).split(" (")[0]
+    at.selectbox(key="gen_model").set_value(name).run()
+    for _ in range(4):
+        at.button(key="gen_next").click().run()
+    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    gen = at.session_state["gen_state"]
+    prompt = torch.tensor([gpt2_encoding().encode("Every effort moves you")])
+    assert gen.ids == generate(load_gpt2(folder), prompt, 4)[0].tolist()
+    assert gen.last.cache_shapes == [(1, 4, 8, 8)] * 2
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")  # damaged while the server runs
+    from attn_core.pretrained import clear_shared
+
+    clear_shared()
+    at2 = open_page(PAGE)
+    at2.selectbox(key="gen_model").set_value(name).run()
+    assert any("model.safetensors" in e for e in messages(at2)["error"]), messages(at2)
+
+
+def test_without_gpt2_the_page_says_how_to_get_it_as_plain_text(monkeypatch, tmp_path):
+    from attn_core.pretrained import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "nothing-here"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    at = open_page(PAGE)
+    how = [t.value for t in at.text if "For GPT-2's real weights" in t.value]
+    assert how and "python -m attn_core.pretrained download" in how[0]

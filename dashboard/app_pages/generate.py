@@ -16,7 +16,9 @@ import streamlit as st
 import torch
 
 from attn_core.decoding import PAGE_NEW_TOKENS, RANDOM_MODELS, DecodeStep, decode_step, prefill, random_model
+from attn_core.gpt import GPTModel
 from attn_core.kv_cache import KVCache
+from attn_core.pretrained import find_gpt2, how_to_get_gpt2, load_gpt2_shared
 from attn_core.tokens import gpt2_encoding, readable_piece, tokenize
 from dashboard.links import md_escape
 from dashboard.matrices import show_matrix
@@ -46,10 +48,29 @@ class Generation:
     last: DecodeStep | None = None
 
 
+@st.cache_data(ttl=60, show_spinner=False)
+def weight_options() -> dict[str, str]:
+    """The models a generation can use: random weights always, GPT-2 sizes found on this machine (looked for again
+    after a minute: a folder copied in while the server runs shows up)."""
+    found = {name: f"{name} (OpenAI's weights)" for name, _ in find_gpt2()}
+    return {key: label for key, (label, _) in RANDOM_MODELS.items()} | found
+
+
 @st.cache_resource(max_entries=len(RANDOM_MODELS), show_spinner="Building the model…")
-def shared_model(name: str):
-    """One model per server process, shared read-only by every session (the KV cache lives outside it)."""
+def random_shared(name: str) -> GPTModel:
     return random_model(name)
+
+
+def shared_model(name: str) -> GPTModel:
+    """One model per server process, shared read-only by every session (the KV cache lives outside it): random
+    weights, or GPT-2 loaded once (attn_core.pretrained)."""
+    if name in RANDOM_MODELS:
+        return random_shared(name)
+    path = dict(find_gpt2()).get(name)
+    if path is None:
+        raise ValueError(f"{name} is no longer on this machine")
+    with st.spinner(f"Loading {name} (once per server)…"):
+        return load_gpt2_shared(path)
 
 
 def piece(token_id: int) -> str:
@@ -60,10 +81,10 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
     """The page's own settings, drawn in ``where``: model, prompt, decoding, the layer shown."""
     c_prompt, c_model = where.columns([3, 2])
     prompt = c_prompt.text_input("Prompt", DEFAULT_PROMPT, key="gen_prompt", max_chars=2000)
-    name = c_model.selectbox("Weights", list(RANDOM_MODELS), format_func=lambda k: RANDOM_MODELS[k][0],
-                             key="gen_model", bind="query-params",
-                             help="The book's GPTModel. Random weights write gibberish: what to watch is how each "
-                                  "step works, not what it writes.")
+    options = weight_options()
+    name = c_model.selectbox("Weights", list(options), format_func=options.get, key="gen_model",
+                             bind="query-params", help="The book's GPTModel. Random weights write gibberish: what to "
+                                                       "watch is how each step works, not what it writes.")
     c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
     how = c1.segmented_control("Choice", ["greedy", "sample"], default="greedy", key="gen_how", required=True,
                                bind="query-params", help="Greedy: always the most likely token (the book's "
@@ -73,7 +94,13 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
     temperature = c2.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature", disabled=not sample)
     top_k = c3.number_input("top_k (0 = all)", 0, 1000, 50, key="gen_top_k", disabled=not sample)
     seed = c4.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
-    n_layers = RANDOM_MODELS[name][1]["n_layers"]
+    if not any(k not in RANDOM_MODELS for k in options):
+        where.text(how_to_get_gpt2(why="For GPT-2's real weights"))  # plain text: no link is made of it
+    try:
+        n_layers = shared_model(name).cfg["n_layers"]
+    except ValueError as e:  # a GPT-2 folder that is damaged or gone
+        st.error(sentence(e))
+        st.stop()
     layer = c5.selectbox("Layer shown", range(n_layers), format_func=lambda i: f"layer {i + 1}", key="gen_layer")
     return (name, prompt, float(temperature) if sample else 0.0, (int(top_k) or None) if sample else None,
             int(seed), int(layer))
