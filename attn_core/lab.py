@@ -230,3 +230,32 @@ def batched_vs_loop(a: torch.Tensor = BOOK_HEADS_A) -> tuple[torch.Tensor, list[
         per_head.append(head @ head.T)
     diff = max(float((batched[0, h] - per_head[h]).abs().max()) for h in range(a.shape[1]))
     return batched, per_head, diff
+
+
+@dataclass(frozen=True)
+class SharingWay:
+    """One way to give every query head its group's K/V head: the code, the result's shape and strides."""
+
+    code: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    copies: bool  # whether it wrote a new tensor (False: a view of the keys' memory)
+    same_as_repeat: bool  # holds the numbers repeat_interleave gives (K1 K1 K2 K2), in some shape
+
+
+def kv_sharing(num_kv_groups: int, group_size: int, num_tokens: int = 4, head_dim: int = 2) -> list[SharingWay]:
+    """Grouped-query attention's K/V heads (b=1, num_kv_groups, num_tokens, head_dim) shared by ``group_size`` query
+    heads each, three ways: ``repeat_interleave`` (copies), ``expand`` (a view: stride 0 on the group axis, no
+    copy) and ``expand`` then ``reshape`` to num_heads (copies, as a view cannot merge a stride-0 axis)."""
+    keys = torch.arange(num_kv_groups * num_tokens * head_dim, dtype=torch.float32).view(
+        1, num_kv_groups, num_tokens, head_dim)
+    num_heads = num_kv_groups * group_size
+    repeated = keys.repeat_interleave(group_size, dim=1)  # (1, num_heads, num_tokens, head_dim)
+    expanded = keys[:, :, None].expand(1, num_kv_groups, group_size, num_tokens, head_dim)
+    merged = expanded.reshape(1, num_heads, num_tokens, head_dim)
+    ways = [("keys.repeat_interleave(group_size, dim=1)", repeated),
+            ("keys[:, :, None].expand(b, num_kv_groups, group_size, T, head_dim)", expanded),
+            ("keys[:, :, None].expand(...).reshape(b, num_heads, T, head_dim)", merged)]
+    return [SharingWay(code, tuple(t.shape), tuple(t.stride()),
+                       t.untyped_storage().data_ptr() != keys.untyped_storage().data_ptr(),
+                       torch.equal(t.reshape(repeated.shape), repeated)) for code, t in ways]

@@ -73,3 +73,17 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
     at.selectbox(key="kv_preset").set_value("Your own numbers").run()
     at.number_input(key="kv_kv_heads").set_value(5).run()
     assert any("must divide heads (32)" in e for e in messages(at)["error"]), messages(at)
+
+
+def test_shape_flow_shows_that_expand_makes_no_copy_and_repeat_interleave_does():
+    from attn_core.lab import kv_sharing
+
+    ways = {w.code.split("(")[0]: w for w in kv_sharing(2, 4)}
+    assert ways["keys.repeat_interleave"].copies and ways["keys.repeat_interleave"].shape == (1, 8, 4, 2)
+    expanded = ways["keys[:, :, None].expand"]
+    assert not expanded.copies and expanded.stride[2] == 0  # a view: the group axis has stride 0
+    assert all(w.same_as_repeat for w in ways.values())
+    at = open_page("app_pages/shape_flow.py", **GQA)
+    assert "How 8 query heads share 2 K/V heads" in [h.value for h in at.header]
+    table = at.dataframe[0].value
+    assert list(table["copies the keys"]) == ["yes", "no (a view)", "yes"]

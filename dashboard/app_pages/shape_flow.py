@@ -11,7 +11,7 @@ import streamlit as st
 import torch
 
 from attn_core import AttentionConfig, MultiHeadAttentionWrapper, build_module
-from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
+from attn_core.lab import batched_vs_loop, kv_sharing, reshape_demo, wrapper_as_multihead
 from attn_core.steps import kind_scale
 from attn_core.trace import function_at
 from attn_core.views import previous_form
@@ -113,6 +113,21 @@ def step_view() -> None:
                      mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
 
 
+def kv_sharing_section(cfg: AttentionConfig) -> None:
+    """Grouped K/V heads: how each query head gets its group's keys, three ways, and which of them copy."""
+    groups, heads = cfg.spec.num_kv_heads(cfg), cfg.spec.heads(cfg)
+    st.header(f"How {heads} query heads share {groups} K/V head{'s' if groups > 1 else ''}")
+    ways = kv_sharing(groups, heads // groups, head_dim=cfg.head_dim)
+    table = pd.DataFrame({"code": [w.code for w in ways], "shape": [str(w.shape) for w in ways],
+                          "strides": [str(w.stride) for w in ways],
+                          "copies the keys": ["yes" if w.copies else "no (a view)" for w in ways]})
+    show_table(st, table, hide_index=True)
+    st.caption("All three hold the same numbers, K1 K1 … K2 K2 in head order. `.expand` only sets a stride of 0 on "
+               "the group axis, so it costs no memory, but merging that axis into num_heads needs a copy; "
+               "`repeat_interleave` copies straight away. The efficient path skips both: "
+               "`scaled_dot_product_attention(..., enable_gqa=True)` reads each K/V head for its whole group.")
+
+
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
@@ -132,6 +147,10 @@ def render() -> None:
     st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
                 f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
     step_view()
+
+    spec = cfg.spec
+    if spec.kv_heads is not None and spec.num_kv_heads(cfg) < spec.heads(cfg):
+        kv_sharing_section(cfg)
 
     # --- the reshape itself --------------------------------------------------------------------------
     st.header("How `.view` and `.transpose(1, 2)` regroup the numbers")
