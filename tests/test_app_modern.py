@@ -78,11 +78,11 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
 def test_shape_flow_shows_that_expand_makes_no_copy_and_repeat_interleave_does():
     from attn_core.lab import kv_sharing
 
-    ways = {w.code.split("(")[0]: w for w in kv_sharing(2, 4)}
-    assert ways["keys.repeat_interleave"].copies and ways["keys.repeat_interleave"].shape == (1, 8, 4, 2)
-    expanded = ways["keys[:, :, None].expand"]
+    repeated, expanded, merged = kv_sharing(2, 4)
+    assert repeated.copies and repeated.shape == (1, 8, 4, 2)
     assert not expanded.copies and expanded.stride[2] == 0  # a view: the group axis has stride 0
-    assert all(w.same_as_repeat for w in ways.values())
+    assert merged.copies and merged.shape == (1, 8, 4, 2)
+    assert repeated.same_as_repeat and expanded.same_as_repeat and merged.same_as_repeat
     at = open_page("app_pages/shape_flow.py", **GQA)
     assert "How 8 query heads share 2 K/V heads" in [h.value for h in at.header]
     table = at.dataframe[0].value
