@@ -37,6 +37,32 @@ def check_latent(latent_dim: int, d_out: int) -> None:
                          f"of the keys and values; got {latent_dim!r}")
 
 
+def attend(module: nn.Module, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, num_cached: int,
+           trace: Trace | None) -> torch.Tensor:
+    """What every multi-head variant does once each query head has its keys and values, all (b, num_heads, T,
+    head_dim): the scores, the mask slice for queries after ``num_cached`` keys, softmax, dropout, the context
+    vectors, the heads merged back and out_proj (as MultiHeadAttention.forward does, line by line)."""
+    b, num_heads, num_tokens, head_dim = queries.shape
+    attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
+    record(trace, "attn_scores", attn_scores)
+    num_keys = num_cached + num_tokens
+    mask_bool = module.mask.bool()[num_cached:num_keys, :num_keys] if module.causal or module.window else None
+    record(trace, "mask_bool", mask_bool)
+    attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], module.mask_method, trace)
+    attn_weights = module.dropout(attn_weights)
+    record_dropout(trace, module.dropout, attn_weights)
+
+    context_vec = attn_weights @ values  # Shape: (b, num_heads, num_tokens, head_dim)
+    record(trace, "context_vec", context_vec, note="each head's context vectors")
+    context_vec = context_vec.transpose(1, 2)  # Shape: (b, num_tokens, num_heads, head_dim)
+    record(trace, "context_vec.transpose", context_vec)
+    context_vec = context_vec.contiguous().view(b, num_tokens, module.d_out)
+    record(trace, "context_vec.view", context_vec)
+    context_vec = module.out_proj(context_vec)
+    record(trace, "out_proj", context_vec)
+    return context_vec
+
+
 class GroupedQueryAttention(nn.Module):
     """Grouped-query attention: ``num_heads`` query heads, ``num_kv_groups`` K/V heads, each shared by
     ``num_heads // num_kv_groups`` query heads (repeat_interleave order: K1 K1 K2 K2)."""
@@ -102,24 +128,7 @@ class GroupedQueryAttention(nn.Module):
         record(trace, "keys.repeat", keys, group=self.group_size)
         record(trace, "values.repeat", values, group=self.group_size)
 
-        attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
-        record(trace, "attn_scores", attn_scores)
-        num_keys = num_cached + num_tokens
-        mask_bool = self.mask.bool()[num_cached:num_keys, :num_keys] if self.causal or self.window else None
-        record(trace, "mask_bool", mask_bool)
-        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
-        attn_weights = self.dropout(attn_weights)
-        record_dropout(trace, self.dropout, attn_weights)
-
-        context_vec = attn_weights @ values  # Shape: (b, num_heads, num_tokens, head_dim)
-        record(trace, "context_vec", context_vec, note="each head's context vectors")
-        context_vec = context_vec.transpose(1, 2)  # Shape: (b, num_tokens, num_heads, head_dim)
-        record(trace, "context_vec.transpose", context_vec)
-        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
-        record(trace, "context_vec.view", context_vec)
-        context_vec = self.out_proj(context_vec)
-        record(trace, "out_proj", context_vec)
-        return context_vec
+        return attend(self, queries, keys, values, num_cached, trace)
 
     def forward_efficient(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         """The same through PyTorch's fused scaled_dot_product_attention with ``enable_gqa`` (no repeat)."""
@@ -181,23 +190,7 @@ class MultiHeadLatentAttention(nn.Module):
         record(trace, "keys.transpose", keys)
         record(trace, "values.transpose", values)
 
-        attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
-        record(trace, "attn_scores", attn_scores)
-        mask_bool = self.mask.bool()[num_cached:num_keys, :num_keys] if self.causal or self.window else None
-        record(trace, "mask_bool", mask_bool)
-        attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
-        attn_weights = self.dropout(attn_weights)
-        record_dropout(trace, self.dropout, attn_weights)
-
-        context_vec = attn_weights @ values  # Shape: (b, num_heads, num_tokens, head_dim)
-        record(trace, "context_vec", context_vec, note="each head's context vectors")
-        context_vec = context_vec.transpose(1, 2)  # Shape: (b, num_tokens, num_heads, head_dim)
-        record(trace, "context_vec.transpose", context_vec)
-        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
-        record(trace, "context_vec.view", context_vec)
-        context_vec = self.out_proj(context_vec)
-        record(trace, "out_proj", context_vec)
-        return context_vec
+        return attend(self, queries, keys, values, num_cached, trace)
 
     def forward_efficient(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         """The same through PyTorch's fused scaled_dot_product_attention."""
