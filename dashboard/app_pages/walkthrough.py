@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import BOOK_TOKENS, embed
+from attn_core.embeddings import uses_book_inputs
 from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.chart_cache import memo, prefetch
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
@@ -192,14 +193,13 @@ def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dic
         tokens = tokens[:64]
     ids = tuple(t.id for t in tokens)
     listed = ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else "")
-    # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
-    if input_mode == "book" and len(ids) == 6:
-        # The book's fixed inputs belong to positions, not words: any 6 tokens get them, and the same code gives
-        # exactly the numbers above (tests/test_truthful_pages.py checks every step). Drawn again, they were a
-        # second copy of the chart and table, and a third of each step's time in the browser.
-        st.caption(f"Your tokens ({listed}) get the book's fixed 3-d inputs (the sidebar's choice), so the same "
-                   "code gives exactly the numbers above. Type a sentence of another length, or pick learned "
-                   "inputs in the sidebar, to run it on vectors of your own.")
+    # The book's fixed inputs are its vectors for its own sentence; any other text gets 3-d learned embeddings.
+    if input_mode == "book" and uses_book_inputs(ids):
+        # Drawn again, they were a second copy of the chart and table, and a third of each step's time in the
+        # browser: the same code gives exactly the numbers above (tests/test_truthful_pages.py checks every step).
+        st.caption(f"Your tokens ({listed}) are the book's sentence with its fixed 3-d inputs, so the same code "
+                   "gives exactly the numbers above. Type a sentence of your own, or pick learned inputs in the "
+                   "sidebar, to run it on vectors of your own.")
         return None
     mode = "learned"
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
