@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from apptest_utils import _rows, messages, show_section
+from apptest_utils import _rows, chart_with, messages, show_section
 from apptest_utils import open_page as open_app
 
 WALK = "app_pages/walkthrough.py"
@@ -44,3 +44,46 @@ def test_the_books_sentence_keeps_the_books_vectors():
     show_section(at, "Tokens")
     assert any(m.value.startswith("**Input x (book inputs)**") for m in at.markdown)
     assert not messages(at)["error"]
+
+
+# Item 6: words follow the method and the measured result ------------------------------------------------------
+RENORM = dict(variant="MultiHeadAttention", mask_method="renormalize")
+
+
+def test_scores_words_and_panels_follow_the_renormalize_method():
+    at = show_section(open_app(**RENORM), "Scores")
+    captions = " ".join(c.value for c in at.caption)
+    assert "−∞" not in captions and "masks nothing before softmax" in captions, captions
+    panels = {r["panel"] for r in chart_with(at, "future zeroed")}
+    assert panels == {"softmax over all keys", "future zeroed", "÷ row sum = the weights"}, panels
+    at = show_section(open_app(variant="MultiHeadAttention"), "Scores")  # −∞ before softmax: grey −∞ cells
+    assert any("Grey cells marked −∞ are masked" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("cell, says, never", [
+    ("3,1", "Softmax over all 6 keys", "visible keys"),  # a past key
+    ("2,4", "zeroed after softmax", "−∞"),  # a future key
+])
+def test_cell_story_follows_the_renormalize_method(cell, says, never):
+    at = open_app(cell=cell, **RENORM)
+    story = next(m.value for m in at.markdown if "1. **Score**" in m.value)
+    words = story + " ".join(c.value for c in at.caption)
+    assert says in words and never not in words, words
+
+
+def test_cell_story_with_neg_inf_counts_visible_keys():
+    at = open_app(cell="3,1", variant="MultiHeadAttention")
+    assert any("3 visible keys" in c.value for c in at.caption)
+
+
+def test_masking_lab_says_what_its_float16_table_shows():
+    """The lab said −1e9 "overflows float16 to −∞" while its own precision table shows PyTorch raising an error."""
+    from attn_core import BOOK_INPUTS
+    from attn_core.lab import precision_table
+
+    at = open_app(LAB, mistake="large negative instead of −∞")
+    verdict = next(m.value for m in at.markdown if "Works in float32" in m.value)
+    scores = BOOK_INPUTS @ BOOK_INPUTS.T
+    f16 = next(r for r in precision_table(scores, 3) if r.dtype == "float16" and r.method == "-1e9")
+    assert f16.fully_masked_row.startswith("PyTorch error")  # what the lab's table shows
+    assert "overflows float16" not in verdict and "raises an error" in verdict, verdict
