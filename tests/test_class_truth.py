@@ -87,3 +87,15 @@ def test_masking_lab_says_what_its_float16_table_shows():
     f16 = next(r for r in precision_table(scores, 3) if r.dtype == "float16" and r.method == "-1e9")
     assert f16.fully_masked_row.startswith("PyTorch error")  # what the lab's table shows
     assert "overflows float16" not in verdict and "raises an error" in verdict, verdict
+
+
+# Item 12 (second part): a link's input mode is said, not silently taken ----------------------------------------
+@pytest.mark.parametrize("mode, shown", [("learned", "learned inputs"), ("onehot", "one-hot inputs")])
+def test_a_links_input_mode_is_named_on_the_page(mode, shown):
+    at = open_app(input_mode=mode, d_in="8")
+    assert shown in at.markdown[0].value, at.markdown[0].value
+
+
+def test_a_bad_input_mode_is_named():
+    at = open_app(input_mode="trained")
+    assert any("input\\_mode" in w and "trained" in w for w in messages(at)["warning"]), messages(at)

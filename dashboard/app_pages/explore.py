@@ -336,9 +336,13 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
     return out
 
 
+INPUT_WORDS = {"book": "the book's", "learned": "learned", "sinusoidal": "sinusoidal", "onehot": "one-hot"}
+
+
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
-    return (f"**{spec.label}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{spec.sizes(cfg)}"
+    inputs = INPUT_WORDS.get(v.run.input_mode, v.run.input_mode)  # what the run used, whatever the link asked
+    return (f"**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs, d_in {cfg.d_in}{spec.sizes(cfg)}"
             + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
