@@ -82,12 +82,13 @@ def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False,
     return int(max(2, min(full_cell_px(big, grow), max_px // max(n_rows, n_cols, 1))))
 
 
-def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0) -> int | None:
+def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool = True) -> int | None:
     """Font size of the value printed in a ``px`` cell, or None when it does not fit (a 16 px "-0.25" is
-    ~36 px wide: it needs a 40 px cell; normal text shrinks with the cell down to 20 px cells). ``grow``
-    scales both."""
+    ~36 px wide: it needs a 40 px cell; a value that is never negative, "0.25", ~31 px: a 34 px cell, so a
+    12-token grid keeps its weights in presentation mode; normal text shrinks with the cell down to 20 px
+    cells). ``grow`` scales both."""
     if big:
-        return round(BIG_TEXT_PX * grow) if px >= 40 * grow else None
+        return round(BIG_TEXT_PX * grow) if px >= (40 if signed else 34) * grow else None
     return min(round(cap * grow), px // 3 + 2) if px >= 20 else None
 
 
@@ -281,7 +282,7 @@ def heatmap(
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
-    font = text_px(px, big, grow=grow)
+    font = text_px(px, big, grow=grow, signed=diverging(scale))
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]

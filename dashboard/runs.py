@@ -21,10 +21,11 @@ def show_messages(s: Settings) -> None:
         getattr(st, level)(text)
 
 
-def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
+def load_run(s: Settings, cfg=None, *, quiet: bool = False, note: bool = True) -> Run | None:
     """The traced run for the sidebar settings, or None after explaining what to change.
 
-    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes."""
+    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes. ``note``: say that the
+    book's inputs were not used (a page whose summary says it passes False)."""
     cfg = cfg or s.cfg
     if not quiet:
         show_messages(s)
@@ -40,7 +41,7 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
         return None
     mode = s.input_mode
     if mode == "book" and not uses_book_inputs([t.id for t in tokens]):
-        if not quiet:  # one line, not a box: it shows on every page
+        if note and not quiet:  # one line, not a box: it shows on every page
             st.caption(f":material/info: The book's fixed inputs are its vectors for “{BOOK_SENTENCE}”: your "
                        f"{plural(n, 'token')} get their own learned token + position embeddings (d_in = 3).")
         mode = "learned"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from test_browser_layout import LOAD_TIMEOUT_MS, open_drawn
+from test_browser_layout import LOAD_TIMEOUT_MS, open_drawn, wait_still
 
 from browser import chromium_page, require_browser
 
@@ -49,3 +49,38 @@ def test_no_url_in_the_sentence_becomes_a_link(tab, server, path):
     open_drawn(tab, f"{server}/{path}?{urlencode(query)}")
     found = tab.evaluate(LINKS_AND_IMAGES_JS, "evil.example")
     assert found["inAlerts"] == 0 and found["foreign"] == 0, found
+
+
+# Item 3: presentation mode keeps the weights' numbers up to 12 tokens, and the grid above the fold ---------------
+NINE_TOKENS = "The teacher wrote a short sentence on the board"
+TWELVE_TOKENS = "The teacher wrote a short sentence on the board for the class"
+WEIGHTS_JS = """() => {
+    const chart = document.querySelector('.st-key-weights [data-testid="stVegaLiteChart"]')
+        || document.querySelector('[data-testid="stVegaLiteChart"]');
+    const svg = chart.querySelector('svg.marks');
+    const values = [...svg.querySelectorAll('text')]
+        .filter(t => /^(0|1\\.00|0?\\.\\d\\d|\\de-\\d)$/.test(t.textContent));
+    const bottom = Math.max(...[...svg.querySelectorAll('.mark-rect path')].map(p => p.getBoundingClientRect().bottom));
+    const fonts = [...new Set(values.map(t => parseFloat(getComputedStyle(t).fontSize)))];
+    return {bottom, values: values.length, fonts, height: window.innerHeight};
+}"""
+
+
+def presented(tab) -> None:
+    """Wait for the presentation layout: a fresh tab may first measure the main column with the sidebar still
+    open (820 px) and settle there for a moment before the collapsed sidebar's 1180 px is measured."""
+    tab.wait_for_function("document.body.dataset.screen === '1180x100'", timeout=LOAD_TIMEOUT_MS)
+    wait_still(tab)
+
+
+@pytest.mark.parametrize("text, n", [(NINE_TOKENS, 9), (TWELVE_TOKENS, 12)])
+def test_presentation_weights_keep_their_numbers_above_the_fold(tab, server, text, n):
+    from attn_core import tokenize
+
+    assert len(tokenize(text)) == n
+    open_drawn(tab, f"{server}/?{urlencode({'sentence': text, 'present': 'true'})}")
+    presented(tab)
+    found = tab.evaluate(WEIGHTS_JS)
+    assert found["values"] >= n * (n + 1) // 2, found  # every unmasked cell prints its weight
+    assert min(found["fonts"]) >= 16, found
+    assert found["bottom"] <= found["height"], found  # the whole grid above the fold

@@ -167,7 +167,7 @@ def weights_and_story(head: int, wscale: str) -> None:
     c_w, c_story = st.columns([3, 2])
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
                           scale=wscale, selectable=True, zoom=True,
-                          max_px=fit(room(480, 400), labels, [3, 2], 0),
+                          max_px=fit(room(480, 285 + (45 if v.H > 1 else 0)), labels, [3, 2], 0),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -342,7 +342,7 @@ INPUT_WORDS = {"book": "the book's", "learned": "learned", "sinusoidal": "sinuso
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
     inputs = INPUT_WORDS.get(v.run.input_mode, v.run.input_mode)  # what the run used, whatever the link asked
-    return (f"**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs, d_in {cfg.d_in}{spec.sizes(cfg)}"
+    return (f"**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs (d_in {cfg.d_in}){spec.sizes(cfg)}"
             + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
@@ -352,7 +352,7 @@ def render() -> None:
     s = settings()
     if not presenting():  # the top navigation names the page
         st.title("Explore attention")
-    run = load_run(s)
+    run = load_run(s, note=not presenting())  # presenting: the summary says it, one line less above the charts
     if run is None:
         st.stop()
     slide_settings(run.cfg.variant, len(run.tokens))
@@ -377,8 +377,14 @@ def render() -> None:
     name = st.segmented_control("Section", names, key="section", bind="query-params", default=WEIGHTS, required=True,
                                 label_visibility="collapsed", width="stretch")
     name = name if name in parts else WEIGHTS
-    v.top, downloads = section_steps("section", names)
-    parts[name](v)
+    if presenting():  # the section's charts first, right under the section buttons; its controls below them
+        content = st.container()
+        v.top, downloads = section_steps("section", names)
+        with content:
+            parts[name](v)
+    else:
+        v.top, downloads = section_steps("section", names)
+        parts[name](v)
     page_downloads(downloads, page=f"explore-{name.lower().replace(', ', '')}")
 
 
