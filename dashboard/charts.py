@@ -69,6 +69,7 @@ _DIVERGING = np.array([[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 
 
 
 BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+MIN_TEXT_PX = 12  # the smallest cell value printed at all
 
 
 def full_cell_px(big: bool = False, grow: float = 1.0) -> int:
@@ -89,7 +90,9 @@ def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool =
     cells). ``grow`` scales both."""
     if big:
         return round(BIG_TEXT_PX * grow) if px >= (40 if signed else 34) * grow else None
-    return min(round(cap * grow), px // 3 + 2) if px >= 20 else None
+    # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable (issue 20); a 12 px "-0.25" is
+    # ~27 px wide, "0.25" ~23 px
+    return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= (30 if signed else 26) else None
 
 
 TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")

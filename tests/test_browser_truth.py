@@ -90,3 +90,30 @@ def test_presentation_weights_keep_their_numbers_above_the_fold(tab, server, tex
     assert found["values"] >= n * (n + 1) // 2, found  # every unmasked cell prints its weight
     assert min(found["fonts"]) >= 16, found
     assert found["bottom"] <= found["height"], found  # the whole grid above the fold
+
+
+# Item 4: the walkthrough's "Now with your sentence": every value visible, cell text >= 12 px or none ------------
+TABLES_AND_TEXT_JS = """() => {
+    const cut = [];  // cells outside the box that clips their table (a scrolling box whose scrollbar may not show)
+    for (const table of document.querySelectorAll('[data-testid="stTable"] table')) {
+        let clip = table.parentElement;
+        while (clip !== document.body && getComputedStyle(clip).overflowX === 'visible') clip = clip.parentElement;
+        const box = clip.getBoundingClientRect();
+        for (const td of table.querySelectorAll('td, th')) {
+            const r = td.getBoundingClientRect();
+            if (r.width && (r.right > box.right + 2 || r.left < box.left - 2)) cut.push(td.innerText);
+        }
+    }
+    const fonts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"] svg.marks .mark-text text')]
+        .map(t => parseFloat(getComputedStyle(t).fontSize));
+    return {cut, smallest: fonts.length ? Math.min(...fonts) : null};
+}"""
+
+
+@pytest.mark.parametrize("step", [1, 7, 19])
+def test_walkthrough_your_sentence_shows_every_value_legibly(tab, server, step):
+    query = {"sentence": NINE_TOKENS, "walk_step": str(step)}
+    open_drawn(tab, f"{server}/walkthrough?{urlencode(query)}")
+    found = tab.evaluate(TABLES_AND_TEXT_JS)
+    assert not found["cut"], found
+    assert found["smallest"] is None or found["smallest"] >= 12, found
