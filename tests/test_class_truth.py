@@ -99,3 +99,25 @@ def test_a_links_input_mode_is_named_on_the_page(mode, shown):
 def test_a_bad_input_mode_is_named():
     at = open_app(input_mode="trained")
     assert any("input\\_mode" in w and "trained" in w for w in messages(at)["warning"]), messages(at)
+
+
+# Item 7: every benchmark bar readable (a log axis once the times span 10x) ----------------------------------------
+def test_benchmark_bars_use_a_log_axis_when_one_repeat_is_slow():
+    import altair as alt
+    import pandas as pd
+
+    from dashboard import charts
+
+    df = pd.DataFrame({"implementation": ["raw SDPA", "MultiHeadAttention (explicit)", "wrapper"],
+                       "pass": ["forward"] * 3, "ms": [0.04, 0.07, 0.11], "ms_min": [0.03, 0.06, 0.10],
+                       "ms_max": [0.05, 18.0, 0.12]})  # one slow repeat: 18 ms
+    alt.data_transformers.disable_max_rows()
+    spec = charts.bar_chart(df, "ms", "implementation", "pass", spread=True).to_dict()
+    scales = [layer["encoding"]["x"].get("scale", {}) for layer in spec["layer"] if "x" in layer.get("encoding", {})]
+    assert scales and all(s.get("type") == "log" for s in scales), scales
+    lo, hi = scales[0]["domain"]
+    assert lo <= 0.03 and hi >= 18.0  # every bar, line and value inside
+    even = df.assign(ms_max=df["ms"] * 1.1)  # times within 10x of each other: a plain axis from 0 reads better
+    spec = charts.bar_chart(even, "ms", "implementation", "pass", spread=True).to_dict()
+    assert all(layer["encoding"]["x"].get("scale", {}).get("type") != "log" for layer in spec["layer"]
+               if "x" in layer.get("encoding", {}))
