@@ -121,3 +121,20 @@ def test_benchmark_bars_use_a_log_axis_when_one_repeat_is_slow():
     spec = charts.bar_chart(even, "ms", "implementation", "pass", spread=True).to_dict()
     assert all(layer["encoding"]["x"].get("scale", {}).get("type") != "log" for layer in spec["layer"]
                if "x" in layer.get("encoding", {}))
+
+
+# Item 8: Learn's scores table: no "None" column, the verdict whole ----------------------------------------------
+@pytest.mark.parametrize("task", ["first", "induction"])
+def test_learn_scores_table_has_no_empty_column_and_room_for_the_verdict(task):
+    import json
+
+    at = open_app("app_pages/learn.py")
+    at.selectbox(key="learn_task").set_value(task).run()
+    at.button(key="learn_load").click().run()
+    table, proto = at.dataframe[0].value, at.dataframe[0].proto
+    assert task == "induction" or "induction" not in table.columns, table  # it printed "None" in every row
+    assert not table.isna().all().any(), table
+    config = json.loads(proto.columns)
+    assert config["verdict"].get("width") == "large", config  # "no clear pattern (entropy 2.88, c…" was cut
+    assert not table["verdict"].str.contains("entropy").any()  # the numbers are in their own columns
+    assert all(config[c].get("width") == "small" for c in ("layer", "head")), config
