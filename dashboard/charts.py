@@ -95,6 +95,12 @@ def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool =
     return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= (30 if signed else 26) else None
 
 
+def rows_crowded(px: int, big: bool, grow: float = 1.0) -> bool:
+    """Whether rows ``px`` high are lower than their labels (16 px in presentation mode, ~11 px otherwise): then
+    Vega drops every other label instead of drawing them over each other (22 tokens in presentation mode)."""
+    return px < ((BIG_TEXT_PX + 2) if big else 12) * grow
+
+
 TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")
 
 
@@ -290,7 +296,8 @@ def heatmap(
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
     aria = not many_cells(n_rows * n_cols)
-    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow)
+    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow,
+                      y_axis=dict(labelOverlap=n_rows > 24 or rows_crowded(px, big, grow)))
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart().encode(x=x, y=y)  # the data goes on the layer (see layered)
@@ -370,7 +377,8 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     limit = round(120 * grow)
     xa = (dict(labelAngle=angle, labelLimit=limit, labelOverlap=n_cols > 24 or angle == -90, orient="top")
           | (x_axis or {}))
-    ya = dict(labelLimit=limit, labelOverlap=n_rows > 24) | (y_axis or {})
+    # labelFlush off: the first row's label sat low, against the second's
+    ya = dict(labelLimit=limit, labelOverlap=n_rows > 24, labelFlush=False) | (y_axis or {})
     x = alt.X("col:N", sort=alt.EncodingSortField("k", op="min"), title=x_title, axis=alt.Axis(**xa))
     y = alt.Y("row:N", sort=alt.EncodingSortField("q", op="min"), title=y_title, axis=alt.Axis(**ya))
     return x, y
@@ -441,7 +449,8 @@ def facet_grid(
     # level when the labels fit a cell ("1", "2" for dims); upright labels' boxes are exact: Vega drops only clashes
     angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
-                      x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"), y_axis=axis)
+                      x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"),
+                      y_axis=dict(axis, labelOverlap=rows_crowded(px, big, grow)))
     base = alt.Chart().encode(x=x, y=y)  # the data goes on the layer (see layered)
     n_cells = len(mats) * n_rows * n_cols
     aria = not many_cells(n_cells)

@@ -117,3 +117,4 @@ def test_walkthrough_your_sentence_shows_every_value_legibly(tab, server, step):
     found = tab.evaluate(TABLES_AND_TEXT_JS)
     assert not found["cut"], found
     assert found["smallest"] is None or found["smallest"] >= 12, found
+

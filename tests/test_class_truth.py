@@ -138,3 +138,37 @@ def test_learn_scores_table_has_no_empty_column_and_room_for_the_verdict(task):
     assert config["verdict"].get("width") == "large", config  # "no clear pattern (entropy 2.88, c…" was cut
     assert not table["verdict"].str.contains("entropy").any()  # the numbers are in their own columns
     assert all(config[c].get("width") == "small" for c in ("layer", "head")), config
+
+
+# Item 5: row labels never overlap: rows lower than their labels drop every other label ------------------------------
+@pytest.mark.parametrize("big", [True, False])
+def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
+    import numpy as np
+
+    from dashboard import charts
+
+    labels = [f"{i + 1}: word{i}" for i in range(22)]
+    m = np.random.default_rng(0).random((22, 22))
+
+    def y_axis(spec):
+        found = []
+
+        def walk(node):
+            if isinstance(node, dict):
+                if isinstance(node.get("y"), dict) and node["y"].get("field") == "row":
+                    found.append(node["y"].get("axis", {}))
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+        walk(spec)
+        return found
+
+    small = charts.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels, max_px=180, big=big)
+    row_px = charts.cell_px(22, 22, 180, big)
+    assert row_px < (18 if big else 12)
+    assert all(a.get("labelOverlap") for a in y_axis(small.to_dict())), y_axis(small.to_dict())
+    roomy = charts.heatmap(m[:6, :6], labels[:6], labels[:6], max_px=480, big=big)
+    assert not any(a.get("labelOverlap") for a in y_axis(roomy.to_dict()))
+    assert all(a.get("labelFlush") is False for a in y_axis(roomy.to_dict()))  # the first label sat low (item 9)
