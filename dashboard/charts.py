@@ -441,7 +441,7 @@ def facet_grid(
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
     df = facet_frame(mats, panel_titles, row_labels, col_labels, scale)
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
-    font = text_px(px, big, cap=12, grow=grow) if big or px >= 28 * grow else None
+    font = text_px(px, big, cap=12, grow=grow, signed=diverging(scale)) if big or px >= 26 * grow else None
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from apptest_utils import _rows, chart_with, messages, show_section
+from apptest_utils import _rows, chart_with, messages, show_section, spec_nodes
 from apptest_utils import open_page as open_app
 
 WALK = "app_pages/walkthrough.py"
@@ -151,19 +151,8 @@ def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
     m = np.random.default_rng(0).random((22, 22))
 
     def y_axis(spec):
-        found = []
-
-        def walk(node):
-            if isinstance(node, dict):
-                if isinstance(node.get("y"), dict) and node["y"].get("field") == "row":
-                    found.append(node["y"].get("axis", {}))
-                for v in node.values():
-                    walk(v)
-            elif isinstance(node, list):
-                for v in node:
-                    walk(v)
-        walk(spec)
-        return found
+        return [n["y"].get("axis", {}) for n in spec_nodes(spec) if isinstance(n.get("y"), dict)
+                and n["y"].get("field") == "row"]
 
     small = charts.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels, max_px=180, big=big)
     row_px = charts.cell_px(22, 22, 180, big)

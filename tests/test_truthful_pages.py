@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from apptest_utils import _rows, messages, table_text
+from apptest_utils import _rows, messages, spec_nodes, table_text
 from apptest_utils import open_page as open_app
 
 LAB = "app_pages/masking_lab.py"
@@ -27,19 +27,7 @@ def chart(at, text):
 
 
 def color_domain(spec) -> list:
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if node.get("field") == "color" and "scale" in node:
-                found.append(node["scale"].get("domain"))
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-    walk(spec)
-    return found[0]
+    return [n["scale"].get("domain") for n in spec_nodes(spec) if n.get("field") == "color" and "scale" in n][0]
 
 
 def has_value_text(spec) -> bool:
