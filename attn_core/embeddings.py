@@ -6,7 +6,8 @@ Modes:
 - ``"sinusoidal"``: the same token embeddings + the original paper's sine/cosine positions.
 - ``"onehot"``: each distinct token gets its own basis vector (no position information, so
   repeated words get identical vectors: a good way to see why positions are needed).
-- ``"book"``: the chapter's fixed 6 x 3 inputs for "Your journey starts with one step".
+- ``"book"``: the chapter's fixed 6 x 3 inputs, for "Your journey starts with one step" only (they are
+  the book's vectors for those words: another sentence given them would look as if attention ignored its words).
 
 Everything is built on the CPU from a ``torch.Generator`` and then moved, so the same text
 and seed give the same tensor on any device.
@@ -18,12 +19,13 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import cache
 
 import torch
 import torch.nn as nn
 
-from .book import BOOK_INPUTS
-from .tokens import VOCAB_SIZE
+from .book import BOOK_INPUTS, BOOK_SENTENCE
+from .tokens import VOCAB_SIZE, tokenize
 
 INPUT_MODES = ("book", "learned", "sinusoidal", "onehot")
 MAX_POSITIONS = 1024  # GPT-2's context length: the position table's size
@@ -61,6 +63,16 @@ def _embedding_layers(d_in: int, seed: int) -> tuple[nn.Embedding, nn.Embedding]
     return layers
 
 
+@cache
+def _book_ids() -> tuple[int, ...]:
+    return tuple(t.id for t in tokenize(BOOK_SENTENCE))
+
+
+def uses_book_inputs(token_ids: Sequence[int]) -> bool:
+    """Whether these tokens are the book's sentence, the one text its fixed 6 x 3 inputs belong to."""
+    return tuple(int(t) for t in token_ids) == _book_ids()
+
+
 def clear_embedding_cache() -> None:
     """Let go of every remembered embedding table."""
     with _TABLES_LOCK:
@@ -94,11 +106,11 @@ def embed(
     if not isinstance(d_in, int) or d_in < 1:
         raise ValueError(f"d_in must be a whole number of at least 1; got {d_in!r}")
     if mode == "book":
-        if d_in != BOOK_INPUTS.shape[1] or num_tokens != BOOK_INPUTS.shape[0]:
+        if d_in != BOOK_INPUTS.shape[1] or not uses_book_inputs(ids):
             raise ValueError(
-                "the book's fixed inputs are 6 tokens of 3 numbers each ('Your journey starts with one "
-                f"step'); you have {num_tokens} tokens and d_in = {d_in}. Use that sentence with d_in = 3, "
-                "or choose learned / sinusoidal / one-hot inputs"
+                f"the book's fixed inputs are its vectors for the book's sentence ('{BOOK_SENTENCE}'), 6 tokens of "
+                f"3 numbers each; this text ({num_tokens} tokens, d_in = {d_in}) is not that. Use that sentence "
+                "with d_in = 3, or choose learned / sinusoidal / one-hot inputs"
             )
         x = BOOK_INPUTS.clone()
     elif mode == "onehot":

@@ -75,7 +75,8 @@ def masking_variants(attn_scores: torch.Tensor, d_k: int) -> list[Variant]:
         _variant("large negative instead of −∞", "attn_scores.masked_fill(mask, -1e9)\n"
                  "torch.softmax(attn_scores / d_k**0.5, dim=-1)", big_negative,
                  "Works in float32 (exp(−1e9) underflows to 0) and keeps fully masked rows finite; "
-                 "but −1e9 overflows float16 (max 65504) to −∞, and a too-small number leaks.", True),
+                 "but −1e9 does not fit in float16 (max 65504): `masked_fill` raises an error (the precision "
+                 "table below), and a too-small number leaks.", True),
     ]
 
 

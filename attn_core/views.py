@@ -140,6 +140,13 @@ class CellStory:
     value: np.ndarray  # v_j
     contribution: np.ndarray  # weight_used * v_j
     context: np.ndarray  # z_i = sum over j of the contributions
+    share_all: float | None = None  # renormalize method: key j's softmax share over every key (None: −∞ masking)
+    kept: float | None = None  # renormalize method: what row i sums to once the future is zeroed
+
+    @property
+    def renormalized(self) -> bool:
+        """Whether the weights came from softmax over every key, the future zeroed and each row ÷ its sum."""
+        return self.share_all is not None
 
 
 def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> CellStory:
@@ -168,8 +175,12 @@ def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> C
         row = scaled_m[i].copy()
     else:
         row = head_matrix(trace, "scores", head, batch)[i].copy()
-    if mask is not None:
+    unmasked = head_matrix(trace, "unmasked_weights", head, batch)
+    zeroed = head_matrix(trace, "zeroed_weights", head, batch)
+    if unmasked is None and mask is not None:  # −∞ before softmax: what softmax sees is −∞ where masked
         row[mask[i].astype(bool)] = -np.inf
+    share_all = None if unmasked is None else float(unmasked[i, j])
+    kept = None if zeroed is None else float(zeroed[i].sum())
     w_used = float(used[i, j])
     return CellStory(i, j, head, q, k, dot, d_k, scaled, masked, row, float(weights[i, j]), w_used, v,
-                     w_used * v, context[i])
+                     w_used * v, context[i], share_all, kept)

@@ -69,6 +69,7 @@ _DIVERGING = np.array([[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 
 
 
 BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+MIN_TEXT_PX = 12  # the smallest cell value printed at all
 
 
 def full_cell_px(big: bool = False, grow: float = 1.0) -> int:
@@ -82,13 +83,22 @@ def cell_px(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False,
     return int(max(2, min(full_cell_px(big, grow), max_px // max(n_rows, n_cols, 1))))
 
 
-def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0) -> int | None:
+def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool = True) -> int | None:
     """Font size of the value printed in a ``px`` cell, or None when it does not fit (a 16 px "-0.25" is
-    ~36 px wide: it needs a 40 px cell; normal text shrinks with the cell down to 20 px cells). ``grow``
-    scales both."""
+    ~36 px wide: it needs a 40 px cell; a value that is never negative, "0.25", ~31 px: a 34 px cell, so a
+    12-token grid keeps its weights in presentation mode; normal text shrinks with the cell down to 20 px
+    cells). ``grow`` scales both."""
     if big:
-        return round(BIG_TEXT_PX * grow) if px >= 40 * grow else None
-    return min(round(cap * grow), px // 3 + 2) if px >= 20 else None
+        return round(BIG_TEXT_PX * grow) if px >= (40 if signed else 34) * grow else None
+    # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable (issue 20); a 12 px "-0.25" is
+    # ~27 px wide, "0.25" ~23 px
+    return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= (30 if signed else 26) else None
+
+
+def rows_crowded(px: int, big: bool, grow: float = 1.0) -> bool:
+    """Whether rows ``px`` high are lower than their labels (16 px in presentation mode, ~11 px otherwise): then
+    Vega drops every other label instead of drawing them over each other (22 tokens in presentation mode)."""
+    return px < ((BIG_TEXT_PX + 2) if big else 12) * grow
 
 
 TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")
@@ -281,12 +291,13 @@ def heatmap(
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
-    font = text_px(px, big, grow=grow)
+    font = text_px(px, big, grow=grow, signed=diverging(scale))
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
     aria = not many_cells(n_rows * n_cols)
-    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow)
+    x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow,
+                      y_axis=dict(labelOverlap=n_rows > 24 or rows_crowded(px, big, grow)))
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart().encode(x=x, y=y)  # the data goes on the layer (see layered)
@@ -366,7 +377,8 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     limit = round(120 * grow)
     xa = (dict(labelAngle=angle, labelLimit=limit, labelOverlap=n_cols > 24 or angle == -90, orient="top")
           | (x_axis or {}))
-    ya = dict(labelLimit=limit, labelOverlap=n_rows > 24) | (y_axis or {})
+    # labelFlush off: the first row's label sat low, against the second's
+    ya = dict(labelLimit=limit, labelOverlap=n_rows > 24, labelFlush=False) | (y_axis or {})
     x = alt.X("col:N", sort=alt.EncodingSortField("k", op="min"), title=x_title, axis=alt.Axis(**xa))
     y = alt.Y("row:N", sort=alt.EncodingSortField("q", op="min"), title=y_title, axis=alt.Axis(**ya))
     return x, y
@@ -429,7 +441,7 @@ def facet_grid(
         raise ValueError("too many cells for one faceted chart: draw one raster per panel")
     df = facet_frame(mats, panel_titles, row_labels, col_labels, scale)
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
-    font = text_px(px, big, cap=12, grow=grow) if big or px >= 28 * grow else None
+    font = text_px(px, big, cap=12, grow=grow, signed=diverging(scale)) if big or px >= 26 * grow else None
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale_parts(scale)[0] != "mask"
     small = max(n_rows, n_cols) > 24
@@ -437,7 +449,8 @@ def facet_grid(
     # level when the labels fit a cell ("1", "2" for dims); upright labels' boxes are exact: Vega drops only clashes
     angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
-                      x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"), y_axis=axis)
+                      x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"),
+                      y_axis=dict(axis, labelOverlap=rows_crowded(px, big, grow)))
     base = alt.Chart().encode(x=x, y=y)  # the data goes on the layer (see layered)
     n_cells = len(mats) * n_rows * n_cols
     aria = not many_cells(n_cells)
@@ -660,9 +673,17 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
               width: int = 520, spread: bool = False) -> alt.Chart | alt.LayerChart:
     """Horizontal bars of ``x`` per ``y``, grouped by ``color`` (benchmarks: ms per implementation).
     ``spread``: a thin line over each bar from ``{x}_min`` to ``{x}_max`` (the fastest and slowest repeat)."""
+    # one slow repeat (18 ms) scaled a linear axis so that the book-size bars (0.04-0.11 ms) vanished: once the
+    # drawn times span LOG_Y_SPAN, a log axis fitted to them (bars then start at its low end)
+    drawn = pd.concat([pd.to_numeric(df[c]) for c in (x, f"{x}_min", f"{x}_max") if spread or c == x])
+    drawn = drawn[drawn > 0]
+    scale = alt.Scale()
+    if len(drawn) and drawn.max() >= LOG_Y_SPAN * drawn.min():
+        scale = alt.Scale(type="log", domain=[float(drawn.min()) / 1.5, float(drawn.max()) * 3], nice=False)
     enc = dict(y=alt.Y(f"{y}:N", sort=alt.EncodingSortField(field=x, op="min", order="ascending"), title=None,
                        axis=alt.Axis(labelLimit=0)),
-               x=alt.X(f"{x}:Q", title=x), tooltip=list(df.columns))
+               x=alt.X(f"{x}:Q", title=x + (" (log scale)" if scale.type == "log" else ""), scale=scale),
+               tooltip=list(df.columns))
     if color:
         enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(labelLimit=0))
         enc["yOffset"] = alt.YOffset(f"{color}:N")
@@ -671,12 +692,12 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
     # others to slivers, whose numbers still read
     at = {k: v for k, v in enc.items() if k in ("y", "yOffset")}
     values = alt.Chart().mark_text(align="left", dx=4, fontSize=11).encode(  # right of the spread line
-        x=alt.X(f"{x}_max:Q" if spread else f"{x}:Q"), text=alt.Text(f"{x}:Q", format=".3~g"), **at)
+        x=alt.X(f"{x}_max:Q" if spread else f"{x}:Q", scale=scale), text=alt.Text(f"{x}:Q", format=".3~g"), **at)
     layers = [bars, values]
     if spread:
         rule = {k: v for k, v in enc.items() if k in ("y", "yOffset", "tooltip")}
         layers.insert(1, alt.Chart().mark_rule(color="black", strokeWidth=2).encode(
-            x=alt.X(f"{x}_min:Q"), x2=alt.X2(f"{x}_max"), **rule))
+            x=alt.X(f"{x}_min:Q", scale=scale), x2=alt.X2(f"{x}_max"), **rule))
     chart = layered(df, *layers)
     chart = chart.properties(width=width)
     return chart.properties(title=title) if title else chart

@@ -93,7 +93,9 @@ def score_table(scores: dict[str, np.ndarray]) -> pd.DataFrame:
             row = {"layer": layer + 1, "head": h + 1}
             row |= {SCORE_TITLES[n]: float(scores[n][layer, h]) for n in SCORE_NAMES}
             key, line, value = verdict(scores, layer, h)
-            row["verdict"] = line.split(": ", 1)[1]
+            # without a pattern, the line's entropy and distance repeat the columns beside it (and were cut off)
+            row["verdict"] = line.split(": ", 1)[1] if key else "no clear pattern"
             row["pattern"] = f"{SHORT_NAMES[key]} {value:.2f}" if key else "no clear pattern"
             rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    return df.loc[:, df.notna().any()]  # a score the task has no use for (induction without repeats) is all NaN

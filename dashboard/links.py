@@ -15,13 +15,22 @@ def md_escape(text: str) -> str:
     return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
 
 
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span: shown verbatim, never a link or an image. Escaping is not enough for a URL:
+    Streamlit's Markdown autolinks a bare ``https://…`` or ``www.…`` even with every character around it escaped
+    (markdown-it, which the AppTest tests read, does not: tests/test_browser_truth.py checks Streamlit's own)."""
+    longest = max((len(run) for run in "".join(c if c == "`" else " " for c in text).split()), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {' '.join(text.splitlines())} {fence}"  # the spaces are dropped, and let a ` end the text
+
+
 def shown_value(raw: str, limit: int = 80) -> str:
-    """A link value as it may appear inside a message: shortened, and made inert for Markdown."""
-    return md_escape(raw if len(raw) <= limit else raw[:limit] + "…")
+    """A link value as it may appear inside a message: shortened, verbatim in a code span (never a live link)."""
+    return code_span(raw if len(raw) <= limit else raw[:limit] + "…")
 
 
 def link_warning(param: str, raw: str, used: str, reason: str = "") -> str:
     """"The link's **param** = “value” is not valid here (reason): using X instead." — all escaped."""
     why = f" ({md_escape(reason)})" if reason else ""
-    return (f"The link's **{md_escape(param)}** = “{shown_value(raw)}” is not valid here{why}: "
-            f"using {shown_value(used)} instead.")
+    return (f"The link's **{md_escape(param)}** = {shown_value(raw)} is not valid here{why}: "
+            f"using {md_escape(used[:80])} instead.")

@@ -40,9 +40,9 @@ st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="w
                    initial_sidebar_state="collapsed" if present else "auto")
 foreign = foreign_host(dict(st.context.headers))
 if foreign is not None:
-    from dashboard.links import md_escape
+    from dashboard.links import shown_value
 
-    st.error(f"This server does not answer to the host name “{md_escape(foreign[:80])}”. Open it by this "
+    st.error(f"This server does not answer to the host name {shown_value(foreign)}. Open it by this "
              f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")
     st.stop()
 write_link_early()  # first: the browser's redraw for a new link falls before the page's own

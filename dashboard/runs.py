@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attn_core import MAX_POSITIONS
+from attn_core import BOOK_SENTENCE, MAX_POSITIONS
+from attn_core.embeddings import uses_book_inputs
 
 from .compute import Run, cached_tokens, traced_run
 from .controls import Settings
@@ -20,10 +21,11 @@ def show_messages(s: Settings) -> None:
         getattr(st, level)(text)
 
 
-def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
+def load_run(s: Settings, cfg=None, *, quiet: bool = False, note: bool = True) -> Run | None:
     """The traced run for the sidebar settings, or None after explaining what to change.
 
-    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes."""
+    ``quiet``: a second run on the same page (another method, dropout on) repeats no notes. ``note``: say that the
+    book's inputs were not used (a page whose summary says it passes False)."""
     cfg = cfg or s.cfg
     if not quiet:
         show_messages(s)
@@ -38,10 +40,10 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
                  f"(GPT-2's context length). Shorten the text by about {n - MAX_POSITIONS} tokens.")
         return None
     mode = s.input_mode
-    if mode == "book" and n != 6:
-        if not quiet:  # one line, not a box: it shows on every page
-            st.caption(f":material/info: The book's fixed inputs exist only for its 6-token sentence: these "
-                       f"{plural(n, 'token')} use learned token + position embeddings (d_in = 3).")
+    if mode == "book" and not uses_book_inputs([t.id for t in tokens]):
+        if note and not quiet:  # one line, not a box: it shows on every page
+            st.caption(f":material/info: The book's fixed inputs are its vectors for “{BOOK_SENTENCE}”: your "
+                       f"{plural(n, 'token')} get their own learned token + position embeddings (d_in = 3).")
         mode = "learned"
     if cfg.spec.masks and n > cfg.context_length:
         st.error(f"Your text has {n} tokens but context_length is {cfg.context_length}: the causal mask "

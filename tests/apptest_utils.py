@@ -46,6 +46,15 @@ def table_text(el):
     return dataframe_util.convert_arrow_bytes_to_pandas_df(raw).astype(str)
 
 
+def spec_nodes(node) -> list[dict]:
+    """Every dict inside a chart spec (layers, facets, encodings), depth first."""
+    if isinstance(node, dict):
+        return [node] + [d for v in node.values() for d in spec_nodes(v)]
+    if isinstance(node, list):
+        return [d for v in node for d in spec_nodes(v)]
+    return []
+
+
 def specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
 

@@ -21,9 +21,10 @@ print(round(float(mha(batch)[0, 0, 0]), 4), [t.id for t in tokenize("Your journe
 
 
 def test_wheel_is_self_contained(tmp_path):
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
                             "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-2000:]
+    assert "absent from the `packages` configuration" not in build.stdout + build.stderr  # issue 20: a warning
     (wheel,) = (tmp_path / "dist").glob("attention_lab-*.whl")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
@@ -46,3 +47,17 @@ def test_dependencies_are_declared_once():
     for req in ("requirements.txt", "requirements-dev.txt"):
         lines = [ln.split("#")[0].strip() for ln in (ROOT / req).read_text().splitlines()]
         assert [ln for ln in lines if ln] in (["-e .[app]"], ["-e .[app,dev]"]), req
+
+
+def test_readme_set_up_copies_one_command_at_a_time():
+    """Issue 20 item 11: a laptop gets the CPU-only torch; the server opens no browser; copying the start command
+    does not run the tests too."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    start = [b for b in blocks if "streamlit run dashboard/app.py" in b and "--server.address" not in b]
+    tests = [b for b in blocks if "pytest" in b]
+    assert start and tests and not any("pytest" in b for b in start), blocks
+    assert "download.pytorch.org/whl/cpu" in readme  # the CPU-only wheel, not gigabytes of CUDA packages
+    assert "opens at" not in readme and "open http://localhost:8501" in readme

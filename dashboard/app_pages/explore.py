@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core.views import all_heads, cell_story, head_matrix, kv_head, num_heads
+from attn_core.views import CellStory, all_heads, cell_story, head_matrix, kv_head, num_heads
 from dashboard import charts
 from dashboard.chart_cache import memo
 from dashboard.compute import Run
@@ -112,10 +112,14 @@ def scores_section(v: View) -> None:
                 scale="scores", columns=3,
                 max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats)),
                 cache_key=(v.run.key, "scores", v.head))
-    st.caption("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are masked.")
     mask = v.mat("mask")
-    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", "future zeroed")]
-    weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None]
+    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", "future zeroed"),
+                    ("weights", "÷ row sum = the weights")]
+    renormalized = v.mat("unmasked_weights") is not None
+    st.caption("Diverging colours centred on 0: blue is negative, orange positive. " + (
+        "The renormalize method masks nothing before softmax: it sees every score, and the future is zeroed "
+        "after it (below)." if renormalized else "Grey cells marked −∞ are masked." if mask is not None else ""))
+    weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None] if renormalized else []
     if mask is None:
         return
     c_mask, c_rest = st.columns([1, 2])
@@ -125,8 +129,8 @@ def scores_section(v: View) -> None:
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
-                    key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=2,
-                    max_px=fit(cap(220), v.labels, [1, 2], 1, panels=2),
+                    key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=3,
+                    max_px=fit(cap(220), v.labels, [1, 2], 1, panels=3),
                     cache_key=(v.run.key, "renorm", v.head))
         c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
 
@@ -180,7 +184,7 @@ def weights_and_story(head: int, wscale: str) -> None:
     c_w, c_story = st.columns([3, 2])
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
                           scale=wscale, selectable=True, zoom=True,
-                          max_px=fit(room(480, 400), labels, [3, 2], 0),
+                          max_px=fit(room(480, 285 + (45 if v.H > 1 else 0)), labels, [3, 2], 0),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -225,10 +229,7 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
         + f"1. **Score** q{i + 1} · k{j + 1} = {vec(story.query)} · {vec(story.key)} = **{story.dot:.4f}**\n"
         + (f"2. **Scaled** by √d_k = √{story.d_k} = {story.d_k ** 0.5:.3f} → **{story.scaled:.4f}**\n"
            if story.scaled is not None else "2. No scaling in simplified attention.\n")
-        + (f"3. **Masked**: key {j + 1} comes after query {i + 1}, so it is hidden (−∞ → weight 0).\n"
-           if story.masked else
-           f"3. **Softmax share** of this key in row {i + 1}: **{story.weight:.4f}** "
-           f"({story.weight * 100:.1f}% of the attention of token {i + 1})\n")
+        + step3(story)
         + (f"4. **Dropout**: weight used = {story.weight_used:.4f}\n" if story.weight_used != story.weight else "")
         + f"5. **Contribution** to context z{i + 1} = {story.weight_used:.4f} × v{j + 1} = "
         f"{vec(story.contribution)}\n"
@@ -236,8 +237,25 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
     )
     finite = story.row_scaled[np.isfinite(story.row_scaled)]
     if finite.size:
-        st.caption(f"Row {i + 1} of what softmax sees: {finite.size} visible keys, "
-                   f"range {finite.min():.3f} … {finite.max():.3f}.")
+        seen = (f"all {finite.size} keys (the renormalize method masks after softmax)" if story.renormalized
+                else f"{finite.size} visible keys")
+        st.caption(f"Row {i + 1} of what softmax sees: {seen}, range {finite.min():.3f} … {finite.max():.3f}.")
+
+
+def step3(story: CellStory) -> str:
+    """The cell story's masking / softmax step, in the words of the method that ran."""
+    i, j, n = story.i + 1, story.j + 1, story.row_scaled.size
+    if story.renormalized:
+        if story.masked:
+            return (f"3. **Softmax over all {n} keys** gives key {j} {story.share_all:.4f}; it comes after query "
+                    f"{i}, so it is **zeroed after softmax** → weight 0.\n")
+        return (f"3. **Softmax over all {n} keys**: {story.share_all:.4f}; the future zeroed, row {i} sums to "
+                f"{story.kept:.4f}; ÷ that row sum → **{story.weight:.4f}** ({story.weight * 100:.1f}% of the "
+                f"attention of token {i})\n")
+    if story.masked:
+        return f"3. **Masked**: key {j} comes after query {i}, so it is hidden (−∞ → weight 0).\n"
+    return (f"3. **Softmax share** of this key in row {i}: **{story.weight:.4f}** "
+            f"({story.weight * 100:.1f}% of the attention of token {i})\n")
 
 
 def compare_methods(v: View) -> None:
@@ -335,9 +353,13 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
     return out
 
 
+INPUT_WORDS = {"book": "the book's", "learned": "learned", "sinusoidal": "sinusoidal", "onehot": "one-hot"}
+
+
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
-    return (f"**{spec.label}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{spec.sizes(cfg)}"
+    inputs = INPUT_WORDS.get(v.run.input_mode, v.run.input_mode)  # what the run used, whatever the link asked
+    return (f"**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs (d_in {cfg.d_in}){spec.sizes(cfg)}"
             + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
@@ -347,7 +369,7 @@ def render() -> None:
     s = settings()
     if not presenting():  # the top navigation names the page
         st.title("Explore attention")
-    run = load_run(s)
+    run = load_run(s, note=not presenting())  # presenting: the summary says it, one line less above the charts
     if run is None:
         st.stop()
     slide_settings(run.cfg.variant, len(run.tokens))
@@ -372,8 +394,14 @@ def render() -> None:
     name = st.segmented_control("Section", names, key="section", bind="query-params", default=WEIGHTS, required=True,
                                 label_visibility="collapsed", width="stretch")
     name = name if name in parts else WEIGHTS
-    v.top, downloads = section_steps("section", names)
-    parts[name](v)
+    if presenting():  # the section's charts first, right under the section buttons; its controls below them
+        content = st.container()
+        v.top, downloads = section_steps("section", names)
+        with content:
+            parts[name](v)
+    else:
+        v.top, downloads = section_steps("section", names)
+        parts[name](v)
     page_downloads(downloads, page=f"explore-{name.lower().replace(', ', '')}")
 
 

@@ -173,8 +173,12 @@ def live(job: TrainingJob) -> None:
         st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
                    "just below the main diagonal; a first-token head is a bright first column.")
 
+    # the verdict gets the room ("no clear pattern (entropy 2.60, distance 9.0)" was cut at "entropy 2.88, c…")
     show_table(st, table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
-               formats={c: "%.2f" for c in table.columns if c not in ("layer", "head", "verdict", "pattern")})
+               formats={c: "%.2f" for c in table.columns if c not in ("layer", "head", "verdict", "pattern")},
+               column_config={"layer": st.column_config.NumberColumn(width="small"),
+                              "head": st.column_config.NumberColumn(width="small"),
+                              "verdict": st.column_config.TextColumn(width="large")})
     st.markdown("**Scores over training** (each line one head; the dashed line is the snapshot shown)")
     scores = [s.scores for s in snaps]
     draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import BOOK_TOKENS, embed
+from attn_core.embeddings import uses_book_inputs
 from attn_core.walkthrough import book_walkthrough, dropout_ok
 from dashboard.chart_cache import memo, prefetch
 from dashboard.compute import EMBEDDING_SEED, cached_tokens
@@ -19,7 +20,7 @@ from dashboard.controls import settings
 from dashboard.links import md_escape
 from dashboard.matrices import Look, prepare_matrix, show_matrix
 from dashboard.present import dark, presenting
-from dashboard.sizes import cap, column_px, grow
+from dashboard.sizes import cap, column_px, content_px, grow
 from dashboard.slides import page_downloads, slide_settings
 from dashboard.steppers import stepper
 from dashboard.text import NUMBERS_KEY, sentence, show_table
@@ -76,13 +77,17 @@ def number_table(value, labels: list[str]) -> pd.DataFrame | None:
     v = value.detach().float().numpy()
     if v.ndim == 0:
         return None
+    if v.ndim == 1 and len(v) > TABLE_COLUMNS:  # a long vector stands up: one row per entry, every value seen
+        v2 = v.reshape(-1, 1)
+        rows = labels if len(v) == len(labels) else [str(i + 1) for i in range(len(v))]
+        return pd.DataFrame(np.char.mod("%.4f", v2), index=[md_escape(r) for r in rows], columns=["value"])
     v2 = v.reshape(1, -1) if v.ndim == 1 else v
     rows = labels if v.ndim > 1 and v2.shape[0] == len(labels) else [str(i + 1) for i in range(v2.shape[0])]
     return pd.DataFrame(np.char.mod("%.4f", v2), index=[md_escape(r) for r in rows],
                         columns=[str(j + 1) for j in range(v2.shape[1])])
 
 
-def show(container, value, labels: list[str], key: str) -> None:
+def show(container, value, labels: list[str], key: str, width_px: int | None = None) -> None:
     """A tensor's numbers as a static table (``st.table``: plain HTML, right-aligned in a ``NUMBERS_KEY``
     container, ≥ 16 px in presentation mode). ``st.dataframe``'s canvas grid cost ~0.5 s a step in the browser
     and its ~12 px text could not be enlarged. A long input scrolls inside the table, its header held in place."""
@@ -92,8 +97,8 @@ def show(container, value, labels: list[str], key: str) -> None:
         return
     box = container.container(key=NUMBERS_KEY + key)
     # wider than the column: a fixed width, so the table scrolls sideways with its token labels held in place
-    box.table(table, hide_index=value.ndim == 1, border="horizontal",
-              width=column_px(COLUMNS, 1) if table.shape[1] > TABLE_COLUMNS else "content",
+    box.table(table, hide_index=value.ndim == 1 and table.shape[0] == 1, border="horizontal",
+              width=(width_px or column_px(COLUMNS, 1)) if table.shape[1] > TABLE_COLUMNS else "content",
               height=TABLE_HEIGHT_PX if len(table) > TABLE_ROWS else "content")
 
 
@@ -192,14 +197,13 @@ def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dic
         tokens = tokens[:64]
     ids = tuple(t.id for t in tokens)
     listed = ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else "")
-    # The sidebar's book inputs exist only for a 6-token sentence; otherwise 3-d learned embeddings.
-    if input_mode == "book" and len(ids) == 6:
-        # The book's fixed inputs belong to positions, not words: any 6 tokens get them, and the same code gives
-        # exactly the numbers above (tests/test_truthful_pages.py checks every step). Drawn again, they were a
-        # second copy of the chart and table, and a third of each step's time in the browser.
-        st.caption(f"Your tokens ({listed}) get the book's fixed 3-d inputs (the sidebar's choice), so the same "
-                   "code gives exactly the numbers above. Type a sentence of another length, or pick learned "
-                   "inputs in the sidebar, to run it on vectors of your own.")
+    # The book's fixed inputs are its vectors for its own sentence; any other text gets 3-d learned embeddings.
+    if input_mode == "book" and uses_book_inputs(ids):
+        # Drawn again, they were a second copy of the chart and table, and a third of each step's time in the
+        # browser: the same code gives exactly the numbers above (tests/test_truthful_pages.py checks every step).
+        st.caption(f"Your tokens ({listed}) are the book's sentence with its fixed 3-d inputs, so the same code "
+                   "gives exactly the numbers above. Type a sentence of your own, or pick learned inputs in the "
+                   "sidebar, to run it on vectors of your own.")
         return None
     mode = "learned"
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
@@ -210,13 +214,17 @@ def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dic
     value = mine.value.detach().float().numpy()
     my_labels = [t.label for t in tokens]
     slide_settings(f"{mode} inputs", len(tokens), "your sentence")
-    c_chart, c_nums = st.columns(COLUMNS, gap="small")
+    # A table wider than the book's 6 columns is wider than its half of the page (9 x 9 weights: 612 px in 440):
+    # the table goes under the chart, in the whole width, where ~11 columns fit.
+    table = number_table(mine.value, my_labels)
+    wide = table is not None and table.shape[1] > TABLE_COLUMNS
+    c_chart, c_nums = (st.container(), st.container()) if wide else st.columns(COLUMNS, gap="small")
     with c_chart:
         draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)",
                   cache_key=("walk_mine", ids, mode, mine.key))
     with c_nums:
         st.markdown("**Our code computes**")
-        show(st, mine.value, my_labels, "walk_mine")
+        show(st, mine.value, my_labels, "walk_mine", width_px=content_px() if wide else None)
     if np.isnan(value).any() and key != "overflow":
         st.warning("Some values are NaN: check the step's explanation.")
     if i + 1 >= len(mine_steps):
