@@ -7,6 +7,7 @@ CI are offline, so the ranks ship with the project (sha256-checked on load).
 from __future__ import annotations
 
 import binascii
+import codecs
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -87,7 +88,12 @@ def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
         raise ValueError(f"Your text is {len(ids)} tokens long; Attention Lab shows up to {max_tokens} tokens "
                          f"(GPT-2's context length). Shorten the text by about {len(ids) - max_tokens} tokens")
     tokens = []
+    pending = codecs.getincrementaldecoder("utf-8")(errors="replace")  # characters split over several tokens
     for i, tid in enumerate(ids):
         raw = enc.decode_single_token_bytes(tid)
-        tokens.append(Token(i, tid, raw.decode("utf-8", errors="replace"), f"{i + 1}: {readable_piece(raw)}", raw))
+        piece = readable_piece(raw)
+        completed = pending.decode(raw)
+        if piece.startswith("⟨") and completed.strip():  # these bytes finish a character: show it ("⟨98 80⟩=😀")
+            piece += "=" + completed.strip()
+        tokens.append(Token(i, tid, raw.decode("utf-8", errors="replace"), f"{i + 1}: {piece}", raw))
     return tokens

@@ -14,6 +14,7 @@ import streamlit as st
 
 from . import export
 from .chart_cache import fragment_now, holds, memo, run_token, vega
+from .text import plural
 
 # --- Slide export: every chart a page draws, offered by one control -------------------------------------
 # Each drawing helper registers what it drew (a builder, never a built chart) in a list that belongs to
@@ -231,7 +232,8 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
         c3.download_button("CSV", lambda: export.entry_csv(e) or b"", file_name=f"{stem}.csv", mime="text/csv",
                            key=f"{key}_csv", on_click="ignore", icon=":material/download:", width="stretch",
                            disabled=e.table is None)
-        st.download_button(f"All {len(entries)} charts on this page (zip)", lambda: export.page_zip(offered.charts),
+        st.download_button(f"All {plural(len(entries), 'chart')} on this page (zip)",
+                           lambda: export.page_zip(offered.charts),
                            file_name=zip_name, mime="application/zip", key=f"{key}_zip", on_click="ignore",
                            icon=":material/folder_zip:", width="stretch")
         st.caption(f"Files are named by what and which settings, e.g. `{stem}.svg`.")

@@ -161,3 +161,23 @@ def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
     roomy = charts.heatmap(m[:6, :6], labels[:6], labels[:6], max_px=480, big=big)
     assert not any(a.get("labelOverlap") for a in y_axis(roomy.to_dict()))
     assert all(a.get("labelFlush") is False for a in y_axis(roomy.to_dict()))  # the first label sat low (item 9)
+
+
+def test_byte_pieces_are_explained_once_and_show_the_character_they_complete():
+    """Issue 20 item 9: emoji and CJK tokens showed as ⟨f0 9f⟩ with no word of why."""
+    from attn_core import tokenize
+
+    labels = [t.label for t in tokenize("I love 😀 and 猫")]
+    assert labels[3].endswith("⟨80⟩=😀") and labels[-1].endswith("=猫")
+    at = open_app(None, sentence="I love 😀 and 猫", input_mode="learned", section="Tokens")
+    notes = [c.value for c in at.caption if "splits them into UTF-8 bytes" in c.value]
+    assert len(notes) == 1, [c.value for c in at.caption]
+    at = open_app(None, sentence="plain words only", input_mode="learned", section="Tokens")
+    assert not [c.value for c in at.caption if "UTF-8 bytes" in c.value]
+
+
+def test_output_values_print_with_fixed_decimals():
+    """Issue 20 item 9: output cells printed "−4e-3"-style values."""
+    at = open_app(None, input_mode="learned", section="Output")
+    specs = [el.proto.spec for el in at.get("vega_lite_chart")]
+    assert len(specs) == 2 and all('".3f"' in spec for spec in specs)

@@ -31,6 +31,8 @@ from dashboard.text import plural
 from dashboard.trained_view import show_trained_weights
 from dashboard.url_state import url_cell, url_choice
 
+BYTE_PIECES = ("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them into "
+               "UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: ⟨80⟩=😀.")
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 WEIGHTS = "Weights"  # the section a new visitor sees: the heart of the chapter
 
@@ -84,6 +86,8 @@ def tokens_section(v: View) -> None:
     token_df = pd.DataFrame({"label": v.labels, "id": [t.id for t in v.run.tokens],
                              "piece": [repr(t.text) for t in v.run.tokens]})
     left.dataframe(token_df, hide_index=True, height=min(400, 38 + 35 * v.T), width="stretch")
+    if any(label.split(": ", 1)[1].startswith("⟨") for label in v.labels):
+        left.caption(BYTE_PIECES)
     x = v.mat("input", 0)
     dims = [f"dim {i + 1}" for i in range(x.shape[1])]
     show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=f"Input x ({v.run.input_mode} inputs)",
@@ -322,10 +326,10 @@ def output_section(v: View) -> None:
     show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context",
                 name=v.name("context"), scale="scores",
                 title="context vectors" + v.head_title, x_title="dimension", y_title="token",
-                max_px=min(cap(380), half), cache_key=(v.run.key, "context", v.head))
+                max_px=min(cap(380), half), cache_key=(v.run.key, "context", v.head), text_format=".3f")
     show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
                 title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=min(cap(380), half),
-                cache_key=(v.run.key, "output"))
+                cache_key=(v.run.key, "output"), text_format=".3f")  # fixed decimals: no "−4e-3" in a vector
     if v.H > 1:
         st.caption(f"Output width {cfg.output_width}: " + ("the heads concatenated, d_out × num_heads = "
                                                              f"{cfg.d_out} × {v.H}." if cfg.output_width != cfg.d_out

@@ -63,8 +63,14 @@ def flow_config(cfg: AttentionConfig) -> AttentionConfig:
 
 
 def shape_text(step) -> str:
+    """``(b=1, num_heads=4, num_tokens=9, head_dim=2)``; two token axes are told apart: ``num_tokens=9 (queries),
+    num_tokens=9 (keys)``."""
     if step.axes and len(step.axes) == len(step.shape):
-        return "(" + ", ".join(f"{a}={n}" for a, n in zip(step.axes, step.shape)) + ")"
+        parts = [f"{a}={n}" for a, n in zip(step.axes, step.shape)]
+        if step.axes[-2:] == ("num_tokens", "num_tokens"):
+            parts[-2] += " (queries)"
+            parts[-1] += " (keys)"
+        return "(" + ", ".join(parts) + ")"
     return str(tuple(step.shape))
 
 
