@@ -171,7 +171,12 @@ def to_symbols(token_ids: Sequence[int], vocab_size: int) -> list[int]:
 def run_trained(task: str, token_ids: Sequence[int]) -> tuple[Trace, list[int]]:
     """Run the shipped model of ``task`` on ``token_ids`` with a trace (every layer's attention under
     ``trf_blocks[i].att``); returns the trace and the symbols the model saw."""
-    model = trained_model(task)
+    return run_task_model(trained_model(task), token_ids)
+
+
+def run_task_model(model: GPTModel, token_ids: Sequence[int]) -> tuple[Trace, list[int]]:
+    """Run a Learn task's model (shipped, or trained in this session) on ``token_ids`` mapped to its symbols, with a
+    trace of every layer; returns the trace and the symbols. The model is only read (no train/eval switch)."""
     cfg = model.cfg
     if not token_ids:
         raise ValueError("no tokens: type at least one word")

@@ -10,15 +10,17 @@ import streamlit as st
 
 from attn_core import checkpoints
 from attn_core.gpt import layer_trace
-from attn_core.learn import TASKS
+from attn_core.learn import TASKS, TrainingJob
 from attn_core.scores import head_scores, verdicts
 from attn_core.tokens import Token
 from attn_core.views import all_heads
 
+from .chart_cache import memo
 from .links import md_escape
 from .matrices import show_panels
 from .sizes import cap, fit
 
+LEARN_JOB = "learn_job"  # where the Learn page keeps this session's training (app_pages/learn.py: JOB)
 LABEL = "Trained model"  # not "Weights": that is the name of Explore's main section
 
 
@@ -36,30 +38,60 @@ def shipped_tasks() -> list[str]:
     return [t for t in TASKS if t != "verdict" and checkpoints.checkpoint_path(t).exists()]
 
 
+SESSION = "session"  # the choice of the model trained on the Learn page in this browser session
+
+
+def session_model() -> TrainingJob | None:
+    """The Learn page's training job of this session, once it has taken a step (its model can be read)."""
+    job = st.session_state.get(LEARN_JOB)
+    return job if job is not None and job.trainer.step_count > 0 and job.trainer.task.name != "verdict" else None
+
+
+def session_attention(job: TrainingJob, token_ids: tuple[int, ...]) -> tuple[np.ndarray, list[int]]:
+    """(layers, heads, T, T) attention of this session's model on ``token_ids`` (remembered per training step)."""
+    def run() -> tuple[np.ndarray, list[int]]:
+        trace, symbols = checkpoints.run_task_model(job.trainer.model, list(token_ids))
+        layers = len(trace.scopes())
+        return np.stack([all_heads(layer_trace(trace, i), "weights") for i in range(layers)]), symbols
+
+    return memo(("session_model", job.uid, job.trainer.step_count, token_ids), run)
+
+
 def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
-    """A trained model to pick (the first shipped one from the start: the section shows trained heads at once)
-    and every layer's heads on the sentence, with a verdict each."""
+    """A trained model to pick (the first shipped one from the start: the section shows trained heads at once; the
+    model trained on the Learn page in this session, when there is one) and every layer's heads on the sentence,
+    with a verdict each."""
     shipped = shipped_tasks()
-    if not shipped:
+    job = session_model()
+    options = ([SESSION] if job is not None else []) + shipped
+    if not options:
         st.info("No trained model ships with this copy of the app: train one on the **Learn** page.")
         return
+    names = {task: TASKS[task].title for task in shipped}
+    if job is not None:
+        names[SESSION] = f"Yours: {TASKS[job.trainer.task.name].title}, step {job.trainer.step_count}"
     choice = st.segmented_control(
-        LABEL, shipped, default=shipped[0], key="explore_weights", format_func=lambda k: TASKS[k].title,
+        LABEL, options, default=options[0], key="explore_weights", format_func=names.get,
         help="Every other section uses random weights, as the chapter does. These models were trained on the "
-             "Learn page's tasks.")
+             "Learn page's tasks (yours: the one you trained there in this browser session).")
     if choice is None:  # the picked model was clicked again
         st.info(f"Pick a **{LABEL.lower()}** above to see its heads on your sentence (every other section uses "
                 "random weights, as the chapter does).")
         return
+    ids = tuple(t.id for t in tokens)
+    if choice == SESSION and job.state == "running":
+        st.info("Your model is still training on the Learn page: pause it (or let it finish) to look at it here.")
+        return
     try:
-        weights, symbols = trained_attention(choice, tuple(t.id for t in tokens))
+        weights, symbols = (session_attention(job, ids) if choice == SESSION else trained_attention(choice, ids))
     except ValueError as exc:
         st.warning(f"This trained model cannot read the sentence: {exc}")
         return
+    task = job.trainer.task.name if choice == SESSION else choice
     mapping = dict.fromkeys(zip(symbols, (md_escape(t.text) for t in tokens)))
     shown = ", ".join(f"“{piece}” → {sym}" for sym, piece in list(mapping)[:8])
     st.caption(
-        f"This model learned the Learn task *{TASKS[choice].title}* on {TASKS[choice].model['vocab_size']} abstract "
+        f"This model learned the Learn task *{TASKS[task].title}* on {TASKS[task].model['vocab_size']} abstract "
         f"symbols, never on words. Each distinct token of your sentence became one symbol in order of first "
         f"appearance ({shown}{' …' if len(mapping) > 8 else ''}), so the model sees only which tokens repeat: "
         "type a phrase twice to watch its induction heads.")
@@ -70,5 +102,5 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
         show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
                     key=f"trained_{layer}", scale="weights", columns=n_heads,
                     max_px=fit(cap(180), labels, panels=n_heads),
-                    cache_key=("trained", choice, tuple(t.id for t in tokens), layer))
+                    cache_key=("trained", choice, names[choice], ids, layer))
         st.caption(" · ".join(lines[layer * n_heads:(layer + 1) * n_heads]))

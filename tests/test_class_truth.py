@@ -181,3 +181,19 @@ def test_output_values_print_with_fixed_decimals():
     at = open_app(None, input_mode="learned", section="Output")
     specs = [el.proto.spec for el in at.get("vega_lite_chart")]
     assert len(specs) == 2 and all('".3f"' in spec for spec in specs)
+
+
+def test_the_model_trained_in_this_session_runs_on_your_sentence():
+    """Issue 20 item 10: Learn's model (this session's) is one click from Explore, with its heads and verdicts."""
+    at = open_app("app_pages/learn.py")
+    at.button(key="learn_load").click().run()  # the Learn page's trained model becomes this session's job
+    steps = at.session_state["learn_job"].trainer.step_count
+    at.switch_page("app_pages/explore.py")
+    at.session_state["section"] = "Trained"
+    at.run()
+    picker = at.segmented_control(key="explore_weights")
+    assert picker.value == "session" and any(o.startswith("Yours: ") for o in picker.options), picker.options
+    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    verdict_lines = [c.value for c in at.caption if "·" in c.value and "head" not in c.value.lower()[:3]]
+    assert verdict_lines, [c.value for c in at.caption]
+    assert f"step {steps}" in " ".join(picker.options)

@@ -14,9 +14,10 @@ from dashboard.chart_cache import memo
 from dashboard.links import md_escape
 from dashboard.slides import draw_chart, page_downloads, register_images, slide_settings
 from dashboard.text import show_table
+from dashboard.trained_view import LEARN_JOB
 
 POLL_S = 1.0  # the live view redraws this often while training runs
-JOB = "learn_job"
+JOB = LEARN_JOB  # this session's training, read by Explore's Trained section too
 
 
 def load_trained() -> None:
