@@ -118,3 +118,23 @@ def test_walkthrough_your_sentence_shows_every_value_legibly(tab, server, step):
     assert not found["cut"], found
     assert found["smallest"] is None or found["smallest"] >= 12, found
 
+
+
+def test_learn_in_presentation_mode_fits_one_projector_screen(tab, server):
+    """Issue 20 item 2: the loss curve, every head of every layer and the current scores above the fold."""
+    tab.set_viewport_size({"width": 1280, "height": 720})
+    tab.goto(f"{server}/learn?present=true")
+    tab.get_by_role("button", name="Trained model").click()
+    tab.get_by_text("Attention on the probe input").wait_for(timeout=LOAD_TIMEOUT_MS)
+    wait_still(tab)
+    boxes = tab.evaluate("""() => {
+        const main = document.querySelector('[data-testid="stMain"]');
+        const box = (el) => el.getBoundingClientRect().bottom;
+        return {loss: [...main.querySelectorAll('[data-testid="stVegaLiteChart"]')].slice(0, 1).map(box),
+                heads: [...main.querySelectorAll('[data-testid="stImage"] img')].map(box),
+                goal: [...main.querySelectorAll('[data-testid="stAlert"]')].slice(0, 1).map(box),
+                title: main.querySelectorAll('h1').length};
+    }""")
+    assert boxes["title"] == 0, "presentation mode drops the page title"
+    assert len(boxes["heads"]) == 8 and boxes["loss"] and boxes["goal"], boxes
+    assert max(boxes["loss"] + boxes["heads"] + boxes["goal"]) <= 720, boxes

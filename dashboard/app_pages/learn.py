@@ -9,9 +9,11 @@ import streamlit as st
 from attn_core import checkpoints
 from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task, verdict_chars
 from attn_core.scores import induction_targets
-from dashboard import charts, learn_charts
+from dashboard import charts, learn_charts, screen
 from dashboard.chart_cache import memo
 from dashboard.links import md_escape
+from dashboard.present import presenting
+from dashboard.sizes import column_px
 from dashboard.slides import draw_chart, page_downloads, register_images, slide_settings
 from dashboard.text import show_table
 from dashboard.trained_view import LEARN_JOB
@@ -35,13 +37,17 @@ def load_trained() -> None:
 
 def controls() -> TrainingJob | None:
     """Title, the recipe, Start / Pause / Reset / Trained model; returns the training job (None before Start)."""
-    st.title("Learn: watch attention heads form")
-    st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the other "
-               "pages trains here, on this machine: its heads start uniform and grow a pattern as the loss falls.")
+    big = presenting()
+    if not big:  # on the projector the top navigation names the page: the loss and every head fit one screen
+        st.title("Learn: watch attention heads form")
+        st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the "
+                   "other pages trains here, on this machine: its heads start uniform and grow a pattern as the loss "
+                   "falls.")
 
     job: TrainingJob | None = st.session_state.get(JOB)
     locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
-    c1, c2, c3, c4, c5, c6 = st.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
+    recipe = st.expander("Recipe: task, sizes, learning rate, steps", expanded=False) if big else st.container()
+    c1, c2, c3, c4, c5, c6 = recipe.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
     task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
                              disabled=locked)
     task = get_task(task_name)
@@ -89,7 +95,10 @@ def controls() -> TrainingJob | None:
         st.session_state.pop("learn_at", None)
         st.rerun()
 
-    st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
+    if big:
+        st.caption(f"**{task.title}.** **What should grow:** {task.expect}")
+    else:
+        st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
     if job is None:
         st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
                 f"{task.snapshot_every} steps; at most {MAX_JOBS} trainings run on this server at once.")
@@ -135,15 +144,21 @@ def live(job: TrainingJob) -> None:
 
     left, right = st.columns([0.42, 0.58])
     with left:
-        draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320, height=300),
+        height = 270 if presenting() else 300  # the whole chart with its axes: the goal box still fits below
+        draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320,
+                                                       height=height),
                    lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps), None, key="learn_loss",
                    name="loss", title="Training loss")
         met = tr.goals_met(snap.scores)
         goals = " · ".join(f"{g.describe(n_l)}: best **{g.best(snap.scores):.2f}**" for g in tr.task.goals)
         (st.success if met else st.info)(("Goal reached at this step. " if met else "Goal: ") + goals)
     with right:
-        st.markdown(f"**Attention on the probe input, step {at}** (rows: queries, columns: keys; bright = high)")
+        how = "" if presenting() else " (rows: queries, columns: keys; bright = high)"
+        st.markdown(f"**Attention on the probe input, step {at}**{how}")
         thumbs = []
+        # on the projector every layer's row fits under the ~230 px above it: a thumbnail and its caption a row
+        thumb_px = (min(max(48, (screen.BASE_HEIGHT - 400) // n_l - 50), column_px([0.42, 0.58], 1) // max(n_h, 4) - 16)
+                    if presenting() else "stretch")
         for layer in range(n_l):
             cols = st.columns(max(n_h, 4))
             for h in range(n_h):
@@ -152,7 +167,7 @@ def live(job: TrainingJob) -> None:
                                                                                min_side=96))
                 row = table.iloc[layer * n_h + h]
                 caption = f"L{layer + 1} H{h + 1}: {row['pattern']}"
-                cols[h].image(png, caption=caption, width="stretch")
+                cols[h].image(png, caption=caption, width=thumb_px)
                 thumbs.append((caption, png))
         probe = tr.task.labels(tr.probe_tokens)
         register_images("heads", f"Attention on the probe input, step {at}", thumbs, scale="weights",
