@@ -253,8 +253,10 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
     m = m.numpy()
     row_axis = axes[-2] if len(axes) >= 2 else "row"
     col_axis = axes[-1] if axes else "column"
-    rows = labels if row_axis == "num_tokens" and len(labels) == m.shape[0] else [str(i) for i in range(m.shape[0])]
-    cols_l = labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else [str(i) for i in range(m.shape[1])]
+    # rows and columns that are not tokens are counted from 1, as every page counts heads and columns
+    rows = labels if row_axis == "num_tokens" and len(labels) == m.shape[0] else [str(i + 1) for i in range(m.shape[0])]
+    cols_l = (labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else
+              [str(i + 1) for i in range(m.shape[1])])
     show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=max_px,
                 cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked,
                 mask_labels=mask_labels)

@@ -41,7 +41,7 @@ X_CODE = {
 
 def show_numbers(container, m: torch.Tensor) -> None:
     """A 2-d tensor as a table with numbered rows and columns, to 4 decimals as the book prints it."""
-    df = pd.DataFrame(m.numpy(), columns=[str(j) for j in range(m.shape[1])])
+    df = pd.DataFrame(m.numpy(), columns=[str(j + 1) for j in range(m.shape[1])])  # counted from 1, as read
     show_table(container, df, formats=dict.fromkeys(df.columns, "%.4f"), hide_index=False)
 
 
@@ -176,7 +176,7 @@ def render() -> None:
     st.markdown("**Before**: `queries` (num_tokens, d_out)")
     before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
-    draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c) for c in columns],
+    draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c + 1) for c in columns],
                                                   x_title="d_out column",
                                                   px=min(cap(30),
                                                          (content_px() - cap(NUMBERED_CHROME_PX)) // len(columns))),
@@ -186,7 +186,7 @@ def render() -> None:
                 "head_dim) matrix per head")
     per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
     draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
-                                                  .repeat(demo_hd, 2), tok, [str(c) for c in range(demo_hd)],
+                                                  .repeat(demo_hd, 2), tok, [str(c + 1) for c in range(demo_hd)],
                                                   panels=[f"head {h + 1}" for h in range(demo_h)],
                                                   x_title="head_dim", columns=4 if demo_hd <= 3 else 2),
                key="reshape_after", name="reshape_after_view_transpose",
@@ -226,7 +226,7 @@ def render() -> None:
     st.caption("The wrapper's d_out is the width of *each* head; MultiHeadAttention's d_out is the *total* width, "
                "split into num_heads × head_dim. With the same weights they agree; MultiHeadAttention does one big "
                "matmul per projection instead of one per head.")
-    lab = [str(c) for c in range(out_w.shape[-1])]
+    lab = [str(c + 1) for c in range(out_w.shape[-1])]
     c1, c2 = st.columns(2)
     half = fit(cap(HALF_CAP_PX), labels, [1, 1], 0)
     show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
