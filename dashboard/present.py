@@ -18,6 +18,10 @@ TITLE_PX = 20
 NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
     {text-align: right !important; font-variant-numeric: tabular-nums;}
 """
+# A chart's hover toolbar (fullscreen, ...) sits above the chart by default, over whatever is there: Explore's
+# Download and Previous / Next buttons (issue 20). Inside the chart's top-right corner it covers nothing to click.
+TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
+"""
 # Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
 # code at >= 16 px: the book's numbers and code are read from the back of the room.
 _CSS = """
@@ -32,7 +36,7 @@ _CSS = """
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
-""" + NUMBERS_CSS + """</style>
+""" + NUMBERS_CSS + TOOLBAR_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -41,7 +45,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + """</style>
+""" + NUMBERS_CSS + TOOLBAR_CSS + """</style>
 """
 
 

@@ -138,3 +138,21 @@ def test_learn_in_presentation_mode_fits_one_projector_screen(tab, server):
     assert boxes["title"] == 0, "presentation mode drops the page title"
     assert len(boxes["heads"]) == 8 and boxes["loss"] and boxes["goal"], boxes
     assert max(boxes["loss"] + boxes["heads"] + boxes["goal"]) <= 720, boxes
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_charts_hover_toolbar_covers_no_button(tab, server, present):
+    """Issue 20 item 9: the toolbar shown on hovering a chart covered Explore's Download and Next buttons."""
+    tab.set_viewport_size({"width": 1280, "height": 720})
+    open_drawn(tab, f"{server}/?section=Weights" + ("&present=true" if present else ""))
+    tab.locator('[data-testid="stVegaLiteChart"]').first.hover()
+    tab.locator('[data-testid="stElementToolbar"]').first.wait_for(state="visible")
+    overlaps = tab.evaluate("""() => {
+        const bar = document.querySelector('[data-testid="stElementToolbar"]').getBoundingClientRect();
+        return [...document.querySelectorAll('button')].filter(b => {
+            const r = b.getBoundingClientRect();
+            return r.width && !b.closest('[data-testid="stElementToolbar"]') && r.left < bar.right &&
+                   bar.left < r.right && r.top < bar.bottom && bar.top < r.bottom;
+        }).map(b => b.innerText.slice(0, 30));
+    }""")
+    assert not overlaps, overlaps
