@@ -295,9 +295,9 @@ def render_sidebar() -> Settings:
     context_length = _number(c4, "context_length", "context_length", disabled=unused["context_length"],
                              help="Size of the causal mask buffer (GPT-2: 1024).")
     g1, g2, g3 = sb.columns(3)
-    num_kv_groups = _number(g1, "kv_groups", "num_kv_groups", disabled=unused["num_kv_groups"],
-                            help="Grouped-query attention: how many K/V heads the query heads share (must divide "
-                                 "num_heads; 1 = multi-query).")
+    num_kv_groups = _number(g1, "groups", "num_kv_groups", disabled=unused["num_kv_groups"],
+                            help="num_kv_groups of grouped-query attention: how many K/V heads the query heads share "
+                                 "(must divide num_heads; 1 = multi-query).")
     window = _number(g2, "window", "window", disabled=unused["window"],
                      help="Sliding window: each token sees only the last W tokens, itself included (0 = no window).")
     latent_dim = _number(g3, "latent", "latent_dim", disabled=unused["latent_dim"],

@@ -80,9 +80,10 @@ def show_matrix(
     text_format: str = ".2f",
     name: str | None = None,
     mask_labels: tuple[str, str] = charts.MASK_LABELS,
+    raster: bool = False,
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked. The drawing options
-    are a :class:`Look`'s.
+    are a :class:`Look`'s. ``raster``: a PNG whatever the size (a chart redrawn at a new size every step).
 
     Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -97,7 +98,7 @@ def show_matrix(
     ck = look.data_key(cache_key)
     what = name or key
     slide_title = title or slides.words(what)
-    if not charts.matrix_needs_raster(n_rows, n_cols):
+    if not raster and not charts.matrix_needs_raster(n_rows, n_cols):
         event = vega(container, lambda: look.chart(matrix, row_labels, col_labels),
                      lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                      look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, selectable)

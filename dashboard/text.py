@@ -49,3 +49,17 @@ def sentence(message: object) -> str:
     if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
         return text + "."
     return (text[:1].upper() + text[1:] + ".") if text else ""
+
+
+def markdown_table(container, df, *, formats: dict[str, str] | None = None) -> None:
+    """A small table as Markdown: no data grid to build, so a page that changes every step (Generate) redraws it
+    cheaply. Every cell is escaped (a token like ``|`` or ``**`` stays literal); ``formats`` as :func:`show_table`."""
+    formats = formats or {}
+
+    def cell(column: str, value: object) -> str:
+        return md_escape(formats[column] % value if column in formats else str(value))
+
+    head = "| " + " | ".join(md_escape(str(c)) for c in df.columns) + " |"
+    rule = "|" + "|".join("---:" if c in formats else "---" for c in df.columns) + "|"
+    rows = ["| " + " | ".join(cell(c, v) for c, v in zip(df.columns, row)) + " |" for row in df.itertuples(index=False)]
+    container.markdown("\n".join([head, rule, *rows]))

@@ -26,7 +26,7 @@ from dashboard.present import presenting
 from dashboard.sizes import cap, fit, room
 from dashboard.slides import page_downloads, slide_settings
 from dashboard.steppers import NEXT_KEY
-from dashboard.text import plural, sentence, show_table
+from dashboard.text import markdown_table, plural, sentence
 
 STATE = "gen_state"
 DEFAULT_PROMPT = "Every effort moves you"
@@ -95,7 +95,9 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
     top_k = c3.number_input("top_k (0 = all)", 0, 1000, 50, key="gen_top_k", disabled=not sample)
     seed = c4.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
     if not any(k not in RANDOM_MODELS for k in options):
-        where.text(how_to_get_gpt2(why="For GPT-2's real weights"))  # plain text: no link is made of it
+        # plain text (no link is made of it), folded: it is long
+        where.expander("GPT-2's real weights are not on this machine: how to add them").text(
+            how_to_get_gpt2(why="For GPT-2's real weights"))
     try:
         n_layers = shared_model(name).cfg["n_layers"]
     except ValueError as e:  # a GPT-2 folder that is damaged or gone
@@ -173,7 +175,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
         top = pd.DataFrame({"next token": [repr(enc.decode([t])) for t in step.top_ids[:n]],
                             "probability": step.top_probs[:n]})
         st.markdown(f"**The {n} most likely next tokens** (after this one)")
-        show_table(st, top, formats={"probability": "%.4f"}, hide_index=True)
+        markdown_table(st, top, formats={"probability": "%.4f"})
     cached, full = step.seconds_cached, step.seconds_full
     c1, c2, c3 = st.columns(3)
     c1.metric("This step with the KV cache", f"{cached * 1e3:.1f} ms", help="The new token alone through the model.")
@@ -190,13 +192,14 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     rows = [{"layer": i + 1, "keys / values shape (b, num_heads, T, head_dim)": str(shape),
              "bytes": 2 * int(np.prod(shape)) * 4} for i, shape in enumerate(step.cache_shapes)]
     cache_df = pd.DataFrame(rows)
-    show_table(st, cache_df, hide_index=True, formats={"bytes": "%d"})
+    markdown_table(st, cache_df, formats={"bytes": "%d"})
     st.caption(f"In all: {step.cache_bytes:,} bytes = {step.cache_bytes / 2**20:.2f} MiB for {len(gen.ids)} tokens "
                f"(float32; the tensors' own nbytes).")
     if step.full_weights is not None:
         st.markdown(f"**Without the cache** the model recomputes every row: layer {layer + 1}, head 1, all "
                     f"{len(gen.ids)} × {len(gen.ids)} weights. Its last row is the new query's row above.")
-        show_matrix(st, step.full_weights[0], labels, labels, key="gen_full", scale="weights",
+        # an image: a new T x T chart every step cost the browser more than the whole rest of the step
+        show_matrix(st, step.full_weights[0], labels, labels, key="gen_full", scale="weights", raster=True,
                     max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1")
 
 
