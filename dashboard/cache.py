@@ -93,6 +93,15 @@ class ByteLRU(Generic[V]):
             release_memory()
         return value
 
+    def peek(self, key: Hashable) -> V | None:
+        """The value remembered under ``key`` (marked as used), or None; never builds."""
+        with self._lock:
+            if key not in self._entries:
+                return None
+            value, size, _ = self._entries.pop(key)
+            self._entries[key] = (value, size, self.clock())
+            return value
+
     def sweep(self) -> int:
         """Drop the entries unused for ``idle_s`` seconds; return how many went."""
         if self.idle_s is None:

@@ -17,6 +17,7 @@ from attn_core.trace import function_at
 from attn_core.views import previous_form
 from dashboard import charts
 from dashboard.controls import settings
+from dashboard.gpt2 import INPUT_NAME
 from dashboard.matrices import show_matrix, tensor_slice
 from dashboard.present import presenting
 from dashboard.runs import load_run
@@ -37,6 +38,7 @@ X_CODE = {
     "learned": "x = token_embeddings + pos_embeddings",
     "sinusoidal": "x = token_embeddings + sinusoidal_pos_embeddings",
     "onehot": "x = one_hot(token_ids)  # one column per distinct token",
+    INPUT_NAME: "x = self.norm1(x)  # a pretrained GPT-2 block: its input, the residual stream, layer-normed",
 }
 
 def show_numbers(container, m: torch.Tensor) -> None:

@@ -1,0 +1,238 @@
+"""Pretrained GPT-2 in the app: which sizes this machine has, the shared model, and the runs pages draw from it.
+
+The model is loaded once per server process (``attn_core.pretrained.load_gpt2_shared``) and only read. What a
+sentence needs is computed once and kept in bounded caches shared by every session:
+
+- a *walk* (``attn_core.gpt.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
+  T = 1,024) and the last logits; a layer switch then costs one attention layer, not a forward pass;
+- the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
+  Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
+- a layer's traced run (a :class:`~dashboard.compute.Run`, kept with the random-weights runs): the chosen
+  layer's ``MultiHeadAttention`` with the model's weights on that layer's real input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attn_core import AttentionConfig, Token, run_attention
+from attn_core.gpt import GPTModel, Walk, attention_like, walk_layers
+from attn_core.pretrained import GPT2_SIZES, WEIGHTS_FILE, file_stamp, find_gpt2, load_gpt2_shared
+from attn_core.scores import head_scores
+
+from .cache import ByteLRU
+from .charts import pool
+from .compute import CACHE_IDLE_S, Run, cached_tokens, remember_run
+
+RANDOM = "random"  # the chapter's random weights: the Weights setting's default
+SIZE_LABELS = {"gpt2": "GPT-2 small", "gpt2-medium": "GPT-2 medium", "gpt2-large": "GPT-2 large",
+               "gpt2-xl": "GPT-2 XL"}
+INPUT_NAME = "layer-normed residual stream"  # what a GPT-2 layer's attention reads (Run.input_mode)
+FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
+THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
+TOP_K = 10  # next-token probabilities shown
+WALK_CACHE_BYTES = 256 * 2**20  # ~6 GPT-2-small sentences at T = 1,024 (38 MB each), hundreds of short ones
+VIEW_CACHE_BYTES = 64 * 2**20  # a model view is ~2.4 MB of thumbnails
+
+
+def label(name: str) -> str:
+    """How the sidebar names a weights choice."""
+    if name == RANDOM:
+        return "Random (the chapter's)"
+    return SIZE_LABELS.get(name, f"GPT-2-shaped: {name}")
+
+
+_FOUND: list = [0.0, []]  # (when looked, [(name, path)]): looking in the Hugging Face cache stats ~16 files
+
+
+def found() -> list[tuple[str, Path]]:
+    """The GPT-2 folders on this machine (``find_gpt2``), looked for at most every FIND_EVERY_S seconds, in the
+    released sizes' order, then any other GPT-2-shaped folder."""
+    now = time.monotonic()
+    if now - _FOUND[0] > FIND_EVERY_S:
+        order = {name: i for i, name in enumerate(GPT2_SIZES)}
+        _FOUND[:] = [now, sorted(find_gpt2(), key=lambda f: order.get(f[0], len(order)))]
+    return _FOUND[1]
+
+
+def forget_found() -> None:
+    """Look again at the next call (tests change ``$ATTENTION_LAB_GPT2_DIR``)."""
+    _FOUND[:] = [0.0, []]
+
+
+class Choices(Mapping):
+    """The Weights setting's values, id -> label: random, then the GPT-2 folders found now (a live mapping, so a
+    folder copied in while the server runs appears)."""
+
+    def _ids(self) -> list[str]:
+        return [RANDOM, *(name for name, _ in found())]
+
+    def __getitem__(self, key: str) -> str:
+        if key not in self._ids():
+            raise KeyError(key)
+        return label(key)
+
+    def __iter__(self):
+        return iter(self._ids())
+
+    def __len__(self) -> int:
+        return len(self._ids())
+
+
+CHOICES = Choices()
+
+
+def path_of(name: str) -> Path:
+    """The folder of a found weights choice (``ValueError`` once it is gone)."""
+    for found_name, path in found():
+        if found_name == name:
+            return path
+    raise ValueError(f"the GPT-2 weights “{name}” are no longer on this machine: pick other weights in the sidebar")
+
+
+def model(name: str) -> GPTModel:
+    """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files)."""
+    return load_gpt2_shared(path_of(name))
+
+
+def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
+    """``cfg`` with the model's own sizes: its attention is MultiHeadAttention, emb_dim wide, with q/k/v biases,
+    causal, on the CPU where the shared model lives. The chapter's other knobs (masking method, dropout, training,
+    seed) stay the user's."""
+    c = model(name).cfg
+    return dataclasses.replace(cfg, variant="MultiHeadAttention", d_in=c["emb_dim"], d_out=c["emb_dim"],
+                               num_heads=c["n_heads"], context_length=c["context_length"], qkv_bias=True,
+                               causal=True, window=0, device="cpu")
+
+
+def source_key(name: str) -> tuple:
+    """What a model's results depend on: the folder and its weights file as it is now (a replaced file is new)."""
+    path = path_of(name)
+    return (name, str(path), file_stamp(path / WEIGHTS_FILE))
+
+
+def _walk_nbytes(walk: Walk) -> int:
+    return sum(t.untyped_storage().nbytes() for t in walk.inputs) + walk.last_logits.nbytes + 4096
+
+
+_WALKS: ByteLRU[Walk] = ByteLRU(WALK_CACHE_BYTES, _walk_nbytes, idle_s=CACHE_IDLE_S)
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """Every head of a model on one token sequence: what the model view draws."""
+
+    ids: tuple[int, ...]
+    thumbs: np.ndarray  # (layers, heads, S, S) weights, max-pooled to S <= THUMB cells a side
+    pooled: int  # the block side of the pooling (1: not pooled)
+    scores: dict[str, np.ndarray]  # attn_core.scores.head_scores: name -> (layers, heads)
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+
+def _view_nbytes(view: ModelView) -> int:
+    return view.thumbs.nbytes + sum(s.nbytes for s in view.scores.values()) + 8 * len(view.ids) + 4096
+
+
+_VIEWS: ByteLRU[ModelView] = ByteLRU(VIEW_CACHE_BYTES, _view_nbytes, idle_s=CACHE_IDLE_S)
+
+Progress = Callable[[float, str], None] | None
+
+
+def _ids_tensor(ids: tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor([list(ids)])
+
+
+def walk(name: str, ids: tuple[int, ...], progress: Progress = None) -> Walk:
+    """Every layer's attention input and the last logits of ``ids`` (cached). ``progress(fraction, words)``."""
+    gpt = model(name)
+
+    def build() -> Walk:
+        n = gpt.cfg["n_layers"]
+        step = None if progress is None else (lambda i: progress((i + 1) / n, f"layer {i + 1} of {n}"))
+        return walk_layers(gpt, _ids_tensor(ids), progress=step)
+
+    return _WALKS.get((source_key(name), ids), build)
+
+
+def model_view(name: str, ids: tuple[int, ...], progress: Progress = None) -> ModelView:
+    """Every head's pooled weights and scores on ``ids`` (cached). With the walk of ``ids`` cached, only each
+    layer's attention runs; without it, one forward pass gives both (the walk is kept too)."""
+    gpt = model(name)
+    key = (source_key(name), ids)
+    n_layers = gpt.cfg["n_layers"]
+    per_layer: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+    pooled = [1]
+
+    def keep(i: int, weights: torch.Tensor) -> None:
+        w = weights.numpy()  # (heads, T, T): this layer's only, dropped after this call
+        scores = head_scores(w, ids)
+        thumbs = [pool(m, THUMB, "max") for m in w]
+        pooled[0] = thumbs[0][1]
+        per_layer.append((np.stack([t for t, _ in thumbs]), scores))
+        if progress is not None:
+            progress((i + 1) / n_layers, f"layer {i + 1} of {n_layers}")
+
+    def build() -> ModelView:
+        if _WALKS.peek(key) is None:  # one forward pass: the walk, and each layer's weights on the way
+            _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=keep))
+        if not per_layer:  # the walk was kept already (or another session's just arrived): attention only
+            held = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids)))
+            with torch.no_grad():
+                for i, x in enumerate(held.inputs):
+                    keep(i, _layer_weights(gpt, i, x))
+        scores = {k: np.stack([s[k] for _, s in per_layer]) for k in per_layer[0][1]}
+        return ModelView(ids, np.stack([t for t, _ in per_layer]), pooled[0], scores)
+
+    return _VIEWS.get(key, build)
+
+
+def _layer_weights(gpt: GPTModel, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
+    from attn_core import Trace
+
+    trace = Trace(copy=False)
+    gpt.trf_blocks[layer].att(x, trace)
+    return trace.of_kind("weights")[-1].tensor[0]
+
+
+def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP_K) -> list[tuple[int, float]]:
+    """The ``k`` likeliest next token ids after ``ids`` with their probabilities (softmax of the last logits)."""
+    probs = torch.softmax(walk(name, ids).last_logits, dim=-1)
+    top = torch.topk(probs, min(k, probs.numel()))
+    return [(int(i), float(p)) for p, i in zip(top.values, top.indices)]
+
+
+def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
+    """The traced run of ``layer`` of the model on ``text``: its MultiHeadAttention, with the model's weights and
+    ``cfg``'s masking method, dropout and seed, on the layer's real input. ``cfg`` comes from
+    :func:`model_config`."""
+    tokens: list[Token] = cached_tokens(text)
+    ids = tuple(t.id for t in tokens)
+    gpt = model(name)
+    if not 0 <= layer < gpt.cfg["n_layers"]:
+        raise ValueError(f"{label(name)} has layers 1 to {gpt.cfg['n_layers']}; pick one of them")
+
+    def build() -> Run:
+        x = walk(name, ids, progress).inputs[layer]
+        att = attention_like(gpt.trf_blocks[layer].att, mask_method=cfg.mask_method, dropout=cfg.dropout,
+                             train=cfg.train_mode)
+        output, trace = run_attention(cfg, x, att)
+        return Run(text, INPUT_NAME, cfg, tokens, x, output, trace, weights=name, layer=layer)
+
+    return remember_run((text, INPUT_NAME, cfg, source_key(name), layer), build)
+
+
+def clear_caches() -> None:
+    _WALKS.clear()
+    _VIEWS.clear()
+    forget_found()
