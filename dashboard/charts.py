@@ -780,4 +780,5 @@ def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False) 
                                             symbolStrokeWidth=3, labelFontSize=font, columns=3)),
         strokeWidth=alt.StrokeWidth("frame:Q", scale=None),
         tooltip=[alt.Tooltip("verdict:N", title="head")]).add_params(pick)
-    return layered(pd.DataFrame(), image, frames).properties(width=width, height=height)
+    return layered(pd.DataFrame(), image, frames).properties(width=width, height=height,
+                                                              autosize=alt.AutoSizeParams(type="pad"))

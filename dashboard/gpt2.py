@@ -153,47 +153,64 @@ def _ids_tensor(ids: tuple[int, ...]) -> torch.Tensor:
 
 
 def walk(name: str, ids: tuple[int, ...], progress: Progress = None) -> Walk:
-    """Every layer's attention input and the last logits of ``ids`` (cached). ``progress(fraction, words)``."""
-    gpt = model(name)
-
-    def build() -> Walk:
-        n = gpt.cfg["n_layers"]
-        step = None if progress is None else (lambda i: progress((i + 1) / n, f"layer {i + 1} of {n}"))
-        return walk_layers(gpt, _ids_tensor(ids), progress=step)
-
-    return _WALKS.get((source_key(name), ids), build)
+    """Every layer's attention input and the last logits of ``ids`` (cached). A new sequence is read in one pass
+    that also builds its model view (:func:`model_view`): at T = 1,024 a second pass for the view cost ~4 s more.
+    ``progress(fraction, words)`` during that pass."""
+    held = _WALKS.peek((source_key(name), ids))
+    return held if held is not None else _read(name, ids, progress)[0]
 
 
 def model_view(name: str, ids: tuple[int, ...], progress: Progress = None) -> ModelView:
-    """Every head's pooled weights and scores on ``ids`` (cached). With the walk of ``ids`` cached, only each
-    layer's attention runs; without it, one forward pass gives both (the walk is kept too)."""
+    """Every head's pooled weights and scores on ``ids`` (cached). With only the walk of ``ids`` kept (its view let
+    go), each layer's attention runs again on its kept input; else one pass gives both."""
+    key = (source_key(name), ids)
+    held = _VIEWS.peek(key)
+    if held is not None:
+        return held
+    inputs = _WALKS.peek(key)
+    if inputs is None:
+        return _read(name, ids, progress)[1]
+    gpt = model(name)
+    collect = _Collect(ids, gpt.cfg["n_layers"], progress)
+    with torch.no_grad():
+        for i, x in enumerate(inputs.inputs):
+            collect(i, _layer_weights(gpt, i, x))
+    return _VIEWS.get(key, collect.view)
+
+
+class _Collect:
+    """What the model view keeps of each layer's weights as a pass hands them over: scores and pooled thumbnails
+    (the (heads, T, T) weights themselves are dropped with the layer's trace)."""
+
+    def __init__(self, ids: tuple[int, ...], n_layers: int, progress: Progress) -> None:
+        self.ids, self.n_layers, self.progress = ids, n_layers, progress
+        self.thumbs: list[np.ndarray] = []
+        self.scores: list[dict[str, np.ndarray]] = []
+        self.pooled = 1
+
+    def __call__(self, i: int, weights: torch.Tensor) -> None:
+        w = weights.numpy()  # (heads, T, T)
+        self.scores.append(head_scores(w, self.ids))
+        thumbs = [pool(m, THUMB, "max") for m in w]
+        self.pooled = thumbs[0][1]
+        self.thumbs.append(np.stack([t for t, _ in thumbs]))
+        if self.progress is not None:
+            self.progress((i + 1) / self.n_layers, f"layer {i + 1} of {self.n_layers}")
+
+    def view(self) -> ModelView:
+        scores = {k: np.stack([s[k] for s in self.scores]) for k in self.scores[0]}
+        return ModelView(self.ids, np.stack(self.thumbs), self.pooled, scores)
+
+
+def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
+    """One forward pass over ``ids``: its walk and its model view, both kept."""
     gpt = model(name)
     key = (source_key(name), ids)
-    n_layers = gpt.cfg["n_layers"]
-    per_layer: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
-    pooled = [1]
-
-    def keep(i: int, weights: torch.Tensor) -> None:
-        w = weights.numpy()  # (heads, T, T): this layer's only, dropped after this call
-        scores = head_scores(w, ids)
-        thumbs = [pool(m, THUMB, "max") for m in w]
-        pooled[0] = thumbs[0][1]
-        per_layer.append((np.stack([t for t, _ in thumbs]), scores))
-        if progress is not None:
-            progress((i + 1) / n_layers, f"layer {i + 1} of {n_layers}")
-
-    def build() -> ModelView:
-        if _WALKS.peek(key) is None:  # one forward pass: the walk, and each layer's weights on the way
-            _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=keep))
-        if not per_layer:  # the walk was kept already (or another session's just arrived): attention only
-            held = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids)))
-            with torch.no_grad():
-                for i, x in enumerate(held.inputs):
-                    keep(i, _layer_weights(gpt, i, x))
-        scores = {k: np.stack([s[k] for _, s in per_layer]) for k in per_layer[0][1]}
-        return ModelView(ids, np.stack([t for t, _ in per_layer]), pooled[0], scores)
-
-    return _VIEWS.get(key, build)
+    collect = _Collect(ids, gpt.cfg["n_layers"], progress)
+    walked = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=collect))
+    if len(collect.thumbs) < gpt.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
+        return walked, model_view(name, ids, progress)
+    return walked, _VIEWS.get(key, collect.view)
 
 
 def _layer_weights(gpt: GPTModel, layer: int, x: torch.Tensor) -> torch.Tensor:

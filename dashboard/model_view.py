@@ -22,8 +22,8 @@ from .sizes import cap, column_px, grow
 from .slides import draw_chart
 
 GRID_KEY = "model_grid"
-GRID_WIDTHS = [3, 2]  # the grid | the next-token table
-GRID_ROOM_PX = 400  # the grid's height at 1280x720: what is left below the page's title, head picker and sections
+GRID_WIDTHS = [2, 1]  # the grid | the toggle and the next-token table
+GRID_ROOM_PX = 520  # the grid's cells at most this tall at 1280x720: with its axis and legend, one screen
 
 
 def repeated(ids: tuple[int, ...], limit: int) -> tuple[int, ...]:
@@ -44,7 +44,7 @@ def _open_head(section_key: str, section: str) -> None:
 def cell_px(n_layers: int, n_heads: int) -> int:
     """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
     wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
-    tall = cap(GRID_ROOM_PX if not presenting() else GRID_ROOM_PX + 140) // n_layers
+    tall = cap(GRID_ROOM_PX) // n_layers
     return max(8, min(wide, tall))
 
 
@@ -53,11 +53,12 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
     name = run.weights
     ids = tuple(t.id for t in run.tokens)
     context = run.cfg.context_length
-    again = st.toggle("Repeat the sentence (shows induction heads)", key="repeat_sentence", bind="query-params",
-                      help="The tokens twice: an induction head, on the second copy, looks at the token that followed "
-                           "the same token in the first copy.")
+    left, right = st.columns(GRID_WIDTHS)
+    again = right.toggle("Repeat the sentence", key="repeat_sentence", bind="query-params",
+                         help="The tokens twice, so induction heads show: on the second copy, an induction head looks "
+                              "at the token that followed the same token in the first copy.")
     shown = repeated(ids, context) if again else ids
-    bar = st.empty()
+    bar = left.empty()
     label = gpt2.label(name)
 
     def progress(fraction: float, words: str) -> None:
@@ -67,7 +68,7 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
         view = gpt2.model_view(name, shown, progress)
     except ValueError as e:
         bar.empty()
-        st.error(str(e))
+        left.error(str(e))
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]
@@ -78,7 +79,6 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
     view_key = (gpt2.source_key(name), shown)
     url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
         charts.model_grid_png(view.thumbs)).decode())
-    left, right = st.columns(GRID_WIDTHS)
     with left:
         draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting()),
                    lambda: charts.model_grid_frame(url, types, lines, (run.layer, head)),
