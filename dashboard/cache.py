@@ -93,6 +93,19 @@ class ByteLRU(Generic[V]):
             release_memory()
         return value
 
+    def resize(self, max_bytes: int) -> None:
+        """A new bound, the least recently used entries let go at once down to it (one entry always stays)."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            total = self.nbytes
+            evicted = False
+            while total > self.max_bytes and len(self._entries) > 1:
+                _, (_, n, _) = self._entries.popitem(last=False)
+                total -= n
+                evicted = True
+        if evicted:
+            release_memory(force=True)
+
     def peek(self, key: Hashable) -> V | None:
         """The value remembered under ``key`` (marked as used), or None; never builds."""
         with self._lock:

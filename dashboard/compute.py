@@ -108,6 +108,15 @@ def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
     return _RUNS.get((text, input_mode, cfg), build)
 
 
+RUN_CACHE_FLOOR = 128 * 2**20  # what the run cache keeps however much the pretrained models hold
+
+
+def reserve(nbytes: int) -> None:
+    """``nbytes`` are held for the server's life elsewhere (pretrained weights: GPT-2 small's are ~475 MB): the run
+    cache gives them up, so the server's memory stays within what a classroom machine was measured with."""
+    _RUNS.resize(max(RUN_CACHE_FLOOR, RUN_CACHE_BYTES - nbytes))
+
+
 def remember_run(key: tuple, build: Callable[[], Run]) -> Run:
     """A run built elsewhere (a pretrained model's layer, dashboard/gpt2.py), kept in the same bounded cache."""
     return _RUNS.get(key, build)

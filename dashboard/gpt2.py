@@ -29,7 +29,7 @@ from attn_core.scores import head_scores
 
 from .cache import ByteLRU
 from .charts import pool
-from .compute import CACHE_IDLE_S, Run, cached_tokens, remember_run
+from .compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
 SIZE_LABELS = {"gpt2": "GPT-2 small", "gpt2-medium": "GPT-2 medium", "gpt2-large": "GPT-2 large",
@@ -38,7 +38,7 @@ INPUT_NAME = "layer-normed residual stream"  # what a GPT-2 layer's attention re
 FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
 TOP_K = 10  # next-token probabilities shown
-WALK_CACHE_BYTES = 256 * 2**20  # ~6 GPT-2-small sentences at T = 1,024 (38 MB each), hundreds of short ones
+WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024 (38 MB each), hundreds of short ones
 VIEW_CACHE_BYTES = 64 * 2**20  # a model view is ~2.4 MB of thumbnails
 
 
@@ -97,9 +97,18 @@ def path_of(name: str) -> Path:
     raise ValueError(f"the GPT-2 weights “{name}” are no longer on this machine: pick other weights in the sidebar")
 
 
+_HELD: dict[str, int] = {}  # the weights file of each model loaded by this process -> its parameters' bytes
+
+
 def model(name: str) -> GPTModel:
-    """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files)."""
-    return load_gpt2_shared(path_of(name))
+    """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files).
+    What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
+    path = path_of(name)
+    gpt = load_gpt2_shared(path)
+    if str(path) not in _HELD:
+        _HELD[str(path)] = sum(p.numel() * p.element_size() for p in gpt.parameters())
+        reserve(sum(_HELD.values()))
+    return gpt
 
 
 def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
@@ -252,4 +261,6 @@ def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: 
 def clear_caches() -> None:
     _WALKS.clear()
     _VIEWS.clear()
+    _HELD.clear()
+    reserve(0)
     forget_found()
