@@ -307,29 +307,29 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
         sb.text(how_to_get_gpt2())
     if name == gpt2.RANDOM:
         return gpt2.RANDOM, None
-    with sb, st.spinner(f"Loading {gpt2.label(name)} (once per server)…"):
+    with sb, st.spinner(f"Loading {md_escape(gpt2.label(name))} (once per server)…"):
         try:
             gpt2.model(name)
         except ValueError as e:
-            messages.append(("error", f"{gpt2.label(name)} cannot be used: {md_escape(str(e))} Showing random "
-                                      "weights."))
+            shown = md_escape(gpt2.label(name))
+            messages.append(("error", f"{shown} cannot be used: {md_escape(str(e))} Showing random weights."))
             return gpt2.RANDOM, None
-    base = AttentionConfig(mask_method=st.session_state.get("mask_method", DEFAULTS["mask_method"]))
-    return name, gpt2.model_config(name, base)
+    return name, gpt2.model_config(name, AttentionConfig())
 
 
 FIXED_BY_MODEL = ("input_mode", "variant", "d_in", "d_out", "num_heads", "context_length", "num_kv_groups", "window",
                   "latent_dim", "causal", "qkv_bias")
 
 
-def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig, devices: list[str],
+def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
                         messages: list[tuple[str, str]]) -> Settings:
     """The sidebar with a pretrained model: which layer, the model's sizes shown fixed, and the chapter's knobs that
     still apply (masking method, dropout, training, seed)."""
     _keep_state(*FIXED_BY_MODEL, "device")
     n_layers = gpt2.model(weights).cfg["n_layers"]
     if st.session_state.get("layer", 1) > n_layers:
-        messages.append(("warning", f"{gpt2.label(weights)} has {n_layers} layers: showing layer {n_layers}."))
+        shown = md_escape(gpt2.label(weights))
+        messages.append(("warning", f"{shown} has {n_layers} layers: showing layer {n_layers}."))
         st.session_state["layer"] = n_layers
     layer = sb.number_input("Layer", 1, n_layers, value=DEFAULTS["layer"], key="layer",
                             help="The layer whose attention every page shows (its heads: pick one on Explore).")
@@ -340,7 +340,7 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     c3, c4 = sb.columns(2)
     c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
     c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
-    sb.caption(f"{gpt2.label(weights)}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its input "
+    sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its input "
                f"vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
     mask_method = _select(sb, "Masking method", "mask_method")
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=DEFAULTS["dropout"], step=DROPOUT_STEP, key="dropout")
@@ -374,7 +374,7 @@ def render_sidebar() -> Settings:
                         help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}).")
     weights, model_cfg = _weights(sb, messages)
     if model_cfg is not None:
-        return _pretrained_sidebar(sb, text or "", weights, model_cfg, devices, messages)
+        return _pretrained_sidebar(sb, text or "", weights, model_cfg, messages)
     _keep_state("layer")
     input_mode = _select(sb, "Input vectors", "input_mode")
     spec = variant(_select(sb, "Variant", "variant", help="The variants of the chapter, in its order."))

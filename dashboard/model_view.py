@@ -59,7 +59,7 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
                               "at the token that followed the same token in the first copy.")
     shown = repeated(ids, context) if again else ids
     bar = left.empty()
-    label = gpt2.label(name)
+    label = md_escape(gpt2.label(name))  # a folder's name, in Markdown
 
     def progress(fraction: float, words: str) -> None:
         bar.progress(fraction, text=f"{label}: every head, {words}")
@@ -85,7 +85,7 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
                    ("model_grid", n_layers, n_heads, px, presenting(), grow()),
                    (view_key, "grid", run.layer, head), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section), name="model_view",
-                   title=f"{label}: every head on the sentence")
+                   title=f"{gpt2.label(name)}: every head on the sentence")
     with right:
         next_token_table(name, ids)
     counts = Counter(types.ravel().tolist())

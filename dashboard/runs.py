@@ -9,6 +9,7 @@ from attn_core import MAX_POSITIONS
 from . import gpt2
 from .compute import Run, cached_tokens, traced_run
 from .controls import Settings
+from .links import md_escape
 from .text import plural, sentence
 
 
@@ -68,7 +69,7 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False) -> Run | None:
 
 def _pretrained_run(s: Settings, cfg, n: int) -> Run | None:
     """The chosen layer of the pretrained model on the sentence (a progress bar while the model reads it)."""
-    name = gpt2.label(s.weights)
+    name = md_escape(gpt2.label(s.weights))
     try:
         cfg = gpt2.model_config(s.weights, cfg)
         if n > cfg.context_length:

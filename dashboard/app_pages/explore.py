@@ -345,7 +345,7 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
 
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
-    model = f"**{gpt2.label(v.run.weights)}, layer {v.run.layer + 1}** · " if v.run.pretrained else ""
+    model = f"**{md_escape(gpt2.label(v.run.weights))}, layer {v.run.layer + 1}** · " if v.run.pretrained else ""
     return (f"{model}**{spec.label}** · {plural(v.T, 'token')} · d_in {cfg.d_in}{spec.sizes(cfg)}"
             + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
