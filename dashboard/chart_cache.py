@@ -28,7 +28,7 @@ DRAWN_CACHE_BYTES = 256 * 2**20  # a classroom server keeps at most this much of
 def _nbytes(value: object) -> int:
     if isinstance(value, np.ndarray):
         return value.nbytes
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytes | bytearray | str):  # a str: a PNG as a data URL (the model view's grid)
         return len(value)
     if isinstance(value, list | tuple):
         return sum(_nbytes(v) for v in value)

@@ -77,13 +77,14 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
     lines = [verdict(view.scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
     px = cell_px(n_layers, n_heads)
     view_key = (gpt2.source_key(name), shown)
+    opened = (run.layer, head)  # not ``run`` in the lambdas below: the export keeps them, and a run holds ~200 MB
     url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
         charts.model_grid_png(view.thumbs)).decode())
     with left:
         draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting()),
-                   lambda: charts.model_grid_frame(url, types, lines, (run.layer, head)),
+                   lambda: charts.model_grid_frame(url, types, lines, opened),
                    ("model_grid", n_layers, n_heads, px, presenting(), grow()),
-                   (view_key, "grid", run.layer, head), key=GRID_KEY, selectable=True, selection="head_pick",
+                   (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section), name="model_view",
                    title=f"{gpt2.label(name)}: every head on the sentence")
     with right:
