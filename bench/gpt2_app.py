@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--switch-tokens", type=int, default=64, help="T of the layer / head switches (default 64)")
+    ap.add_argument("--no-switch", action="store_true", help="skip the layer / head switches")
     args = ap.parse_args(argv)
     tmp = None
     folder = args.source
@@ -128,33 +129,39 @@ def measure(args: argparse.Namespace, folder: str) -> None:
             print(f"T={n:>5}: model view {rows[n]['model view']:6.2f} s, floor {rows[n]['floor']:5.2f} s; server RSS "
                   f"{rss_mb(pid):.0f} MB", flush=True)
 
-        n = args.switch_tokens
-        weights = open_tab(browser, app_url, {**WEIGHTS, "sentence": sentence(n, 9)})
-        set_sentence(floor, sentence(n, 9))
-        floor.wait_for_function(IDLE_JS, timeout=60_000, polling=50)
-        layer_box = weights.locator(".st-key-layer input").first
-        switch: dict[str, list[float]] = {"floor": [], "head": [], "layer": []}
-        for r in range(args.reps + 1):
-            dt_floor = timed_change(floor, lambda r=r: set_sentence(floor, sentence(n, 10 + r)), widget=SENTENCE_WIDGET)
-            head = weights.get_by_role("button", name=f"head {(r % 11) + 2}", exact=True)
-            dt_head = timed_change(weights, head.click, widget=".st-key-head")
-
-            def next_layer(r=r) -> None:
-                layer_box.fill(str((r % 11) + 2))
-                layer_box.press("Enter")
-
-            dt_layer = timed_change(weights, next_layer, widget=".st-key-layer")
-            if r:
-                switch["floor"].append(dt_floor)
-                switch["head"].append(dt_head)
-                switch["layer"].append(dt_layer)
-        med = {k: statistics.median(v) for k, v in switch.items()}
-        print(f"\nswitch on the Weights section at T={n} (median of {args.reps}; floor = its T={n} sentence change, "
-              f"same run): head {med['head']:.2f} s ({med['head'] / med['floor']:.2f}x), layer {med['layer']:.2f} s "
-              f"({med['layer'] / med['floor']:.2f}x), floor {med['floor']:.2f} s")
+        if not args.no_switch:
+            switches(browser, app_url, floor, args)
         print(f"server RSS at the end: {rss_mb(pid):.0f} MB")
         browser.close()
     print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+def switches(browser, app_url: str, floor, args: argparse.Namespace) -> None:
+    """A head button and the sidebar's layer on the Weights section, each against the floor's sentence change."""
+    n = args.switch_tokens
+    weights = open_tab(browser, app_url, {**WEIGHTS, "sentence": sentence(n, 9)})
+    set_sentence(floor, sentence(n, 9))
+    floor.wait_for_function(IDLE_JS, timeout=60_000, polling=50)
+    layer_box = weights.locator(".st-key-layer input").first
+    switch: dict[str, list[float]] = {"floor": [], "head": [], "layer": []}
+    for r in range(args.reps + 1):
+        dt_floor = timed_change(floor, lambda r=r: set_sentence(floor, sentence(n, 10 + r)), widget=SENTENCE_WIDGET)
+        head = weights.locator(".st-key-head").get_by_text(f"head {(r % 11) + 2}", exact=True)
+        dt_head = timed_change(weights, head.click, widget=".st-key-head")
+
+        def next_layer(r=r) -> None:
+            layer_box.fill(str((r % 11) + 2))
+            layer_box.press("Enter")
+
+        dt_layer = timed_change(weights, next_layer, widget=".st-key-layer")
+        if r:
+            switch["floor"].append(dt_floor)
+            switch["head"].append(dt_head)
+            switch["layer"].append(dt_layer)
+    med = {k: statistics.median(v) for k, v in switch.items()}
+    print(f"\nswitch on the Weights section at T={n} (median of {args.reps}; floor = its T={n} sentence change, "
+          f"same run): head {med['head']:.2f} s ({med['head'] / med['floor']:.2f}x), layer {med['layer']:.2f} s "
+          f"({med['layer'] / med['floor']:.2f}x), floor {med['floor']:.2f} s")
 
 
 if __name__ == "__main__":

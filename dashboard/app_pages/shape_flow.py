@@ -15,9 +15,10 @@ from attn_core.lab import batched_vs_loop, reshape_demo, wrapper_as_multihead
 from attn_core.steps import kind_scale
 from attn_core.trace import function_at
 from attn_core.views import previous_form
-from dashboard import charts
+from dashboard import charts, gpt2
 from dashboard.controls import settings
 from dashboard.gpt2 import INPUT_NAME
+from dashboard.links import md_escape
 from dashboard.matrices import show_matrix, tensor_slice
 from dashboard.present import presenting
 from dashboard.runs import load_run
@@ -121,7 +122,10 @@ def render() -> None:
     if not presenting():  # the top navigation names the page: at 720 px every line above the chart counts
         st.title("Shape flow: multi-head attention step by step")
     cfg = flow_config(s.cfg)
-    if cfg is not s.cfg:
+    if s.pretrained:
+        st.caption(f"{md_escape(gpt2.label(s.weights))}, layer {s.layer + 1}: its own MultiHeadAttention and weights, "
+                   "on that layer's input for your sentence (change the layer in the sidebar).")
+    elif cfg is not s.cfg:
         st.caption(f"This page steps through a multi-head variant: `{cfg.variant}`, with the sidebar's sizes and "
                    "settings.")
     run = load_run(s, cfg)
