@@ -16,7 +16,8 @@ greedy generation. Additions, off the book's path by default:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -59,6 +60,63 @@ def layer_trace(trace: Trace, layer: int) -> Trace:
     """The steps of one layer's attention as a trace of their own (names without the prefix),
     so ``views.head_matrix`` / ``all_heads`` / ``cell_story`` read it like a single module's."""
     return trace.scoped(layer_scope(layer))
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input and the last logits."""
+
+    inputs: list[torch.Tensor]  # per layer (1, T, emb_dim): the residual stream after that block's norm1
+    last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
+
+
+def walk_layers(model: GPTModel, idx: torch.Tensor,
+                on_layer: Callable[[int, torch.Tensor], None] | None = None,
+                progress: Callable[[int], None] | None = None) -> Walk:
+    """``model``'s forward on token ids (1, T), block by block, keeping what a page needs to show any layer later:
+    every layer's attention input (``T x emb_dim`` each) and the last position's logits only.
+
+    ``on_layer(i, weights)``: each layer's attention runs the book's explicit path with a trace of its own, and
+    its weights (num_heads, T, T) are handed over; the trace is dropped before the next layer, so at most one
+    layer's trace is held (~214 MB for GPT-2 small at T = 1,024; all twelve would be ~2.6 GB). ``progress(i)``
+    after each block. Reads the model only (no mode change, no gradients)."""
+    if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
+        raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
+    model.check_ids(idx)
+    inputs = []
+    with torch.no_grad():
+        x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(torch.arange(idx.shape[1])))
+        for i, block in enumerate(model.trf_blocks):
+            if on_layer is None:
+                inputs.append(block.norm1(x))
+                x = block(x)
+            else:
+                trace = Trace(copy=False)
+                x = block(x, trace)
+                inputs.append(trace["input"].tensor)
+                on_layer(i, trace.of_kind("weights")[-1].tensor[0])
+                del trace
+            if progress is not None:
+                progress(i)
+        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
+    return Walk(inputs, last)
+
+
+def attention_like(att: MultiHeadAttention, *, mask_method: str = "neg_inf", dropout: float = 0.0,
+                   train: bool = False) -> MultiHeadAttention:
+    """A ``MultiHeadAttention`` that shares ``att``'s weights and mask (no copy) with another masking method or
+    dropout: a shared read-only model's layer, run as the chapter's knobs say without touching the model's own
+    modules (their mode stays as it is)."""
+    with torch.device("meta"):  # no weights drawn only to be replaced
+        new = MultiHeadAttention(att.d_in, att.d_out, att.context_length, dropout, att.num_heads,
+                                 qkv_bias=att.W_query.bias is not None, mask_method=mask_method, causal=att.causal,
+                                 efficient=att.efficient, window=att.window)
+    for name in ("W_query", "W_key", "W_value", "out_proj"):
+        mine, theirs = getattr(new, name), getattr(att, name)
+        mine.weight = theirs.weight
+        mine.bias = theirs.bias
+    new.mask = att.mask
+    return new.train(train)
 
 
 class LayerNorm(nn.Module):
@@ -162,18 +220,12 @@ class GPTModel(nn.Module):
         steps of every layer (or of the layers in ``trace_layers``) are recorded under ``trf_blocks[i].att``. With a
         KV ``cache``, the tokens come after the cached ones: their positions continue from ``cache.length``, and the
         cache grows."""
-        if in_idx.ndim != 2:
-            raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(in_idx.shape)}")
-        batch_size, seq_len = in_idx.shape
         start = 0 if cache is None else cache.length
         if cache is not None and len(cache.layers) != len(self.trf_blocks):
             raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
                              "make it with KVCache(model.cfg['n_layers'])")
-        if start + seq_len > self.cfg["context_length"]:
-            raise ValueError(f"{start + seq_len} tokens do not fit in context_length = {self.cfg['context_length']}: "
-                             f"the model has {self.cfg['context_length']} positions; shorten the text")
-        if seq_len and (int(in_idx.min()) < 0 or int(in_idx.max()) >= self.cfg["vocab_size"]):
-            raise ValueError(f"token ids must lie in 0..{self.cfg['vocab_size'] - 1} (the model's vocabulary)")
+        self.check_ids(in_idx, start)
+        batch_size, seq_len = in_idx.shape
         traced = self.traced_layers(trace, trace_layers)
         tok_embeds = self.tok_emb(in_idx)
         pos_embeds = self.pos_emb(torch.arange(start, start + seq_len, device=in_idx.device))
@@ -189,6 +241,17 @@ class GPTModel(nn.Module):
         x = self.final_norm(x)
         logits = self.out_head(x)
         return logits
+
+    def check_ids(self, in_idx: torch.Tensor, start: int = 0) -> None:
+        """A ``ValueError`` saying what is wrong with token ids (batch, num_tokens) placed after ``start`` others."""
+        if in_idx.ndim != 2:
+            raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(in_idx.shape)}")
+        seq_len = in_idx.shape[1]
+        if start + seq_len > self.cfg["context_length"]:
+            raise ValueError(f"{start + seq_len} tokens do not fit in context_length = {self.cfg['context_length']}: "
+                             f"the model has {self.cfg['context_length']} positions; shorten the text")
+        if seq_len and (int(in_idx.min()) < 0 or int(in_idx.max()) >= self.cfg["vocab_size"]):
+            raise ValueError(f"token ids must lie in 0..{self.cfg['vocab_size'] - 1} (the model's vocabulary)")
 
     def traced_layers(self, trace: Trace | None, trace_layers: Collection[int] | None) -> frozenset[int]:
         """The layer indices to record: none without a trace, all by default, else ``trace_layers``

@@ -13,6 +13,8 @@ answer within 2 x (one session's time x 20 / cores).
     python -m bench.classroom                      # 100 / 20 / 50, then 20 concurrent sessions
     python -m bench.classroom --texts 10 --gpt2 3 --pastes 5 --concurrent 5    # a quick look
     python -m bench.classroom --server-side        # 20 sessions at once over the websocket, no browser
+    python -m bench.classroom --texts 20 --gpt2 20 --pastes 0 --concurrent 0 --pretrained ~/gpt2-weights
+                                                   # half the sessions with GPT-2 small's weights
 """
 
 from __future__ import annotations
@@ -128,10 +130,11 @@ def memory(browser, base: str, pid: int, args) -> None:
         if (i + 1) % 20 == 0 or i + 1 == args.texts:
             row(f"after {i + 1} distinct ~{args.tokens}-token texts (default)")
     for i in range(args.gpt2):
-        open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **GPT2}))
+        query = GPT2 if not args.pretrained else {"model": "gpt2", **({"section": "Model view"} if i % 2 else {})}
+        open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **query}))
         peak = max(peak, rss_mb(pid))
         if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
-            row(f"after {i + 1} distinct texts at GPT-2 size")
+            row(f"after {i + 1} distinct texts " + ("with GPT-2 weights" if args.pretrained else "at GPT-2 size"))
     mb = "x" * 2**20
     for i in range(args.pastes):
         paste_session(browser, base, mb[:-8] + f"{i:08d}")
@@ -264,6 +267,8 @@ def main() -> None:
     ap.add_argument("--concurrent", type=int, default=20)
     ap.add_argument("--keep-open", type=int, default=30, help="tabs kept open at once (a class of 30)")
     ap.add_argument("--server-side", action="store_true", help="only the server-side concurrency check")
+    ap.add_argument("--pretrained", metavar="DIR", help="a folder holding gpt2/ (ATTENTION_LAB_GPT2_DIR): the --gpt2 "
+                    "sessions then pick GPT-2's weights (every other one on the model view), not its size")
     args = ap.parse_args()
     if args.server_side:
         concurrent_server_side(args.concurrent)
@@ -274,7 +279,8 @@ def main() -> None:
 
     from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 
-    with streamlit_server() as base, sync_playwright() as p:
+    env = dict(os.environ, ATTENTION_LAB_GPT2_DIR=args.pretrained) if args.pretrained else None
+    with streamlit_server(env=env) as base, sync_playwright() as p:
         pid = server_pid(urlsplit(base).port)
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:

@@ -73,25 +73,50 @@ class ByteLRU(Generic[V]):
             _sweeper(self)
 
     def get(self, key: Hashable, build: Callable[[], V]) -> V:
-        with self._lock:
-            if key in self._entries:
-                value, size, _ = self._entries.pop(key)
-                self._entries[key] = (value, size, self.clock())
-                return value
+        found, value = self._hit(key)
+        if found:
+            return value
         value = build()
         size = self.sizeof(value)
         with self._lock:
             self._entries.pop(key, None)
             self._entries[key] = (value, size, self.clock())
-            total = self.nbytes
-            evicted = False
-            while total > self.max_bytes and len(self._entries) > 1:
-                _, (_, n, _) = self._entries.popitem(last=False)
-                total -= n
-                evicted = True
+            evicted = self._evict()
         if evicted:
             release_memory()
         return value
+
+    def _evict(self) -> bool:
+        """Let the least recently used entries go until the rest fit ``max_bytes`` (one always stays); the lock is
+        held. Whether any went."""
+        total = self.nbytes
+        evicted = False
+        while total > self.max_bytes and len(self._entries) > 1:
+            _, (_, n, _) = self._entries.popitem(last=False)
+            total -= n
+            evicted = True
+        return evicted
+
+    def resize(self, max_bytes: int) -> None:
+        """A new bound, the least recently used entries let go at once down to it (one entry always stays)."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            evicted = self._evict()
+        if evicted:
+            release_memory(force=True)
+
+    def peek(self, key: Hashable) -> V | None:
+        """The value remembered under ``key`` (marked as used), or None; never builds."""
+        return self._hit(key)[1]
+
+    def _hit(self, key: Hashable) -> tuple[bool, V | None]:
+        """(whether ``key`` is remembered, its value), marking it as used."""
+        with self._lock:
+            if key not in self._entries:
+                return False, None
+            value, size, _ = self._entries.pop(key)
+            self._entries[key] = (value, size, self.clock())
+            return True, value
 
     def sweep(self) -> int:
         """Drop the entries unused for ``idle_s`` seconds; return how many went."""

@@ -28,7 +28,7 @@ DRAWN_CACHE_BYTES = 256 * 2**20  # a classroom server keeps at most this much of
 def _nbytes(value: object) -> int:
     if isinstance(value, np.ndarray):
         return value.nbytes
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytes | bytearray | str):  # a str: a PNG as a data URL (the model view's grid)
         return len(value)
     if isinstance(value, list | tuple):
         return sum(_nbytes(v) for v in value)
@@ -78,11 +78,13 @@ def _arrow_bytes(df) -> bytes:
 
 
 def vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None,
-          structure: Hashable | None, data_key: Hashable | None, key: str, selectable: bool):
-    """Draw a chart from a cached spec template (see :func:`draw_chart`); nothing is registered."""
+          structure: Hashable | None, data_key: Hashable | None, key: str, selectable: bool,
+          selection: str = "cell", on_select: Callable[[], None] | None = None):
+    """Draw a chart from a cached spec template (see :func:`draw_chart`); nothing is registered. ``selectable``: its
+    ``selection`` parameter's clicks rerun the page, after ``on_select`` when given."""
     kw = dict(width="content", key=key)
     if selectable:
-        kw.update(on_select="rerun", selection_mode=["cell"])
+        kw.update(on_select=on_select or "rerun", selection_mode=[selection])
     if structure is None:  # a one-off chart: its own data, nothing remembered
         return container.vega_lite_chart(spec=styled(_to_spec(build())), **kw)
     template = memo(("spec", structure), lambda: _to_spec(build()))

@@ -740,3 +740,66 @@ def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", lo
     # "pad": Streamlit's default "fit" squeezed the legend below into the height: the plot was ~30 px tall
     ).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
     return chart.properties(title=title) if title else chart
+
+
+# The model view (dashboard/model_view.py): every head of a pretrained model as a thumbnail in one grid.
+HEAD_TYPE_COLORS = {"previous-token": "#e15759", "first-token (sink)": "#4e79a7", "induction": "#f28e2b",
+                    "local": "#59a14f", "broad": "#b07aa1", "mixed": "#9d9d9d"}
+GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
+GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
+
+
+def model_grid_png(thumbs: np.ndarray, tile_px: int = GRID_TILE_PX, margin: float = GRID_MARGIN) -> bytes:
+    """One PNG of (layers, heads, S, S) weights: row = layer, column = head, each thumbnail colour-mapped on the
+    fixed 0-1 scale and scaled (nearest) into its cell, the margins transparent."""
+    n_layers, n_heads = thumbs.shape[:2]
+    pad = round(tile_px * margin)
+    inner = tile_px - 2 * pad
+    canvas = Image.new("RGBA", (n_heads * tile_px, n_layers * tile_px), (0, 0, 0, 0))
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            tile = Image.fromarray(raster_rgb(thumbs[layer, head], "weights")).resize((inner, inner), Image.NEAREST)
+            canvas.paste(tile, (head * tile_px + pad, layer * tile_px + pad))
+    buf = io.BytesIO()
+    canvas.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def model_grid_frame(image_url: str, types: np.ndarray, verdicts: Sequence[str], open_head: tuple[int, int] | None,
+                     margin: float = GRID_MARGIN) -> pd.DataFrame:
+    """The grid's data: one row per head (1-based layer and head, its frame's corners in cell units, its type and
+    verdict, a wider frame for the open head), the first row also carrying the image."""
+    n_layers, n_heads = types.shape
+    layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    opened = np.zeros(layer.shape, bool) if open_head is None else (layer == open_head[0]) & (head == open_head[1])
+    return pd.DataFrame({
+        "layer": layer + 1, "head": head + 1, "x0": head + margin, "x1": head + 1 - margin,
+        "y0": layer + margin, "y1": layer + 1 - margin, "type": types.ravel(), "verdict": list(verdicts),
+        "frame": np.where(opened, 5.0, 2.0), "url": [image_url] + [None] * (layer.size - 1)})
+
+
+def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False) -> alt.LayerChart:
+    """Every head as a thumbnail (the image in the frame's first row), framed in its head type's colour; a click
+    picks a head (selection ``head_pick``: its layer and head). Data from :func:`model_grid_frame`."""
+    width, height = n_heads * cell_px, n_layers * cell_px
+    font = 15 if big else 11
+    x = alt.Scale(domain=[0, n_heads], nice=False, zero=False)
+    y = alt.Scale(domain=[0, n_layers], nice=False, zero=False, reverse=True)
+    x_axis = alt.Axis(orient="top", values=[h + 0.5 for h in range(n_heads)], labelExpr="datum.value + 0.5",
+                      title="head", grid=False, ticks=False, domain=False, labelFontSize=font, titleFontSize=font)
+    y_axis = alt.Axis(values=[v + 0.5 for v in range(n_layers)], labelExpr="datum.value + 0.5", title="layer",
+                      grid=False, ticks=False, domain=False, labelFontSize=font, titleFontSize=font)
+    image = alt.Chart().mark_image(width=width, height=height, align="left", baseline="top").encode(
+        x=alt.XValue(0), y=alt.YValue(0), url="url:N").transform_filter("isValid(datum.url)")
+    pick = alt.selection_point(fields=["layer", "head"], name="head_pick", on="click", clear=False)
+    frames = alt.Chart().mark_rect(fill="#ffffff", fillOpacity=0.01, cursor="pointer").encode(
+        x=alt.X("x0:Q", scale=x, axis=x_axis), x2="x1:Q",
+        y=alt.Y("y0:Q", scale=y, axis=y_axis), y2="y1:Q",
+        stroke=alt.Stroke("type:N", scale=alt.Scale(domain=list(HEAD_TYPE_COLORS),
+                                                    range=list(HEAD_TYPE_COLORS.values())),
+                          legend=alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None,
+                                            symbolStrokeWidth=3, labelFontSize=font, columns=3)),
+        strokeWidth=alt.StrokeWidth("frame:Q", scale=None),
+        tooltip=[alt.Tooltip("verdict:N", title="head")]).add_params(pick)
+    return layered(pd.DataFrame(), image, frames).properties(width=width, height=height,
+                                                              autosize=alt.AutoSizeParams(type="pad"))

@@ -7,6 +7,7 @@ count bound is no bound. Pages only read runs (never mutate a Trace or flip a mo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -28,14 +29,22 @@ class Run:
     x: torch.Tensor  # (1, num_tokens, d_in), CPU
     output: torch.Tensor  # (1, num_tokens, output width), CPU
     trace: Trace
+    weights: str = "random"  # the chapter's random weights, or a pretrained model's name (dashboard/gpt2.py)
+    layer: int = 0  # which of that model's layers (0-based)
 
     @property
     def labels(self) -> list[str]:
         return [t.label for t in self.tokens]
 
     @property
+    def pretrained(self) -> bool:
+        return self.weights != "random"
+
+    @property
     def key(self) -> tuple:
         """What this run is a function of: a cache key for anything drawn from it."""
+        if self.pretrained:
+            return (self.text, self.input_mode, self.cfg, self.weights, self.layer)
         return (self.text, self.input_mode, self.cfg)
 
 
@@ -97,6 +106,20 @@ def traced_run(text: str, input_mode: str, cfg: AttentionConfig) -> Run:
         return Run(text, input_mode, cfg, tokens, x, output, trace)
 
     return _RUNS.get((text, input_mode, cfg), build)
+
+
+RUN_CACHE_FLOOR = 128 * 2**20  # what the run cache keeps however much the pretrained models hold
+
+
+def reserve(nbytes: int) -> None:
+    """``nbytes`` are held for the server's life elsewhere (pretrained weights: GPT-2 small's are ~475 MB): the run
+    cache gives them up, so the server's memory stays within what a classroom machine was measured with."""
+    _RUNS.resize(max(RUN_CACHE_FLOOR, RUN_CACHE_BYTES - nbytes))
+
+
+def remember_run(key: tuple, build: Callable[[], Run]) -> Run:
+    """A run built elsewhere (a pretrained model's layer, dashboard/gpt2.py), kept in the same bounded cache."""
+    return _RUNS.get(key, build)
 
 
 def clear_caches() -> None:

@@ -12,6 +12,7 @@ out of it (``URL_TEXT_LIMIT``) instead of making a link that cannot load.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
@@ -27,9 +28,11 @@ from attn_core import (
     available_devices,
     variant,
 )
+from attn_core.pretrained import how_to_get_gpt2
 from attn_core.variants import KNOBS as VARIANT_KNOBS
 
-from .links import link_warning
+from . import gpt2
+from .links import link_warning, md_escape
 
 VARIANT_NAMES = LABELS  # id -> label, from the variant registry (attn_core/variants.py)
 MASK_NAMES = {"neg_inf": "−∞ before softmax", "renormalize": "zero after softmax, renormalize"}
@@ -42,6 +45,7 @@ INPUT_NAMES = {
 MAX_CONTEXT = MAX_POSITIONS
 MAX_DIM = 1024
 DROPOUT_MAX, DROPOUT_STEP = 0.9, 0.05
+MAX_LAYERS = 48  # GPT-2 XL's; a smaller model's own count is checked when its layer is run
 URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (a 200 KB link does not load)
 
 
@@ -132,6 +136,8 @@ class Setting:
 _CONFIG = asdict(AttentionConfig())  # the defaults live once, in AttentionConfig
 SCHEMA: dict[str, Setting] = {s.key: s for s in (
     Setting("sentence", BOOK_SENTENCE, "text"),
+    Setting("model", gpt2.RANDOM, "choice", gpt2.CHOICES),  # the weights: random, or a GPT-2 found here
+    Setting("layer", 1, "int", lo=1, hi=MAX_LAYERS),  # a pretrained model's layer, 1-based as its verdicts say
     Setting("input_mode", "book", "choice", dict(zip(INPUT_MODES, (INPUT_NAMES[m] for m in INPUT_MODES)))),
     Setting("variant", _CONFIG["variant"], "choice", VARIANT_NAMES),
     Setting("mask_method", _CONFIG["mask_method"], "choice", MASK_NAMES),
@@ -153,12 +159,13 @@ DEFAULTS: dict[str, object] = {key: s.default for key, s in SCHEMA.items()}
 URL_KEYS = tuple(SCHEMA)
 
 PRESETS: dict[str, dict[str, object]] = {
-    "Book example": dict(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2,
+    "Book example": dict(model=gpt2.RANDOM, sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2,
                          context_length=1024, seed=123, dropout=0.0, variant="MultiHeadAttention"),
-    "GPT-2 small (ex. 3.3)": dict(input_mode="learned", d_in=768, d_out=768, num_heads=12,
+    "GPT-2 small (ex. 3.3)": dict(model=gpt2.RANDOM, input_mode="learned", d_in=768, d_out=768, num_heads=12,
                                   context_length=1024, dropout=0.0, variant="MultiHeadAttention"),
-    "Original paper (512-d, 8 heads)": dict(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8,
-                                            context_length=1024, dropout=0.1, variant="MultiHeadAttention"),
+    "Original paper (512-d, 8 heads)": dict(model=gpt2.RANDOM, input_mode="sinusoidal", d_in=512, d_out=512,
+                                            num_heads=8, context_length=1024, dropout=0.1,
+                                            variant="MultiHeadAttention"),
 }
 
 
@@ -170,6 +177,12 @@ class Settings:
     input_mode: str  # as chosen (the page falls back from "book" for other sentences, and says so)
     cfg: AttentionConfig
     messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) to show on pages
+    weights: str = gpt2.RANDOM  # "random" or a found GPT-2's name: then cfg has the model's sizes
+    layer: int = 0  # the pretrained model's layer looked at (0-based)
+
+    @property
+    def pretrained(self) -> bool:
+        return self.weights != gpt2.RANDOM
 
 
 def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> object:
@@ -265,6 +278,85 @@ def _number(container, label: str, key: str, **kw):
     return container.number_input(label, int(setting.lo), int(setting.hi), value=setting.default, key=key, **kw)
 
 
+def _finish_link(sb, text: str) -> None:
+    """The widgets exist: from now on they own the settings; put them into the link."""
+    st.session_state["_url_read"] = True
+    if _write_url(_link_values()):  # the same values write_link_early wrote at the start of the run: no change
+        sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
+                   "every setting but opens with the book's sentence.")
+
+
+def _keep_state(*keys: str) -> None:
+    """Keep settings whose widgets this run does not draw (Streamlit forgets an undrawn widget's value): the link
+    still holds them, and they are back when their widgets are."""
+    for key in keys:
+        st.session_state[key] = st.session_state.get(key, DEFAULTS[key])
+
+
+def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig | None]:
+    """The Weights choice (random, or each GPT-2 size found here), and with a GPT-2 its config (sizes fixed by
+    the model). Without GPT-2 on this machine the choice is greyed and says how to get it, as plain text."""
+    choices = gpt2.CHOICES
+    if st.session_state.get("model", gpt2.RANDOM) not in choices:  # a folder taken away while the server ran
+        st.session_state["model"] = gpt2.RANDOM
+    absent = len(choices) == 1
+    name = _select(sb, "Weights", "model", disabled=absent,
+                   help="The chapter's random weights, or a pretrained GPT-2's: its real heads on your sentence.")
+    if absent:
+        sb.caption("GPT-2 small: not on this machine.")
+        sb.text(how_to_get_gpt2())
+    if name == gpt2.RANDOM:
+        return gpt2.RANDOM, None
+    with sb, st.spinner(f"Loading {md_escape(gpt2.label(name))} (once per server)…"):
+        try:
+            gpt2.model(name)
+        except ValueError as e:
+            shown = md_escape(gpt2.label(name))
+            messages.append(("error", f"{shown} cannot be used: {md_escape(str(e))} Showing random weights."))
+            return gpt2.RANDOM, None
+    return name, gpt2.model_config(name, AttentionConfig())
+
+
+FIXED_BY_MODEL = ("input_mode", "variant", "d_in", "d_out", "num_heads", "context_length", "num_kv_groups", "window",
+                  "latent_dim", "causal", "qkv_bias")
+
+
+def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
+                        messages: list[tuple[str, str]]) -> Settings:
+    """The sidebar with a pretrained model: which layer, the model's sizes shown fixed, and the chapter's knobs that
+    still apply (masking method, dropout, training, seed)."""
+    _keep_state(*FIXED_BY_MODEL, "device")
+    n_layers = gpt2.model(weights).cfg["n_layers"]
+    if st.session_state.get("layer", 1) > n_layers:
+        shown = md_escape(gpt2.label(weights))
+        messages.append(("warning", f"{shown} has {n_layers} layers: showing layer {n_layers}."))
+        st.session_state["layer"] = n_layers
+    layer = sb.number_input("Layer", 1, n_layers, value=DEFAULTS["layer"], key="layer",
+                            help="The layer whose attention every page shows (its heads: pick one on Explore).")
+    c1, c2 = sb.columns(2)
+    fixed = "Fixed by the model's weights."
+    c1.number_input("d_in", value=model_cfg.d_in, disabled=True, help=fixed)
+    c2.number_input("d_out", value=model_cfg.d_out, disabled=True, help=fixed)
+    c3, c4 = sb.columns(2)
+    c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
+    c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
+    sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its input "
+               f"vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
+    mask_method = _select(sb, "Masking method", "mask_method")
+    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=DEFAULTS["dropout"], step=DROPOUT_STEP, key="dropout")
+    t3, t4 = sb.columns(2)
+    train_mode = t3.toggle("training", value=DEFAULTS["train_mode"], key="train_mode",
+                           help="Dropout is only active in training mode.")
+    seed = _number(t4, "seed", "seed")
+    sb.caption("Running on **cpu**, where the shared model is.")
+    _finish_link(sb, text)
+    cfg = dataclasses.replace(model_cfg, mask_method=mask_method, dropout=float(dropout), train_mode=bool(train_mode),
+                              seed=int(seed))
+    settings = Settings(text, gpt2.INPUT_NAME, cfg, messages, weights=weights, layer=int(layer) - 1)
+    st.session_state["_settings"] = settings
+    return settings
+
+
 def render_sidebar() -> Settings:
     """Draw the shared controls in the sidebar and return the resulting Settings. A knob the chosen variant does
     not use (its registry entry's ``knobs``) is greyed out."""
@@ -280,6 +372,10 @@ def render_sidebar() -> Settings:
     text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90,
                         max_chars=MAX_TEXT_CHARS,
                         help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}).")
+    weights, model_cfg = _weights(sb, messages)
+    if model_cfg is not None:
+        return _pretrained_sidebar(sb, text or "", weights, model_cfg, messages)
+    _keep_state("layer")
     input_mode = _select(sb, "Input vectors", "input_mode")
     spec = variant(_select(sb, "Variant", "variant", help="The variants of the chapter, in its order."))
     unused = {knob: not spec.uses(knob) for knob in VARIANT_KNOBS}
@@ -318,10 +414,7 @@ def render_sidebar() -> Settings:
                           help="Only devices that exist on this machine are listed.")
     sb.caption(f"Running on **{device}**.")
     text = text or ""
-    st.session_state["_url_read"] = True
-    if _write_url(_link_values()):  # the same values write_link_early wrote at the start of the run: no change
-        sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
-                   "every setting but opens with the book's sentence.")
+    _finish_link(sb, text)
 
     cfg = AttentionConfig(
         variant=spec.id, d_in=3 if book_mode else int(d_in), d_out=int(d_out), num_heads=int(num_heads),

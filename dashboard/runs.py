@@ -7,8 +7,10 @@ import streamlit as st
 from attn_core import BOOK_SENTENCE, MAX_POSITIONS
 from attn_core.embeddings import uses_book_inputs
 
+from . import gpt2
 from .compute import Run, cached_tokens, traced_run
 from .controls import Settings
+from .links import md_escape
 from .text import plural, sentence
 
 
@@ -39,6 +41,8 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False, note: bool = True) -
         st.error(f"Your text is {n} tokens long; Attention Lab shows up to {MAX_POSITIONS} tokens "
                  f"(GPT-2's context length). Shorten the text by about {n - MAX_POSITIONS} tokens.")
         return None
+    if s.pretrained:
+        return _pretrained_run(s, cfg, n)
     mode = s.input_mode
     if mode == "book" and not uses_book_inputs([t.id for t in tokens]):
         if note and not quiet:  # one line, not a box: it shows on every page
@@ -60,6 +64,28 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False, note: bool = True) -
         return None
     try:
         return traced_run(s.text, mode, cfg)
+    except ValueError as e:
+        st.error(sentence(e))
+        return None
+
+
+def _pretrained_run(s: Settings, cfg, n: int) -> Run | None:
+    """The chosen layer of the pretrained model on the sentence (a progress bar while the model reads it)."""
+    name = md_escape(gpt2.label(s.weights))
+    try:
+        cfg = gpt2.model_config(s.weights, cfg)
+        if n > cfg.context_length:
+            st.error(f"Your text is {n} tokens long; {name} has {cfg.context_length} positions. Shorten the text by "
+                     f"about {n - cfg.context_length} tokens.")
+            return None
+        bar = st.empty()
+
+        def progress(fraction: float, words: str) -> None:
+            bar.progress(fraction, text=f"{name} reads your sentence: {words}")
+
+        run = gpt2.layer_run(s.text, s.weights, s.layer, cfg, progress)
+        bar.empty()
+        return run
     except ValueError as e:
         st.error(sentence(e))
         return None

@@ -242,7 +242,8 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
 def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None = None,
                structure: Hashable | None = None, data_key: Hashable | None = None, *, key: str,
                selectable: bool = False, name: str | None = None, title: str = "",
-               table: Callable[[], object] | None = None):
+               table: Callable[[], object] | None = None, selection: str = "cell",
+               on_select: Callable[[], None] | None = None):
     """Draw a chart from a cached spec template; return its selection event (or a DeltaGenerator).
 
     No chart spec depends on the data's values (see charts.color_scale), so the spec built once
@@ -254,7 +255,7 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
     its own title, else the name in words); its CSV is ``table()`` (a DataFrame), else ``frame()``, else
     the chart's own data.
     """
-    event = vega(container, build, frame, structure, data_key, key, selectable)
+    event = vega(container, build, frame, structure, data_key, key, selectable, selection, on_select)
     source = table or frame
 
     def csv() -> bytes:

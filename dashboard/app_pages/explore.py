@@ -15,13 +15,14 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.views import CellStory, all_heads, cell_story, head_matrix, kv_head, num_heads
-from dashboard import charts
+from dashboard import charts, gpt2
 from dashboard.chart_cache import memo
 from dashboard.compute import Run
 from dashboard.controls import MASK_NAMES, Settings, settings
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.matrices import show_matrix, show_panels
+from dashboard.model_view import show_model_view
 from dashboard.present import dark, ink, presenting
 from dashboard.runs import load_run
 from dashboard.sizes import cap, cell_area, column_px, fit, grow, room
@@ -35,6 +36,7 @@ BYTE_PIECES = ("GPT-2 has no token for some characters (emoji, many Chinese or J
                "UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: ⟨80⟩=😀.")
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 WEIGHTS = "Weights"  # the section a new visitor sees: the heart of the chapter
+MODEL_VIEW = "Model view"  # with pretrained weights: every layer x head, and the next token
 
 
 @dataclasses.dataclass
@@ -90,7 +92,9 @@ def tokens_section(v: View) -> None:
         left.caption(BYTE_PIECES)
     x = v.mat("input", 0)
     dims = [f"dim {i + 1}" for i in range(x.shape[1])]
-    show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=f"Input x ({v.run.input_mode} inputs)",
+    title = (f"Input x: layer {v.run.layer + 1}'s input, the {v.run.input_mode}" if v.run.pretrained
+             else f"Input x ({v.run.input_mode} inputs)")
+    show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=title,
                 x_title="dimension", y_title="token", max_px=fit(cap(360), v.labels, [2, 3], 1),
                 cache_key=(v.run.key, "input"))
 
@@ -152,7 +156,7 @@ def uniform_note(v: View) -> None:
     row_max = memo((v.run.key, "row_max"), lambda: np.stack([np.nanmax(head_matrix(v.run.trace, "weights", h), axis=-1)
                                                              for h in range(v.H)]))
     typical = float(np.median(row_max))
-    if typical < NEAR_UNIFORM and v.wscale != "relative":
+    if typical < NEAR_UNIFORM and v.wscale != "relative" and not v.run.pretrained:
         st.info(f"**Why the weights look alike:** random (untrained) weights spread each query's attention almost "
                 f"evenly, about 1/{v.T} = {1 / v.T:.4f} per key in the last row (a typical row's largest weight is "
                 f"{typical:.3f}). Turn on **per-row relative colours** to see which keys each row still prefers.")
@@ -340,10 +344,15 @@ def trained_section(v: View) -> None:
     show_trained_weights(v.run.tokens, v.labels)
 
 
+def model_section(v: View) -> None:
+    show_model_view(v.run, v.head, "section", WEIGHTS)
+
+
 def sections(v: View) -> dict[str, Callable[[View], None]]:
     """The page's sections in the chapter's order, only those this variant has."""
     cfg = v.run.cfg
-    out: dict[str, Callable[[View], None]] = {"Tokens": tokens_section}
+    out: dict[str, Callable[[View], None]] = {MODEL_VIEW: model_section} if v.run.pretrained else {}
+    out["Tokens"] = tokens_section
     if v.mat("queries") is not None:
         out["Q, K, V"] = qkv_section
     out["Scores"] = scores_section
@@ -362,8 +371,9 @@ INPUT_WORDS = {"book": "the book's", "learned": "learned", "sinusoidal": "sinuso
 
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
+    model = f"**{md_escape(gpt2.label(v.run.weights))}, layer {v.run.layer + 1}** · " if v.run.pretrained else ""
     inputs = INPUT_WORDS.get(v.run.input_mode, v.run.input_mode)  # what the run used, whatever the link asked
-    return (f"**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs (d_in {cfg.d_in}){spec.sizes(cfg)}"
+    return (f"{model}**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs (d_in {cfg.d_in}){spec.sizes(cfg)}"
             + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 

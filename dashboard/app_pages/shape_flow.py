@@ -15,8 +15,10 @@ from attn_core.lab import batched_vs_loop, kv_sharing, reshape_demo, wrapper_as_
 from attn_core.steps import kind_scale
 from attn_core.trace import function_at
 from attn_core.views import previous_form
-from dashboard import charts
+from dashboard import charts, gpt2
 from dashboard.controls import settings
+from dashboard.gpt2 import INPUT_NAME
+from dashboard.links import md_escape
 from dashboard.matrices import show_matrix, tensor_slice
 from dashboard.present import presenting
 from dashboard.runs import load_run
@@ -37,6 +39,7 @@ X_CODE = {
     "learned": "x = token_embeddings + pos_embeddings",
     "sinusoidal": "x = token_embeddings + sinusoidal_pos_embeddings",
     "onehot": "x = one_hot(token_ids)  # one column per distinct token",
+    INPUT_NAME: "x = self.norm1(x)  # a pretrained GPT-2 block: its input, the residual stream, layer-normed",
 }
 
 def show_numbers(container, m: torch.Tensor) -> None:
@@ -140,7 +143,10 @@ def render() -> None:
     if not presenting():  # the top navigation names the page: at 720 px every line above the chart counts
         st.title("Shape flow: multi-head attention step by step")
     cfg = flow_config(s.cfg)
-    if cfg is not s.cfg:
+    if s.pretrained:
+        st.caption(f"{md_escape(gpt2.label(s.weights))}, layer {s.layer + 1}: its own MultiHeadAttention and weights, "
+                   "on that layer's input for your sentence (change the layer in the sidebar).")
+    elif cfg is not s.cfg:
         st.caption(f"This page steps through a multi-head variant: `{cfg.variant}`, with the sidebar's sizes and "
                    "settings.")
     run = load_run(s, cfg)

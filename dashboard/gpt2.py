@@ -1,0 +1,266 @@
+"""Pretrained GPT-2 in the app: which sizes this machine has, the shared model, and the runs pages draw from it.
+
+The model is loaded once per server process (``attn_core.pretrained.load_gpt2_shared``) and only read. What a
+sentence needs is computed once and kept in bounded caches shared by every session:
+
+- a *walk* (``attn_core.gpt.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
+  T = 1,024) and the last logits; a layer switch then costs one attention layer, not a forward pass;
+- the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
+  Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
+- a layer's traced run (a :class:`~dashboard.compute.Run`, kept with the random-weights runs): the chosen
+  layer's ``MultiHeadAttention`` with the model's weights on that layer's real input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attn_core import AttentionConfig, Token, run_attention
+from attn_core.gpt import GPTModel, Walk, attention_like, walk_layers
+from attn_core.pretrained import GPT2_SIZES, WEIGHTS_FILE, file_stamp, find_gpt2, load_gpt2_shared
+from attn_core.scores import head_scores
+
+from .cache import ByteLRU
+from .charts import pool
+from .compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
+
+RANDOM = "random"  # the chapter's random weights: the Weights setting's default
+SIZE_LABELS = {"gpt2": "GPT-2 small", "gpt2-medium": "GPT-2 medium", "gpt2-large": "GPT-2 large",
+               "gpt2-xl": "GPT-2 XL"}
+INPUT_NAME = "layer-normed residual stream"  # what a GPT-2 layer's attention reads (Run.input_mode)
+FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
+THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
+TOP_K = 10  # next-token probabilities shown
+WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024 (38 MB each), hundreds of short ones
+VIEW_CACHE_BYTES = 64 * 2**20  # a model view is ~2.4 MB of thumbnails
+
+
+def label(name: str) -> str:
+    """How the sidebar names a weights choice."""
+    if name == RANDOM:
+        return "Random (the chapter's)"
+    return SIZE_LABELS.get(name, f"GPT-2-shaped: {name}")
+
+
+_FOUND: list = [0.0, []]  # (when looked, [(name, path)]): looking in the Hugging Face cache stats ~16 files
+
+
+def found() -> list[tuple[str, Path]]:
+    """The GPT-2 folders on this machine (``find_gpt2``), looked for at most every FIND_EVERY_S seconds, in the
+    released sizes' order, then any other GPT-2-shaped folder."""
+    now = time.monotonic()
+    if now - _FOUND[0] > FIND_EVERY_S:
+        order = {name: i for i, name in enumerate(GPT2_SIZES)}
+        _FOUND[:] = [now, sorted(find_gpt2(), key=lambda f: order.get(f[0], len(order)))]
+    return _FOUND[1]
+
+
+def forget_found() -> None:
+    """Look again at the next call (tests change ``$ATTENTION_LAB_GPT2_DIR``)."""
+    _FOUND[:] = [0.0, []]
+
+
+class Choices(Mapping):
+    """The Weights setting's values, id -> label: random, then the GPT-2 folders found now (a live mapping, so a
+    folder copied in while the server runs appears)."""
+
+    def _ids(self) -> list[str]:
+        return [RANDOM, *(name for name, _ in found())]
+
+    def __getitem__(self, key: str) -> str:
+        if key not in self._ids():
+            raise KeyError(key)
+        return label(key)
+
+    def __iter__(self):
+        return iter(self._ids())
+
+    def __len__(self) -> int:
+        return len(self._ids())
+
+
+CHOICES = Choices()
+
+
+def path_of(name: str) -> Path:
+    """The folder of a found weights choice (``ValueError`` once it is gone)."""
+    for found_name, path in found():
+        if found_name == name:
+            return path
+    raise ValueError(f"the GPT-2 weights “{name}” are no longer on this machine: pick other weights in the sidebar")
+
+
+_HELD: dict[str, int] = {}  # the weights file of each model loaded by this process -> its parameters' bytes
+
+
+def model(name: str) -> GPTModel:
+    """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files).
+    What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
+    path = path_of(name)
+    gpt = load_gpt2_shared(path)
+    if str(path) not in _HELD:
+        _HELD[str(path)] = sum(p.numel() * p.element_size() for p in gpt.parameters())
+        reserve(sum(_HELD.values()))
+    return gpt
+
+
+def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
+    """``cfg`` with the model's own sizes: its attention is MultiHeadAttention, emb_dim wide, with q/k/v biases,
+    causal, on the CPU where the shared model lives. The chapter's other knobs (masking method, dropout, training,
+    seed) stay the user's."""
+    c = model(name).cfg
+    return dataclasses.replace(cfg, variant="MultiHeadAttention", d_in=c["emb_dim"], d_out=c["emb_dim"],
+                               num_heads=c["n_heads"], context_length=c["context_length"], qkv_bias=True,
+                               causal=True, window=0, device="cpu")
+
+
+def source_key(name: str) -> tuple:
+    """What a model's results depend on: the folder and its weights file as it is now (a replaced file is new)."""
+    path = path_of(name)
+    return (name, str(path), file_stamp(path / WEIGHTS_FILE))
+
+
+def _walk_nbytes(walk: Walk) -> int:
+    return sum(t.untyped_storage().nbytes() for t in walk.inputs) + walk.last_logits.nbytes + 4096
+
+
+_WALKS: ByteLRU[Walk] = ByteLRU(WALK_CACHE_BYTES, _walk_nbytes, idle_s=CACHE_IDLE_S)
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """Every head of a model on one token sequence: what the model view draws."""
+
+    ids: tuple[int, ...]
+    thumbs: np.ndarray  # (layers, heads, S, S) weights, max-pooled to S <= THUMB cells a side
+    pooled: int  # the block side of the pooling (1: not pooled)
+    scores: dict[str, np.ndarray]  # attn_core.scores.head_scores: name -> (layers, heads)
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+
+def _view_nbytes(view: ModelView) -> int:
+    return view.thumbs.nbytes + sum(s.nbytes for s in view.scores.values()) + 8 * len(view.ids) + 4096
+
+
+_VIEWS: ByteLRU[ModelView] = ByteLRU(VIEW_CACHE_BYTES, _view_nbytes, idle_s=CACHE_IDLE_S)
+
+Progress = Callable[[float, str], None] | None
+
+
+def _ids_tensor(ids: tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor([list(ids)])
+
+
+def walk(name: str, ids: tuple[int, ...], progress: Progress = None) -> Walk:
+    """Every layer's attention input and the last logits of ``ids`` (cached). A new sequence is read in one pass
+    that also builds its model view (:func:`model_view`): at T = 1,024 a second pass for the view cost ~4 s more.
+    ``progress(fraction, words)`` during that pass."""
+    held = _WALKS.peek((source_key(name), ids))
+    return held if held is not None else _read(name, ids, progress)[0]
+
+
+def model_view(name: str, ids: tuple[int, ...], progress: Progress = None) -> ModelView:
+    """Every head's pooled weights and scores on ``ids`` (cached). With only the walk of ``ids`` kept (its view let
+    go), each layer's attention runs again on its kept input; else one pass gives both."""
+    key = (source_key(name), ids)
+    held = _VIEWS.peek(key)
+    if held is not None:
+        return held
+    inputs = _WALKS.peek(key)
+    if inputs is None:
+        return _read(name, ids, progress)[1]
+    gpt = model(name)
+    collect = _Collect(ids, gpt.cfg["n_layers"], progress)
+    with torch.no_grad():
+        for i, x in enumerate(inputs.inputs):
+            collect(i, _layer_weights(gpt, i, x))
+    return _VIEWS.get(key, collect.view)
+
+
+class _Collect:
+    """What the model view keeps of each layer's weights as a pass hands them over: scores and pooled thumbnails
+    (the (heads, T, T) weights themselves are dropped with the layer's trace)."""
+
+    def __init__(self, ids: tuple[int, ...], n_layers: int, progress: Progress) -> None:
+        self.ids, self.n_layers, self.progress = ids, n_layers, progress
+        self.thumbs: list[np.ndarray] = []
+        self.scores: list[dict[str, np.ndarray]] = []
+        self.pooled = 1
+
+    def __call__(self, i: int, weights: torch.Tensor) -> None:
+        w = weights.numpy()  # (heads, T, T)
+        self.scores.append(head_scores(w, self.ids))
+        thumbs = [pool(m, THUMB, "max") for m in w]
+        self.pooled = thumbs[0][1]
+        self.thumbs.append(np.stack([t for t, _ in thumbs]))
+        if self.progress is not None:
+            self.progress((i + 1) / self.n_layers, f"layer {i + 1} of {self.n_layers}")
+
+    def view(self) -> ModelView:
+        scores = {k: np.stack([s[k] for s in self.scores]) for k in self.scores[0]}
+        return ModelView(self.ids, np.stack(self.thumbs), self.pooled, scores)
+
+
+def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
+    """One forward pass over ``ids``: its walk and its model view, both kept."""
+    gpt = model(name)
+    key = (source_key(name), ids)
+    collect = _Collect(ids, gpt.cfg["n_layers"], progress)
+    walked = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=collect))
+    if len(collect.thumbs) < gpt.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
+        return walked, model_view(name, ids, progress)
+    return walked, _VIEWS.get(key, collect.view)
+
+
+def _layer_weights(gpt: GPTModel, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
+    from attn_core import Trace
+
+    trace = Trace(copy=False)
+    gpt.trf_blocks[layer].att(x, trace)
+    return trace.of_kind("weights")[-1].tensor[0]
+
+
+def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP_K) -> list[tuple[int, float]]:
+    """The ``k`` likeliest next token ids after ``ids`` with their probabilities (softmax of the last logits)."""
+    probs = torch.softmax(walk(name, ids).last_logits, dim=-1)
+    top = torch.topk(probs, min(k, probs.numel()))
+    return [(int(i), float(p)) for p, i in zip(top.values, top.indices)]
+
+
+def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
+    """The traced run of ``layer`` of the model on ``text``: its MultiHeadAttention, with the model's weights and
+    ``cfg``'s masking method, dropout and seed, on the layer's real input. ``cfg`` comes from
+    :func:`model_config`."""
+    tokens: list[Token] = cached_tokens(text)
+    ids = tuple(t.id for t in tokens)
+    gpt = model(name)
+    if not 0 <= layer < gpt.cfg["n_layers"]:
+        raise ValueError(f"{label(name)} has layers 1 to {gpt.cfg['n_layers']}; pick one of them")
+
+    def build() -> Run:
+        x = walk(name, ids, progress).inputs[layer]
+        att = attention_like(gpt.trf_blocks[layer].att, mask_method=cfg.mask_method, dropout=cfg.dropout,
+                             train=cfg.train_mode)
+        output, trace = run_attention(cfg, x, att)
+        return Run(text, INPUT_NAME, cfg, tokens, x, output, trace, weights=name, layer=layer)
+
+    return remember_run((text, INPUT_NAME, cfg, source_key(name), layer), build)
+
+
+def clear_caches() -> None:
+    _WALKS.clear()
+    _VIEWS.clear()
+    _HELD.clear()
+    reserve(0)
+    forget_found()

@@ -1,0 +1,116 @@
+"""Explore's "Model view" with pretrained weights: every layer x head as a thumbnail with its head type (a click
+opens that head in every section), and the model's next-token probabilities after the sentence."""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from attn_core.scores import HEAD_TYPES, head_type, verdict
+from attn_core.tokens import gpt2_encoding, readable_piece
+
+from . import charts, gpt2
+from .chart_cache import memo
+from .compute import Run
+from .links import md_escape
+from .present import presenting
+from .sizes import cap, column_px, grow
+from .slides import draw_chart
+
+GRID_KEY = "model_grid"
+GRID_WIDTHS = [2, 1]  # the grid | the toggle and the next-token table
+GRID_ROOM_PX = 520  # the grid's cells at most this tall at 1280x720: with its axis and legend, one screen
+
+
+def repeated(ids: tuple[int, ...], limit: int) -> tuple[int, ...]:
+    """The tokens twice (their first ``limit // 2`` when twice would not fit the model's positions)."""
+    half = ids[:limit // 2]
+    return half + half
+
+
+def _open_head(section_key: str, section: str) -> None:
+    """The model view was clicked: that layer and head, open in every section (the link follows)."""
+    picked = (st.session_state[GRID_KEY].selection or {}).get("head_pick") or []
+    if picked:
+        st.session_state["layer"] = int(picked[0]["layer"])
+        st.session_state["head"] = int(picked[0]["head"]) - 1
+        st.session_state[section_key] = section
+
+
+def cell_px(n_layers: int, n_heads: int) -> int:
+    """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
+    wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
+    tall = cap(GRID_ROOM_PX) // n_layers
+    return max(8, min(wide, tall))
+
+
+def show_model_view(run: Run, head: int, section_key: str, open_section: str) -> None:
+    """The grid of every head (with the sentence repeated when the toggle says) and the next-token table."""
+    name = run.weights
+    ids = tuple(t.id for t in run.tokens)
+    context = run.cfg.context_length
+    left, right = st.columns(GRID_WIDTHS)
+    again = right.toggle("Repeat the sentence", key="repeat_sentence", bind="query-params",
+                         help="The tokens twice, so induction heads show: on the second copy, an induction head looks "
+                              "at the token that followed the same token in the first copy.")
+    shown = repeated(ids, context) if again else ids
+    bar = left.empty()
+    label = md_escape(gpt2.label(name))  # a folder's name, in Markdown
+
+    def progress(fraction: float, words: str) -> None:
+        bar.progress(fraction, text=f"{label}: every head, {words}")
+
+    try:
+        view = gpt2.model_view(name, shown, progress)
+    except ValueError as e:
+        bar.empty()
+        left.error(str(e))
+        return
+    bar.empty()
+    n_layers, n_heads = view.thumbs.shape[:2]
+    types = np.array([[HEAD_TYPES[head_type(view.scores, layer, h, view.T)] for h in range(n_heads)]
+                      for layer in range(n_layers)])
+    lines = [verdict(view.scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
+    px = cell_px(n_layers, n_heads)
+    view_key = (gpt2.source_key(name), shown)
+    opened = (run.layer, head)  # not ``run`` in the lambdas below: the export keeps them, and a run holds ~200 MB
+    url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
+        charts.model_grid_png(view.thumbs)).decode())
+    with left:
+        draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting()),
+                   lambda: charts.model_grid_frame(url, types, lines, opened),
+                   ("model_grid", n_layers, n_heads, px, presenting(), grow()),
+                   (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
+                   on_select=lambda: _open_head(section_key, open_section), name="model_view",
+                   title=f"{gpt2.label(name)}: every head on the sentence")
+    with right:
+        next_token_table(name, ids)
+    counts = Counter(types.ravel().tolist())
+    what = (f"the sentence twice ({view.T} tokens)" if again else f"{view.T} tokens") + (
+        f"; each thumbnail is max-pooled over {view.pooled}×{view.pooled} blocks" if view.pooled > 1 else "")
+    st.caption(f"Every layer × head of {label} on {what}, weights on the fixed 0–1 scale. Frames: "
+               + " · ".join(f"{n} {kind}" for kind, n in counts.most_common())
+               + ". Hover for a head's verdict; click one to open it in every section.")
+
+
+def next_token_table(name: str, ids: tuple[int, ...]) -> None:
+    """The model's top next-token probabilities after the sentence (softmax of the last position's logits)."""
+    top = gpt2.next_tokens(name, ids)
+    encoding = gpt2_encoding()
+
+    def piece(token_id: int) -> str:
+        try:
+            return readable_piece(encoding.decode_single_token_bytes(token_id))
+        except KeyError:  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
+            return f"#{token_id}"
+
+    st.markdown("**Next token**")
+    df = pd.DataFrame({"token": [md_escape(piece(i)) for i, _ in top],
+                       "probability": [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _, p in top]},
+                      index=pd.RangeIndex(1, len(top) + 1))
+    st.table(df)
+    st.caption("softmax of the last logits: what the model expects after your sentence.")
