@@ -87,7 +87,7 @@ def how_to_get_gpt2(name: str = "gpt2", why: str = "GPT-2 weights are not on thi
             f"`python -m attn_core.pretrained download {name} --dir gpt2-weights` (or save `config.json` and "
             f"`model.safetensors` of `{HF_REPOS.get(name, HF_REPOS['gpt2'])}` from huggingface.co into a folder "
             f"`{name}`), copy the folder here and name it in the environment variable `{ENV_VAR}` "
-            f"(or in the app's sidebar).")
+            f"(it then shows in the app's Weights choice).")
 
 
 # --- reading the files --------------------------------------------------------------------------

@@ -338,7 +338,7 @@ def test_find_gpt2_in_a_folder_the_env_var_and_the_hf_cache(models, tmp_path, mo
     assert find_gpt2() == []
     sentence = how_to_get_gpt2("gpt2-medium")
     assert "python -m attn_core.pretrained download gpt2-medium --dir gpt2-weights" in sentence
-    assert ENV_VAR in sentence and "sidebar" in sentence and sentence.count(". ") == 0  # one sentence
+    assert ENV_VAR in sentence and "Weights choice" in sentence and sentence.count(". ") == 0  # one sentence
 
     weights = tmp_path / "weights"
     shutil.copytree(models["vocab50257", True][0], weights / "gpt2")
