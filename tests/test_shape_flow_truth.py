@@ -109,3 +109,10 @@ def test_link_restores_the_step_and_reports_a_bad_one():
     assert at.subheader[0].value == "1. `x`"
     warning = " ".join(messages(at)["warning"])
     assert "flow\\_step" in warning and "99" in warning and "step 1" in warning
+
+
+def test_square_shapes_name_the_query_and_key_axes():
+    """Issue 20 item 9: a (b, heads, T, T) shape read "num_tokens=9, num_tokens=9"."""
+    at = open_page(flow_step="11", **MHA)
+    shape = next(m.value for m in at.markdown if m.value.startswith("**Shape**"))
+    assert "num_tokens=6 (queries), num_tokens=6 (keys)" in shape, shape
