@@ -17,7 +17,7 @@ import torch
 from .gpt import GPT_CONFIG_124M, GPTModel, check_generation, layer_trace, next_token
 from .kv_cache import KVCache, LayerCache
 from .trace import Trace
-from .views import all_heads
+from .views import all_heads, head_matrix
 
 TOP = 10  # next-token candidates shown
 PAGE_NEW_TOKENS = 100  # what one generation on the Generate page may add (a classroom server holds every cache)
@@ -56,7 +56,7 @@ class DecodeStep:
     cache_bytes: int  # the cache's tensors' bytes after the step (keys and values, every layer)
     seconds_cached: float  # the new token alone, through the cache
     seconds_full: float | None  # the whole text again without a cache (None when not compared)
-    full_weights: np.ndarray | None  # (num_heads, num_keys, num_keys): the chosen layer without a cache
+    full_weights: np.ndarray | None  # (num_keys, num_keys): the chosen layer's ``head`` without a cache
 
 
 def fork(cache: KVCache) -> KVCache:
@@ -72,12 +72,12 @@ def prefill(model: GPTModel, ids: list[int], cache: KVCache) -> torch.Tensor:
         return model(torch.tensor([ids]), cache=cache)[:, -1, :]
 
 
-def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0,
+def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0, head: int = 0,
                 temperature: float = 0.0, top_k: int | None = None, generator: torch.Generator | None = None,
                 compare: bool = True) -> tuple[DecodeStep, torch.Tensor]:
     """Choose the next token from ``logits`` (the last position's, (1, vocab)), run it through the model with the
     ``cache`` (which grows by one), and return the step and the new last logits. ``ids`` is the text so far (its
-    length is the cache's); ``compare`` also runs the whole text again without a cache."""
+    length is the cache's); ``compare`` also runs the whole text again without a cache (``head``'s full matrix)."""
     if cache.length != len(ids):
         raise ValueError(f"the cache holds {cache.length} positions but the text has {len(ids)} tokens")
     if len(ids) + 1 > model.cfg["context_length"]:
@@ -105,7 +105,7 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
             seconds_full = time.perf_counter() - start
             traced = Trace(copy=False)
             model(text, trace=traced, trace_layers={layer})
-        full = all_heads(layer_trace(traced, layer), "weights")
+        full = head_matrix(layer_trace(traced, layer), "weights", head).copy()  # one head: kept per session
     step = DecodeStep(
         token_id=token_id, position=len(ids), top_ids=[int(i) for i in top.indices],
         top_probs=[float(p) for p in top.values], row=all_heads(one, "weights")[:, 0, :],

@@ -31,6 +31,9 @@ from dashboard.text import markdown_table, plural, sentence
 STATE = "gen_state"
 DEFAULT_PROMPT = "Every effort moves you"
 MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
+# A prompt's tokens on this page: every session keeps its cache (the 124M shape: 73 kB a token) and one T x T matrix,
+# so a class of 30 on the 124M shape holds ~1 GB at most
+PROMPT_TOKENS = 200
 PLAY_EVERY_S = 0.6
 
 
@@ -111,11 +114,15 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
 def start(name: str, prompt: str, temperature: float, top_k: int | None, seed: int) -> Generation | None:
     """A new generation from the prompt (the prompt runs through the model once, filling the cache)."""
     model = shared_model(name)
-    limit = model.cfg["context_length"] - 1
+    limit = min(model.cfg["context_length"] - 1, PROMPT_TOKENS)
     try:
-        ids = [t.id for t in tokenize(prompt, max_tokens=limit)]
+        ids = [t.id for t in tokenize(prompt)]
     except ValueError as e:
-        st.error(sentence(e).replace("Attention Lab shows", "this model reads"))
+        st.error(sentence(e))
+        return None
+    if len(ids) > limit:
+        st.error(f"Your prompt is {len(ids)} tokens long; this page continues prompts of up to {limit} tokens (every "
+                 f"visitor's KV cache is kept on the server). Shorten it by {len(ids) - limit} tokens.")
         return None
     cache = KVCache(model.cfg["n_layers"])
     logits = prefill(model, ids, cache)
@@ -199,7 +206,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
         st.markdown(f"**Without the cache** the model recomputes every row: layer {layer + 1}, head 1, all "
                     f"{len(gen.ids)} × {len(gen.ids)} weights. Its last row is the new query's row above.")
         # an image: a new T x T chart every step cost the browser more than the whole rest of the step
-        show_matrix(st, step.full_weights[0], labels, labels, key="gen_full", scale="weights", raster=True,
+        show_matrix(st, step.full_weights, labels, labels, key="gen_full", scale="weights", raster=True,
                     max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1")
 
 
