@@ -13,7 +13,7 @@ import streamlit as st
 from attn_core.scores import HEAD_TYPES, head_type, verdict
 from attn_core.tokens import gpt2_encoding, readable_piece
 
-from . import charts, gpt2
+from . import charts, gpt2, screen
 from .chart_cache import memo
 from .compute import Run
 from .links import md_escape
@@ -44,7 +44,10 @@ def _open_head(section_key: str, section: str) -> None:
 def cell_px(n_layers: int, n_heads: int) -> int:
     """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
     wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
-    tall = cap(GRID_ROOM_PX) // n_layers
+    # every layer above the fold: the cells start ~310 px down on the projector, ~420 px with the page's title and
+    # head picker, and the legend takes ~75 px under them
+    top = 310 if presenting() else 420
+    tall = min(cap(GRID_ROOM_PX), round((screen.BASE_HEIGHT - top - 75) * grow())) // n_layers
     return max(8, min(wide, tall))
 
 
@@ -100,6 +103,8 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
 def next_token_table(name: str, ids: tuple[int, ...]) -> None:
     """The model's top next-token probabilities after the sentence (softmax of the last position's logits)."""
     top = gpt2.next_tokens(name, ids)
+    if presenting():  # on the projector: the rows that fit beside the grid, above the fold
+        top = top[:7]
     encoding = gpt2_encoding()
 
     def piece(token_id: int) -> str:
@@ -108,7 +113,7 @@ def next_token_table(name: str, ids: tuple[int, ...]) -> None:
         except KeyError:  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
             return f"#{token_id}"
 
-    st.markdown("**Next token**")
+    st.markdown(f"**Next token** (top {len(top)})")
     df = pd.DataFrame({"token": [md_escape(piece(i)) for i, _ in top],
                        "probability": [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _, p in top]},
                       index=pd.RangeIndex(1, len(top) + 1))
