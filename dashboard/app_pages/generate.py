@@ -184,16 +184,16 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
         st.markdown(f"**The {n} most likely next tokens** (after this one)")
         markdown_table(st, top, formats={"probability": "%.4f"})
     cached, full = step.seconds_cached, step.seconds_full
-    c1, c2, c3 = st.columns(3)
-    c1.metric("This step with the KV cache", f"{cached * 1e3:.1f} ms", help="The new token alone through the model.")
-    if full is not None:
-        c2.metric("The same step without it", f"{full * 1e3:.1f} ms", delta=f"{full / cached:.1f}× slower",
-                  delta_color="off", help="The whole text again: every position's queries, keys and values.")
     total_c = sum(c for c, _ in gen.steps)
     total_f = sum(f for _, f in gen.steps if f is not None)
-    c3.metric(f"All {len(gen.steps)} steps", f"{len(gen.steps) / total_c:.0f} tokens/s",
-              delta=f"{len(gen.steps) / total_f:.0f} tokens/s without the cache" if total_f else None,
-              delta_color="off")
+    # one line, not three st.metric boxes: a step's redraw is what a class waits for
+    timing = f"**Timed here:** this step took **{cached * 1e3:.1f} ms** with the KV cache"
+    if full is not None:
+        timing += f", **{full * 1e3:.1f} ms** without it ({full / cached:.1f}× slower: every position again)"
+    timing += f" · all {plural(len(gen.steps), 'step')}: **{len(gen.steps) / total_c:.0f} tokens/s**"
+    if total_f:
+        timing += f" with the cache, {len(gen.steps) / total_f:.0f} without"
+    st.markdown(timing)
 
     st.markdown("**The KV cache, every layer** (keys and values each have this shape; it grows by one token a step)")
     rows = [{"layer": i + 1, "keys / values shape (b, num_heads, T, head_dim)": str(shape),
