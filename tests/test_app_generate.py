@@ -119,3 +119,14 @@ def test_without_gpt2_the_page_says_how_to_get_it_as_plain_text(monkeypatch, tmp
     at = open_page(PAGE)
     how = [t.value for t in at.text if "For GPT-2's real weights" in t.value]
     assert how and "python -m attn_core.pretrained download" in how[0]
+
+
+def test_a_bad_link_value_on_the_page_is_named():
+    """The page's own link values (its weights, the choice) are checked like the sidebar's, not dropped silently."""
+    from apptest_utils import new_app
+
+    at = new_app(gen_model="bogus", gen_how="x")
+    at.run()
+    at.switch_page(PAGE).run()
+    warnings = " ".join(messages(at)["warning"])
+    assert "gen\\_model" in warnings and "bogus" in warnings and "gen\\_how" in warnings, warnings

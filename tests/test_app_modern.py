@@ -87,3 +87,13 @@ def test_shape_flow_shows_that_expand_makes_no_copy_and_repeat_interleave_does()
     assert "How 8 query heads share 2 K/V heads" in [h.value for h in at.header]
     table = at.dataframe[0].value
     assert list(table["copies the keys"]) == ["yes", "no (a view)", "yes"]
+
+
+def test_a_bad_kv_preset_in_the_link_is_named():
+    from apptest_utils import new_app
+
+    at = new_app(kv_preset="<b>bogus</b>")
+    at.run()
+    at.switch_page("app_pages/kv_cost.py").run()
+    warnings = " ".join(messages(at)["warning"])
+    assert "kv\\_preset" in warnings and "` <b>bogus</b> `" in warnings, warnings  # the value only in a code span

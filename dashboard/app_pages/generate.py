@@ -27,6 +27,7 @@ from dashboard.sizes import cap, fit, room
 from dashboard.slides import page_downloads, slide_settings
 from dashboard.steppers import NEXT_KEY
 from dashboard.text import markdown_table, plural, sentence
+from dashboard.url_state import url_choice
 
 STATE = "gen_state"
 DEFAULT_PROMPT = "Every effort moves you"
@@ -85,10 +86,12 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
     c_prompt, c_model = where.columns([3, 2])
     prompt = c_prompt.text_input("Prompt", DEFAULT_PROMPT, key="gen_prompt", max_chars=2000)
     options = weight_options()
+    url_choice("gen_model", list(options.values()), next(iter(options.values())))  # a bad link value is named
     name = c_model.selectbox("Weights", list(options), format_func=options.get, key="gen_model",
                              bind="query-params", help="The book's GPTModel. Random weights write gibberish: what to "
                                                        "watch is how each step works, not what it writes.")
     c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
+    url_choice("gen_how", ["greedy", "sample"], "greedy")
     how = c1.segmented_control("Choice", ["greedy", "sample"], default="greedy", key="gen_how", required=True,
                                bind="query-params", help="Greedy: always the most likely token (the book's "
                                                          "generate_text_simple). Sample: draw from the "

@@ -20,6 +20,7 @@ from dashboard.present import presenting
 from dashboard.sizes import cap, content_px
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.text import show_table
+from dashboard.url_state import url_choice
 
 OWN = "Your own numbers"
 LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
@@ -104,6 +105,7 @@ def render() -> None:
                    "cache). Grouped-query, multi-query, latent and sliding-window attention keep less. Totals by "
                    "formula for real model sizes; the same formula checked against a model run here.")
     names = list(PRESETS) + [OWN]
+    url_choice("kv_preset", names, names[1])  # a bad link value is named, not dropped silently
     name = st.selectbox("Model", names, index=1, key="kv_preset", bind="query-params")
     preset = own_preset() if name == OWN else PRESETS[name]
     tokens = preset.context
