@@ -303,8 +303,8 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
     name = _select(sb, "Weights", "model", disabled=absent,
                    help="The chapter's random weights, or a pretrained GPT-2's: its real heads on your sentence.")
     if absent:
-        sb.caption("GPT-2 small: not on this machine.")
-        sb.text(how_to_get_gpt2())
+        # folded: the how-to is long, and the sidebar's attention knobs come after it on every page
+        sb.expander("GPT-2 is not on this machine: how to add it").text(how_to_get_gpt2())
     if name == gpt2.RANDOM:
         return gpt2.RANDOM, None
     with sb, st.spinner(f"Loading {md_escape(gpt2.label(name))} (once per server)…"):
