@@ -7,7 +7,9 @@ as the book's ``mask_bool`` is. Query ``i`` sits at position ``offset + i`` and 
 
 - causal: a query sees the keys at its own position and before (``key > query`` is hidden);
 - ``window=W``: it sees only the last ``W`` of those (``key <= query - W`` is hidden too), a band;
-- ``causal=False``: nothing in the future is hidden (a window still applies).
+- ``causal=False``: nothing in the future is hidden (a window still applies);
+- ``sinks=S`` (with a window): the first ``S`` keys stay visible to every later query, the "attention sinks"
+  that StreamingLLM keeps beside the window.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def causal_mask(
     offset: int | None = None,
     window: int | None = None,
     causal: bool = True,
+    sinks: int = 0,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """(num_queries, num_keys) bool mask, True where hidden (see the module docstring)."""
@@ -32,9 +35,14 @@ def causal_mask(
                          f"num_keys={num_keys}, offset={offset}")
     if window is not None and (not isinstance(window, int) or window < 1):
         raise ValueError(f"the window must be a whole number of at least 1 key; got {window!r}")
+    if not isinstance(sinks, int) or sinks < 0:
+        raise ValueError(f"sinks must be a whole number of keys, 0 or more; got {sinks!r}")
     query_pos = torch.arange(offset, offset + num_queries, device=device)[:, None]  # (num_queries, 1)
     key_pos = torch.arange(num_keys, device=device)[None, :]  # (1, num_keys)
     hidden = key_pos > query_pos if causal else torch.zeros(num_queries, num_keys, dtype=torch.bool, device=device)
     if window is not None:
-        hidden = hidden | (key_pos <= query_pos - window)
+        outside = key_pos <= query_pos - window
+        if sinks:
+            outside = outside & (key_pos >= sinks)  # the first `sinks` keys are never outside the window
+        hidden = hidden | outside
     return hidden

@@ -88,6 +88,21 @@ STEPS: dict[str, StepKind] = {
     "context_vec.view": StepKind("context_merged", ".contiguous() copies into row-major order so .view can merge "
                                  "heads back into d_out", {3: ("b", "num_tokens", "d_out")}),
     "out_proj": StepKind("output", "a linear layer mixes the heads' outputs", {3: ("b", "num_tokens", "d_out")}),
+    # One tile of the tiled loop (attn_core/flash.py), recorded under the scope tile[i,j].
+    "S": StepKind("tile_scores", "this tile's scaled scores q . k / sqrt(d_k), hidden cells -inf",
+                  {4: ("b", "num_heads", "block_q", "block_k")}),
+    "m_old": StepKind("tile_max_before", "each row's running max before this tile", {3: ("b", "num_heads", "block_q")}),
+    "l_old": StepKind("tile_sum_before", "each row's running sum of exp before this tile",
+                      {3: ("b", "num_heads", "block_q")}),
+    "alpha": StepKind("tile_alpha", "exp(m_old - m): how much the old sum and accumulator shrink because the max "
+                      "grew (1 when it did not)", {3: ("b", "num_heads", "block_q")}),
+    "P": StepKind("tile_exp", "exp(S - m): this tile's unnormalized weights", {4: ("b", "num_heads", "block_q",
+                                                                                   "block_k")}, "weights"),
+    "m": StepKind("tile_max", "each row's running max after this tile", {3: ("b", "num_heads", "block_q")}),
+    "l": StepKind("tile_sum", "each row's running sum after this tile: alpha * l_old + sum(P)",
+                  {3: ("b", "num_heads", "block_q")}),
+    "acc": StepKind("tile_acc", "the unnormalized output: alpha * acc_old + P @ v_tile",
+                    {4: ("b", "num_heads", "block_q", "head_dim")}),
 }
 KINDS: dict[str, StepKind] = {s.kind: s for s in STEPS.values()}  # by kind (kinds recorded under two names agree)
 

@@ -23,6 +23,7 @@ from .attention import (
     SelfAttention_v1,
     SelfAttention_v2,
 )
+from .flash import MultiHeadAttentionTiled
 from .modern import GroupedQueryAttention, MultiHeadLatentAttention
 
 if TYPE_CHECKING:
@@ -207,3 +208,12 @@ register(Variant(
     MASKED | {"num_heads", "latent_dim"}, heads=_heads, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
     sizes=lambda cfg: (f" · {cfg.num_heads} heads × head_dim {cfg.d_out // cfg.num_heads}, keys and values from a "
                        f"{cfg.latent_dim}-wide latent"), shape_flow=True))
+register(Variant(
+    "MultiHeadAttentionTiled", "Multi-head attention (tiled, FlashAttention)",
+    "MultiHeadAttention computed tile by tile with an online softmax (running max m, sum l): the num_tokens x "
+    "num_tokens matrix is never held; −∞ masking only.",
+    lambda cfg: MultiHeadAttentionTiled(cfg.d_in, cfg.d_out, cfg.context_length, cfg.num_heads,
+                                        qkv_bias=cfg.qkv_bias, causal=cfg.causal, window=_window(cfg)),
+    frozenset({"d_out", "num_heads", "context_length", "causal", "qkv_bias", "window"}), heads=_heads,
+    head_dim=lambda cfg: cfg.d_out // cfg.num_heads, sizes=_mha_sizes,
+    d_out_note="d_out is the **total** width: each head gets head_dim = d_out / num_heads."))

@@ -65,7 +65,7 @@ def previous_form(steps: Sequence[Step], i: int) -> tuple[str, Step] | None:
 
 def num_heads(trace: Trace) -> int:
     """How many (query) heads the traced module has (1 for single-head modules)."""
-    scopes = {s.scope for s in trace if s.scope}
+    scopes = {s.scope for s in trace.of_kind("weights") if s.scope}  # a wrapper's heads (not a tiled loop's tiles)
     if scopes:
         return len(scopes)
     weights = trace.of_kind("weights")

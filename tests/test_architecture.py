@@ -106,7 +106,8 @@ def test_every_step_code_line_is_verbatim_in_its_class_source(kw):
     _, trace = run_attention(cfg, torch.randn(1, 5, 4))
     module = cfg.spec.build(cfg)
     classes = {type(m).__name__ for m in module.modules()} if module is not None else set()
-    helpers = {"masked_softmax", "record_dropout", "simplified_attention", "attend"}  # functions the forwards call
+    # functions the forwards call
+    helpers = {"masked_softmax", "record_dropout", "simplified_attention", "attend", "flash_attention"}
     for step in list(trace)[1:]:  # the first is the input x, described by the page that made it
         assert step.origin is not None, step.name
         filename, line = step.origin

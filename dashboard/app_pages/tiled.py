@@ -1,0 +1,153 @@
+"""Tiled attention: the FlashAttention loop over tiles of queries and keys, with its real numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attn_core.flash import flash_attention, tile_plan
+from attn_core.masks import causal_mask
+from attn_core.trace import Trace
+from attn_core.views import head_matrix, kv_head, num_heads
+from dashboard.controls import settings
+from dashboard.links import md_escape
+from dashboard.present import presenting
+from dashboard.runs import load_run
+from dashboard.steppers import stepper
+from dashboard.text import plural, show_table
+from dashboard.tile_charts import tile_frame, tile_grid_chart
+
+MAX_TILES = 400  # a stepper longer than this is no lesson: the page asks for larger tiles
+MAX_GRID_TOKENS = 64  # cells drawn as rects (GUIDE: ~16k cells a chart); more tokens: counters only
+
+
+def _row_table(labels: list[str], rows: range, trace: Trace, tile: str) -> pd.DataFrame:
+    """m, l before and after this tile, and alpha, one row per query of the tile."""
+    def col(name: str) -> list[float]:
+        return [float(v) for v in trace[f"{tile}.{name}"].tensor[0, 0]]
+    return pd.DataFrame({"m before": col("m_old"), "m after": col("m"), "α": col("alpha"),
+                         "ℓ before": col("l_old"), "ℓ after": col("l")},
+                        index=pd.Index([labels[q] for q in rows], name="query"))
+
+
+def _block(labels: list[str], rows: range, cols: list[str], tensor: torch.Tensor) -> pd.DataFrame:
+    return pd.DataFrame(tensor[0, 0].numpy(), index=pd.Index([labels[q] for q in rows], name="query"), columns=cols)
+
+
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    st.title("Tiled attention (FlashAttention)")
+    st.caption("A fused kernel never holds the num_tokens × num_tokens matrix: it walks tiles of queries × keys, "
+               "keeps each query row's running max **m** and sum **ℓ**, rescales what it summed by "
+               "**α = exp(m before − m after)** when the max grows, and divides by ℓ once at the end: here on your "
+               "sentence's real queries, keys and values.")
+    cfg = s.cfg
+    if not (cfg.spec.uses("context_length") or s.pretrained):  # no mask, no weights: take the chapter's module
+        cfg = dataclasses.replace(cfg, variant="CausalAttention")
+    run = load_run(s, cfg)
+    if run is None:
+        st.stop()
+    labels, trace = run.labels, run.trace
+    T = len(labels)
+    H = num_heads(trace)
+
+    c_bq, c_bk, c_head = st.columns(3, vertical_alignment="bottom")
+    head = c_head.selectbox("Head", range(H), format_func=lambda h: f"head {h + 1}", key="tile_head") if H > 1 else 0
+    block_q = int(c_bq.number_input("block_q (queries per tile)", 1, 1024, 2, key="tile_block_q"))
+    block_k = int(c_bk.number_input("block_k (keys per tile)", 1, 1024, 2, key="tile_block_k"))
+
+    q, k, v = (head_matrix(trace, kind, head) for kind in ("queries", "keys", "values"))
+    weights_explicit = head_matrix(trace, "weights", head)
+    if q is None or k is None or v is None or weights_explicit is None:
+        st.info(f"{cfg.variant} records no per-head queries, keys, values and weights to tile: pick "
+                "CausalAttention or MultiHeadAttention in the sidebar.")
+        st.stop()
+    window = cfg.window if cfg.spec.uses("window") and cfg.window else None
+    causal = cfg.causal if cfg.spec.uses("causal") else True
+    masked = causal or window is not None
+    mask_np = causal_mask(T, window=window, causal=causal).numpy() if masked else None
+    plan = tile_plan(torch.from_numpy(mask_np) if masked else None, T, T, block_q, block_k)
+    if plan.num_tiles > MAX_TILES:
+        st.warning(f"{T} tokens in tiles of {block_q} × {block_k} make {plan.num_tiles} tiles: too many to step "
+                   f"through. Raise block_q and block_k (to {-(-T // 16)} or more) or shorten the sentence.")
+        st.stop()
+    as_4d = [torch.from_numpy(np.array(m, dtype=np.float32))[None, None] for m in (q, k, v)]
+    tiles = Trace()
+    out = flash_attention(*as_4d, block_q=block_q, block_k=block_k, causal=causal, window=window, trace=tiles)
+    explicit = torch.from_numpy(weights_explicit @ v)  # the chapter's path: the whole weights matrix @ values
+    what = ("causal" if causal else "no causal mask") + (f", window {window}" if window else "")
+    kv_note = f" (it reads K/V head {kv_head(trace, head) + 1})" if H > 1 and kv_head(trace, head) != head else ""
+    st.caption(md_escape(f"{cfg.variant}, head {head + 1}{kv_note} · {plural(T, 'token')} · mask: {what} · "
+                         f"tiles of {block_q} queries × {block_k} keys"))
+
+    order = plan.order()
+    names = [f"tile ({i + 1},{j + 1})" + ("" if c else " skipped") for i, j, c in order]
+    n = stepper("tile_step", names)
+    i, j, computed = order[n]
+    rows, cols = plan.rows(i), plan.cols(j)
+
+    left, right = st.columns([1, 1])
+    if T <= MAX_GRID_TOKENS:
+        size = 290 if not presenting() else 420
+        frame = tile_frame(plan, mask_np, n, weights_explicit)
+        left.altair_chart(tile_grid_chart(frame, labels, size, numbers=T <= 12), key="tile_grid",
+                          width="content")
+    else:
+        left.caption(f"The grid is drawn for up to {MAX_GRID_TOKENS} tokens; your text has {T}.")
+    tile = f"tile[{i},{j}]"
+    col_names = [labels[c] for c in cols]
+    if not computed:
+        right.markdown(f"**Tile ({i + 1},{j + 1}) is skipped.** Every key in it is hidden from every query in it "
+                       f"({'in their future' if causal and cols.start > rows.stop - 1 else 'outside the window'}): "
+                       "the loop never computes it. −∞ masking makes this free.")
+    else:
+        right.markdown(f"**Tile ({i + 1},{j + 1})**: queries {rows.start + 1}–{rows.stop} × keys "
+                       f"{cols.start + 1}–{cols.stop}. Scores S = q·k / √d_k (−∞ where masked):")
+        show_table(right, _block(labels, rows, col_names, tiles[f"{tile}.S"].tensor), formats=dict.fromkeys(
+            col_names, "%.3f"))
+        m_old = tiles[f"{tile}.m_old"].tensor
+        first = bool((m_old == -torch.inf).all())
+        grew = bool(((tiles[f"{tile}.alpha"].tensor < 1) & (m_old > -torch.inf)).any())
+        if first:
+            story = " — the row's first tile: m starts at −∞ and ℓ at 0, so α = 0 (nothing summed yet)"
+        elif grew:
+            story = " — **the max grew**: α < 1 shrinks the old sum and accumulator to the new max"
+        else:
+            story = " — the max did not grow: α = 1, the sums simply add"
+        right.markdown("Running max and sum of each query row" + story + ":")
+        show_table(right, _row_table(labels, rows, tiles, tile), formats={c: "%.4f" for c in (
+            "m before", "m after", "α", "ℓ before", "ℓ after")})
+    if computed:
+        with st.expander("The accumulator acc = α · acc + exp(S − m) @ v (unnormalized output rows)"):
+            acc = tiles[f"{tile}.acc"].tensor
+            show_table(st, _block(labels, rows, [f"d{c + 1}" for c in range(acc.shape[-1])], acc))
+
+    diff = float((out[0, 0] - explicit).abs().max())
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Tiles computed", f"{plan.num_computed} of {plan.num_tiles}",
+              help="A tile whose every cell is masked is skipped: causal masking skips about half.")
+    explicit_bytes = T * T * 4
+    tiled_bytes = (block_q * block_k + block_q * (q.shape[-1] + 2)) * 4
+    c2.metric("Memory for scores (float32)", f"{explicit_bytes:,} B vs {tiled_bytes:,} B",
+              help="The chapter's path holds the whole T × T matrix; the tiled loop one S tile plus each row's m, ℓ "
+                   "and accumulator (by formula; bench/flash.py measures it over T).")
+    c3.metric("max |tiled − chapter's output|", f"{diff:.1e}",
+              help="The tiled loop's output against the chapter's weights @ values: float rounding only.")
+
+    st.subheader("Why renormalize can't tile")
+    st.markdown(
+        f"The chapter's other method, *softmax first, then zero the future and renormalize*, takes its first softmax "
+        f"over **every** key, future ones included. No tile can be skipped, and the kept weights can be divided by "
+        f"their sum only after the whole row is known: a second pass. Here that is "
+        f"**{2 * plan.num_tiles} tile visits** (all {plan.num_tiles} tiles, twice) instead of "
+        f"**{plan.num_computed}** in one pass with −∞ masking."
+        + (" Your sidebar picks renormalize: the tiled loop above is the −∞ method, which gives the same weights."
+           if cfg.mask_method == "renormalize" else ""))
+
+
+render()
