@@ -75,6 +75,19 @@ def tile_plan(mask_bool: torch.Tensor | None, num_queries: int, num_keys: int, b
     return TilePlan(num_queries, num_keys, block_q, block_k, computed)
 
 
+def assemble_tiles(trace: Trace, plan: TilePlan, batch_heads: tuple[int, int], name: str,
+                   fill: float) -> torch.Tensor:
+    """The recorded blocks ``name`` of every computed tile side by side, (b, num_heads, num_queries, num_keys);
+    skipped tiles hold ``fill``."""
+    whole = torch.full((*batch_heads, plan.num_queries, plan.num_keys), fill)
+    prefix = trace._scope + "." if trace._scope else ""
+    for i, j, computed in plan.order():
+        if computed:
+            rows, cols = plan.rows(i), plan.cols(j)
+            whole[:, :, rows.start:rows.stop, cols.start:cols.stop] = trace[f"{prefix}tile[{i},{j}].{name}"].tensor
+    return whole
+
+
 def weights_from_tiles(trace: Trace, plan: TilePlan, batch_heads: tuple[int, int]) -> torch.Tensor:
     """The attention weights the recorded tiles imply, (b, num_heads, num_queries, num_keys): each tile's ``P``
     times ``exp(m_then - m_final) / l_final`` of its query tile; skipped tiles are 0."""
@@ -162,7 +175,11 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
                 record(trace, "acc", acc)
         # Divide once at the end (a row that saw no key at all keeps zeros instead of 0 / 0)
         context_vec[:, :, i * block_q:(i + 1) * block_q] = acc / l.clamp_min(torch.finfo(l.dtype).tiny).unsqueeze(-1)
-    if trace is not None:
+    if trace is not None:  # the whole matrices, assembled from the tiles for pages that draw them
+        record(trace, "mask_bool", mask_bool)
+        attn_scores_scaled = assemble_tiles(trace, plan, q.shape[:2], "S", -torch.inf)
+        record(trace, "attn_scores_scaled", attn_scores_scaled, d_k=head_dim, sqrt_d_k=head_dim**0.5,
+               note="for display only: the tiles' S blocks side by side, skipped tiles −∞ (never computed)")
         attn_weights = weights_from_tiles(trace, plan, q.shape[:2])
         record(trace, "attn_weights", attn_weights,
                note="for display only: each tile's P rescaled by exp(m_tile - m_final) / l_final (the tiled loop "
