@@ -29,7 +29,6 @@ from attn_core.tokens import MAX_TEXT_CHARS, gpt2_encoding, readable_piece
 from attn_core.views import head_matrix, num_heads
 from attn_core.word_tokenizer import (
     BOOK_EXAMPLE,
-    NOTES_PATTERN,
     PATTERNS,
     SPECIAL_TOKENS,
     UNK,
@@ -116,12 +115,12 @@ def word_section(text: str, sent: str) -> None:
     except ValueError as e:
         st.warning(f"SimpleTokenizerV1 fails on this sentence (the book shows `KeyError: 'Hello'`): "
                    f"{md_escape(sentence(e))}", icon=":material/error:")
-    words = split_words(sent)
-    if words:
-        table = pd.DataFrame({"word": words,
-                              "book id": SimpleTokenizerV2(vocabs["book"]).encode(sent),
-                              "notes id": SimpleTokenizerV2(vocabs["notes"], NOTES_PATTERN).encode(sent)})
-        show_table(st, table.T.astype(str), width="stretch")
+    cols = st.columns(2)
+    for col, (name, pattern) in zip(cols, PATTERNS.items()):
+        words = split_words(sent, pattern)  # the two patterns may split the sentence differently ("a:b")
+        if words:
+            ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
+            show_table(col, pd.DataFrame({"word": words, f"{name} id": ids}).T.astype(str), width="stretch")
 
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------
