@@ -14,6 +14,9 @@ import pandas as pd
 from .charts import label_expr
 
 KIND_COLORS = {"token": "#e8e8e8", "input": "#4c78a8", "target": "#f58518"}  # tableau10 blue / orange
+# Streamlit's default autosize ("fit") squeezes the plot so that labels + plot = width: 200 px of labels left a
+# 15 px plot. "pad": width is the plot's, the labels come on top.
+PAD = alt.AutoSizeParams(type="pad")
 TEXT_MIN_PX = 30  # ids as text on the cells only from this cell width (5-digit ids at 10 px)
 
 
@@ -40,13 +43,14 @@ def window_row_labels(n_windows: int) -> list[str]:
 
 
 def window_strip(df: pd.DataFrame, pieces: Sequence[str], row_labels: Sequence[str], cell_px: int,
-                 row_px: int = 18) -> alt.LayerChart:
+                 row_px: int = 20) -> alt.LayerChart:
     """The token strip with every window's input and target cells under it: overlap shows as cells stacked in one
     column (stride < max_length), gaps as skipped columns (stride > max_length)."""
     x = alt.X("pos:O", sort="ascending", title="token position (GPT-2 piece)",
-              axis=alt.Axis(labelExpr=label_expr([f"{i}: {p}" for i, p in enumerate(pieces)]), labelAngle=-60,
-                            labelLimit=110))
-    y = alt.Y("row:O", sort="ascending", title=None, axis=alt.Axis(labelExpr=label_expr(list(row_labels))))
+              axis=alt.Axis(labelExpr=label_expr([f"{i}: {p}" for i, p in enumerate(pieces)]), labelAngle=-90,
+                            labelLimit=110, labelOverlap=False))
+    y = alt.Y("row:O", sort="ascending", title=None, axis=alt.Axis(labelExpr=label_expr(list(row_labels)),
+                                                                    labelOverlap=False))
     color = alt.Color("kind:N", title=None, scale=alt.Scale(domain=list(KIND_COLORS), range=list(KIND_COLORS.values())),
                       legend=alt.Legend(orient="top"))
     base = alt.Chart().encode(x=x, y=y)
@@ -55,7 +59,7 @@ def window_strip(df: pd.DataFrame, pieces: Sequence[str], row_labels: Sequence[s
     if cell_px >= TEXT_MIN_PX:
         layers.append(base.mark_text(fontSize=9).encode(
             text="id:Q", color=alt.condition("datum.kind == 'token'", alt.value("black"), alt.value("white"))))
-    return alt.layer(*layers, data=df).properties(width=alt.Step(cell_px), height=alt.Step(row_px))
+    return alt.layer(*layers, data=df).properties(width=alt.Step(cell_px), height=alt.Step(row_px), autosize=PAD)
 
 
 def weight_bars(df: pd.DataFrame, labels: Sequence[str], width: int, title: str = "",
@@ -63,7 +67,7 @@ def weight_bars(df: pd.DataFrame, labels: Sequence[str], width: int, title: str 
     """Horizontal bars of ``weight`` (0-1) per integer ``row`` named by ``labels``, the weight written at each bar's
     end; a ``hard`` column (bool) outlines the row a hard lookup returns."""
     y = alt.Y("row:O", sort="ascending", title=None, axis=alt.Axis(labelExpr=label_expr(list(labels)),
-                                                                    labelLimit=200))
+                                                                    labelLimit=200, labelOverlap=False))
     x = alt.X("weight:Q", scale=alt.Scale(domain=[0, 1]), title="softmax weight")
     tooltip = [c for c in df.columns if c != "row"]
     bars = alt.Chart().mark_bar(color="#4c78a8").encode(
@@ -72,5 +76,5 @@ def weight_bars(df: pd.DataFrame, labels: Sequence[str], width: int, title: str 
         strokeWidth=alt.condition("datum.hard", alt.value(3), alt.value(0)))
     text = alt.Chart().mark_text(align="left", dx=4, fontSize=11).encode(x=x, y=y, text=alt.Text("weight:Q",
                                                                                                   format=".3f"))
-    chart = alt.layer(bars, text, data=df).properties(width=width, height=alt.Step(row_px))
+    chart = alt.layer(bars, text, data=df).properties(width=width, height=alt.Step(row_px), autosize=PAD)
     return chart.properties(title=title) if title else chart

@@ -75,6 +75,7 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
     "generate": ("generate", ["default"], ["default"]),  # its own controls; three tokens generated first
     "kv-cache": ("kv-cache", ["default"], ["default"]),  # its own controls
+    "text-to-vectors": ("text-to-vectors", ["default"], ["default"]),  # its own controls; the word tokenizer first
 }
 # Explore's Trained section with a trained model's 4-head grid on a long sentence, 1280x720 with the sidebar open
 # (its grid once ran 135 px past the 820 px column; the section iteration measured it only as it first opened, blank).

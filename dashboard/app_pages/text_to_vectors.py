@@ -98,8 +98,8 @@ def word_section(text: str, sent: str) -> None:
         ids = tokenizer.encode(sent)
         with col:
             st.markdown(f"**{'The book' if name == 'book' else 'The study notes'}**: `re.split(r'{pattern}', text)`")
-            st.metric(f"vocabulary ({name})", f"{len(vocab) - len(SPECIAL_TOKENS):,} words",
-                      f"+ {len(SPECIAL_TOKENS)} special = {len(vocab):,}", delta_color="off")
+            st.metric(f"vocabulary ({name})", f"{len(vocab) - len(SPECIAL_TOKENS):,} words")
+            st.caption(f"+ {len(SPECIAL_TOKENS)} special tokens (V2) = {len(vocab):,} ids")
             st.markdown("first: " + code_span(" ".join(words[:6])) + "  \nlast: " + code_span(" ".join(words[-4:])))
             st.markdown("SimpleTokenizerV2 ids: " + code_span(str(ids)))
             st.markdown("decode: " + code_span(tokenizer.decode(ids)))
@@ -191,7 +191,7 @@ def windows_section(text: str) -> None:
                               "target y (shifted by 1)": [str(w.targets) for w in windows]})
         show_table(st, pairs.head(8), width="stretch")
     with right:
-        st.code(f"inputs.shape == targets.shape == {tuple(inputs.shape)}  # (batch_size, max_length)\n"
+        st.code(f"# (batch_size, max_length)\ninputs.shape == targets.shape == {tuple(inputs.shape)}\n"
                 f"inputs:\n{inputs}\ntargets:\n{targets}", language="python")
 
 
@@ -275,7 +275,7 @@ def lookup_section(sent: str) -> None:
         frame = pd.DataFrame({"row": range(len(keys)), "key": keys, "value": values, "score": soft.scores.round(3),
                               "weight": soft.weights, "hard": [i == hard for i in range(len(keys))]})
         draw_chart(st, lambda: text_charts.weight_bars(frame, [f"{k} → {v}" for k, v in zip(keys, values)],
-                                                       width=200, title="softmax(query·key / temperature)"),
+                                                       width=150, title="softmax(query·key / temperature)"),
                    key="t2v_table_weights", name="lookup_weights", title="Soft lookup weights", table=lambda: frame)
         blend = "" if soft.blend is None else f"; blended year {float(soft.blend):,.1f}"
         st.markdown(f"**Attention** returns every value, weighted: {soft.weights[soft.best]:.0%} "
@@ -307,7 +307,7 @@ def head_section(sent: str) -> None:
                           "weight": look.weights, "hard": [j == order[0] for j in range(len(labels))]})
     left, right = st.columns([3, 2])
     with left:
-        draw_chart(st, lambda: text_charts.weight_bars(frame, labels, width=260, row_px=16,
+        draw_chart(st, lambda: text_charts.weight_bars(frame, labels, width=260, row_px=18,
                                                        title=f"query {labels[i]}: which keys matched"),
                    key="t2v_head_weights", name="head_lookup", title="Which keys matched this query",
                    table=lambda: frame)
@@ -344,7 +344,8 @@ def render() -> None:
     if not sent.strip():
         st.error("The sentence is empty: type one (for example: Hello, do you like tea?).")
         return
-    section = st.segmented_control("Section", SECTIONS, default=SECTIONS[0], key="t2v_section") or SECTIONS[0]
+    section = st.segmented_control("Section", SECTIONS, default=SECTIONS[0], key="t2v_section",
+                                   bind="query-params") or SECTIONS[0]  # a link opens a section
     if section == SECTIONS[0]:
         word_section(text, sent)
     elif section == SECTIONS[1]:
