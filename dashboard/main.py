@@ -47,6 +47,8 @@ if foreign is not None:
     st.stop()
 write_link_early()  # first: the browser's redraw for a new link falls before the page's own
 page = st.navigation([
+    st.Page(PAGES / "text_to_vectors.py", title="Text → vectors", icon=":material/text_fields:",
+            url_path="text-to-vectors"),
     st.Page(PAGES / "explore.py", title="Explore", icon=":material/search:", default=True),
     st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),
     st.Page(PAGES / "masking_lab.py", title="Masking lab", icon=":material/visibility_off:", url_path="masking-lab"),

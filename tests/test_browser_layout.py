@@ -59,6 +59,7 @@ SETTINGS = {
     "10tokens": {"sentence": TEN_TOKENS},
     "64tokens": {"sentence": SIXTY_FOUR_TOKENS},
     "trained37": {"sentence": TRAINED_SENTENCE, "section": "Trained"},  # opens on the Trained section: only it
+    "t2v_windows": {"t2v_section": "Sliding windows"}, "t2v_lookup": {"t2v_section": "Q/K/V as a lookup"},  # its charts
 }
 # Which settings change what a page draws, and where: the rest would repeat a case. 1280x720 with the sidebar open
 # is the narrowest screen (an 820 px main area), so every page meets every setting there that changes it. At
@@ -75,6 +76,7 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
     "generate": ("generate", ["default"], ["default"]),  # its own controls; three tokens generated first
     "kv-cache": ("kv-cache", ["default"], ["default"]),  # its own controls
+    "text-to-vectors": ("text-to-vectors", ["default", "t2v_windows", "t2v_lookup"], ["t2v_windows"]),  # own controls
 }
 # Explore's Trained section with a trained model's 4-head grid on a long sentence, 1280x720 with the sidebar open
 # (its grid once ran 135 px past the 820 px column; the section iteration measured it only as it first opened, blank).

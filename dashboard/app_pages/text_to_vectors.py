@@ -1,0 +1,362 @@
+"""Text → vectors: the book's chapter 2 on the user's text (The Verdict by default), from words and BPE pieces to
+the (batch, tokens, d_in) tensor Explore starts from, and queries/keys/values read as a database lookup.
+
+One section is drawn at a time (``t2v_section``), so a slider redraws one section, and each fits a 1280x720 screen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attn_core.lookup import hard_lookup, head_lookup, table_lookup
+from attn_core.text_pipeline import (
+    book_embedding_example,
+    check_window,
+    first_batch,
+    gpt2_ids,
+    input_embeddings,
+    lookup_both_ways,
+    one_hot,
+    sliding_windows,
+)
+from attn_core.tokens import MAX_TEXT_CHARS, gpt2_encoding, readable_piece
+from attn_core.views import head_matrix, num_heads
+from attn_core.word_tokenizer import (
+    BOOK_EXAMPLE,
+    PATTERNS,
+    SPECIAL_TOKENS,
+    UNK,
+    SimpleTokenizerV1,
+    SimpleTokenizerV2,
+    build_vocab,
+    pattern_difference,
+    split_words,
+    verdict_text,
+)
+from dashboard import text_charts
+from dashboard.chart_cache import memo
+from dashboard.controls import settings
+from dashboard.links import code_span, md_escape
+from dashboard.present import presenting
+from dashboard.runs import load_run
+from dashboard.sizes import content_px
+from dashboard.slides import draw_chart, page_downloads, slide_settings
+from dashboard.text import sentence, show_table
+
+EXPLORE = Path(__file__).resolve().parent / "explore.py"  # absolute: st.switch_page matches main.py's st.Page paths
+VERDICT, OWN = "The Verdict (the book's text)", "Your own text"
+SECTIONS = ["Word tokenizer", "BPE side by side", "Sliding windows", "Embedding = lookup", "Q/K/V as a lookup"]
+WINDOW_DEFAULTS = {"t2v_max_length": 4, "t2v_stride": 4, "t2v_batch": 8}  # the book's batch of 8 windows of 4
+MAX_STRIP = 40  # tokens drawn in the window strip (the first windows; a longer span is cut, and says so)
+BPE_EXAMPLES = ["someunknownPlace", "Hello 😀", "<|endoftext|>"]
+BOOKS = pd.DataFrame({"key (author)": ["Jane Austen", "Charles Dickens", "Edith Wharton", "Mary Shelley",
+                                       "Herman Melville"],
+                      "value (book)": ["Pride and Prejudice", "Great Expectations", "The Verdict", "Frankenstein",
+                                       "Moby-Dick"],
+                      "year": [1813, 1861, 1908, 1818, 1851]})
+
+
+def _error(e: Exception) -> None:
+    st.error(md_escape(sentence(e)))
+
+
+def _other_bpe(text: str) -> tuple[str, list[str]] | None:
+    """Optional hook for the real LLM's tokenizer (another issue adds SmolLM2): a module ``attn_core.smollm2`` with
+    ``tokenize_pieces(text) -> list[str]`` shows beside GPT-2. Absent (or failing): None, and the page says so."""
+    try:
+        from attn_core import smollm2  # type: ignore[attr-defined]
+
+        return "SmolLM2-135M", list(smollm2.tokenize_pieces(text))
+    except Exception:  # not installed, or a different interface: GPT-2 alone
+        return None
+
+
+def _pieces(ids: list[int]) -> list[str]:
+    enc = gpt2_encoding()
+    return [readable_piece(enc.decode_single_token_bytes(t)) for t in ids]
+
+
+# 1. Word tokenizer ---------------------------------------------------------------------------------------------
+
+def word_section(text: str, sent: str) -> None:
+    try:
+        vocabs = {name: build_vocab(text, pattern, SPECIAL_TOKENS) for name, pattern in PATTERNS.items()}
+    except ValueError as e:
+        _error(e)
+        return
+    cols = st.columns(2)
+    for col, (name, pattern) in zip(cols, PATTERNS.items()):
+        vocab = vocabs[name]
+        words = list(vocab)
+        tokenizer = SimpleTokenizerV2(vocab, pattern)
+        ids = tokenizer.encode(sent)
+        with col:
+            st.markdown(f"**{'The book' if name == 'book' else 'The study notes'}**: `re.split(r'{pattern}', text)`")
+            st.metric(f"vocabulary ({name})", f"{len(vocab) - len(SPECIAL_TOKENS):,} words")
+            st.caption(f"+ {len(SPECIAL_TOKENS)} special tokens (V2) = {len(vocab):,} ids")
+            st.markdown("first: " + code_span(" ".join(words[:6])) + "  \nlast: " + code_span(" ".join(words[-4:])))
+            st.markdown("SimpleTokenizerV2 ids: " + code_span(str(ids)))
+            st.markdown("decode: " + code_span(tokenizer.decode(ids)))
+    only_notes, only_book = pattern_difference(text)
+    st.markdown(
+        f"**Why {len(vocabs['book']) - 2:,} vs {len(vocabs['notes']) - 2:,}:** the notes' pattern has no `:` and `;`, "
+        f"so a word written before one stays glued to it: **+{len(only_notes)}** words such as "
+        f"{code_span(' '.join(only_notes[:5]))}; and **−{len(only_book)}** words that occur only before `:` or `;` "
+        f"never appear alone ({code_span(' '.join(only_book[:5]))}). The ids after a changed word shift with it.")
+    v1 = SimpleTokenizerV1(build_vocab(text))
+    try:
+        st.markdown("SimpleTokenizerV1 (no `<|unk|>`): " + code_span(str(v1.encode(sent))))
+    except ValueError as e:
+        st.warning(f"SimpleTokenizerV1 fails on this sentence (the book shows `KeyError: 'Hello'`): "
+                   f"{md_escape(sentence(e))}", icon=":material/error:")
+    cols = st.columns(2)
+    for col, (name, pattern) in zip(cols, PATTERNS.items()):
+        words = split_words(sent, pattern)  # the two patterns may split the sentence differently ("a:b")
+        if words:
+            ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
+            show_table(col, pd.DataFrame({"word": words, f"{name} id": ids}).T.astype(str), width="stretch")
+
+
+# 2. BPE side by side -------------------------------------------------------------------------------------------
+
+def bpe_section(text: str, sent: str) -> None:
+    vocab = build_vocab(text, specials=SPECIAL_TOKENS)
+    v2 = SimpleTokenizerV2(vocab)
+    other = _other_bpe(sent)
+    rows = []
+    for example in [sent, *BPE_EXAMPLES]:
+        words = v2.encode(example)
+        ids = gpt2_ids(example)
+        row = {"text": example, "word tokens": len(words), f"{UNK}": words.count(vocab[UNK]),
+               "GPT-2 BPE tokens": len(ids), "GPT-2 pieces": " · ".join(_pieces(ids)), "GPT-2 ids": str(ids)}
+        extra = _other_bpe(example) if other else None
+        if extra:
+            row[f"{extra[0]} pieces"] = " · ".join(extra[1])
+        rows.append(row)
+    show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji into its UTF-8 "
+               "bytes (shown as hex, ⟨…⟩), and `<|endoftext|>` is one special token (50256). The word tokenizer "
+               f"maps every word outside its {len(vocab) - 2:,}-word vocabulary to `<|unk|>` and loses it.")
+    if other is None:
+        st.caption(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
+                   "installed.")
+
+
+# 3. Sliding windows --------------------------------------------------------------------------------------------
+
+def _set_book(max_length: int, stride: int, batch: int) -> None:
+    st.session_state.update(t2v_max_length=max_length, t2v_stride=stride, t2v_batch=batch)
+
+
+def windows_section(text: str) -> None:
+    c = st.columns([1, 1, 1, 2])
+    max_length = c[0].slider("max_length", 1, 32, key="t2v_max_length")
+    stride = c[1].slider("stride", 0, 32, key="t2v_stride", help="0 is refused: the window would not move.")
+    batch = c[2].slider("batch_size", 1, 16, key="t2v_batch")
+    with c[3]:
+        st.button("Book: max_length 4, stride 1, batch 1", key="t2v_book1", on_click=_set_book, args=(4, 1, 1))
+        st.button("Book: max_length 4, stride 4, batch 8", key="t2v_book8", on_click=_set_book, args=(4, 4, 8))
+    try:
+        ids = gpt2_ids(text)
+        n_windows = check_window(len(ids), max_length, stride, batch)
+        inputs, targets = first_batch(text, batch, max_length, stride)
+    except ValueError as e:
+        _error(e)
+        return
+    windows = sliding_windows(ids, max_length, stride, limit=batch)
+    span = min(windows[-1].start + max_length + 1, MAX_STRIP)
+    frame = text_charts.window_frame(ids[:span], _pieces(ids[:span]),
+                                     [(w.start, w.inputs, w.targets) for w in windows])
+    labels = text_charts.window_row_labels(len(windows))
+    cell_px = max(12, min(40, (content_px() - 140) // span))
+    st.markdown(f"**{len(ids):,} GPT-2 tokens → {n_windows:,} windows** (a new one every {stride} "
+                f"{'token' if stride == 1 else 'tokens'}; "
+                + ("they overlap" if stride < max_length else "no overlap" if stride == max_length else
+                   f"{stride - max_length} tokens skipped between them") + "). The first batch:")
+    slide_settings(extra=f"max_length{max_length}_stride{stride}_batch{batch}")
+    draw_chart(st, lambda: text_charts.window_strip(frame, list(frame[frame.row == 0].piece), labels, cell_px),
+               key="t2v_windows", name="sliding_windows", title="Sliding windows over the token strip",
+               table=lambda: frame)
+    if windows[-1].start + max_length + 1 > MAX_STRIP:
+        st.caption(f"The strip shows the first {MAX_STRIP} tokens; later windows are cut at its end.")
+    left, right = st.columns(2)
+    with left:
+        pairs = pd.DataFrame({"input x": [str(w.inputs) for w in windows],
+                              "target y (shifted by 1)": [str(w.targets) for w in windows]})
+        show_table(st, pairs.head(8), width="stretch")
+    with right:
+        st.code(f"# (batch_size, max_length)\ninputs.shape == targets.shape == {tuple(inputs.shape)}\n"
+                f"inputs:\n{inputs}\ntargets:\n{targets}", language="python")
+
+
+# 4. Embedding = lookup -----------------------------------------------------------------------------------------
+
+def _open_in_explore(text: str) -> None:
+    st.session_state["sentence"] = text
+    st.session_state["input_mode"] = "learned"  # token + position embeddings: this section's picture
+    st.session_state["_t2v_explore"] = True
+
+
+def _embedding_summary(text: str, batch: int, max_length: int, stride: int) -> dict:
+    inputs, _ = first_batch(text, batch, max_length, stride)
+    emb = input_embeddings(inputs)
+    return {"shapes": (tuple(emb.token_embeddings.shape), tuple(emb.pos_embeddings.shape),
+                       tuple(emb.input_embeddings.shape)),
+            "equal": emb.one_hot_equal, "diff": emb.max_difference,
+            "first": emb.input_embeddings[0, 0, :4].numpy().copy()}
+
+
+def embedding_section(text: str, sent: str) -> None:
+    layer, input_ids = book_embedding_example()
+    looked_up, multiplied = lookup_both_ways(layer, input_ids)
+    left, mid, right = st.columns([5, 6, 5])
+    with left:
+        st.markdown("**W** = `nn.Embedding(6, 3).weight` (seed 123)")
+        show_table(st, pd.DataFrame(layer.weight.detach().numpy(), columns=["d0", "d1", "d2"]).round(4),
+                   width="stretch")
+    with mid:
+        st.markdown(f"**one-hot** of ids `{input_ids.tolist()}` (4 × 6)")
+        show_table(st, pd.DataFrame(one_hot(input_ids, 6).numpy().astype(int), index=input_ids.tolist()),
+                   width="stretch")
+    with right:
+        st.markdown("**one-hot @ W** = `embedding_layer(ids)`")
+        show_table(st, pd.DataFrame(multiplied.numpy(), index=input_ids.tolist()).round(4), width="stretch")
+        st.markdown(f"equal: **{torch.equal(looked_up, multiplied)}**")
+    max_length, stride, batch = (st.session_state[k] for k in WINDOW_DEFAULTS)
+    try:
+        s = memo(("t2v_emb", text, batch, max_length, stride),
+                 lambda: _embedding_summary(text, batch, max_length, stride))
+    except ValueError as e:
+        _error(e)
+        return
+    tok, pos, total = s["shapes"]
+    st.markdown(f"**On the first batch** (Sliding windows' sizes), GPT-2's 50,257 ids → 256-d: token embeddings "
+                f"`{tok}` + position embeddings `{pos}` → input embeddings `{total}` (the position rows broadcast "
+                f"over the batch). One-hot × W equals the lookup on all {tok[0] * tok[1]} ids: **{s['equal']}** "
+                f"(max difference {s['diff']:.1e}).")
+    st.code("token_embeddings = token_embedding_layer(inputs)               # " + str(tok) + "\n"
+            "pos_embeddings = pos_embedding_layer(torch.arange(max_length))  # " + str(pos) + "\n"
+            "input_embeddings = token_embeddings + pos_embeddings           # " + str(total), language="python")
+    st.button("Open this sentence in Explore →", key="t2v_explore", on_click=_open_in_explore, args=(sent,),
+              type="primary", help="Explore starts here: the sentence's token + position embeddings, x of shape "
+                                   "(1, tokens, d_in).")
+    st.caption("Explore reads the sentence above: " + code_span(sent[:120]))
+    if st.session_state.pop("_t2v_explore", False):
+        st.switch_page(EXPLORE)
+
+
+# 5. Q/K/V as a lookup ------------------------------------------------------------------------------------------
+
+def lookup_section(sent: str) -> None:
+    left, right = st.columns([1, 1])
+    with left:
+        table = st.data_editor(BOOKS, key="t2v_table", num_rows="dynamic", hide_index=True, width="stretch")
+        query = st.text_input("Query", "Edith Warton", key="t2v_query", max_chars=200)
+        temperature = st.slider("temperature (the model's: √d_k)", 0.01, 2.0, 0.2, 0.01, key="t2v_temperature")
+    table = table.dropna(subset=["key (author)"])
+    keys = [str(k) for k in table["key (author)"]]
+    values = [str(v) for v in table["value (book)"]]
+    years = pd.to_numeric(table["year"], errors="coerce")
+    try:
+        soft = table_lookup(query, keys, temperature, None if years.isna().any() else years.to_numpy(float))
+    except ValueError as e:
+        _error(e)
+        return
+    hard = hard_lookup(query, keys)
+    with right:
+        st.markdown("**Hard lookup** (`books[query]`): " + (code_span(values[hard]) if hard is not None else
+                    "nothing: no key equals the query (a dict raises `KeyError`)"))
+        frame = pd.DataFrame({"row": range(len(keys)), "key": keys, "value": values, "score": soft.scores.round(3),
+                              "weight": soft.weights, "hard": [i == hard for i in range(len(keys))]})
+        draw_chart(st, lambda: text_charts.weight_bars(frame, [f"{k} → {v}" for k, v in zip(keys, values)],
+                                                       width=150, title="softmax(query·key / temperature)"),
+                   key="t2v_table_weights", name="lookup_weights", title="Soft lookup weights", table=lambda: frame)
+        blend = "" if soft.blend is None else f"; blended year {float(soft.blend):,.1f}"
+        st.markdown(f"**Attention** returns every value, weighted: {soft.weights[soft.best]:.0%} "
+                    f"{code_span(values[soft.best])}{blend}.")
+    st.caption("Scores: cosine similarity of the names' letter trigrams (1 = same name). Lower the temperature: the "
+               "blend becomes a hard lookup of the best match, which, unlike a dict, also finds a misspelled key.")
+    head_section(sent)
+
+
+def head_section(sent: str) -> None:
+    st.subheader("The same lookup in a real head, on this sentence")
+    s = settings()
+    run = load_run(dataclasses.replace(s, text=sent), quiet=True, note=False)
+    if run is None:
+        return
+    trace = run.trace
+    labels = [t.label for t in run.tokens]
+    c = st.columns(3)
+    head = c[0].selectbox("head", range(num_heads(trace)), key="t2v_head", format_func=lambda h: f"head {h + 1}")
+    i = c[1].selectbox("query token", range(len(labels)), index=len(labels) - 1, key="t2v_token",
+                       format_func=labels.__getitem__)
+    temp = c[2].slider("temperature (1 = the model's)", 0.05, 3.0, 1.0, 0.05, key="t2v_head_temperature")
+    q, k, v = (head_matrix(trace, kind, head) for kind in ("queries", "keys", "values"))
+    if q is None:  # simplified attention: x plays all three roles
+        q = k = v = head_matrix(trace, "input", 0)
+    look = head_lookup(q, k, v, i, temp, causal=s.cfg.spec.masks)
+    order = np.argsort(-look.weights)[:3]
+    frame = pd.DataFrame({"row": range(len(labels)), "key": labels, "score": np.round(look.scores, 3),
+                          "weight": look.weights, "hard": [j == order[0] for j in range(len(labels))]})
+    left, right = st.columns([3, 2])
+    with left:
+        draw_chart(st, lambda: text_charts.weight_bars(frame, labels, width=260, row_px=18,
+                                                       title=f"query {labels[i]}: which keys matched"),
+                   key="t2v_head_weights", name="head_lookup", title="Which keys matched this query",
+                   table=lambda: frame)
+    with right:
+        top = ", ".join(f"{code_span(labels[j])} {look.weights[j]:.0%}" for j in order if look.weights[j] > 0)
+        st.markdown(f"**Matched:** {top}")
+        st.markdown(f"**Came back:** z = Σ weight · value, a {v.shape[1]}-d vector: "
+                    + code_span(np.array2string(look.context[:6], precision=3) + (" …" if v.shape[1] > 6 else "")))
+        st.caption(f"Scores q·k / √{k.shape[1]}; future keys masked. Weights: the sidebar's model "
+                   f"({md_escape(run.cfg.variant)}, {md_escape(run.weights)} weights).")
+
+
+def render() -> None:
+    for key, default in WINDOW_DEFAULTS.items():  # kept while another section is open (an undrawn widget forgets)
+        st.session_state[key] = st.session_state.get(key, default)
+    if not presenting():
+        st.title("Text → vectors")
+        st.caption("Chapter 2 of the book on your text: words and BPE pieces become ids, a sliding window cuts them "
+                   "into input/target batches, and an embedding lookup turns ids into the (batch, tokens, d_in) "
+                   "tensor attention reads. Then queries, keys and values as a database lookup.")
+    c1, c2 = st.columns([1, 2])
+    source = c1.radio("Text", [VERDICT, OWN], key="t2v_source")
+    if source == OWN:
+        text = c2.text_area("Your text (the vocabulary and the windows come from it)", verdict_text()[:600],
+                            key="t2v_text", max_chars=MAX_TEXT_CHARS, height=100)
+    else:
+        text = verdict_text()
+        c2.caption(f"Edith Wharton, *The Verdict* (1908; public domain): {len(text):,} characters, the book's "
+                   "chapter-2 text.")
+    sent = c2.text_input("Sentence to encode", BOOK_EXAMPLE, key="t2v_sentence", max_chars=2_000)
+    if not text.strip():
+        st.error("The text is empty: type or paste some text, or choose The Verdict.")
+        return
+    if not sent.strip():
+        st.error("The sentence is empty: type one (for example: Hello, do you like tea?).")
+        return
+    section = st.segmented_control("Section", SECTIONS, default=SECTIONS[0], key="t2v_section",
+                                   bind="query-params") or SECTIONS[0]  # a link opens a section
+    if section == SECTIONS[0]:
+        word_section(text, sent)
+    elif section == SECTIONS[1]:
+        bpe_section(text, sent)
+    elif section == SECTIONS[2]:
+        windows_section(text)
+    elif section == SECTIONS[3]:
+        embedding_section(text, sent)
+    else:
+        lookup_section(sent)
+    page_downloads(page="text-to-vectors")
+
+
+render()

@@ -1,0 +1,131 @@
+"""AppTest for the Text → vectors page (issue 34): each section shows the book's numbers, bad values give messages,
+user text stays literal, and the way into Explore carries the sentence."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from apptest_utils import chart_with, messages, open_page
+from attn_core.text_pipeline import gpt2_ids, sliding_windows
+from attn_core.word_tokenizer import BOOK_EXAMPLE, verdict_text
+
+PAGE = "app_pages/text_to_vectors.py"
+TABLE_TITLE = "key / temperature)"  # ASCII: the spec is JSON with \u escapes
+BOOK_IDS = "[1131, 5, 355, 1126, 628, 975, 10, 1130, 55, 988, 956, 984, 722, 988, 1131, 7]"
+
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
+
+
+def section(at, name):
+    at.session_state["t2v_section"] = name
+    at.run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def markdown(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+@pytest.fixture
+def at():
+    return open_page(PAGE)
+
+
+def test_word_tokenizer_both_vocabularies(at):
+    assert at.title[0].value == "Text → vectors"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["vocabulary (book)"] == "1,130 words" and metrics["vocabulary (notes)"] == "1,159 words"
+    text = markdown(at)
+    assert BOOK_IDS in text and "[1160, 5, 362, 1155," in text
+    assert "+40" in text and "−11" in text  # 1,130 + 40 − 11 = 1,159
+    assert any("'Hello'" in w and "SimpleTokenizerV2" in w for w in messages(at)["warning"])
+
+
+def test_bpe_side_by_side(at):
+    section(at, "BPE side by side")
+    table = at.dataframe[0].value
+    rows = {r["text"]: r for r in table.to_dict("records")}
+    assert rows[BOOK_EXAMPLE]["GPT-2 ids"] == str(gpt2_ids(BOOK_EXAMPLE))
+    assert rows[BOOK_EXAMPLE]["<|unk|>"] == 2  # "Hello" and "palace" are not in The Verdict's words
+    assert rows["someunknownPlace"]["GPT-2 BPE tokens"] > 1 and rows["someunknownPlace"]["<|unk|>"] == 1
+    assert "⟨" in rows["Hello 😀"]["GPT-2 pieces"]  # the emoji as bytes
+    assert rows["<|endoftext|>"]["GPT-2 ids"] == "[50256]"
+
+
+def test_sliding_windows_match_the_loader(at):
+    section(at, "Sliding windows")
+    rows = chart_with(at, "token position (GPT-2 piece)")  # the strip (unselectable charts carry no key)
+    windows = sliding_windows(gpt2_ids(verdict_text()), 4, 4, limit=8)
+    drawn_inputs = {}
+    for r in rows:
+        if r["kind"] == "input":
+            drawn_inputs.setdefault(r["row"], []).append(r["id"])
+    assert [drawn_inputs[2 * b + 1] for b in range(8)] == [w.inputs for w in windows]
+    code = at.code[0].value
+    assert "(8, 4)" in code and "[10899,  2138,   257,  7026]" in code
+    at.button(key="t2v_book1").click().run()
+    code = at.code[0].value
+    assert "(1, 4)" in code and "[[  40,  367, 2885, 1464]]" in code and "[[ 367, 2885, 1464, 1807]]" in code
+    assert at.slider(key="t2v_stride").value == 1
+
+
+def test_bad_slider_values_and_text_give_messages(at):
+    section(at, "Sliding windows")
+    at.slider(key="t2v_stride").set_value(0).run()
+    assert not messages(at)["exception"] and any("stride is 0" in e.lower() for e in messages(at)["error"])
+    at.slider(key="t2v_stride").set_value(2).run()
+    at.radio(key="t2v_source").set_value("Your own text").run()
+    at.text_area(key="t2v_text").input("Hi there").run()
+    errors = messages(at)["error"]
+    assert not messages(at)["exception"] and any("max\\_length" in e and "2 tokens" in e for e in errors), errors
+    at.text_area(key="t2v_text").input("   ").run()
+    assert not messages(at)["exception"] and any("empty" in e for e in messages(at)["error"])
+
+
+def test_user_text_stays_literal(at):
+    at.text_input(key="t2v_sentence").input("**boom** [x](http://e.com) <b>hi</b>").run()
+    for name in ("Word tokenizer", "Embedding = lookup", "Q/K/V as a lookup"):
+        section(at, name)
+        for m in at.markdown:
+            outside = re.sub(r"(`+) .*? \1", "", m.value)  # code spans show their text verbatim
+            assert "**boom**" not in outside and "](http" not in outside, m.value
+
+
+def test_embedding_shapes_and_the_way_into_explore(at):
+    section(at, "Embedding = lookup")
+    text = markdown(at)
+    assert "equal: **True**" in text
+    assert "`(8, 4, 256)` + position embeddings `(4, 256)` → input embeddings `(8, 4, 256)`" in text
+    assert "**True** (max difference 0.0e+00)" in text
+    at.button(key="t2v_explore").click().run()
+    assert not messages(at)["exception"], messages(at)
+    assert at.session_state["sentence"] == BOOK_EXAMPLE
+    assert not [t for t in at.title if t.value == "Text → vectors"]  # Explore now
+    assert "t2v_section" not in at.session_state or at.get("vega_lite_chart")
+
+
+def test_lookup_table_and_real_head(at):
+    section(at, "Q/K/V as a lookup")
+    rows = chart_with(at, TABLE_TITLE)
+    weights = np.array([r["weight"] for r in rows])
+    assert abs(weights.sum() - 1) < 1e-6 and rows[int(weights.argmax())]["key"] == "Edith Wharton"
+    assert "nothing: no key equals the query" in markdown(at)  # "Edith Warton" is misspelled
+    at.slider(key="t2v_temperature").set_value(2.0).run()
+    flat = np.array([r["weight"] for r in chart_with(at, TABLE_TITLE)])
+    assert flat.max() < weights.max()  # hotter: a flatter blend
+    at.text_input(key="t2v_query").input("jane austen").run()
+    assert "Pride and Prejudice" in markdown(at)
+    head_rows = chart_with(at, "which keys matched")
+    head = np.array([r["weight"] for r in head_rows])
+    assert len(head) == len(gpt2_ids(BOOK_EXAMPLE)) and abs(head.sum() - 1) < 1e-5
+    # temperature 1: the model's own weights for the last query, as Explore's run holds them
+    from attn_core.views import head_matrix
+    from dashboard.compute import traced_run
+
+    s = at.session_state["_settings"]
+    run = traced_run(BOOK_EXAMPLE, "learned", s.cfg)
+    assert np.allclose(head, head_matrix(run.trace, "weights", 0)[-1], atol=1e-6)
