@@ -81,6 +81,7 @@ def test_run_reports_ratios_to_sdpa():
     (["-m", "bench.app_response", "--sizes", "6", "--reps", "1", "--profiles", "default", "--no-first-page"], "|"),
     (["-m", "bench.generation", "--small", "--tokens", "5"], "same tokens: True"),
     (["-m", "bench.variants", "--sizes", "16", "--reps", "1"], "ratios to MHA 1.00 / 1.00 / 1.00"),
+    (["-m", "bench.flash", "--smoke"], "explicit/tiled MB"),
 ])
 def test_bench_scripts_smoke(cmd, expected):
     from browser import browser_missing_reason
