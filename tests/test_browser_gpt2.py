@@ -50,7 +50,10 @@ def test_the_model_view_fits_one_screen_and_a_click_opens_the_head(gpt2_server, 
         head = grid.locator('[aria-label*="layer 3 head 5:"]').first  # Vega's SVG names each frame by its tooltip
         head.scroll_into_view_if_needed()
         head.click()
-        page.wait_for_function("() => new URL(location).searchParams.get('layer') === '3'", timeout=LOAD_TIMEOUT_MS)
+        # the link gains layer and head in separate writes: wait for both (layer alone raced the head on a busy box)
+        page.wait_for_function("() => { const p = new URL(location).searchParams; "
+                               "return p.get('layer') === '3' && p.get('head') === 'head 5'; }",
+                               timeout=LOAD_TIMEOUT_MS)
         page.wait_for_function(READY_JS, timeout=LOAD_TIMEOUT_MS, polling="raf")
         params = page.evaluate("() => Object.fromEntries(new URL(location).searchParams)")
         assert params["head"] == "head 5" and params.get("section", "Weights") == "Weights", params  # the default
