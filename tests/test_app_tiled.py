@@ -64,3 +64,14 @@ def test_window_gqa_and_too_many_tiles():
     long = " ".join(["word"] * 100)
     at = open_page(TILED, sentence=long, input_mode="learned", context_length="256")
     assert any("too many to step through" in w.value for w in at.warning)
+
+
+def test_the_book_example_in_multihead_attention_corrects_the_running_max():
+    """The Book example preset (MultiHeadAttention, 2 heads): head 2's rows find larger scores in later tiles."""
+    at = open_page(TILED, variant="MultiHeadAttention", d_out="2", num_heads="2")
+    assert any("no row's max grows" in c.value for c in at.caption)  # head 1: the first key tile holds each max
+    at.selectbox(key="tile_head").set_value(1).run()
+    corrected = next(c.value for c in at.caption if "was corrected" in c.value)
+    assert "tile (2,2)" in corrected and "tile (3,3)" in corrected, corrected
+    at = step_to(at, "tile (3,2)")
+    assert any("the max grew" in m.value for m in at.markdown)

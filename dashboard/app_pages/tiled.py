@@ -34,6 +34,29 @@ def _row_table(labels: list[str], rows: range, trace: Trace, tile: str) -> pd.Da
                         index=pd.Index([labels[q] for q in rows], name="query"))
 
 
+def _grew(trace: Trace, tile: str) -> torch.Tensor:
+    """Which rows of ``tile`` had their max corrected: a max already set (not −∞) that grew (α < 1)."""
+    return (trace[f"{tile}.alpha"].tensor < 1) & (trace[f"{tile}.m_old"].tensor > -torch.inf)
+
+
+def _corrections(trace: Trace) -> int:
+    return sum(int(_grew(trace, tile).sum()) for tile in _tiles(trace))
+
+
+def _corrected_tiles(trace: Trace) -> list[str]:
+    shown = []
+    for tile in _tiles(trace):
+        if bool(_grew(trace, tile).any()):
+            i, j = (int(n) for n in tile[len("tile["):-1].split(","))
+            shown.append(f"tile ({i + 1},{j + 1})")
+    return shown
+
+
+def _tiles(trace: Trace) -> list[str]:
+    """The computed tiles' scopes, in the loop's order: ``tile[i,j]``."""
+    return [s.scope for s in trace if s.name.endswith(".alpha")]
+
+
 def _block(labels: list[str], rows: range, cols: list[str], tensor: torch.Tensor) -> pd.DataFrame:
     return pd.DataFrame(tensor[0, 0].numpy(), index=pd.Index([labels[q] for q in rows], name="query"), columns=cols)
 
@@ -110,9 +133,8 @@ def render() -> None:
                        f"{cols.start + 1}–{cols.stop}. Scores S = q·k / √d_k (−∞ where masked):")
         show_table(right, _block(labels, rows, col_names, tiles[f"{tile}.S"].tensor), formats=dict.fromkeys(
             col_names, "%.3f"))
-        m_old = tiles[f"{tile}.m_old"].tensor
-        first = bool((m_old == -torch.inf).all())
-        grew = bool(((tiles[f"{tile}.alpha"].tensor < 1) & (m_old > -torch.inf)).any())
+        first = bool((tiles[f"{tile}.m_old"].tensor == -torch.inf).all())
+        grew = bool(_grew(tiles, tile).any())
         if first:
             story = " — the row's first tile: m starts at −∞ and ℓ at 0, so α = 0 (nothing summed yet)"
         elif grew:
@@ -128,6 +150,13 @@ def render() -> None:
             show_table(st, _block(labels, rows, [f"d{c + 1}" for c in range(acc.shape[-1])], acc))
 
     diff = float((out[0, 0] - explicit).abs().max())
+    corrections = _corrections(tiles)
+    if not corrections:
+        st.caption("In this head no row's max grows after its first tile (each row's largest score sits in its first "
+                   "key tile), so α stays 1: try another head, smaller tiles or another sentence to see a correction.")
+    else:
+        st.caption(f"The running max was corrected {plural(corrections, 'time')} in this walk (a row's max grew in a "
+                   "later tile, α < 1): " + ", ".join(_corrected_tiles(tiles)) + ".")
     c1, c2, c3 = st.columns(3)
     c1.metric("Tiles computed", f"{plan.num_computed} of {plan.num_tiles}",
               help="A tile whose every cell is masked is skipped: causal masking skips about half.")
