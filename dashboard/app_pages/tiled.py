@@ -17,6 +17,7 @@ from dashboard.controls import settings
 from dashboard.links import md_escape
 from dashboard.present import presenting
 from dashboard.runs import load_run
+from dashboard.sizes import cap
 from dashboard.steppers import stepper
 from dashboard.text import plural, show_table
 from dashboard.tile_charts import tile_frame, tile_grid_chart
@@ -116,7 +117,7 @@ def render() -> None:
 
     left, right = st.columns([1, 1])
     if T <= MAX_GRID_TOKENS:
-        size = 290 if not presenting() else 420
+        size = cap(290 if not presenting() else 360)  # the half column at 1280x720, larger on a larger screen
         frame = tile_frame(plan, mask_np, n, weights_explicit)
         left.altair_chart(tile_grid_chart(frame, labels, size, numbers=T <= 12), key="tile_grid",
                           width="content")
