@@ -3,7 +3,11 @@ dashboard's Benchmark page (which adds only the progress bar and charts).
 
 All implementations compute the same causal multi-head attention with the same weights (taken
 from one seeded MultiHeadAttention), so differences are the implementation's alone. Each time is
-the median of repeated runs after warm-up; on CUDA each run is timed with CUDA events.
+the median of repeated runs after warm-up; on CUDA each run is timed with CUDA events. The repeats
+are interleaved: every round times each implementation once, in rotating order, so a burst of load
+slows all of them alike, and one round's times can be compared pairwise (``benchmark_verdict``).
+A repeat calls a fast implementation several times (at least ``MIN_REPEAT_MS`` per repeat), so the
+timer's resolution and one scheduler hiccup do not decide a 0.05 ms result.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from .attention import MultiHeadAttention, MultiHeadAttentionWrapper
+from .benchmark_verdict import NOISY_IQR, describe_scaling, noisy_rows, quartiles  # noqa: F401 - re-exported
 from .devices import pick_device
 from .efficient import MultiHeadAttentionCombinedQKV, sdpa_attention
 from .lab import DTYPES
@@ -75,6 +80,10 @@ class Result:
     ms_min: float | None = None  # fastest repeat
     ms_max: float | None = None  # slowest repeat
     reps: int = 0  # repeats measured (after warm-up)
+    ms_q1: float | None = None  # first and third quartile of the repeats: the noise the verdict reads
+    ms_q3: float | None = None
+    times: list[float] | None = None  # each repeat's milliseconds, in round order (paired across implementations)
+    calls: int = 1  # calls timed together in one repeat (fast implementations), the time is per call
 
     @property
     def spread(self) -> float:
@@ -129,8 +138,8 @@ def _sync(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def time_once(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device) -> float:
-    """Milliseconds for one call (and backward), measured with CUDA events on CUDA."""
+def time_once(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device, number: int = 1) -> float:
+    """Milliseconds per call, over ``number`` calls (and backwards) timed together; CUDA events on CUDA."""
     if backward:
         def step():
             fn(x).float().sum().backward()
@@ -141,15 +150,21 @@ def time_once(fn: Callable, x: torch.Tensor, backward: bool, device: torch.devic
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        step()
+        for _ in range(number):
+            step()
         end.record()
         torch.cuda.synchronize(device)
-        return start.elapsed_time(end)
+        return start.elapsed_time(end) / number
     _sync(device)
     t = time.perf_counter()
-    step()
+    for _ in range(number):
+        step()
     _sync(device)
-    return (time.perf_counter() - t) * 1e3
+    return (time.perf_counter() - t) * 1e3 / number
+
+
+MIN_REPEAT_MS = 2.0  # one repeat lasts at least this long (several calls of a fast implementation)
+MAX_CALLS = 200
 
 
 def measure(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device, warmup: int = 2,
@@ -161,53 +176,82 @@ def measure(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device,
 def measure_all(fn: Callable, x: torch.Tensor, backward: bool, device: torch.device, warmup: int = 2,
                 reps: int = 5, budget_s: float | None = None) -> list[float]:
     """The milliseconds of each of up to ``reps`` runs after ``warmup`` (stops early past ``budget_s``)."""
+    return measure_rounds({"fn": fn}, x, backward, device, warmup, reps, budget_s)[0]["fn"]
+
+
+def measure_rounds(fns: dict[str, Callable], x: torch.Tensor, backward: bool, device: torch.device,
+                   warmup: int = 2, reps: int = 5, budget_s: float | None = None,
+                   ) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float | None]]:
+    """Time every function in ``fns`` once per round, in rotating order, for up to ``reps`` rounds.
+
+    Returns (each one's milliseconds per round, calls per repeat, peak CUDA MB of its warm-up). Past ``budget_s``
+    no new round starts once 3 are done; one that would end past twice the budget does not start at all (one
+    round is always measured). A slow first warm-up call (over a 20th of the budget) is the only warm-up."""
     t0 = time.perf_counter()
-    for _ in range(warmup):
-        time_once(fn, x, backward, device)
-    times = []
-    for _ in range(reps):
-        times.append(time_once(fn, x, backward, device))
+    calls: dict[str, int] = {}
+    peaks: dict[str, float | None] = {}
+    for name, fn in fns.items():
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        for _ in range(max(1, warmup)):
+            t = time_once(fn, x, backward, device)
+            if budget_s is not None and t > budget_s * 1e3 / 20:
+                break
+        peaks[name] = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+        calls[name] = max(1, min(MAX_CALLS, int(MIN_REPEAT_MS / max(t, 1e-4)) + 1)) if t < MIN_REPEAT_MS else 1
+    names = list(fns)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    round_s = 0.0
+    for r in range(max(1, reps)):
         spent = time.perf_counter() - t0
-        # Past the budget, stop, but keep 3 runs for a median unless they would double the budget.
-        if budget_s is not None and spent > budget_s and (len(times) >= 3 or spent > 2 * budget_s):
+        if r and budget_s is not None and (spent > budget_s and r >= 3 or spent + round_s > 2 * budget_s):
             break
-    return times
+        start = time.perf_counter()
+        for name in names[r % len(names):] + names[:r % len(names)]:  # nobody always goes first (or last)
+            times[name].append(time_once(fns[name], x, backward, device, calls[name]))
+        round_s = time.perf_counter() - start
+    return times, calls, peaks
 
 
 def run(sizes: Iterable[Size], implementations: Iterable[str] = IMPLEMENTATIONS, device: str = "cpu",
         dtype: str = "float32", passes: Iterable[str] = ("forward",), warmup: int = 2, reps: int = 5,
         budget_s: float | None = None, on_result: Callable[[Result, int, int], None] | None = None) -> list[Result]:
-    """Time every implementation x size x pass; ratios are to raw SDPA in the same run.
+    """Time every implementation x size x pass; ratios are to raw SDPA in the same rounds.
 
-    ``budget_s`` bounds the whole run: each measurement gets an equal share, and reps stop early
-    when it is spent. ``on_result(result, done, total)`` reports progress."""
+    ``budget_s`` bounds the whole run: each size and pass gets an equal share of what is left, and rounds
+    stop early when it is spent. ``on_result(result, done, total)`` reports progress (a size and pass at once:
+    its implementations are measured together, round by round)."""
     dev = pick_device(device)
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
     dt = DTYPES[dtype]
     impls = list(dict.fromkeys([BASELINE, *implementations]))  # the baseline first: a run cut short keeps ratios
-    jobs = [(s, p, name) for s in sizes for p in passes for name in impls]
-    share = None if budget_s is None else budget_s / max(1, len(jobs))
+    groups = [(s, p) for s in sizes for p in passes]
+    total = len(groups) * len(impls)
+    t_start = time.perf_counter()
     results: list[Result] = []
-    for n, (size, pass_, name) in enumerate(jobs, 1):
+    for n, (size, pass_) in enumerate(groups):
+        share = None if budget_s is None else (budget_s - (time.perf_counter() - t_start)) / (len(groups) - n)
         g = torch.Generator().manual_seed(0)
         x = torch.randn(size.batch, size.num_tokens, size.d, generator=g).to(device=dev, dtype=dt)
         backward = pass_ == "forward+backward"
-        fn = build(name, size, dev, dt)
-        if not backward and isinstance(fn, nn.Module):
-            fn.requires_grad_(False)
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        times = measure_all(fn, x, backward, dev, warmup, reps, share)
-        peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None
-        r = Result(name, size.name, size.batch, size.num_tokens, size.d, size.num_heads, str(dev), dtype, pass_,
-                   statistics.median(times), peak_mb=peak, ms_min=min(times), ms_max=max(times), reps=len(times))
-        results.append(r)
-        if on_result:
-            on_result(r, n, len(jobs))
-    base = {(r.size, r.pass_): r.ms for r in results if r.implementation == BASELINE}
-    for r in results:
-        r.ratio_to_sdpa = r.ms / base[(r.size, r.pass_)]
+        fns = {}
+        for name in impls:
+            fns[name] = build(name, size, dev, dt)
+            if not backward and isinstance(fns[name], nn.Module):
+                fns[name].requires_grad_(False)
+        times, calls, peaks = measure_rounds(fns, x, backward, dev, warmup, reps,
+                                             None if share is None else max(share, 0.05))
+        base = times[BASELINE]
+        for name in impls:
+            ts = times[name]
+            q1, med, q3 = quartiles(ts)
+            ratio = quartiles([a / b for a, b in zip(ts, base)])[1]  # paired by round: the same load
+            r = Result(name, size.name, size.batch, size.num_tokens, size.d, size.num_heads, str(dev), dtype, pass_,
+                       med, ratio, peaks[name], min(ts), max(ts), len(ts), q1, q3, ts, calls[name])
+            results.append(r)
+            if on_result:
+                on_result(r, len(results), total)
     return results
 
 
@@ -297,39 +341,3 @@ def _child_main() -> None:
         print(json.dumps(asdict(r)), flush=True)
 
     run(**spec, on_result=emit)
-
-
-NOISY_SPREAD = 0.5  # repeats that vary by more than half the median: the machine was busy
-
-
-def noisy_rows(rows: Iterable[dict]) -> list[dict]:
-    """Result rows (``Result.row()``) whose repeats varied too much to trust, or that had < 3 repeats."""
-    out = []
-    for r in rows:
-        lo, hi, ms = r.get("ms_min"), r.get("ms_max"), r.get("ms")
-        if r.get("reps", 0) < 3 or (lo is not None and hi is not None and ms and (hi - lo) / ms > NOISY_SPREAD):
-            out.append(r)
-    return out
-
-
-def describe_scaling(rows: Iterable[dict], implementation: str = "MultiHeadAttention (explicit)") -> str:
-    """One or two sentences, written from the measured time-vs-T rows: how ``implementation``'s ratio
-    to raw SDPA changed from the smallest to the largest T, and whether its times grew steadily."""
-    mine = sorted((r for r in rows if r["implementation"] == implementation and r.get("ratio_to_sdpa")),
-                  key=lambda r: r["num_tokens"])
-    if len(mine) < 2:
-        return f"Too few sizes were measured for {implementation} to say how it scales."
-    first, last = mine[0], mine[-1]
-    a, b = first["ratio_to_sdpa"], last["ratio_to_sdpa"]
-    span = f"{a:.2f}× raw SDPA at T = {first['num_tokens']} and {b:.2f}× at T = {last['num_tokens']}"
-    if b > 1.15 * a:
-        text = f"In this run {implementation} took {span}: it falls further behind as T grows."
-    elif b < a / 1.15:
-        text = f"In this run {implementation} took {span}: the gap shrank, unlike the expected T² trend."
-    else:
-        text = f"In this run {implementation} took {span}: no clear trend."
-    times = [r["ms"] for r in mine]
-    if any(t2 < t1 for t1, t2 in zip(times, times[1:])):
-        text += (" Its time did not grow steadily with T (a longer input ran faster), so the machine was busy "
-                 "during this run: run it again before drawing conclusions.")
-    return text

@@ -66,6 +66,7 @@ class ModelPreset:
     window: int = 1024
     local: int = 5
     global_: int = 1
+    latent: int | None = None  # MLA's latent width; None: the book's default
 
     @property
     def head_dim(self) -> int:
@@ -73,8 +74,8 @@ class ModelPreset:
 
     @property
     def latent_dim(self) -> int:
-        """The book's MLA default: max(16, d_out // 8)."""
-        return max(16, self.emb_dim // 8)
+        """MLA's latent width: as given, else the book's default max(16, d_out // 8)."""
+        return self.latent if self.latent is not None else max(16, self.emb_dim // 8)
 
     def shapes(self) -> list[AttentionShape]:
         """Multi-head attention and its cheaper variants at this model's sizes."""

@@ -4,15 +4,13 @@ Each :class:`Task` makes batches of (inputs, targets) token ids (targets -100 wh
 taken), has a fixed probe input to look at, and names the head pattern it should grow. The
 :class:`Trainer` runs one optimizer step at a time and keeps a :class:`Snapshot` (the probe's
 attention in every layer and head, the head scores, the loss) every ``snapshot_every`` steps.
-:class:`TrainingJob` runs a trainer on a worker thread that a UI can pause, resume and cancel.
+:class:`TrainingJob` (``jobs.py``) runs a trainer on a worker thread that a UI can pause, resume and cancel.
 Nothing here imports Streamlit.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from .gpt import GPTModel, layer_scope
+from .jobs import Load, TrainingJob, live_jobs, queue_waits, server_load  # noqa: F401 - re-exported: the job API
 from .paths import asset
 from .scores import head_scores
 from .trace import Trace
@@ -284,109 +283,3 @@ class Trainer:
         """Step until done or ``should_stop()`` is true (checked before every step)."""
         while not self.done and not should_stop():
             self.step()
-
-
-MAX_JOBS = 2  # training jobs running at once on one server (each wants a core)
-_jobs_lock = threading.Lock()
-_live_jobs: set[TrainingJob] = set()
-
-
-class TooManyJobs(RuntimeError):
-    """Every training slot of this server is busy."""
-
-
-class TrainingJob:
-    """A :class:`Trainer` on a worker thread: ``start``, ``pause``, ``resume``, ``cancel``.
-
-    A paused job holds no thread (resuming starts a new one), so an abandoned paused job costs
-    only its memory. At most :data:`MAX_JOBS` jobs run per process. A running job whose owner
-    stops calling :meth:`touch` for ``idle_timeout`` seconds (its browser tab closed) cancels itself."""
-
-    # Browsers throttle a hidden tab's timers (Chrome: to once a minute after 5 minutes), so the
-    # page's polling can pause for a minute while the teacher shows another tab: allow two.
-    def __init__(self, trainer: Trainer, idle_timeout: float = 120.0):
-        self.trainer = trainer
-        self.uid = uuid.uuid4().hex  # a cache key for what the job drew
-        self.idle_timeout = idle_timeout
-        self.error: str | None = None
-        self._pause = threading.Event()
-        self._cancel = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last_seen = time.monotonic()
-
-    @property
-    def state(self) -> str:
-        """"ready", "running", "paused", "done", "cancelled" or "failed"."""
-        if self.error:
-            return "failed"
-        if self.trainer.done:
-            return "done"
-        if self._cancel.is_set():
-            return "cancelled"
-        if self._thread is None:
-            return "ready"
-        return "running" if self.alive and not self._pause.is_set() else "paused"
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def touch(self) -> None:
-        """The owner is still watching."""
-        self._last_seen = time.monotonic()
-
-    def start(self) -> None:
-        """Start (or resume) training on a worker thread; raises :class:`TooManyJobs` when the server is full."""
-        self.touch()
-        if self.trainer.done or self._cancel.is_set() or self.error:
-            return
-        if self.alive:
-            if not self._pause.is_set():
-                return  # already running
-            self._thread.join(timeout=10)  # a pausing worker finishes its step first
-        with _jobs_lock:
-            if len(_live_jobs) >= MAX_JOBS:
-                raise TooManyJobs(f"{MAX_JOBS} trainings already run on this server: wait for one to finish "
-                                  "or use a trained model")
-            _live_jobs.add(self)
-        self._pause.clear()
-        self._thread = threading.Thread(target=self._work, name="attention-lab-training", daemon=True)
-        self._thread.start()
-
-    def pause(self) -> None:
-        """Stop after the current step; the worker thread ends."""
-        self._pause.set()
-
-    def resume(self) -> None:
-        self.start()
-
-    def cancel(self, wait: float = 10.0) -> None:
-        self._cancel.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=wait)
-
-    def _stale(self) -> bool:
-        return time.monotonic() - self._last_seen > self.idle_timeout
-
-    def _work(self) -> None:
-        # One intra-op thread, for this worker only (OpenMP's thread count is per calling thread):
-        # tiny models gain nothing from more, and two OpenMP threads fighting the page's script
-        # thread made 20 steps take 15 s instead of 1.8 s (measured, 2 cores).
-        torch.set_num_threads(1)
-        try:
-            while not (self.trainer.done or self._cancel.is_set() or self._pause.is_set()):
-                if self._stale():
-                    self._cancel.set()
-                    break
-                self.trainer.step()
-        except Exception as exc:  # noqa: BLE001 - reported to the page, never lost on a thread
-            self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            with _jobs_lock:
-                _live_jobs.discard(self)
-
-
-def live_jobs() -> int:
-    """How many training jobs this process runs now."""
-    with _jobs_lock:
-        return len(_live_jobs)

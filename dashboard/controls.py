@@ -289,8 +289,19 @@ def _finish_link(sb, text: str) -> None:
 def _keep_state(*keys: str) -> None:
     """Keep settings whose widgets this run does not draw (Streamlit forgets an undrawn widget's value): the link
     still holds them, and they are back when their widgets are."""
+    kept = st.session_state.setdefault("_kept", set())
     for key in keys:
         st.session_state[key] = st.session_state.get(key, DEFAULTS[key])
+        kept.add(key)
+
+
+def _hand_back_kept() -> None:
+    """Before a run draws widgets kept undrawn last run: set each value again in this run. A value set in an earlier
+    run is the widget's value on the server but not sent to the browser, which drew the default (the sentence a
+    visit to Learn had kept came back as the book's, in Chromium; AppTest did not show it)."""
+    for key in st.session_state.pop("_kept", ()):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
 
 
 def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig | None]:
@@ -357,21 +368,33 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     return settings
 
 
-def render_sidebar() -> Settings:
+KNOB_PAGES = "Explore, Shape flow, Masking lab and Book walkthrough"  # the pages that read the sidebar's knobs
+APPLY_HINT = "Ctrl+Enter (⌘+Enter on a Mac) or a click outside the box applies it."
+
+
+def render_sidebar(uses: str = "all") -> Settings:
     """Draw the shared controls in the sidebar and return the resulting Settings. A knob the chosen variant does
-    not use (its registry entry's ``knobs``) is greyed out."""
+    not use (its registry entry's ``knobs``) is greyed out.
+
+    ``uses``: what the page reads. "all": every knob; "none" (a page with its own controls: Learn, Generate, KV cache
+    cost, Benchmark): no knob at all, each setting kept for the link and the way back. The Sentence comes first, so
+    it is above the fold of a 1280x720 screen (issue 33: it started at y 704)."""
     devices = available_devices()
     messages = _seed_from_url(devices)
+    _hand_back_kept()
     if st.session_state.get("device") not in devices:
         st.session_state["device"] = "cpu"
     sb = st.sidebar
     sb.header("Attention Lab")
+    if uses == "none":
+        return _no_knobs(sb, messages)
+    text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90,
+                        max_chars=MAX_TEXT_CHARS,
+                        help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}). {APPLY_HINT}")
+    sb.caption(APPLY_HINT)
     sb.caption("Presets")
     for name in PRESETS:
         sb.button(name, key=f"preset_{name}", on_click=_apply_preset, args=(name,), width="stretch")
-    text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90,
-                        max_chars=MAX_TEXT_CHARS,
-                        help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}).")
     weights, model_cfg = _weights(sb, messages)
     if model_cfg is not None:
         return _pretrained_sidebar(sb, text or "", weights, model_cfg, messages)
@@ -423,6 +446,20 @@ def render_sidebar() -> Settings:
         device=device or "cpu", num_kv_groups=int(num_kv_groups), window=int(window), latent_dim=int(latent_dim),
     )
     settings = Settings(text, input_mode, cfg, messages)
+    st.session_state["_settings"] = settings
+    return settings
+
+
+def _no_knobs(sb, messages: list[tuple[str, str]]) -> Settings:
+    """A page with its own controls: the sidebar says where the knobs are; every setting stays for the link."""
+    _keep_state(*SCHEMA)
+    sb.caption(f"This page has its own controls. The sentence and the attention knobs are on {KNOB_PAGES}: "
+               "they keep their values meanwhile.")
+    text = str(st.session_state["sentence"] or "")
+    _finish_link(sb, text)
+    state = st.session_state
+    cfg = AttentionConfig(**{k: SCHEMA[k].coerce(state[k]) for k in asdict(AttentionConfig()) if k in SCHEMA})
+    settings = Settings(text, str(state["input_mode"]), cfg, messages)
     st.session_state["_settings"] = settings
     return settings
 

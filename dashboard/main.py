@@ -62,5 +62,6 @@ page = st.navigation([
 ], position="top" if present else "sidebar")
 presentation_controls(st.sidebar)
 measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
-render_sidebar()
+OWN_CONTROLS = {"learn", "generate", "kv-cache", "benchmark"}  # pages that read none of the sidebar's knobs
+render_sidebar("none" if page.url_path in OWN_CONTROLS else "all")
 page.run()

@@ -130,3 +130,15 @@ def test_a_bad_link_value_on_the_page_is_named():
     at.switch_page(PAGE).run()
     warnings = " ".join(messages(at)["warning"])
     assert "gen\\_model" in warnings and "bogus" in warnings and "gen\\_how" in warnings, warnings
+
+
+def test_a_link_keeps_the_prompt_and_the_no_cache_matrix_is_labelled():
+    """Issue 33 item 8: the prompt was not in the link; the "without cache" matrix was an unlabelled image."""
+    at = open_page(PAGE, gen_prompt="Once upon a time")
+    assert at.text_input(key="gen_prompt").value == "Once upon a time"
+    at.button(key="gen_next").click().run()
+    assert not messages(at)["exception"], messages(at)
+    shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "Without the cache: attention weights, layer 1, head 1" in shown
+    assert "queries, tokens 1–5 top to bottom" in shown and "keys, tokens 1–5 left to right" in shown
+    assert "Top left: token 1 “Once”" in shown

@@ -127,3 +127,43 @@ def test_explore_explains_a_sentence_too_long_for_a_trained_model():
     at.segmented_control(key="explore_weights").set_value("induction").run()
     assert not messages(at)["exception"]
     assert any("context_length" in w.value for w in at.warning)
+
+
+def test_three_students_each_see_progress_or_their_place_in_the_queue(monkeypatch):
+    """Issue 33 item 3: the third Start on a two-slot server said nothing; now it shows its place and starts itself."""
+    import attn_core.jobs as jobs
+
+    monkeypatch.setattr(jobs, "MAX_JOBS", jobs.live_jobs() + 2)  # two free slots, whatever else runs
+    apps = [open_learn() for _ in range(3)]
+    try:
+        for at in apps:
+            at.selectbox(key="learn_task").set_value("previous")
+            at.number_input(key="learn_steps").set_value(5000)  # runs past the test: its slot stays busy
+            at.selectbox(key="learn_emb").set_value(32)
+            at.run()
+            at.button(key="learn_start").click().run()
+            assert not messages(at)["exception"], messages(at)
+        first, second, third = apps
+        assert progress_text(first).startswith("running") and progress_text(second).startswith("running")
+        assert progress_text(third).startswith("queued · place 1 · starts in ")
+        assert "number 1 in the queue" in third.info[0].value
+        assert third.button(key="learn_leave").label == "Leave queue"
+        line = [c.value for c in third.caption if "training slots busy" in c.value]
+        assert line and "2 of 2 training slots busy" in line[0] and "1 waiting" in line[0]  # the teacher's line
+        # a student in the queue sees the same line on a page without a job of their own
+        fourth = open_learn()
+        assert any("1 waiting" in c.value for c in fourth.caption)
+        # the first student resets: the third starts by itself and, at its next poll, sees its progress
+        first.button(key="learn_reset").click().run()
+        job = third.session_state["learn_job"]
+        deadline = time.monotonic() + 30
+        while job.state != "running":
+            assert time.monotonic() < deadline, job.state
+            time.sleep(0.05)
+        third.run()
+        assert progress_text(third).startswith("running"), progress_text(third)
+        assert third.button(key="learn_pause")
+    finally:
+        for at in apps:
+            if "learn_job" in at.session_state:
+                at.session_state["learn_job"].cancel()

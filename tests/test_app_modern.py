@@ -68,9 +68,23 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
     totals = dict(zip(table["variant"], table["32,768 tokens"]))
     assert totals["MHA"] == "17.18 GB" and totals["GQA (8 K/V heads)"] == "4.29 GB"
     assert totals["MHA + SWA 1024 (5:1)"] == "3.14 GB" and totals["GQA + SWA 1024 (5:1)"] == "784.33 MB"
-    measured = at.dataframe[1].value.dropna(subset=["measured bytes"])
+    every = at.dataframe[1].value
+    measured = every[every["equal"] != "–"]
     assert len(measured) == 4 and (measured["measured bytes"] == measured["formula bytes"]).all()
+    assert set(measured["equal"]) == {"yes"}
+    # the window row says why nothing was measured, instead of "None" (issue 33 item 8)
+    window = every[every["equal"] == "–"]
+    assert len(window) == 1 and window["measured bytes"].iloc[0].startswith("not measured")
+    assert any("keeps every token" in c.value for c in at.caption)
     at.selectbox(key="kv_preset").set_value("Your own numbers").run()
+    totals = dict(zip(at.dataframe[0].value["variant"], at.dataframe[0].value["32,768 tokens"]))
+    assert "MLA (latent 512)" in totals  # the book's default, emb_dim / 8
+    at.number_input(key="kv_latent").set_value(256).run()
+    totals = dict(zip(at.dataframe[0].value["variant"], at.dataframe[0].value["32,768 tokens"]))
+    assert totals["MLA (latent 256)"] == "536.87 MB"  # 32 layers x 256 values x 2 bytes x 32,768 tokens
+    linked = open_page("app_pages/kv_cost.py", kv_preset="Your own numbers", kv_latent="128", kv_layers="16")
+    totals = dict(zip(linked.dataframe[0].value["variant"], linked.dataframe[0].value["32,768 tokens"]))
+    assert totals["MLA (latent 128)"] == "134.22 MB"  # a link opens on your numbers: 16 x 128 x 2 x 32,768
     at.number_input(key="kv_kv_heads").set_value(5).run()
     assert any("must divide heads (32)" in e for e in messages(at)["error"]), messages(at)
 

@@ -56,6 +56,93 @@ def test_scaling_text_is_written_from_the_measurement():
     assert "falls further behind" not in text and "did not grow steadily" in text
 
 
+# Issue 33 item 6: verdicts read from fixed timings (ms per round; the rounds interleave the implementations) --------
+WRAPPER, EXPLICIT, EFFICIENT, SDPA = ("MultiHeadAttentionWrapper", "MultiHeadAttention (explicit)",
+                                      "MultiHeadAttention (efficient)", "raw SDPA")
+STABLE = {SDPA: [1.00, 1.02, 0.99, 1.01, 1.00, 0.98, 1.01], EFFICIENT: [1.03, 1.04, 1.02, 1.03, 1.05, 1.01, 1.02],
+          EXPLICIT: [2.10, 2.15, 2.05, 2.12, 2.08, 2.11, 2.09], WRAPPER: [4.0, 4.1, 3.9, 4.05, 4.0, 3.95, 4.02]}
+# an idle machine's one hiccup: a single slow repeat of each, in different rounds (the old rule: "too noisy")
+HICCUP = {k: [t * (3.0 if i == n else 1.0) for i, t in enumerate(v)] for n, (k, v) in enumerate(STABLE.items())}
+# a busy machine: the same medians, repeats all over the place
+_LOAD = [1.0, 2.2, 0.7, 1.6, 0.9, 2.5, 1.1]  # each round's load, and each one's luck in it
+NOISY = {SDPA: _LOAD, EFFICIENT: [t * r for t, r in zip(_LOAD, [0.7, 1.5, 0.8, 1.3, 0.9, 1.6, 1.0])],
+         EXPLICIT: [t * r for t, r in zip(_LOAD, [1.6, 0.6, 1.5, 0.7, 1.4, 0.8, 1.1])]}
+# the issue's small size: the wrapper (1.80 ms) beat efficient MHA (2.0 ms) and SDPA (2.04 ms)
+CONTRADICTS = {SDPA: [2.04, 2.05, 2.03, 2.06, 2.02], EFFICIENT: [2.0, 2.01, 1.99, 2.02, 2.0],
+               EXPLICIT: [2.2, 2.25, 2.18, 2.21, 2.2], WRAPPER: [1.80, 1.81, 1.79, 1.82, 1.80]}
+
+
+def test_a_stable_run_ranks_the_implementations_and_calls_ties_within_noise():
+    from attn_core.benchmark_verdict import compare, verdict
+
+    v = verdict(STABLE)
+    assert v.fastest == SDPA and v.ties == (EFFICIENT,) and v.noisy == ()  # 3% apart: within noise, not a win
+    assert "Within noise of it: MultiHeadAttention (efficient)" in v.text
+    c = compare(EXPLICIT, STABLE[EXPLICIT], WRAPPER, STABLE[WRAPPER])
+    assert c.outcome == "faster" and 0.5 < c.ratio < 0.55 and "1.9" in c.sentence()
+    assert compare(WRAPPER, STABLE[WRAPPER], EXPLICIT, STABLE[EXPLICIT]).outcome == "slower"
+    hiccup = verdict(HICCUP)  # one slow repeat each changes nothing: the same verdict, not "too noisy"
+    assert (hiccup.fastest, hiccup.ties, hiccup.noisy) == (v.fastest, v.ties, v.noisy)
+    assert noisy_rows([dict(ms=1.0, ms_q1=0.99, ms_q3=1.01, ms_min=0.98, ms_max=3.0, reps=7)]) == []
+
+
+def test_a_noisy_run_says_so_and_calls_nothing():
+    from attn_core.benchmark_verdict import compare, verdict
+
+    v = verdict(NOISY)
+    assert {SDPA, EFFICIENT} <= set(v.noisy) and "Too noisy to rank" in v.text
+    assert v.ties  # nothing is called faster than the fastest median when the rounds disagree
+    for a in NOISY:
+        for b in NOISY:
+            if a != b:
+                assert compare(a, NOISY[a], b, NOISY[b]).outcome == "same", (a, b)
+    row = dict(ms=1.1, ms_q1=0.9, ms_q3=2.2, reps=7)
+    assert noisy_rows([row]) == [row]
+
+
+def test_the_explanation_follows_the_measurement_never_the_expectation():
+    from attn_core.benchmark_verdict import explain
+
+    expected = explain({"small, forward": STABLE})  # the wrapper 2x the explicit class, that 2x the fused path
+    assert len(expected) == 2 and all("as expected" in line for line in expected)
+    assert "One matmul for all heads" in expected[0] and "Fused kernels" in expected[1]
+    same = {EFFICIENT: STABLE[SDPA], EXPLICIT: STABLE[EFFICIENT]}  # 3% apart, every round
+    within = explain({"book, forward": same})
+    assert len(within) == 1 and "no measurable gain here" in within[0] and "as expected" not in within[0]
+    text = " ".join(explain({"small, forward": CONTRADICTS}))
+    assert "the opposite of the reason above" in text  # the wrapper beat the explicit class
+    assert "MultiHeadAttentionWrapper was 1.22× faster than MultiHeadAttention (explicit)" in text \
+        or "MultiHeadAttention (explicit) was 1.22× slower than MultiHeadAttentionWrapper" in text
+    assert "as expected, MultiHeadAttention (efficient) was" in text  # efficient did beat explicit (2.0 vs 2.2)
+    v = verdict_of(CONTRADICTS)
+    assert v.fastest == WRAPPER and "Fastest: MultiHeadAttentionWrapper (1.8 ms)" in v.text
+    assert explain({"small, forward": {SDPA: STABLE[SDPA]}}) == []  # nothing measured to explain
+
+
+def verdict_of(times):
+    from attn_core.benchmark_verdict import verdict
+
+    return verdict(times)
+
+
+def test_rounds_interleave_and_fast_calls_are_batched():
+    import torch
+
+    from attn_core.benchmark import measure_rounds
+
+    order = []
+
+    def fn(name):
+        return lambda x: order.append(name)
+
+    fns = {n: fn(n) for n in "abc"}
+    times, calls, _ = measure_rounds(fns, torch.zeros(1), False, torch.device("cpu"), warmup=1, reps=3)
+    assert all(len(t) == 3 for t in times.values()) and all(c > 1 for c in calls.values())  # ~µs calls: batched
+    runs = [n for i, n in enumerate(order) if i == 0 or order[i - 1] != n]  # consecutive calls: one repeat
+    # warm-ups a, b, c, then the rounds a b c | b c a | c a b: the first of each round rotates
+    assert runs[-8:] == ["b", "c", "b", "c", "a", "c", "a", "b"], runs
+
+
 def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
     from dashboard import charts
 
@@ -66,6 +153,8 @@ def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
     assert spec["encoding"]["color"]["legend"]["labelLimit"] == 0
     bars = charts.bar_chart(df, "ms", "implementation", spread=True).to_dict()
     assert any(layer.get("encoding", {}).get("x2", {}).get("field") == "ms_max" for layer in bars["layer"])
+    texts = [layer for layer in bars["layer"] if layer["mark"]["type"] == "text"]
+    assert texts and all(t["encoding"]["x"]["field"] == "ms" for t in texts)  # the number sits at the median
 
 
 def test_line_chart_reads_with_the_sizes_one_run_measures():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.learn import IGNORE, TASKS, Trainer, TrainingJob, get_task, live_jobs
+from attn_core.learn import IGNORE, TASKS, Trainer, TrainingJob, get_task, live_jobs, queue_waits, server_load
 from attn_core.scores import (
     entropy,
     first_token_score,
@@ -190,22 +190,69 @@ def test_training_job_stops_when_nobody_watches():
     assert not job.alive and job.state == "cancelled"
 
 
-def test_server_wide_cap_on_running_jobs(monkeypatch):
-    import attn_core.learn as learn
+def test_queue_waits_take_the_first_slot_to_free():
+    # two slots, running jobs need 10 s and 30 s more: the first queued starts at 10, the next when it or the 30 s ends
+    assert queue_waits([30.0, 10.0], [20.0, 5.0, 5.0], slots=2) == [10.0, 30.0, 30.0]
+    assert queue_waits([], [7.0, 7.0, 7.0], slots=2) == [0.0, 0.0, 7.0]  # free slots: no wait
+    assert queue_waits([5.0, 8.0, 9.0], [1.0], slots=2) == [8.0]  # over the cap: two must end before one starts
+    assert queue_waits([4.0], [], slots=1) == []
+    with pytest.raises(ValueError, match="slots"):
+        queue_waits([1.0], [1.0], slots=0)
 
-    monkeypatch.setattr(learn, "MAX_JOBS", live_jobs() + 1)
+
+def test_a_full_server_queues_jobs_and_starts_them_when_a_slot_frees(monkeypatch):
+    import attn_core.jobs as jobs
+
+    monkeypatch.setattr(jobs, "MAX_JOBS", live_jobs() + 1)
     small = {"emb_dim": 16, "n_layers": 1}
     first = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small))
     second = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small))
-    first.start()
+    third = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small))
     try:
-        with pytest.raises(learn.TooManyJobs, match="already run"):
-            second.start()
-        assert second.state == "ready"
-        first.pause()
-        first._thread.join(timeout=30)  # a paused job frees its slot
+        first.start()
         second.start()
-        assert second.state == "running"
+        third.start()
+        assert first.state == "running"
+        assert (second.state, second.position(), third.position()) == ("queued", 1, 2)
+        assert server_load().waiting == 2 and server_load().running == jobs.MAX_JOBS
+        wait_until(lambda: first.trainer.step_count >= 3)  # its speed is measured: the waits follow from it
+        w2, w3 = second.wait_estimate(), third.wait_estimate()
+        assert 0 < w2 < w3  # the second waits for the first; the third for both
+        assert first.wait_estimate() is None
+        third.pause()  # leaves the queue
+        assert third.state == "ready" and third.position() is None and server_load().waiting == 1
+        first.pause()  # a paused job frees its slot: the next in the queue starts by itself
+        wait_until(lambda: second.state == "running")
+        assert second.position() is None and server_load().waiting == 0
+        first.start()  # back into the queue, behind nobody
+        assert first.state == "queued" and first.position() == 1
+        second.cancel()
+        wait_until(lambda: first.state == "running")
+    finally:
+        for job in (first, second, third):
+            job.cancel()
+
+
+def test_a_queued_job_nobody_watches_loses_its_place(monkeypatch):
+    import attn_core.jobs as jobs
+
+    monkeypatch.setattr(jobs, "MAX_JOBS", live_jobs() + 1)
+    small = {"emb_dim": 16, "n_layers": 1}
+    first = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small))
+    gone = TrainingJob(Trainer(get_task("previous"), steps=10_000, model_overrides=small), idle_timeout=0.2)
+    try:
+        first.start()
+        gone.start()
+        assert gone.state == "queued"
+        wait_until(lambda: server_load().waiting == 0)  # its tab closed: the place is given up
+        assert gone.state == "cancelled"
     finally:
         first.cancel()
-        second.cancel()
+        gone.cancel()
+
+
+def wait_until(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)

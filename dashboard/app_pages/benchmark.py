@@ -8,17 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import available_devices
-from attn_core.benchmark import (
-    BASELINE,
-    IMPLEMENTATIONS,
-    NOISY_SPREAD,
-    SIZES,
-    BenchmarkTimeout,
-    Size,
-    describe_scaling,
-    noisy_rows,
-    run_isolated,
-)
+from attn_core.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, BenchmarkTimeout, Size, run_isolated
+from attn_core.benchmark_verdict import NOISY_IQR, describe_scaling, explain, noisy_rows, verdict
 from attn_core.lab import DTYPES
 from dashboard import charts
 from dashboard.slides import draw_chart, page_downloads, slide_settings
@@ -91,11 +82,11 @@ def render() -> None:
         jobs = []
         if size_names:
             jobs.append(dict(sizes=[SIZES[k] for k in size_names], implementations=impls, device=device, dtype=dtype,
-                             passes=passes, warmup=2, reps=7))
+                             passes=passes, warmup=2, reps=9))
         if tokens:
             jobs.append(dict(sizes=[Size(f"T={t}", 1, t, 256, 4) for t in sorted(tokens)],
                              implementations=scaling_impls, device=device, dtype=dtype, passes=["forward"],
-                             warmup=2, reps=5))
+                             warmup=2, reps=7))
         total = sum(len(j["sizes"]) * len(j["passes"]) * len(set(j["implementations"]) | {BASELINE}) for j in jobs)
         collected: list[list] = []
         done = 0
@@ -120,10 +111,6 @@ def render() -> None:
                 progress.empty()
                 st.error(f"The benchmark could not run: {e}. Try a smaller size or another dtype.")
                 st.stop()
-            base = {(r.size, r.pass_): r.ms for r in part if r.implementation == BASELINE}
-            for r in part:
-                b = base.get((r.size, r.pass_))
-                r.ratio_to_sdpa = r.ms / b if b else None
         st.session_state["bench_meta"] = dict(seconds=time.monotonic() - start, done=done, total=total,
                                               cut_short=cut_short)
         results = collected[0] if size_names else []
@@ -143,8 +130,9 @@ def render() -> None:
     noisy = noisy_rows(rows + scaling_rows)
     if noisy:
         names = ", ".join(sorted({f"{r['implementation']} ({r['size']})" for r in noisy})[:6])
-        st.warning(f"**Too noisy to trust:** {len(noisy)} of {len(rows + scaling_rows)} measurements varied by more "
-                   f"than {NOISY_SPREAD:.0%} of their median between repeats, or had fewer than 3 repeats "
+        st.warning(f"**Too noisy to trust:** in {len(noisy)} of {len(rows + scaling_rows)} measurements the middle "
+                   f"half of the repeats spread over more than {NOISY_IQR:.0%} of their median, or fewer than 3 "
+                   "repeats fit "
                    f"({names}{' …' if len(noisy) > 6 else ''}). The machine was busy or the budget too short; "
                    "run again when it is idle before comparing ratios.")
     first = (rows + scaling_rows)[0] if rows + scaling_rows else {}
@@ -159,8 +147,12 @@ def render() -> None:
                        key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
                        title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
             show_table(st, results_table(part), hide_index=True, formats=TABLE_FORMATS)
-        st.caption("Bars: the median of the repeats; the thin line on each bar runs from the fastest to the "
-                   "slowest repeat.")
+            if "times" in part and part["times"].notna().all():
+                st.markdown(verdict(dict(zip(part["implementation"], part["times"]))).text)  # our names only
+        st.caption("Bars and their numbers: the median of the repeats; the thin line on each bar runs from the fastest "
+                   "to the slowest repeat. Repeats are interleaved (one of each implementation per round), and a "
+                   "difference is called only when the per-round ratios' middle half lies on one side of 1 and the "
+                   "medians differ by 5% or more: otherwise it is *within noise*.")
     if scaling_rows:
         sdf = pd.DataFrame(scaling_rows)
         st.header("Time vs number of tokens")
@@ -173,16 +165,19 @@ def render() -> None:
                    formats={c: "%.3f" if c.endswith("(ms)") else "%.2f" for c in ratios.columns if c != "T (tokens)"})
         st.markdown(describe_scaling(scaling_rows))
 
-    st.header("Why the efficient version is efficient")
+    st.header("Why one implementation can be faster, and whether it was here")
+    groups = {f"{r['size']}, {r['pass']}": {} for r in rows}
+    for r in rows:
+        if r.get("times"):
+            groups[f"{r['size']}, {r['pass']}"][r["implementation"]] = r["times"]
+    reasons = explain(groups)
+    st.markdown("\n".join(f"- {line}" for line in reasons) if reasons else
+                "Run the wrapper, both `MultiHeadAttention` paths and raw SDPA to see each reason measured.")
     st.markdown(
-        "- **One matmul for all heads.** The wrapper runs one small `CausalAttention` per head, one after the other; "
-        "`MultiHeadAttention` projects all heads with one big matmul and computes every head's scores with one "
-        "batched matmul (`queries @ keys.transpose(2, 3)`).\n"
-        "- **Fused kernels.** `scaled_dot_product_attention` does scaling, masking, softmax and the weighted sum in "
-        "one kernel (FlashAttention or memory-efficient attention on GPUs), instead of one pass over memory per step.\n"
         "- **No T × T weights matrix.** The explicit class materializes scores, masked scores and weights, each "
         "(b, num_heads, T, T): memory and time grow as T². The fused kernel works on tiles and never stores it — "
-        "which is also why the app's traced (explicit) path is for *seeing*, and the fused path for *speed*.")
+        "which is also why the app's traced (explicit) path is for *seeing*, and the fused path for *speed*. "
+        "The time-vs-T table above shows whether that gap grew in this run.")
     all_rows = rows + scaling_rows
     if all_rows:
         csv = pd.DataFrame(all_rows).to_csv(index=False)

@@ -84,7 +84,9 @@ def piece(token_id: int) -> str:
 def controls(where) -> tuple[str, str, float, int | None, int, int]:
     """The page's own settings, drawn in ``where``: model, prompt, decoding, the layer shown."""
     c_prompt, c_model = where.columns([3, 2])
-    prompt = c_prompt.text_input("Prompt", DEFAULT_PROMPT, key="gen_prompt", max_chars=2000)
+    prompt = c_prompt.text_input("Prompt", DEFAULT_PROMPT, key="gen_prompt", max_chars=2000, bind="query-params",
+                                 help="Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
+                                      "Enter or a click outside the box applies it.")
     options = weight_options()
     url_choice("gen_model", list(options.values()), next(iter(options.values())))  # a bad link value is named
     name = c_model.selectbox("Weights", list(options), format_func=options.get, key="gen_model",
@@ -209,8 +211,13 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
         st.markdown(f"**Without the cache** the model recomputes every row: layer {layer + 1}, head 1, all "
                     f"{len(gen.ids)} × {len(gen.ids)} weights. Its last row is the new query's row above.")
         # an image: a new T x T chart every step cost the browser more than the whole rest of the step
+        T = len(gen.ids)
         show_matrix(st, step.full_weights, labels, labels, key="gen_full", scale="weights", raster=True,
-                    max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1")
+                    max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1",
+                    title=f"Without the cache: attention weights, layer {layer + 1}, head 1",
+                    x_title=f"keys, tokens 1–{T} left to right", y_title=f"queries, tokens 1–{T} top to bottom")
+        st.caption(f"Top left: token 1 “{md_escape(piece(gen.ids[0]))}”; bottom row: the new token {T} "
+                   f"“{md_escape(piece(gen.ids[-1]))}”, the row the cache computed alone. Bright = high weight.")
 
 
 def render() -> None:

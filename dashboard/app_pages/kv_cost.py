@@ -20,7 +20,7 @@ from dashboard.present import presenting
 from dashboard.sizes import cap, content_px
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.text import show_table
-from dashboard.url_state import url_choice
+from dashboard.url_state import url_choice, url_int
 
 OWN = "Your own numbers"
 LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
@@ -36,18 +36,29 @@ def human(n: float) -> str:
     return f"{n:,.0f} B"
 
 
+OWN_FIELDS = (  # key, label, lo, hi, default, step: every one bound to the link (a prepared link keeps your model)
+    ("kv_layers", "layers", 1, 200, 32, 1), ("kv_emb", "emb_dim", 8, 65_536, 4096, 64),
+    ("kv_heads", "heads", 1, 512, 32, 1), ("kv_kv_heads", "K/V heads (GQA)", 1, 512, 8, 1),
+    ("kv_latent", "latent (MLA)", 1, 65_536, 512, 16),
+    ("kv_window", "window (SWA)", 1, 1_000_000, 1024, 1), ("kv_local", "window layers per full layer", 0, 64, 5, 1),
+    ("kv_context", "context (tokens)", 1, 10_000_000, 32_768, 1),
+)
+
+
 def own_preset() -> ModelPreset:
-    """The user's own model sizes (each field checked against the others)."""
-    c = st.columns(4)
-    n_layers = c[0].number_input("layers", 1, 200, 32, key="kv_layers")
-    emb_dim = c[1].number_input("emb_dim", 8, 65_536, 4096, step=64, key="kv_emb")
-    n_heads = c[2].number_input("heads", 1, 512, 32, key="kv_heads")
-    kv_heads = c[3].number_input("K/V heads (GQA)", 1, 512, 8, key="kv_kv_heads")
-    c = st.columns(4)
-    window = c[0].number_input("window (SWA)", 1, 1_000_000, 1024, key="kv_window")
-    local = c[1].number_input("window layers per full layer", 0, 64, 5, key="kv_local")
-    dtype = c[2].selectbox("dtype", list(DTYPE_BYTES), index=1, key="kv_dtype")
-    context = c[3].number_input("context (tokens)", 1, 10_000_000, 32_768, key="kv_context")
+    """The user's own model sizes (each field checked against the others), kept in the link."""
+    v = {}
+    for i, (key, label, lo, hi, default, step) in enumerate(OWN_FIELDS):
+        if i % 4 == 0:
+            c = st.columns(4 if i < 4 else 5)
+        url_int(key, lo, hi, default)  # a bad link value is named, not dropped silently
+        v[key] = int(c[i % 4].number_input(label, lo, hi, default, step=step, key=key, bind="query-params",
+                                           help="MLA caches this many values a token per layer (the book's default: "
+                                                "emb_dim / 8)." if key == "kv_latent" else None))
+    url_choice("kv_dtype", list(DTYPE_BYTES), "bfloat16")
+    dtype = c[4].selectbox("dtype", list(DTYPE_BYTES), index=1, key="kv_dtype", bind="query-params")
+    n_layers, emb_dim, n_heads, kv_heads = v["kv_layers"], v["kv_emb"], v["kv_heads"], v["kv_kv_heads"]
+    window, local, context, latent = v["kv_window"], v["kv_local"], v["kv_context"], v["kv_latent"]
     problems = []
     if emb_dim % n_heads:
         problems.append(f"emb_dim ({emb_dim}) must be divisible by heads ({n_heads})")
@@ -58,7 +69,7 @@ def own_preset() -> ModelPreset:
         st.error("; ".join(problems) + ".")
         st.stop()
     return ModelPreset(OWN, int(n_layers), int(emb_dim), int(n_heads), dtype, int(context), kv_heads=int(kv_heads),
-                       window=int(window), local=int(local), global_=1)
+                       window=int(window), local=int(local), global_=1, latent=int(latent))
 
 
 def measured_rows() -> pd.DataFrame:
@@ -95,7 +106,12 @@ def measured_rows() -> pd.DataFrame:
     rows.append({"variant": f"MHA + window {window} (every layer)", "cache shape per layer":
                  f"(1, {h}, min(T, {window}), {d // h}) if the cache dropped what the window hides",
                  "measured bytes": None, "formula bytes": cache_bytes(swa, T), "equal": None})
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    # our KVCache keeps every token (the window is applied by the mask): nothing smaller to measure on that row
+    df["measured bytes"] = [f"{int(b):,}" if pd.notna(b) else "not measured ¹" for b in df["measured bytes"]]
+    df["formula bytes"] = [f"{int(b):,}" for b in df["formula bytes"]]
+    df["equal"] = ["yes" if e is True else "no" if e is False else "–" for e in df["equal"]]
+    return df
 
 
 def render() -> None:
@@ -135,7 +151,9 @@ def render() -> None:
     st.caption(f"A small GPTModel ({SMALL['n_layers']} layers, {SMALL['emb_dim']}-d, {SMALL['n_heads']} heads, "
                f"float32) with each variant's attention runs {SMALL['tokens']} tokens through its KV cache.")
     measured = memo(("kv_measured",), measured_rows)
-    show_table(st, measured, hide_index=True, formats={"measured bytes": "%.0f", "formula bytes": "%.0f"})
+    show_table(st, measured, hide_index=True)
+    st.caption("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, so "
+               "there is no smaller cache to measure: the row gives the formula for a cache that drops them.")
     page_downloads(page="kv-cache")
 
 

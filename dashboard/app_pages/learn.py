@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import checkpoints
-from attn_core.learn import MAX_JOBS, TASKS, TooManyJobs, Trainer, TrainingJob, get_task, verdict_chars
+from attn_core.learn import TASKS, Trainer, TrainingJob, get_task, server_load, verdict_chars
 from attn_core.scores import induction_targets
 from dashboard import charts, learn_charts, screen
 from dashboard.chart_cache import memo
@@ -19,6 +19,7 @@ from dashboard.text import show_table
 from dashboard.trained_view import LEARN_JOB
 
 POLL_S = 1.0  # the live view redraws this often while training runs
+QUEUE_POLL_S = 2.0  # a queued job's place is redrawn this often (a small box: cheap for a class of 30 waiting)
 JOB = LEARN_JOB  # this session's training, read by Explore's Trained section too
 
 
@@ -62,8 +63,13 @@ def controls() -> TrainingJob | None:
     steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
 
     state = job.state if job else "ready"
+    st.session_state["learn_drawn"] = state  # the live view reruns the page when the state moves on
     c7, c8, c9, _ = st.columns([1, 1, 1.3, 3.5])
-    if state == "running":
+    if state == "queued":
+        if c7.button("Leave queue", icon=":material/close:", key="learn_leave", width="stretch"):
+            job.pause()
+            st.rerun()
+    elif state == "running":
         if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
             job.pause()
             st.rerun()
@@ -78,10 +84,7 @@ def controls() -> TrainingJob | None:
                     st.error(f"Cannot build this model: {exc}")
                     st.stop()
                 st.session_state[JOB] = job
-            try:
-                job.start()
-            except TooManyJobs as exc:
-                st.warning(str(exc))
+            job.start()  # runs now, or waits in the server's queue and starts by itself
             st.rerun()
     c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
               on_click=load_trained, disabled=job is not None and state == "running",
@@ -101,9 +104,38 @@ def controls() -> TrainingJob | None:
         st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
     if job is None:
         st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
-                f"{task.snapshot_every} steps; at most {MAX_JOBS} trainings run on this server at once.")
+                f"{task.snapshot_every} steps; {server_load().slots} trainings run on this server at once, "
+                "the others wait in a queue and start by themselves.")
+        st.fragment(run_every=5.0)(server_line)()  # the teacher's view of the class, kept current
         return None
     return job
+
+
+def server_line() -> None:
+    """One line for the teacher: how many trainings run and wait on this server."""
+    load = server_load()
+    st.caption(f"This server: {load.running} of {load.slots} training slots busy, **{load.waiting} waiting** "
+               "in the queue.", help="Each training wants a core; the others wait their turn (first come, first "
+               "served) and start by themselves when one ends, pauses or is reset.")
+
+
+def about(seconds: float) -> str:
+    """A wait in words: "under 5 s", "about 40 s", "about 3 min"."""
+    if seconds < 5:
+        return "under 5 s"
+    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def waiting(job: TrainingJob) -> None:
+    """A queued job: its place, an estimated wait, what to do meanwhile (drawn instead of the live view)."""
+    place, wait = job.position(), job.wait_estimate()
+    if place is None:  # it started (or left) between the page's run and this one
+        return
+    st.progress(0.0, text=f"queued · place {place} · starts in {about(wait or 0.0)}")
+    st.info(f"**You are number {place} in the queue** ({about(wait or 0.0)} to wait, from the speed of the "
+            "trainings now running). Your training starts by itself when a slot frees: keep this tab open. "
+            "Meanwhile, **Trained model** loads the finished model of this task at once.")
+    server_line()
 
 
 def live(job: TrainingJob) -> None:
@@ -112,6 +144,11 @@ def live(job: TrainingJob) -> None:
     Built to be cheap (the worker shares the cores): chart specs are reused (slides.draw_chart), head
     images and score frames are remembered per snapshot, the labelled close-up is drawn only on request."""
     job.touch()
+    if job.state != st.session_state.get("learn_drawn"):
+        st.rerun()  # started from the queue, paused or ended: redraw the buttons
+    if job.state == "queued":
+        waiting(job)
+        return
     tr = job.trainer
     uid = job.uid
     if job.error:
@@ -125,10 +162,8 @@ def live(job: TrainingJob) -> None:
     st.progress(tr.step_count / tr.steps,
                 text=f"{state} · step {tr.step_count} / {tr.steps} · {tr.seconds:.1f} s of training"
                      + (f" · loss {np.mean(losses[-20:]):.3f}" if losses else ""))
-    if state != "running" and st.session_state.get("learn_was_running"):
-        st.session_state["learn_was_running"] = False
-        st.rerun()  # training ended: redraw the buttons
-    st.session_state["learn_was_running"] = state == "running"
+    if not presenting() or server_load().waiting:  # the projector's screen is full: the line only when it matters
+        server_line()
 
     snap_steps = [s.step for s in snaps]
     # follow the newest snapshot unless the user scrubbed back
@@ -220,11 +255,13 @@ def live(job: TrainingJob) -> None:
 
 
 def render() -> None:
-    """Draw the page; the live view is a fragment that redraws every second while the model trains."""
+    """Draw the page; the live view is a fragment that redraws every second while the model trains (every two
+    while it waits in the queue)."""
     job = controls()
     if job is None:
         return
-    st.fragment(run_every=POLL_S if job.state == "running" else None)(live)(job)
+    poll = {"running": POLL_S, "queued": QUEUE_POLL_S}.get(job.state)
+    st.fragment(run_every=poll)(live)(job)
 
 
 render()
