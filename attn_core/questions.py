@@ -179,7 +179,7 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
     choices = sorted(rows)
     rng = np.random.default_rng(seed)
     for target in [choices[k] for k in rng.permutation(len(choices))]:
-        for i in range(T - 1, 0, -1):
+        for i in [*range(T - 2, 0, -1), T - 1]:  # rows with masked keys first: there the methods differ
             shown = rows[target][i]
             matching = [c for c in choices if np.allclose(rows[c][i], shown, rtol=0, atol=1e-5, equal_nan=True)]
             if matching == [target]:
@@ -193,7 +193,7 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
                     explain="Each method computed on the same scores; only this one gives that row. Masking with −∞ "
                             "and renormalizing after softmax give the very same weights.",
                     proof={"title": f"row '{labels[i]}' by each method", "labels": list(labels),
-                           "values": [float(x) for x in np.nan_to_num(shown)], "highlight": -1,
+                           "values": [float(x) for x in np.nan_to_num(shown)], "highlight": -1, "answer_row": target,
                            "rows": {c: [float(x) for x in np.nan_to_num(rows[c][i])] for c in choices}},
                 )
     raise ValueError("every row is the same under two masking methods: type a longer sentence")
