@@ -115,13 +115,14 @@ def _ask(page: str, question: Question) -> None:
     """Put ``question`` to the teacher's room (made on first use; the same code for every next question)."""
     room = st.session_state.get("poll_room")
     try:
-        if room is None:
-            raise NoSuchPoll("no room yet")
-        seq = store().ask(room["code"], room["secret"], question.to_dict())
-    except NoSuchPoll:  # the first question, or the room expired: a new code
-        code, secret = store().create_room()
-        room = st.session_state["poll_room"] = {"code": code, "secret": secret}
-        seq = store().ask(code, secret, question.to_dict())
+        try:
+            if room is None:
+                raise NoSuchPoll("no room yet")
+            seq = store().ask(room["code"], room["secret"], question.to_dict())
+        except NoSuchPoll:  # the first question, or the room expired: a new code
+            code, secret = store().create_room()
+            room = st.session_state["poll_room"] = {"code": code, "secret": secret}
+            seq = store().ask(code, secret, question.to_dict())
     except PollError as e:
         st.warning(str(e))
         return
