@@ -166,3 +166,31 @@ def test_the_url_comes_from_the_environment(monkeypatch):
     assert ps.default_url() == str(ps.DEFAULT_PATH)
     monkeypatch.setenv(ps.DB_ENV, "postgresql://u@h/db")
     assert ps.PollStore().postgres
+
+
+def test_the_course_gives_every_replica_one_store(monkeypatch, tmp_path):
+    """deploy.course starts each replica with the same ATTENTION_LAB_CLASS_DB (HAProxy and waits stubbed out)."""
+    from deploy import course, processes
+
+    envs = {}
+
+    class Proc:
+        pid = 1
+
+    def start(cmd, log, cwd=None, env=None):
+        envs[cmd[0]] = envs.get(cmd[0], []) + [env]
+        return Proc()
+
+    monkeypatch.setattr(processes, "start", start)
+    monkeypatch.setattr(processes, "wait_healthy", lambda *a, **k: None)
+    monkeypatch.setattr(processes, "port_in_use", lambda *a, **k: False)
+    monkeypatch.setattr(processes, "stop", lambda *a, **k: None)
+    monkeypatch.setattr(course, "haproxy_path", lambda: "haproxy")
+    monkeypatch.setattr(course.Course, "wait_states", lambda *a, **k: 0.0)
+    db = str(tmp_path / "class.sqlite3")
+    with course.Course(3, class_db=db, run_dir=tmp_path):
+        pass
+    replicas = [e for cmd, es in envs.items() if cmd != "haproxy" for e in es]
+    assert replicas == [{ps.DB_ENV: db}] * 3
+    monkeypatch.delenv(ps.DB_ENV, raising=False)
+    assert course.Course(2, run_dir=tmp_path).class_db == str(ps.DEFAULT_PATH)
