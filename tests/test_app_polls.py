@@ -100,3 +100,21 @@ def test_shape_flow_and_masking_lab_ask_their_questions():
     at.button(key="poll_ask_masking_lab").click().run()
     assert not messages(at)["exception"], messages(at)
     assert Question.from_dict(at.session_state["poll_current"]["question"]).kind == "masking"
+
+
+def test_a_student_who_reconnects_elsewhere_answers_once():
+    """A replica died: the page reconnects to another process (a new session) with the same link."""
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    code = teacher.session_state["poll_room"]["code"]
+    first = student(code)
+    me = first.query_params["me"]
+    me = me[0] if isinstance(me, list) else me
+    choice_buttons(first)[0].click().run()
+    again = new_app(code=code, me=me)
+    again.run()
+    again.switch_page("app_pages/answer.py").run()
+    choice_buttons(again)[1].click().run()
+    teacher.run()
+    tally = {r["choice"]: r["count"] for r in chart_with(teacher, "answers")}
+    assert sum(tally.values()) == 1

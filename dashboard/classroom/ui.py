@@ -224,8 +224,18 @@ def student_page() -> None:
             st.query_params["code"] = normalize_code(typed)
             st.rerun()
         return
-    session = st.session_state.setdefault("poll_session", secrets.token_urlsafe(16))
-    _student_live(code, session)
+    _student_live(code, student_id())
+
+
+def student_id() -> str:
+    """This browser's random answer id, kept in its link (``?me=``): when its app process dies and the page
+    reconnects to another one, the same id comes back, so a repeated answer replaces the first instead of adding
+    to the tally. Nothing personal: 16 random bytes."""
+    me = st.query_params.get("me", "")
+    if not (16 <= len(me) <= 32 and all(c.isalnum() or c in "-_" for c in me)):
+        me = st.session_state.setdefault("poll_session", secrets.token_urlsafe(16))
+        st.query_params["me"] = me
+    return me
 
 
 def _send(code: str, seq: int, session: str, choice: int) -> None:
