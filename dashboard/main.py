@@ -59,7 +59,11 @@ page = st.navigation([
             url_path="generate"),
     st.Page(PAGES / "kv_cost.py", title="KV cache cost", icon=":material/memory:", url_path="kv-cache"),
     st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
+    st.Page(PAGES / "answer.py", title="Answer a poll", icon=":material/how_to_vote:", url_path="answer"),
 ], position="top" if present else "sidebar")
+if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
+    page.run()
+    st.stop()
 presentation_controls(st.sidebar)
 measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
 OWN_CONTROLS = {"learn", "generate", "kv-cache", "benchmark"}  # pages that read none of the sidebar's knobs

@@ -29,6 +29,7 @@ from string import Template
 from subprocess import Popen
 from typing import IO
 
+from dashboard.classroom.store import DB_ENV, default_url
 from deploy import processes
 
 TEMPLATE = Path(__file__).with_name("haproxy.cfg.template")
@@ -106,8 +107,11 @@ class Course:
     ``servers`` started elsewhere). A context manager: ``with Course(2, port) as c: c.url``."""
 
     def __init__(self, replicas: int = 3, port: int = DEFAULT_PORT, address: str = "127.0.0.1",
-                 servers: list[Server] | None = None, run_dir: Path | None = None, timeout: float = 120) -> None:
+                 servers: list[Server] | None = None, run_dir: Path | None = None, timeout: float = 120,
+                 class_db: str | None = None) -> None:
         self.port, self.address, self.timeout = port, address, timeout
+        # One poll store for every replica (a SQLite file, or PostgreSQL): a class's answers reach each process
+        self.class_db = class_db or default_url()
         self.external = servers is not None
         self.servers = servers if servers is not None else local_servers(replicas, port)
         self._tmp = None if run_dir else tempfile.TemporaryDirectory(prefix="attention-lab-course-")
@@ -123,9 +127,9 @@ class Course:
         host = "127.0.0.1" if self.address in ("0.0.0.0", "::", "") else self.address
         return f"http://{host}:{self.port}"
 
-    def _start(self, name: str, cmd: list[str]) -> Popen:
+    def _start(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> Popen:
         self._logs[name] = log = open(self.run_dir / f"{name}.log", "w+b")  # noqa: SIM115 - closed in stop()
-        self.procs[name] = proc = processes.start(cmd, log)
+        self.procs[name] = proc = processes.start(cmd, log, env=env)
         return proc
 
     def start(self) -> None:
@@ -143,7 +147,7 @@ class Course:
         try:
             if not self.external:
                 for s in self.servers:
-                    self._start(s.name, processes.streamlit_command(s.port, s.host))
+                    self._start(s.name, processes.streamlit_command(s.port, s.host), env={DB_ENV: self.class_db})
                 for s in self.servers:
                     processes.wait_healthy(s.url, self.procs[s.name], self._logs[s.name], self.timeout)
             self.config.write_text(render_config(self.servers, self.address, self.port, self.stats_socket))
@@ -232,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--servers", help="host:port,... of servers started elsewhere: start only HAProxy before them")
     ap.add_argument("--write-config", metavar="PATH", help="write the HAProxy configuration to PATH (- : print) "
                                                            "and stop")
+    ap.add_argument("--class-db", help="the poll store every replica shares: a SQLite file (default "
+                                       f"${DB_ENV} or ~/.cache/attention-lab/classroom.sqlite3) or a postgresql:// URL")
     ap.add_argument("--logs", type=Path, help="folder for the logs (default: a new temporary folder)")
     args = ap.parse_args(argv)
     servers = parse_servers(args.servers) if args.servers else None
@@ -249,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs = args.logs or Path(tempfile.mkdtemp(prefix="attention-lab-course-"))
     logs.mkdir(parents=True, exist_ok=True)
-    course = Course(args.replicas, args.port, args.address, servers=servers, run_dir=logs)
+    course = Course(args.replicas, args.port, args.address, servers=servers, run_dir=logs, class_db=args.class_db)
     for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C; docker stop: the same clean stop
         signal.signal(signum, _raise_interrupt)
     try:
@@ -262,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         for s in course.servers:
             pid = f"pid {course.pid(s.name)}" if s.name in course.procs else "started elsewhere"
             print(f"  {s.name}: {s.url} ({pid})", flush=True)
+        if not servers:
+            print(f"  polls: {course.class_db if not course.class_db.startswith('postgres') else 'PostgreSQL'}",
+                  flush=True)
         print(f"  haproxy: pid {course.pid('haproxy')}, cookie SERVERID pins each browser to one of them. "
               f"Ctrl-C stops them all.", flush=True)
         return course.watch()

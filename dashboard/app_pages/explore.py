@@ -17,6 +17,7 @@ import streamlit as st
 from attn_core.views import CellStory, all_heads, cell_story, head_matrix, kv_head, num_heads
 from dashboard import charts, gpt2
 from dashboard.chart_cache import memo
+from dashboard.classroom.ui import ask_the_class
 from dashboard.compute import Run
 from dashboard.controls import MASK_NAMES, Settings, settings
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
@@ -209,6 +210,8 @@ def weights_and_story(head: int, wscale: str) -> None:
         pick = None
     row_sums = weights.sum(axis=1)
     c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
+    ask_the_class(c_w, "explore", run.trace, labels, head=head, query=pick[0] if pick else None,
+                  kinds=("attends_most", "masking", "previous_token_head"), layer=run.layer if run.pretrained else None)
     with c_story:
         if st.toggle("Line view of this head", key="line_view", bind="query-params",
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "

@@ -13,6 +13,7 @@ from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_t
 from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.chart_cache import memo
+from dashboard.classroom.ui import ask_the_class
 from dashboard.controls import settings
 from dashboard.matrices import show_matrix, show_panels
 from dashboard.runs import load_run
@@ -42,6 +43,7 @@ def render() -> None:
         st.stop()
     labels, trace, rk = run.labels, run.trace, run.key
     slide_settings(cfg.variant, len(labels))
+    ask_the_class(st, "masking_lab", trace, labels, kinds=("masking", "attends_most"))
     scores_np = head_matrix(trace, "scores", 0)
     d_k = int(head_matrix(trace, "keys", 0).shape[-1])
     scores = torch.from_numpy(np.array(scores_np))

@@ -16,6 +16,7 @@ from attn_core.steps import kind_scale
 from attn_core.trace import function_at
 from attn_core.views import previous_form
 from dashboard import charts, gpt2
+from dashboard.classroom.ui import ask_the_class
 from dashboard.controls import settings
 from dashboard.gpt2 import INPUT_NAME
 from dashboard.links import md_escape
@@ -158,6 +159,7 @@ def render() -> None:
 
     st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
                 f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
+    ask_the_class(st, "shape_flow", run.trace, labels, kinds=("view_shape", "attends_most"))
     step_view()
 
     spec = cfg.spec

@@ -1,0 +1,196 @@
+"""Ask the class under load: students answering through HAProxy over Streamlit's own websocket, one replica killed.
+
+What it does, exactly:
+- starts ``deploy.course`` (N replicas behind HAProxy) with one poll store: a SQLite file, or (``--postgres``) a
+  throwaway PostgreSQL cluster on loopback (tests/postgres.py);
+- the teacher's side is the store itself (``PollStore.create_room`` / ``ask`` with the question "which token does
+  *starts* attend to most", generated from the book's sentence), not a browser page; the teacher's page reads
+  the same ``tally`` every second (dashboard/classroom/ui.py), so "tally seen" below is when a ``tally`` call
+  first counts every answer, plus up to that one second on a real page;
+- each student is a websocket session through HAProxy, as a browser opens it: it asks for the students' page
+  (``/answer?code=...&me=<its id>``), reads its choice buttons' widget ids from the page the server sends, and
+  clicks one (a rerun with the button's trigger, as the browser sends it); an answer is "sent" once the server has
+  finished that run;
+- half way, one replica is killed (SIGKILL); its students reconnect through HAProxy (to another replica, a new
+  session with the same link, so the same answer id) and send their answer again; the rest of the class answers.
+Every answer must be counted exactly once: ``answers sent N, counted N, lost 0``.
+
+    python -m bench.poll --quick                 # 3 replicas, 12 students, SQLite (under a minute)
+    python -m bench.poll --students 90           # the issue's size
+    python -m bench.poll --students 90 --postgres
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from dashboard.classroom.store import PollStore  # noqa: E402
+from deploy.course import Course  # noqa: E402
+from deploy.processes import free_port  # noqa: E402
+
+COOKIE = "SERVERID"
+TIMEOUT = 60.0
+
+
+def book_question() -> dict:
+    """"Which token does 'starts' attend to most?" on the book's sentence, read from its trace."""
+    from attn_core.embeddings import embed
+    from attn_core.pipeline import AttentionConfig, run_attention
+    from attn_core.questions import attends_most
+    from attn_core.tokens import tokenize
+
+    toks = tokenize("Your journey starts with one step")
+    _, trace = run_attention(AttentionConfig(), embed([t.id for t in toks], 3, "book"))
+    return attends_most(trace, [t.label for t in toks], 0, query=2).to_dict()
+
+
+@dataclass
+class Student:
+    me: str
+    choice: int
+    cookie: str | None = None
+    ws: object = None
+    answered: bool = False
+
+
+def _cookie(headers) -> str | None:
+    for value in headers.get_all("Set-Cookie") or []:
+        if value.startswith(f"{COOKIE}="):
+            return value.split(";")[0].split("=", 1)[1]
+    return None
+
+
+async def _run(ws, query: str, widget: str | None = None) -> list:
+    """One script run of the students' page; the ForwardMsgs it sent."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = BackMsg()
+    msg.rerun_script.query_string = query
+    msg.rerun_script.page_name = "answer"
+    if widget is not None:
+        w = msg.rerun_script.widget_states.widgets.add()
+        w.id, w.trigger_value = widget, True
+    await ws.send(msg.SerializeToString())
+    out = []
+    while True:
+        fm = ForwardMsg()
+        fm.ParseFromString(await asyncio.wait_for(ws.recv(), TIMEOUT))
+        out.append(fm)
+        if fm.WhichOneof("type") == "script_finished":
+            return out
+
+
+def _buttons(msgs: list, seq: int) -> dict[int, str]:
+    """Choice index -> widget id of the page's choice buttons (keys ``choice_<seq>_<k>``)."""
+    found = {}
+    for fm in msgs:
+        if fm.WhichOneof("type") == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            el = fm.delta.new_element
+            if el.WhichOneof("type") == "button" and f"-choice_{seq}_" in el.button.id:
+                found[int(el.button.id.rsplit("_", 1)[1])] = el.button.id
+    return found
+
+
+async def answer(s: Student, ws_url: str, origin: str, code: str, seq: int) -> float:
+    """Open (or reopen) the student's page and click its choice; seconds taken. Retries while the balancer
+    still sends it to a dead replica."""
+    import websockets
+
+    query = urlencode({"code": code, "me": s.me})
+    deadline = time.monotonic() + TIMEOUT
+    t0 = time.perf_counter()
+    while True:
+        try:
+            if s.ws is None:
+                headers = {"Cookie": f"{COOKIE}={s.cookie}"} if s.cookie else {}
+                s.ws = await websockets.connect(ws_url, additional_headers=headers, origin=origin, max_size=2**26,
+                                                open_timeout=TIMEOUT)
+                s.cookie = _cookie(s.ws.response.headers) or s.cookie
+            ids = _buttons(await _run(s.ws, query), seq)
+            await _run(s.ws, query, ids[s.choice])
+            s.answered = True
+            return time.perf_counter() - t0
+        except Exception:  # noqa: BLE001 - a dropped connection: reconnect like the page does
+            if time.monotonic() > deadline:
+                raise
+            s.ws, s.cookie = None, None
+            await asyncio.sleep(0.5)
+
+
+async def main_async(args) -> int:
+    with ExitStack() as stack:
+        if args.postgres:
+            import postgres
+
+            db = stack.enter_context(postgres.cluster())
+        else:
+            db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
+        port = free_port()
+        course = stack.enter_context(Course(args.replicas, port, class_db=db, timeout=120))
+        teacher = PollStore(db)
+        code, secret = teacher.create_room()
+        seq = teacher.ask(code, secret, book_question())
+        n_choices = len(teacher.current(code).question["choices"])
+        students = [Student(secrets.token_urlsafe(16), i % n_choices) for i in range(args.students)]
+        ws_url, origin = f"ws://127.0.0.1:{port}/_stcore/stream", f"http://127.0.0.1:{port}"
+        half = len(students) // 2
+        t_start = time.perf_counter()
+        times = await asyncio.gather(*(answer(s, ws_url, origin, code, seq) for s in students[:half]))
+        killed = course.servers[0].name
+        moved = [s for s in students[:half] if s.cookie == killed]
+        os.kill(course.pid(killed), signal.SIGKILL)
+        for s in moved:  # its pages reconnect elsewhere and the students tap their answer again
+            s.ws, s.cookie = None, None
+        times += await asyncio.gather(*(answer(s, ws_url, origin, code, seq) for s in students[half:] + moved))
+        t_last = time.perf_counter()
+        while sum(teacher.tally(code, seq)) < len(students) and time.perf_counter() - t_last < 10:
+            await asyncio.sleep(0.02)
+        seen = time.perf_counter() - t_last
+        counts = teacher.tally(code, seq)
+        expected = [sum(1 for s in students if s.choice == k) for k in range(n_choices)]
+        for s in students:
+            if s.ws is not None:
+                await s.ws.close()
+    sent = sum(s.answered for s in students)
+    times.sort()
+    print(f"store: {'PostgreSQL' if args.postgres else 'SQLite'}; {args.replicas} replicas; {killed} killed after "
+          f"{half} answers, {len(moved)} of its students answered again from another replica")
+    print(f"answer round trip (page opened + click run): median {times[len(times) // 2]:.2f} s, "
+          f"p95 {times[int(0.95 * (len(times) - 1))]:.2f} s; all answers in {t_last - t_start:.1f} s")
+    print(f"tally counted every answer {seen:.2f} s after the last one finished (a teacher's page adds its 1 s "
+          f"refresh); per choice {counts}, expected {expected}")
+    counted = sum(counts)
+    print(f"answers sent {sent}, counted {counted}, lost {sent - counted}")
+    return 0 if counted == sent == len(students) and counts == expected else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.poll", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--replicas", type=int, default=3)
+    ap.add_argument("--students", type=int, default=90)
+    ap.add_argument("--postgres", action="store_true", help="PostgreSQL (a throwaway cluster) instead of SQLite")
+    ap.add_argument("--quick", action="store_true", help="12 students (under a minute)")
+    args = ap.parse_args()
+    if args.quick:
+        args.students = 12
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

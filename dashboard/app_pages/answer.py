@@ -1,0 +1,5 @@
+"""The students' page of "Ask the class": /answer?code=... on a phone (dashboard/classroom/ui.py draws it)."""
+
+from dashboard.classroom.ui import student_page
+
+student_page()

@@ -1,0 +1,60 @@
+"""Pure chart builders for polls: data in, an Altair chart out (no Streamlit)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+RIGHT, OTHER, PENDING = "#1a9850", "#9e9e9e", "#4575b4"  # colour-blind-safe enough beside the ✓ text marks
+
+
+def tally_chart(choices: list[str], counts: list[int], answer: int | None = None,
+                width: int | None = None) -> alt.Chart:
+    """Horizontal bars, one per choice in the question's order; after the reveal (``answer`` given) the right
+    choice is green and marked ✓, the others grey. The counts are written at the bars' ends."""
+    total = max(1, sum(counts))
+    names = [("✓ " if answer == k else "") + c for k, c in enumerate(choices)]
+    frame = pd.DataFrame({"choice": names, "order": range(len(choices)), "count": counts,
+                          "share": [n / total for n in counts],
+                          "colour": [RIGHT if answer == k else (OTHER if answer is not None else PENDING)
+                                     for k in range(len(choices))]})
+    y = alt.Y("choice:N", sort=alt.EncodingSortField("order", op="min"), title=None,
+              axis=alt.Axis(labelLimit=180, labelFontSize=14))
+    x_max = max(1, max(counts)) * 1.2
+    bars = alt.Chart().mark_bar().encode(y=y, x=alt.X("count:Q", title="answers",
+                                                          scale=alt.Scale(domain=[0, x_max]),
+                                                          axis=alt.Axis(tickMinStep=1, format="d")),
+                                         color=alt.Color("colour:N", scale=None),
+                                         tooltip=["choice:N", "count:Q", alt.Tooltip("share:Q", format=".0%")])
+    text = alt.Chart().mark_text(align="left", dx=4, fontSize=14).encode(y=y, x="count:Q", text="count:Q")
+    return alt.layer(bars, text, data=frame).properties(width=width or "container", height=44 * len(choices))
+
+
+def proof_chart(proof: dict, width: int | None = None) -> alt.Chart | None:
+    """The numbers that prove the answer as a heatmap strip: the row of weights (or each head's score) with the
+    answer's cell outlined, or one row per masking method. None when they are not numbers (shapes: a table)."""
+    values, labels = proof.get("values") or [], proof.get("labels") or []
+    if not values or not all(isinstance(v, int | float) for v in values) or len(values) != len(labels):
+        return None
+    rows = proof.get("rows") or {proof.get("title", ""): values}
+    hi = int(proof.get("highlight", -1))
+    frame = pd.DataFrame([{"row": name, "r": r, "label": label, "k": k, "value": float(v),
+                           "mark": (k == hi and len(rows) == 1) or name == proof.get("answer_row")}
+                          for r, (name, row) in enumerate(rows.items())
+                          for k, (label, v) in enumerate(zip(labels, row))])
+    lo, top = min(0.0, frame["value"].min()), max(1.0, frame["value"].max())
+    x = alt.X("label:N", sort=alt.EncodingSortField("k", op="min"), title=None,
+              axis=alt.Axis(labelAngle=-40, labelFontSize=13, orient="top"))
+    y = alt.Y("row:N", sort=alt.EncodingSortField("r", op="min"), title=None,
+              axis=alt.Axis(labelFontSize=12, labelLimit=260) if len(rows) > 1 else None)
+    cells = alt.Chart().mark_rect().encode(
+        x=x, y=y, color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis", domain=[lo, top]), legend=None),
+        stroke=alt.StrokeValue(None, condition={"test": "datum.mark", "value": "#d7191c"}),
+        strokeWidth=alt.StrokeWidthValue(4), tooltip=["row:N", "label:N", alt.Tooltip("value:Q", format=".4f")])
+    text = alt.Chart().mark_text(fontSize=13).encode(
+        x=x, y=y, text=alt.Text("value:Q", format=".2f"),
+        color=alt.ColorValue("black", condition={"test": f"datum.value < {lo + 0.5 * (top - lo)}", "value": "white"}))
+    step = 56 if width is None else max(28, width // max(1, len(labels)))
+    return alt.layer(cells, text, data=frame).properties(
+        width=alt.Step(step), height=alt.Step(40), title=proof.get("title", ""),
+        autosize=alt.AutoSizeParams(type="pad"))

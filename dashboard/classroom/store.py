@@ -1,0 +1,320 @@
+"""Where a class's polls and answers live: one store every app process reaches (no Streamlit here).
+
+SQLite by default (one file, WAL mode: the replicas of ``deploy.course`` share it on one computer), PostgreSQL
+when ``ATTENTION_LAB_CLASS_DB=postgresql://...`` (psycopg 3). The schema is made on first use and versioned
+(``schema_version``; :data:`MIGRATIONS`). A *room* is a join code the class scans once; each question asked in it
+is a *poll* (``seq`` 1, 2, ...), the latest one is the room's current poll. Nothing personal is stored: an answer
+is keyed by a random id of the student's browser session, and a room's teacher is whoever holds its secret
+(only its hash is stored). One answer per session and poll (a primary key; changing it updates the row), so an
+answer is counted once however often it is sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+DB_ENV = "ATTENTION_LAB_CLASS_DB"
+DEFAULT_PATH = Path.home() / ".cache" / "attention-lab" / "classroom.sqlite3"
+CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L: read off a projector
+CODE_LENGTH = 7  # 31**7 ≈ 2.8e10 codes: a neighbouring class does not land in this one by a typo
+EXPIRY_S = 4 * 3600  # a room (and its polls) lives four hours after its last question
+RATE_PER_MINUTE = 300  # answers one browser session may send a minute (changes included)
+
+MIGRATIONS: list[list[str]] = [  # version i+1 is MIGRATIONS[i]; append, never edit
+    [
+        "CREATE TABLE rooms (code TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, "
+        "expires DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE polls (code TEXT NOT NULL REFERENCES rooms(code) ON DELETE CASCADE, seq INTEGER NOT NULL, "
+        "question TEXT NOT NULL, n_choices INTEGER NOT NULL, state TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, "
+        "PRIMARY KEY (code, seq))",
+        "CREATE TABLE answers (code TEXT NOT NULL, seq INTEGER NOT NULL, session TEXT NOT NULL, "
+        "choice INTEGER NOT NULL, updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (code, seq, session), "
+        "FOREIGN KEY (code, seq) REFERENCES polls(code, seq) ON DELETE CASCADE)",
+        "CREATE TABLE rate (session TEXT NOT NULL, minute BIGINT NOT NULL, count INTEGER NOT NULL, "
+        "PRIMARY KEY (session, minute))",
+    ],
+]
+STATES = ("open", "closed", "revealed")
+
+
+class PollError(Exception):
+    """Something a student or teacher should read: the message says what happened and what to do."""
+
+
+class NoSuchPoll(PollError):
+    pass
+
+
+class PollClosed(PollError):
+    pass
+
+
+class BadChoice(PollError):
+    pass
+
+
+class TooManyAnswers(PollError):
+    pass
+
+
+class NotTeacher(PollError):
+    pass
+
+
+class StoreDown(PollError):
+    """The database cannot be reached (or failed): nothing was stored."""
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A room's current poll as a student or teacher sees it."""
+
+    code: str
+    seq: int
+    question: dict  # attn_core.questions.Question.to_dict()
+    state: str  # "open" | "closed" | "revealed"
+    expires: float
+
+
+def normalize_code(code: str) -> str:
+    """What a student typed, as stored: upper case, no spaces or dashes."""
+    return "".join(c for c in str(code).upper() if c.isalnum())[:32]
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def default_url() -> str:
+    """``$ATTENTION_LAB_CLASS_DB``: a postgresql:// URL or a SQLite file path (default under ~/.cache)."""
+    return os.environ.get(DB_ENV, "").strip() or str(DEFAULT_PATH)
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+class PollStore:
+    """Polls and answers in SQLite (a path) or PostgreSQL (a URL). Thread-safe: one connection per store,
+    one statement group at a time; a failed connection is opened again on the next call."""
+
+    def __init__(self, url: str | None = None, clock: Callable[[], float] = time.time, connect_timeout: float = 3):
+        self.url = url or default_url()
+        self.postgres = is_postgres(self.url)
+        self.clock, self.connect_timeout = clock, connect_timeout
+        self._lock = threading.Lock()
+        self._conn = None
+
+    # -- connection and schema -------------------------------------------------------------------------------
+    def _connect(self):
+        if self.postgres:
+            import psycopg
+
+            return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)), autocommit=True)
+        path = Path(self.url.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.postgres else sql
+
+    @contextmanager
+    def _tx(self) -> Iterator[Callable[..., list[tuple]]]:
+        """One transaction; yields ``run(sql, *args) -> rows``. Database errors become :class:`StoreDown`."""
+        with self._lock:
+            try:
+                if self._conn is None:
+                    self._conn = self._connect()
+                    self._migrate(self._conn)
+                conn = self._conn
+                if self.postgres:
+                    with conn.transaction():
+                        cur = conn.cursor()
+                        yield lambda sql, *a: (cur.execute(self._sql(sql), a), cur.fetchall() if cur.description
+                                                                                 else [])[1]
+                else:
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield lambda sql, *a: conn.execute(sql, a).fetchall()
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+            except PollError:
+                raise
+            except Exception as e:  # sqlite3.Error, psycopg.Error, OSError: the store, not the input
+                self._drop()
+                raise StoreDown(f"the class's answer store is not reachable ({type(e).__name__}): nothing was "
+                                "saved. Try again in a moment") from e
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: S110 - it is broken already
+                pass
+
+    def _migrate(self, conn) -> None:
+        """Create or upgrade the schema (under a lock every process honours)."""
+        if self.postgres:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(774242)")
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                self._apply(lambda sql, *a: conn.execute(self._sql(sql), a))
+        else:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                self._apply(lambda sql, *a: conn.execute(sql, a))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _apply(run) -> None:
+        rows = run("SELECT version FROM schema_version").fetchall()
+        version = rows[0][0] if rows else 0
+        for v in range(version, len(MIGRATIONS)):
+            for stmt in MIGRATIONS[v]:
+                run(stmt)
+        if not rows:
+            run("INSERT INTO schema_version (version) VALUES (?)", len(MIGRATIONS))
+        elif version < len(MIGRATIONS):
+            run("UPDATE schema_version SET version = ?", len(MIGRATIONS))
+
+    def schema_version(self) -> int:
+        with self._tx() as run:
+            return int(run("SELECT version FROM schema_version")[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    # -- the teacher -----------------------------------------------------------------------------------------
+    def create_room(self) -> tuple[str, str]:
+        """A new room: (join code, teacher secret). Expired rooms are deleted on the way."""
+        now = self.clock()
+        secret = secrets.token_urlsafe(24)
+        with self._tx() as run:
+            run("DELETE FROM rooms WHERE expires < ?", now)
+            run("DELETE FROM rate WHERE minute < ?", int(now // 60) - 1)
+            while True:
+                code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+                if not run("SELECT 1 FROM rooms WHERE code = ?", code):
+                    break
+            run("INSERT INTO rooms (code, secret_hash, created, expires) VALUES (?, ?, ?, ?)",
+                code, _hash(secret), now, now + EXPIRY_S)
+        return code, secret
+
+    def _room(self, run, code: str, secret: str | None = None) -> None:
+        rows = run("SELECT secret_hash, expires FROM rooms WHERE code = ?", code)
+        if not rows or rows[0][1] < self.clock():
+            raise NoSuchPoll(f"there is no open poll with the code {code or '(empty)'}: check the code on the "
+                             "screen (polls end a few hours after the last question)")
+        if secret is not None and not secrets.compare_digest(rows[0][0], _hash(secret)):
+            raise NotTeacher("only the teacher who opened this poll can change it")
+
+    def ask(self, code: str, secret: str, question: dict) -> int:
+        """Put a new question to the room (closing the one before); its number. The code stays the same."""
+        n = len(question.get("choices", ()))
+        if not 2 <= n <= 8:
+            raise BadChoice(f"a question needs 2-8 choices; got {n}")
+        now = self.clock()
+        with self._tx() as run:
+            self._room(run, code, secret)
+            seq = int(run("SELECT COALESCE(MAX(seq), 0) FROM polls WHERE code = ?", code)[0][0]) + 1
+            run("UPDATE polls SET state = 'closed' WHERE code = ? AND state = 'open'", code)
+            run("INSERT INTO polls (code, seq, question, n_choices, state, created) VALUES (?, ?, ?, ?, 'open', ?)",
+                code, seq, json.dumps(question), n, now)
+            run("UPDATE rooms SET expires = ? WHERE code = ?", now + EXPIRY_S, code)
+        return seq
+
+    def set_state(self, code: str, secret: str, state: str) -> None:
+        """Close or reveal the current poll (a revealed poll is closed too), or open it again."""
+        if state not in STATES:
+            raise ValueError(f"state must be one of {STATES}; got {state!r}")
+        with self._tx() as run:
+            self._room(run, code, secret)
+            run("UPDATE polls SET state = ? WHERE code = ? AND seq = (SELECT MAX(seq) FROM polls WHERE code = ?)",
+                state, code, code)
+
+    def delete_room(self, code: str, secret: str) -> None:
+        with self._tx() as run:
+            self._room(run, code, secret)
+            run("DELETE FROM answers WHERE code = ?", code)
+            run("DELETE FROM polls WHERE code = ?", code)
+            run("DELETE FROM rooms WHERE code = ?", code)
+
+    # -- everyone --------------------------------------------------------------------------------------------
+    def current(self, code: str) -> Poll | None:
+        """The room's latest poll (None before its first question); :class:`NoSuchPoll` for a bad code."""
+        code = normalize_code(code)
+        with self._tx() as run:
+            self._room(run, code)
+            rows = run("SELECT seq, question, state FROM polls WHERE code = ? ORDER BY seq DESC LIMIT 1", code)
+            expires = run("SELECT expires FROM rooms WHERE code = ?", code)[0][0]
+        if not rows:
+            return None
+        return Poll(code, int(rows[0][0]), json.loads(rows[0][1]), rows[0][2], float(expires))
+
+    def tally(self, code: str, seq: int) -> list[int]:
+        """How many sessions chose each choice of poll ``seq`` (each session once)."""
+        code = normalize_code(code)
+        with self._tx() as run:
+            n = run("SELECT n_choices FROM polls WHERE code = ? AND seq = ?", code, seq)
+            if not n:
+                raise NoSuchPoll(f"question {seq} of {code} does not exist")
+            counts = [0] * int(n[0][0])
+            for choice, count in run("SELECT choice, COUNT(*) FROM answers WHERE code = ? AND seq = ? "
+                                     "GROUP BY choice", code, seq):
+                counts[int(choice)] = int(count)
+        return counts
+
+    def answer(self, code: str, seq: int, session: str, choice: int) -> None:
+        """Record (or change) one session's answer to poll ``seq``: counted once however often it is sent."""
+        code = normalize_code(code)
+        if not session or len(session) > 64:
+            raise BadChoice("this browser session has no id: reload the page")
+        now = self.clock()
+        with self._tx() as run:
+            self._room(run, code)
+            rows = run("SELECT n_choices, state, (SELECT MAX(seq) FROM polls WHERE code = ?) FROM polls "
+                       "WHERE code = ? AND seq = ?", code, code, seq)
+            if not rows:
+                raise NoSuchPoll(f"question {seq} of {code} does not exist: reload the page")
+            n, state, latest = rows[0]
+            if state != "open" or seq != latest:
+                raise PollClosed("this question is closed: answers are no longer taken")
+            if not isinstance(choice, int) or not 0 <= choice < n:
+                raise BadChoice(f"choice {choice!r} is not one of this question's {n} choices")
+            minute = int(now // 60)
+            run("INSERT INTO rate (session, minute, count) VALUES (?, ?, 1) ON CONFLICT (session, minute) "
+                "DO UPDATE SET count = rate.count + 1", session, minute)
+            if run("SELECT count FROM rate WHERE session = ? AND minute = ?", session, minute)[0][0] \
+                    > RATE_PER_MINUTE:
+                raise TooManyAnswers("too many answers from this browser in a minute: wait a moment")
+            run("INSERT INTO answers (code, seq, session, choice, updated) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (code, seq, session) DO UPDATE SET choice = excluded.choice, updated = excluded.updated",
+                code, seq, session, choice, now)
+
+    def my_answer(self, code: str, seq: int, session: str) -> int | None:
+        with self._tx() as run:
+            rows = run("SELECT choice FROM answers WHERE code = ? AND seq = ? AND session = ?",
+                       normalize_code(code), seq, session)
+        return int(rows[0][0]) if rows else None

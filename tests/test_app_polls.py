@@ -1,0 +1,120 @@
+"""Ask the class through AppTest: a teacher session and student sessions sharing one SQLite file, as two
+replicas behind the balancer would."""
+
+from __future__ import annotations
+
+import pytest
+
+from apptest_utils import chart_with, messages, new_app, open_page
+from attn_core.questions import Question
+from dashboard.classroom import store as ps
+from dashboard.classroom.ui import _stores
+from dashboard.links import md_escape
+
+
+@pytest.fixture(autouse=True)
+def class_db(tmp_path, monkeypatch, fresh_caches):
+    monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
+    yield tmp_path / "class.sqlite3"
+    _stores.clear()
+
+
+def student(code: str):
+    at = new_app(code=code)
+    at.run()
+    at.switch_page("app_pages/answer.py").run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def choice_buttons(at):
+    return [b for b in at.button if b.key and b.key.startswith("choice_")]
+
+
+def test_teacher_asks_students_answer_teacher_reveals():
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    assert not messages(teacher)["exception"], messages(teacher)
+    code = teacher.session_state["poll_room"]["code"]
+    q = Question.from_dict(teacher.session_state["poll_current"]["question"])
+    assert q.kind == "attends_most" and "starts" in q.prompt  # the book's sentence: "Which token does starts ..."
+    assert any(f"Code {code}" in h.value for h in teacher.subheader)
+    assert len(teacher.get("image")) + len(teacher.get("imgs")) >= 1  # the QR code
+
+    alice, bob = student(code.lower()), student(code)
+    assert [b.label for b in choice_buttons(alice)] == [md_escape(c) for c in q.choices]  # literal, never Markdown
+    choice_buttons(alice)[q.answer].click().run()
+    wrong = (q.answer + 1) % len(q.choices)
+    choice_buttons(bob)[q.answer].click().run()
+    choice_buttons(bob)[wrong].click().run()  # bob changes his mind: still one answer
+    assert any("Your answer" in c.value for c in bob.caption)
+
+    teacher.run()  # what the refreshing fragment does every second
+    tally = {r["choice"]: r["count"] for r in chart_with(teacher, "answers")}
+    assert sum(tally.values()) == 2 and tally[q.choices[q.answer]] == 1 and tally[q.choices[wrong]] == 1
+
+    teacher.button(key="poll_reveal").click().run()
+    assert any("Right answer" in s.value for s in teacher.success)
+    tally = {r["choice"]: r["count"] for r in chart_with(teacher, "answers")}
+    assert tally["✓ " + q.choices[q.answer]] == 1  # the right choice marked, the tally kept
+    assert len(teacher.get("vega_lite_chart")) >= 2  # ... and the proof row
+
+    alice.run()
+    bob.run()
+    assert any(s.value.startswith("Right:") for s in alice.success)
+    assert any(md_escape(q.choices[q.answer]) in e.value for e in bob.error)
+    assert all(b.disabled for b in choice_buttons(bob))
+
+    # the next question reuses the code
+    teacher.button(key="poll_ask_explore").click().run()
+    assert teacher.session_state["poll_room"]["code"] == code
+    assert teacher.session_state["poll_current"]["seq"] == 2
+    alice.run()
+    assert any("question 2" in c.value for c in alice.caption)
+
+
+def test_bad_codes_and_a_store_that_is_down(class_db, monkeypatch):
+    at = student("NOPE123")
+    assert any("no open poll with the code NOPE123" in e for e in messages(at)["error"])
+    at = new_app()
+    at.run()
+    at.switch_page("app_pages/answer.py").run()
+    assert at.text_input(key="join_code")  # no code: a field to type it
+    monkeypatch.setenv(ps.DB_ENV, "postgresql://nobody@127.0.0.1:1/none")
+    at = student("ABCDEFG")
+    assert any("not reachable" in e for e in messages(at)["error"])
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    assert not messages(teacher)["exception"]
+    assert any("not reachable" in w for w in messages(teacher)["warning"])  # the page keeps working
+    assert teacher.get("vega_lite_chart")
+
+
+def test_shape_flow_and_masking_lab_ask_their_questions():
+    at = open_page("app_pages/shape_flow.py", variant="MultiHeadAttention")
+    at.radio(key="poll_kind_shape_flow").set_value(at.radio(key="poll_kind_shape_flow").options[0]).run()
+    at.button(key="poll_ask_shape_flow").click().run()
+    q = Question.from_dict(at.session_state["poll_current"]["question"])
+    assert q.kind == "view_shape" and q.choices[q.answer].startswith("(1, 6, ")
+    at = open_page("app_pages/masking_lab.py")
+    at.button(key="poll_ask_masking_lab").click().run()
+    assert not messages(at)["exception"], messages(at)
+    assert Question.from_dict(at.session_state["poll_current"]["question"]).kind == "masking"
+
+
+def test_a_student_who_reconnects_elsewhere_answers_once():
+    """A replica died: the page reconnects to another process (a new session) with the same link."""
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    code = teacher.session_state["poll_room"]["code"]
+    first = student(code)
+    me = first.query_params["me"]
+    me = me[0] if isinstance(me, list) else me
+    choice_buttons(first)[0].click().run()
+    again = new_app(code=code, me=me)
+    again.run()
+    again.switch_page("app_pages/answer.py").run()
+    choice_buttons(again)[1].click().run()
+    teacher.run()
+    tally = {r["choice"]: r["count"] for r in chart_with(teacher, "answers")}
+    assert sum(tally.values()) == 1

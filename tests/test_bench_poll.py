@@ -1,0 +1,22 @@
+"""bench.poll --quick: 3 replicas behind HAProxy, 12 students over the websocket, one replica killed half way;
+every answer counted exactly once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from browser import require
+from deploy.course import haproxy_missing_reason
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_poll_bench_loses_nothing():
+    require(haproxy_missing_reason(), "the poll bench")
+    out = subprocess.run([sys.executable, "-m", "bench.poll", "--quick"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "answers sent 12, counted 12, lost 0" in out.stdout, out.stdout
+    assert "killed after 6 answers" in out.stdout
