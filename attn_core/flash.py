@@ -136,8 +136,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
     keys = k.repeat_interleave(group_size, dim=1)
     values = v.repeat_interleave(group_size, dim=1)
     hidden = causal or window is not None
-    mask_bool = causal_mask(num_queries, num_keys, window=window, causal=causal, sinks=sinks,
-                            device=q.device) if hidden else None
+    mask = dict(window=window, causal=causal, sinks=sinks, device=q.device)
+    mask_bool = causal_mask(num_queries, num_keys, **mask) if hidden else None  # True where hidden
     plan = tile_plan(mask_bool, num_queries, num_keys, block_q, block_k)
     scale = head_dim**-0.5
     context_vec = torch.zeros_like(q)
