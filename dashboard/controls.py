@@ -158,14 +158,27 @@ SCHEMA: dict[str, Setting] = {s.key: s for s in (
 DEFAULTS: dict[str, object] = {key: s.default for key, s in SCHEMA.items()}
 URL_KEYS = tuple(SCHEMA)
 
+# What a preset leaves alone: the class's own sentence (except the book's example), and where it runs.
+KEPT_BY_PRESETS = ("sentence", "device")
+
+
+def _preset(**values: object) -> dict[str, object]:
+    """Every setting at its default (one place: the schema's, from AttentionConfig) except what the preset names and
+    :data:`KEPT_BY_PRESETS`: a preset gives the same numbers whatever the link set before (a window, causal off,
+    q/k/v biases, the masking method, training; issue 33)."""
+    unknown = set(values) - set(SCHEMA)
+    if unknown:
+        raise ValueError(f"a preset names settings that do not exist: {sorted(unknown)}")
+    return {key: default for key, default in DEFAULTS.items() if key not in KEPT_BY_PRESETS} | values
+
+
 PRESETS: dict[str, dict[str, object]] = {
-    "Book example": dict(model=gpt2.RANDOM, sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2,
-                         context_length=1024, seed=123, dropout=0.0, variant="MultiHeadAttention"),
-    "GPT-2 small (ex. 3.3)": dict(model=gpt2.RANDOM, input_mode="learned", d_in=768, d_out=768, num_heads=12,
-                                  context_length=1024, dropout=0.0, variant="MultiHeadAttention"),
-    "Original paper (512-d, 8 heads)": dict(model=gpt2.RANDOM, input_mode="sinusoidal", d_in=512, d_out=512,
-                                            num_heads=8, context_length=1024, dropout=0.1,
-                                            variant="MultiHeadAttention"),
+    "Book example": _preset(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2, seed=123,
+                            variant="MultiHeadAttention"),
+    "GPT-2 small (ex. 3.3)": _preset(input_mode="learned", d_in=768, d_out=768, num_heads=12,
+                                     variant="MultiHeadAttention"),
+    "Original paper (512-d, 8 heads)": _preset(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8, dropout=0.1,
+                                               variant="MultiHeadAttention"),
 }
 
 

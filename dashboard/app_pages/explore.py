@@ -8,6 +8,7 @@ chosen one is drawn: a knob turned redraws one section, not seven (issue 11), an
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -131,7 +132,7 @@ def scores_section(v: View) -> None:
     st.caption("Diverging colours centred on 0: blue is negative, orange positive. " + (
         f"The renormalize method masks nothing before softmax: it sees every score, and the hidden keys ({mk.where}) "
         "are zeroed after it (below)." if renormalized
-        else f"Grey cells marked −∞ are hidden by the {mk.name} mask: {mk.where}." if mask is not None else ""))
+        else f"Grey cells marked −∞ are masked ({mk.name} mask: {mk.where})." if mask is not None else ""))
     weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None] if renormalized else []
     if mask is None:
         return
@@ -183,6 +184,24 @@ def heads_section(v: View) -> None:
                    "it through every section.")
 
 
+def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
+    """The weights chart's ``max_px``, and whether the cell story fits beside it.
+
+    Beside the story (3 : 2 columns) unless, in presentation mode, its cells would then be too small for their 16 px
+    values: the sidebar opened, or a 10-token sentence on a narrow projector, drew them 25 px wide and blank (issue
+    33). Then the chart takes the column's width, the story goes below it, and cells up to
+    :data:`charts.TEXT_MAX_TOKENS` tokens keep their values even if the matrix then runs past the screen's bottom."""
+    limit = room(480, 285 + (45 if n_heads > 1 else 0))
+    side = fit(limit, labels, [3, 2], 0)
+    T = len(labels)
+    if not presenting() or T > charts.TEXT_MAX_TOKENS:
+        return side, True
+    need = math.ceil(T * charts.value_cell_px(True, grow(), signed=False))
+    if side >= need:
+        return side, True
+    return fit(max(limit, need), labels), False
+
+
 @st.fragment
 def weights_and_story(head: int, wscale: str) -> None:
     """The weights heatmap and the story of one cell. A fragment: clicking a cell reruns only this."""
@@ -193,10 +212,10 @@ def weights_and_story(head: int, wscale: str) -> None:
     v = View(s, run, head, num_heads(run.trace), wscale)
     labels, T = v.labels, v.T
     weights = v.mat("weights")
-    c_w, c_story = st.columns([3, 2])
+    side, beside = weights_px(labels, v.H)
+    c_w, c_story = st.columns([3, 2]) if beside else (st.container(), st.container())
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
-                          scale=wscale, selectable=True, zoom=True,
-                          max_px=fit(room(480, 285 + (45 if v.H > 1 else 0)), labels, [3, 2], 0),
+                          scale=wscale, selectable=True, zoom=True, max_px=side,
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -218,7 +237,8 @@ def weights_and_story(head: int, wscale: str) -> None:
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "
                           "Point at a token to keep only its lines."):
             n_lines = min(T, MAX_LINE_TOKENS)
-            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=column_px([3, 2], 1) - 40,
+            line_px = column_px([3, 2], 1) if beside else column_px([1], 0)
+            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=line_px - 40,
                                              ink=ink(), line="#8cc4ff" if dark() else "#1f5fa8",
                                              font_px=round((18 if presenting() else 15) * grow())),
                        key="line_view_chart")
