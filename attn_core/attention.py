@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .kv_cache import LayerCache
-from .masks import causal_mask
+from .masks import MaskKind, causal_mask
 from .trace import Trace, record
 
 MASK_METHODS = ("neg_inf", "renormalize")
@@ -193,7 +193,7 @@ class CausalAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         # book: torch.triu(torch.ones(context_length, context_length), diagonal=1); a window W also hides keys older
         # than the last W (sliding-window attention)
-        self.register_buffer("mask", causal_mask(context_length, window=window).float())
+        self.register_buffer("mask", causal_mask(context_length, window=window, causal=causal).float())
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
         check_inputs(x, self.d_in, self.context_length)
@@ -207,7 +207,7 @@ class CausalAttention(nn.Module):
         attn_scores = queries @ keys.transpose(1, 2)  # (b, num_tokens, num_tokens)
         record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j), for every pair of tokens")
         mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal or self.window else None
-        record(trace, "mask_bool", mask_bool)  # nothing when causal=False
+        record(trace, "mask_bool", mask_bool, **MaskKind.of(self.causal, self.window).fields())  # none: causal=False
         attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
         attn_weights = self.dropout(attn_weights)
         record_dropout(trace, self.dropout, attn_weights)
@@ -270,7 +270,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         # book: torch.triu(torch.ones(context_length, context_length), diagonal=1); a window W also hides keys older
         # than the last W (sliding-window attention)
-        self.register_buffer("mask", causal_mask(context_length, window=window).float())
+        self.register_buffer("mask", causal_mask(context_length, window=window, causal=causal).float())
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """``cache``: this layer's KV cache; its keys and values come before this call's tokens, whose positions
@@ -318,7 +318,7 @@ class MultiHeadAttention(nn.Module):
         # (with a KV cache: the rows of this call's positions, over every cached key)
         num_keys = num_cached + num_tokens
         mask_bool = self.mask.bool()[num_cached:num_keys, :num_keys] if self.causal or self.window else None
-        record(trace, "mask_bool", mask_bool)  # nothing when causal=False
+        record(trace, "mask_bool", mask_bool, **MaskKind.of(self.causal, self.window).fields())  # none: causal=False
 
         # Use the mask to fill attention scores (or renormalize after softmax: mask_method)
         attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)

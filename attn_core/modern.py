@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from .attention import check_inputs, check_sizes, fused_attention, masked_softmax, record_dropout
 from .kv_cache import LayerCache
-from .masks import causal_mask
+from .masks import MaskKind, causal_mask
 from .trace import Trace, record
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")  # the axes of grouped K/V tensors
@@ -47,7 +47,7 @@ def attend(module: nn.Module, queries: torch.Tensor, keys: torch.Tensor, values:
     record(trace, "attn_scores", attn_scores)
     num_keys = num_cached + num_tokens
     mask_bool = module.mask.bool()[num_cached:num_keys, :num_keys] if module.causal or module.window else None
-    record(trace, "mask_bool", mask_bool)
+    record(trace, "mask_bool", mask_bool, **MaskKind.of(module.causal, module.window).fields())
     attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], module.mask_method, trace)
     attn_weights = module.dropout(attn_weights)
     record_dropout(trace, module.dropout, attn_weights)
@@ -84,7 +84,7 @@ class GroupedQueryAttention(nn.Module):
         self.W_value = nn.Linear(d_in, num_kv_groups * self.head_dim, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", causal_mask(context_length, window=window).float())
+        self.register_buffer("mask", causal_mask(context_length, window=window, causal=causal).float())
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """``cache``: this layer's KV cache; it holds the num_kv_groups K/V heads (before the repeat)."""
@@ -160,7 +160,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.W_UV = nn.Linear(latent_dim, d_out, bias=qkv_bias)  # latent -> every head's values
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", causal_mask(context_length, window=window).float())
+        self.register_buffer("mask", causal_mask(context_length, window=window, causal=causal).float())
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """``cache``: this layer's cache; it holds the latent (b, num_cached, latent_dim), not keys and values."""

@@ -16,6 +16,7 @@ import torch.nn as nn
 
 from .attention import check_inputs, check_sizes
 from .devices import pick_device
+from .masks import MaskKind
 from .simplified import simplified_attention
 from .trace import Trace
 from .variants import variant
@@ -57,6 +58,14 @@ class AttentionConfig:
         self.spec  # noqa: B018 - raises for an unknown variant
         check_sizes(self.d_in, self.d_out)
         pick_device(self.device)
+
+    @property
+    def mask_kind(self) -> MaskKind:
+        """The mask this config's module builds, in words (``MaskKind(causal=False)``, "none", for a variant without
+        a mask buffer): what the pages call it, from the same knobs the module gets."""
+        if not self.spec.masks:
+            return MaskKind(causal=False)
+        return MaskKind.of(self.causal, self.window)
 
     @property
     def output_width(self) -> int:

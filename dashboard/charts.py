@@ -89,10 +89,18 @@ def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool =
     12-token grid keeps its weights in presentation mode; normal text shrinks with the cell down to 20 px
     cells). ``grow`` scales both."""
     if big:
-        return round(BIG_TEXT_PX * grow) if px >= (40 if signed else 34) * grow else None
+        return round(BIG_TEXT_PX * grow) if px >= value_cell_px(big, grow, signed) else None
     # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable (issue 20); a 12 px "-0.25" is
     # ~27 px wide, "0.25" ~23 px
-    return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= (30 if signed else 26) else None
+    return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= value_cell_px(big, 1, signed) else None
+
+
+def value_cell_px(big: bool, grow: float = 1.0, signed: bool = True) -> float:
+    """The smallest cell that holds its value (:func:`text_px`): 40 px for a 16 px "-0.25", 34 for "0.25" in
+    presentation mode (times ``grow``); 30 and 26 px otherwise."""
+    if big:
+        return (40 if signed else 34) * grow
+    return 30 if signed else 26
 
 
 def rows_crowded(px: int, big: bool, grow: float = 1.0) -> bool:

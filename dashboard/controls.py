@@ -158,14 +158,27 @@ SCHEMA: dict[str, Setting] = {s.key: s for s in (
 DEFAULTS: dict[str, object] = {key: s.default for key, s in SCHEMA.items()}
 URL_KEYS = tuple(SCHEMA)
 
+# What a preset leaves alone: the class's own sentence (except the book's example), and where it runs.
+KEPT_BY_PRESETS = ("sentence", "device")
+
+
+def _preset(**values: object) -> dict[str, object]:
+    """Every setting at its default (one place: the schema's, from AttentionConfig) except what the preset names and
+    :data:`KEPT_BY_PRESETS`: a preset gives the same numbers whatever the link set before (a window, causal off,
+    q/k/v biases, the masking method, training; issue 33)."""
+    unknown = set(values) - set(SCHEMA)
+    if unknown:
+        raise ValueError(f"a preset names settings that do not exist: {sorted(unknown)}")
+    return {key: default for key, default in DEFAULTS.items() if key not in KEPT_BY_PRESETS} | values
+
+
 PRESETS: dict[str, dict[str, object]] = {
-    "Book example": dict(model=gpt2.RANDOM, sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2,
-                         context_length=1024, seed=123, dropout=0.0, variant="MultiHeadAttention"),
-    "GPT-2 small (ex. 3.3)": dict(model=gpt2.RANDOM, input_mode="learned", d_in=768, d_out=768, num_heads=12,
-                                  context_length=1024, dropout=0.0, variant="MultiHeadAttention"),
-    "Original paper (512-d, 8 heads)": dict(model=gpt2.RANDOM, input_mode="sinusoidal", d_in=512, d_out=512,
-                                            num_heads=8, context_length=1024, dropout=0.1,
-                                            variant="MultiHeadAttention"),
+    "Book example": _preset(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2, seed=123,
+                            variant="MultiHeadAttention"),
+    "GPT-2 small (ex. 3.3)": _preset(input_mode="learned", d_in=768, d_out=768, num_heads=12,
+                                     variant="MultiHeadAttention"),
+    "Original paper (512-d, 8 heads)": _preset(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8, dropout=0.1,
+                                               variant="MultiHeadAttention"),
 }
 
 
@@ -264,18 +277,34 @@ def _apply_preset(name: str) -> None:
         st.session_state[key] = value
 
 
+def _now(key: str) -> object:
+    """A setting's value in this session (its default before it has one), to give its widget as the ``value``.
+
+    A widget the browser has not mounted yet (the sidebar of a phone-sized screen, or of presentation mode, starts
+    collapsed) starts from the ``value`` its last message carried, and sends that back with the next click. Given
+    the default, a prepared link's ``d_out=8`` came back as 2 with the first PageDown (issue 33). The value is not
+    part of a keyed widget's identity, so passing the current one changes nothing else."""
+    return st.session_state.get(key, DEFAULTS[key])
+
+
 def _select(container, label: str, key: str, **kw):
     """A selectbox over a choice setting's ids, showing their labels."""
     setting = SCHEMA[key]
     options = list(setting.labels)
-    return container.selectbox(label, options, index=options.index(setting.default) if setting.default in options
-                               else 0, format_func=setting.labels.get, key=key, **kw)
+    current = _now(key)
+    return container.selectbox(label, options, index=options.index(current) if current in options else 0,
+                               format_func=setting.labels.get, key=key, **kw)
 
 
 def _number(container, label: str, key: str, **kw):
     """A number input over an int setting's range."""
     setting = SCHEMA[key]
-    return container.number_input(label, int(setting.lo), int(setting.hi), value=setting.default, key=key, **kw)
+    return container.number_input(label, int(setting.lo), int(setting.hi), value=_now(key), key=key, **kw)
+
+
+def _toggle(container, label: str, key: str, **kw):
+    """A toggle for a bool setting."""
+    return container.toggle(label, value=bool(_now(key)), key=key, **kw)
 
 
 def _finish_link(sb, text: str) -> None:
@@ -342,7 +371,7 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
         shown = md_escape(gpt2.label(weights))
         messages.append(("warning", f"{shown} has {n_layers} layers: showing layer {n_layers}."))
         st.session_state["layer"] = n_layers
-    layer = sb.number_input("Layer", 1, n_layers, value=DEFAULTS["layer"], key="layer",
+    layer = sb.number_input("Layer", 1, n_layers, value=_now("layer"), key="layer",
                             help="The layer whose attention every page shows (its heads: pick one on Explore).")
     c1, c2 = sb.columns(2)
     fixed = "Fixed by the model's weights."
@@ -354,9 +383,9 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its input "
                f"vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
     mask_method = _select(sb, "Masking method", "mask_method")
-    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=DEFAULTS["dropout"], step=DROPOUT_STEP, key="dropout")
+    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout")
     t3, t4 = sb.columns(2)
-    train_mode = t3.toggle("training", value=DEFAULTS["train_mode"], key="train_mode",
+    train_mode = _toggle(t3, "training", "train_mode",
                            help="Dropout is only active in training mode.")
     seed = _number(t4, "seed", "seed")
     sb.caption("Running on **cpu**, where the shared model is.")
@@ -388,7 +417,7 @@ def render_sidebar(uses: str = "all") -> Settings:
     sb.header("Attention Lab")
     if uses == "none":
         return _no_knobs(sb, messages)
-    text = sb.text_area("Sentence", value=DEFAULTS["sentence"], key="sentence", height=90,
+    text = sb.text_area("Sentence", value=_now("sentence"), key="sentence", height=90,
                         max_chars=MAX_TEXT_CHARS,
                         help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}). {APPLY_HINT}")
     sb.caption(APPLY_HINT)
@@ -424,16 +453,16 @@ def render_sidebar(uses: str = "all") -> Settings:
                               "(1 to d_out).")
     mask_method = _select(sb, "Masking method", "mask_method", disabled=unused["mask_method"])
     t1, t2 = sb.columns(2)
-    causal = t1.toggle("causal", value=DEFAULTS["causal"], key="causal", disabled=unused["causal"],
+    causal = _toggle(t1, "causal", "causal", disabled=unused["causal"],
                        help="Off: plain self-attention through the same class.")
-    qkv_bias = t2.toggle("qkv_bias", value=DEFAULTS["qkv_bias"], key="qkv_bias", disabled=unused["qkv_bias"])
-    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=DEFAULTS["dropout"], step=DROPOUT_STEP, key="dropout",
+    qkv_bias = _toggle(t2, "qkv_bias", "qkv_bias", disabled=unused["qkv_bias"])
+    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout",
                         disabled=unused["dropout"])
     t3, t4 = sb.columns(2)
-    train_mode = t3.toggle("training",  value=DEFAULTS["train_mode"], key="train_mode", disabled=unused["train_mode"],
+    train_mode = _toggle(t3, "training", "train_mode", disabled=unused["train_mode"],
                            help="Dropout is only active in training mode.")
     seed = _number(t4, "seed", "seed")
-    device = sb.selectbox("Device", devices, key="device",
+    device = sb.selectbox("Device", devices, index=devices.index(_now("device")), key="device",
                           help="Only devices that exist on this machine are listed.")
     sb.caption(f"Running on **{device}**.")
     text = text or ""

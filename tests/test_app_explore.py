@@ -66,6 +66,34 @@ def test_book_multihead_weights_equal_attn_core_for_both_methods():
         assert {r["panel"] for r in heads} == {"head 1", "head 2"}
 
 
+
+def test_book_example_resets_every_setting_that_changes_its_numbers():
+    """Issue 33: a link's window, causal off, q/k/v biases, masking method and training are reset by the preset."""
+    at = new_app(window="2", causal="false", qkv_bias="true", mask_method="renormalize", train_mode="true",
+                 dropout="0.5", seed="7")
+    at.run()
+    at.button(key="preset_Book example").click().run()
+    assert not at.exception
+    torch.manual_seed(123)
+    from attn_core import Trace
+    t = Trace()
+    MultiHeadAttention(3, 2, 1024, 0.0, 2)(BOOK_INPUTS.unsqueeze(0), t)
+    np.testing.assert_allclose(weights_matrix(at), t["attn_weights"].tensor[0, 0].numpy(), atol=1e-6)
+    assert dict(at.query_params) == {"variant": "MultiHeadAttention"}
+
+
+@pytest.mark.parametrize("query,words,absent", [
+    (dict(window="1"), "mask: **causal, window 1** (−∞ before softmax)", "biases"),
+    (dict(causal="false", qkv_bias="true"), "**no mask** (causal off) · q/k/v biases", "−∞"),
+    (dict(causal="false", window="3", mask_method="renormalize"),
+     "mask: **window 3, not causal** (zero after softmax, renormalize)", "biases"),
+])
+def test_the_summary_names_the_mask_and_the_biases(query, words, absent):
+    at = new_app(variant="MultiHeadAttention", **query)
+    at.run()
+    line = next(m.value for m in at.markdown if "output shape" in m.value)
+    assert words in line and absent not in line, line
+
 def test_changing_knobs_changes_chart_data():
     at = new_app(input_mode="learned", variant="MultiHeadAttention", d_in="8", d_out="8", num_heads="2")
     at.run()
@@ -86,7 +114,7 @@ def test_changing_knobs_changes_chart_data():
 def test_masked_cells_are_marked_not_blank():
     at = new_app(section="Scores")
     at.run()
-    rows = chart_with(at, "masked scores (−∞ above diagonal)")
+    rows = chart_with(at, "masked scores (−∞: causal)")
     masked = [r for r in rows if r["panel"].startswith("masked") and r["masked"]]
     assert len(masked) == 15  # 6 x 6 upper triangle
 
@@ -182,9 +210,9 @@ def test_only_the_open_section_is_drawn():
     assert len(drawn) == 1, "a new visitor's page draws the weights chart alone"
     chart_data(at, "weights")
     with pytest.raises(KeyError):
-        chart_with(at, "masked scores (−∞ above diagonal)")
+        chart_with(at, "masked scores (−∞: causal)")
     show_section(at, "Scores")
-    chart_with(at, "masked scores (−∞ above diagonal)")
+    chart_with(at, "masked scores (−∞: causal)")
     with pytest.raises(KeyError):
         chart_data(at, "weights")
 

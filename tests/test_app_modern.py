@@ -47,7 +47,7 @@ def test_gqa_shows_which_kv_head_each_query_head_reads():
 def test_a_sliding_window_shows_the_band():
     at = open_page(**dict(GQA, variant="MultiHeadAttention", window="2"))
     show_section(at, "Scores")
-    assert any(m.value.startswith("**causal mask, window 2 (1 = hidden)**") for m in at.markdown)
+    assert any(m.value.startswith("**mask: causal, window 2 (1 = hidden)**") for m in at.markdown)
     mask = next(rows for el in at.get("vega_lite_chart") if "panel" not in (rows := _rows(el))[0])
     hidden = {(r["q"], r["k"]) for r in mask if r["value"] == 1}
     assert (5, 3) in hidden and (5, 4) not in hidden and (5, 5) not in hidden  # query 6 sees tokens 5 and 6

@@ -157,6 +157,35 @@ def test_the_classes_buffers_and_the_lab_use_the_builder():
         "mask", "W_query.weight", "W_key.weight", "W_value.weight"]
 
 
+
+def test_every_mask_is_named_by_what_it_hides():
+    """Issue 33: the words come from the same knobs as the mask, and a cell called hidden is hidden."""
+    from attn_core.masks import MaskKind
+
+    kinds = {MaskKind(): "causal", MaskKind(True, 1): "causal, window 1",
+             MaskKind(True, 3, 2): "causal, window 3 + 2 sinks", MaskKind(False): "none",
+             MaskKind(False, 2): "window 2, not causal"}
+    for kind, name in kinds.items():
+        assert kind.name == name
+        mask = causal_mask(6, window=kind.window, causal=kind.causal, sinks=kind.sinks)
+        for i in range(6):
+            for j in range(6):  # a reason exactly where the mask hides the cell
+                assert bool(kind.why_hidden(i + 1, j + 1)) == bool(mask[i, j]), (name, i, j)
+    # the window's reason says "before" (the issue's story said key 1 "comes after" query 6)
+    assert MaskKind(True, 1).why_hidden(6, 1).startswith("key 1 is 5 tokens before query 6, outside its window of 1")
+    assert MaskKind(True, 2, 1).sees(6) == "the first key (sinks) and keys 5–6"
+    assert MaskKind.of(True, 0) == MaskKind() and AttentionConfig(variant="SelfAttention_v2").mask_kind.name == "none"
+
+
+def test_causal_off_with_a_window_hides_only_the_far_past():
+    """causal=False with a window: the module's mask is the band of the past, the future stays visible (it was the
+    causal band whatever the toggle said)."""
+    cfg = AttentionConfig(variant="MultiHeadAttention", d_in=4, d_out=4, causal=False, window=2)
+    _, trace = run_attention(cfg, torch.randn(1, 5, 4))
+    mask = head_matrix(trace, "mask", 0)
+    assert np.array_equal(mask.astype(bool), causal_mask(5, causal=False, window=2).numpy())
+    assert "window 2, not causal" in trace["mask_bool"].note
+
 # --- views for any shape --------------------------------------------------------------------------------------
 
 def test_views_read_weights_with_fewer_queries_than_keys():

@@ -69,7 +69,7 @@ def test_explore_end_to_end(page, server, tmp_path):
     page.get_by_role("combobox", name="Masking method").click()  # opens the selectbox
     page.get_by_role("option", name="zero after softmax, renormalize").click()
     wait_idle(page)
-    page.get_by_text("mask: zero after softmax, renormalize").first.wait_for()
+    page.get_by_text("(zero after softmax, renormalize)").first.wait_for()
     open_section(page, "Scores")
     page.get_by_text("Renormalize method: softmax first").first.wait_for()
     no_exception(page)

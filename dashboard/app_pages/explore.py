@@ -8,12 +8,15 @@ chosen one is drawn: a knob turned redraws one section, not seven (issue 11), an
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from attn_core import AttentionConfig
+from attn_core.masks import MaskKind
 from attn_core.views import CellStory, all_heads, cell_story, head_matrix, kv_head, num_heads
 from dashboard import charts, gpt2
 from dashboard.chart_cache import memo
@@ -113,7 +116,8 @@ def qkv_section(v: View) -> None:
 
 
 def scores_section(v: View) -> None:
-    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", "masked scores (−∞ above diagonal)"),
+    mk = v.run.cfg.mask_kind  # what the mask is (causal, window W, ...): attn_core/masks.py words it
+    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mk.name})"),
                    ("scaled_scores", "scaled scores  ÷ √d_k")]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
@@ -122,18 +126,19 @@ def scores_section(v: View) -> None:
                 max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats)),
                 cache_key=(v.run.key, "scores", v.head))
     mask = v.mat("mask")
-    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", "future zeroed"),
+    hidden = "future" if mk == MaskKind() else "hidden"
+    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", f"{hidden} zeroed"),
                     ("weights", "÷ row sum = the weights")]
     renormalized = v.mat("unmasked_weights") is not None
     st.caption("Diverging colours centred on 0: blue is negative, orange positive. " + (
-        "The renormalize method masks nothing before softmax: it sees every score, and the future is zeroed "
-        "after it (below)." if renormalized else "Grey cells marked −∞ are masked." if mask is not None else ""))
+        f"The renormalize method masks nothing before softmax: it sees every score, and the hidden keys ({mk.where}) "
+        "are zeroed after it (below)." if renormalized
+        else f"Grey cells marked −∞ are masked ({mk.name} mask: {mk.where})." if mask is not None else ""))
     weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None] if renormalized else []
     if mask is None:
         return
     c_mask, c_rest = st.columns([1, 2])
-    window = f", window {v.run.cfg.window}" if v.run.cfg.window else ""
-    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title=f"causal mask{window} (1 = hidden)",
+    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title=f"mask: {mk.name} (1 = hidden)",
                 max_px=fit(cap(220), v.labels, [1, 2], 0, legend=False),  # its legend is below
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
@@ -141,7 +146,7 @@ def scores_section(v: View) -> None:
                     key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=3,
                     max_px=fit(cap(220), v.labels, [1, 2], 1, panels=3),
                     cache_key=(v.run.key, "renorm", v.head))
-        c_rest.caption("Renormalize method: softmax first, zero the future, then divide each row by its sum.")
+        c_rest.caption(f"Renormalize method: softmax first, zero the {hidden} keys, then divide each row by its sum.")
 
 
 def relative_toggle(where) -> None:
@@ -180,6 +185,24 @@ def heads_section(v: View) -> None:
                    "it through every section.")
 
 
+def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
+    """The weights chart's ``max_px``, and whether the cell story fits beside it.
+
+    Beside the story (3 : 2 columns) unless, in presentation mode, its cells would then be too small for their 16 px
+    values: the sidebar opened, or a 10-token sentence on a narrow projector, drew them 25 px wide and blank (issue
+    33). Then the chart takes the column's width, the story goes below it, and cells up to
+    :data:`charts.TEXT_MAX_TOKENS` tokens keep their values even if the matrix then runs past the screen's bottom."""
+    limit = room(480, 285 + (45 if n_heads > 1 else 0))
+    side = fit(limit, labels, [3, 2], 0)
+    T = len(labels)
+    if not presenting() or T > charts.TEXT_MAX_TOKENS:
+        return side, True
+    need = math.ceil(T * charts.value_cell_px(True, grow(), signed=False))
+    if side >= need:
+        return side, True
+    return fit(max(limit, need), labels), False
+
+
 @st.fragment
 def weights_and_story(head: int, wscale: str) -> None:
     """The weights heatmap and the story of one cell. A fragment: clicking a cell reruns only this."""
@@ -190,10 +213,10 @@ def weights_and_story(head: int, wscale: str) -> None:
     v = View(s, run, head, num_heads(run.trace), wscale)
     labels, T = v.labels, v.T
     weights = v.mat("weights")
-    c_w, c_story = st.columns([3, 2])
+    side, beside = weights_px(labels, v.H)
+    c_w, c_story = st.columns([3, 2]) if beside else (st.container(), st.container())
     clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
-                          scale=wscale, selectable=True, zoom=True,
-                          max_px=fit(room(480, 285 + (45 if v.H > 1 else 0)), labels, [3, 2], 0),
+                          scale=wscale, selectable=True, zoom=True, max_px=side,
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -217,7 +240,8 @@ def weights_and_story(head: int, wscale: str) -> None:
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "
                           "Point at a token to keep only its lines."):
             n_lines = min(T, MAX_LINE_TOKENS)
-            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=column_px([3, 2], 1) - 40,
+            line_px = column_px([3, 2], 1) if beside else column_px([1], 0)
+            draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=line_px - 40,
                                              ink=ink(), line="#8cc4ff" if dark() else "#1f5fa8",
                                              font_px=round((18 if presenting() else 15) * grow())),
                        key="line_view_chart")
@@ -240,7 +264,7 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
         + f"1. **Score** q{i + 1} · k{j + 1} = {vec(story.query)} · {vec(story.key)} = **{story.dot:.4f}**\n"
         + (f"2. **Scaled** by √d_k = √{story.d_k} = {story.d_k ** 0.5:.3f} → **{story.scaled:.4f}**\n"
            if story.scaled is not None else "2. No scaling in simplified attention.\n")
-        + step3(story)
+        + step3(story, v.run.cfg.mask_kind)
         + (f"4. **Dropout**: weight used = {story.weight_used:.4f}\n" if story.weight_used != story.weight else "")
         + f"5. **Contribution** to context z{i + 1} = {story.weight_used:.4f} × v{j + 1} = "
         f"{vec(story.contribution)}\n"
@@ -249,22 +273,24 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
     finite = story.row_scaled[np.isfinite(story.row_scaled)]
     if finite.size:
         seen = (f"all {finite.size} keys (the renormalize method masks after softmax)" if story.renormalized
-                else f"{finite.size} visible keys")
+                else plural(finite.size, "visible key"))
         st.caption(f"Row {i + 1} of what softmax sees: {seen}, range {finite.min():.3f} … {finite.max():.3f}.")
 
 
-def step3(story: CellStory) -> str:
-    """The cell story's masking / softmax step, in the words of the method that ran."""
+def step3(story: CellStory, mk: MaskKind) -> str:
+    """The cell story's masking / softmax step, in the words of the method that ran and of the mask it used."""
     i, j, n = story.i + 1, story.j + 1, story.row_scaled.size
+    why = mk.why_hidden(i, j) or f"key {j} is hidden from query {i}"  # the mask's own words (attn_core/masks.py)
+    hidden = "the future" if mk == MaskKind() else "the hidden keys"
     if story.renormalized:
         if story.masked:
-            return (f"3. **Softmax over all {n} keys** gives key {j} {story.share_all:.4f}; it comes after query "
-                    f"{i}, so it is **zeroed after softmax** → weight 0.\n")
-        return (f"3. **Softmax over all {n} keys**: {story.share_all:.4f}; the future zeroed, row {i} sums to "
+            return (f"3. **Softmax over all {n} keys** gives key {j} {story.share_all:.4f}; {why}, so it is "
+                    f"**zeroed after softmax** → weight 0.\n")
+        return (f"3. **Softmax over all {n} keys**: {story.share_all:.4f}; {hidden} zeroed, row {i} sums to "
                 f"{story.kept:.4f}; ÷ that row sum → **{story.weight:.4f}** ({story.weight * 100:.1f}% of the "
                 f"attention of token {i})\n")
     if story.masked:
-        return f"3. **Masked**: key {j} comes after query {i}, so it is hidden (−∞ → weight 0).\n"
+        return f"3. **Masked**: {why}, so it is hidden (−∞ → weight 0).\n"
     return (f"3. **Softmax share** of this key in row {i}: **{story.weight:.4f}** "
             f"({story.weight * 100:.1f}% of the attention of token {i})\n")
 
@@ -294,7 +320,7 @@ def compare_methods(v: View) -> None:
 def weights_section(v: View) -> None:
     uniform_note(v)
     weights_and_story(v.head, v.wscale)
-    if v.run.cfg.spec.uses("mask_method") and v.run.cfg.causal:
+    if v.run.cfg.spec.uses("mask_method") and v.run.cfg.mask_kind.hides_anything:
         compare_methods(v)
 
 
@@ -372,12 +398,25 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
 INPUT_WORDS = {"book": "the book's", "learned": "learned", "sinusoidal": "sinusoidal", "onehot": "one-hot"}
 
 
+def mask_words(cfg: AttentionConfig) -> str:
+    """The summary's mask and bias: " · mask: causal, window 1 (−∞ before softmax)", " · no mask (causal off)",
+    " · q/k/v biases"; nothing for a variant without a mask or biases."""
+    spec, mk = cfg.spec, cfg.mask_kind
+    words = ""
+    if spec.masks:
+        words = (f" · mask: **{mk.name}** ({MASK_NAMES[cfg.mask_method]})" if mk.hides_anything
+                 else " · **no mask** (causal off)")
+    if spec.uses("qkv_bias") and cfg.qkv_bias:
+        words += " · q/k/v biases"
+    return words
+
+
 def summary(v: View) -> str:
     cfg, spec = v.run.cfg, v.run.cfg.spec
     model = f"**{md_escape(gpt2.label(v.run.weights))}, layer {v.run.layer + 1}** · " if v.run.pretrained else ""
     inputs = INPUT_WORDS.get(v.run.input_mode, v.run.input_mode)  # what the run used, whatever the link asked
     return (f"{model}**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs (d_in {cfg.d_in}){spec.sizes(cfg)}"
-            + (f" · mask: {MASK_NAMES[cfg.mask_method]}" if spec.uses("mask_method") else "")
+            + mask_words(cfg)
             + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
 
