@@ -65,5 +65,5 @@ def test_explore_draws_the_line_view_of_the_chosen_head_and_offers_slides():
     rows = next(iter(line[0]["datasets"].values())) if "datasets" in line[0] else None
     assert rows is None or all(r["k"] <= r["q"] for r in rows)  # no line to a future key
     # the weights chart is offered with the page's other charts (built only when a download is clicked)
-    assert [p.proto.popover.label for p in at.get("popover")] == ["Download (2)"]  # heatmap, line view
+    assert [p.proto.popover.label for p in at.get("popover")] == ["Download (2)", "Ask the class"]  # heatmap, line view
     clear_caches()
