@@ -28,6 +28,21 @@ CONTROL = 3  # tokenizer.ggml.token_type of a special token
 SPECIAL_KEYS = ("bos", "eos", "unknown", "padding")
 
 
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's bytes_to_unicode, reversed: the character byte-level BPE spells each byte with -> the byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+BYTES = byte_decoder()
+
+
 def _get(reader, key: str, default: object = None) -> object:
     f = reader.fields.get(key)
     return default if f is None else f.contents()
@@ -85,6 +100,35 @@ class GGUFTokenizer:
     def piece(self, token_id: int) -> str:
         """One token as text (a space shows as a space; part of a multi-byte character as \ufffd)."""
         return self.decode([token_id])
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """One token's bytes (part of a UTF-8 character for some); a special token's own text."""
+        spelled = self.backend.id_to_token(int(token_id))
+        if spelled is None:
+            raise ValueError(f"token id {token_id} is not in this vocabulary of {self.vocab_size:,}")
+        if spelled in self.special_tokens:
+            return spelled.encode()
+        return bytes(BYTES[c] for c in spelled)
+
+    def tokens(self, text: str, max_tokens: int | None = None) -> list:
+        """``text`` as :class:`attn_core.tokens.Token` s (id, piece, unique label), as ``tokens.tokenize`` gives
+        GPT-2's; the same bounds and messages."""
+        from .tokens import MAX_TEXT_CHARS, Token, readable_piece
+
+        if text is None or not text.strip():
+            raise ValueError("The text is empty: type a sentence (for example: The quick brown fox)")
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValueError(f"Your text is {len(text):,} characters long; Attention Lab takes up to "
+                             f"{MAX_TEXT_CHARS:,} characters. Shorten it by {len(text) - MAX_TEXT_CHARS:,} characters")
+        ids = self.encode(text)
+        if max_tokens is not None and len(ids) > max_tokens:
+            raise ValueError(f"Your text is {len(ids):,} tokens long; this takes up to {max_tokens:,}. Shorten it "
+                             f"by about {len(ids) - max_tokens:,} tokens")
+        out = []
+        for i, t in enumerate(ids):
+            raw = self.token_bytes(t)
+            out.append(Token(i, t, raw.decode("utf-8", errors="replace"), f"{i + 1}: {readable_piece(raw)}", raw))
+        return out
 
     def is_special(self, token_id: int) -> bool:
         return self.backend.id_to_token(int(token_id)) in self.special_tokens

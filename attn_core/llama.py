@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import check_inputs, masked_softmax
-from .gpt import GPTModel, layer_scope
+from .gpt import GPTModel, Walk, layer_scope
 from .kv_cache import KVCache, LayerCache
 from .masks import causal_mask
 from .trace import Trace, record, scope
@@ -265,6 +265,44 @@ class LlamaModel(nn.Module):
         x = self.final_norm(x)
         logits = self.out_head(x)
         return logits
+
+
+class LayerAttention(nn.Module):
+    """One layer's attention as a single module, ``forward(x, trace=None)``, with its model's RoPE tables: what a
+    page runs on a layer's real input (the layer's weights are shared, not copied)."""
+
+    def __init__(self, model: LlamaModel, layer: int):
+        super().__init__()
+        self.att = model.trf_blocks[layer].att
+        self.cos, self.sin = model.cos, model.sin
+
+    def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+        return self.att(x, self.cos, self.sin, trace)
+
+
+def walk_layers(model: LlamaModel, idx: torch.Tensor, on_layer=None, progress=None) -> Walk:
+    """:func:`attn_core.gpt.walk_layers` for a Llama: every layer's attention input (after norm1) and the last
+    logits; ``on_layer(i, weights)`` gets each layer's (num_heads, T, T) weights, one layer's trace at a time."""
+    if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
+        raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
+    model.check_ids(idx)
+    inputs = []
+    with torch.no_grad():
+        x = model.tok_emb(idx)
+        for i, block in enumerate(model.trf_blocks):
+            if on_layer is None:
+                inputs.append(block.norm1(x))
+                x = block(x, model.cos, model.sin)
+            else:
+                trace = Trace(copy=False)
+                x = block(x, model.cos, model.sin, trace)
+                inputs.append(trace["input"].tensor)
+                on_layer(i, trace.of_kind("weights")[-1].tensor[0])
+                del trace
+            if progress is not None:
+                progress(i)
+        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
+    return Walk(inputs, last)
 
 
 _SHARED: OrderedDict[tuple, LlamaModel] = OrderedDict()
