@@ -40,8 +40,16 @@ def _open_head(section_key: str, section: str, name: str) -> None:
         st.session_state[section_key] = section
 
 
+def transposed(n_layers: int, n_heads: int) -> bool:
+    """Lay the layers along x, the heads along y: for a deep model with few heads (SmolLM2: 30 x 9), whose layers
+    as rows would leave cells of 8 px."""
+    return n_layers > 2 * n_heads
+
+
 def cell_px(n_layers: int, n_heads: int) -> int:
     """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
+    if transposed(n_layers, n_heads):
+        n_layers, n_heads = n_heads, n_layers  # rows are heads, columns layers
     wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
     # every layer above the fold: the cells start ~310 px down on the projector, ~420 px with the page's title and
     # head picker, and the legend takes ~75 px under them
@@ -78,14 +86,15 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                       for layer in range(n_layers)])
     lines = [verdict(view.scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
     px = cell_px(n_layers, n_heads)
+    flip = transposed(n_layers, n_heads)
     view_key = (gpt2.source_key(name), shown)
     opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
     url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
-        charts.model_grid_png(view.thumbs)).decode())
+        charts.model_grid_png(view.thumbs, transpose=flip)).decode())
     with left:
-        draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting()),
-                   lambda: charts.model_grid_frame(url, types, lines, opened),
-                   ("model_grid", n_layers, n_heads, px, presenting(), grow()),
+        draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
+                   lambda: charts.model_grid_frame(url, types, lines, opened, transpose=flip),
+                   ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
                    (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
                    title=f"{gpt2.label(name)}: every head on the sentence")

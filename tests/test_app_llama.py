@@ -64,6 +64,7 @@ def test_explore_keeps_random_weights_and_its_model_view_shows_smollm2(smol):
     no_errors(at)
     cells = chart_data(at, "model_grid")
     assert len(cells) == 30 * 9
+    assert max(c["x0"] for c in cells) > 29 and max(c["y0"] for c in cells) < 9  # layers along x: one screen
     assert {c["type"] for c in cells} <= {"previous-token", "first-token (sink)", "induction", "local", "broad",
                                           "mixed"}
     assert any("SmolLM2" in c.value and "random" in c.value for c in at.caption)
