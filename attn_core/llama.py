@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import check_inputs, masked_softmax
+from .attention import check_inputs, masked_softmax, record_dropout
 from .gpt import GPTModel, Walk, layer_scope
 from .kv_cache import KVCache, LayerCache
 from .masks import causal_mask
@@ -95,10 +95,14 @@ class FeedForward(nn.Module):
 
 class GroupedQueryAttention(nn.Module):
     """The book's Llama 3 attention: ``num_heads`` query heads share ``num_kv_groups`` K/V heads (K1 K1 K1 K2 ...),
-    RoPE on queries and keys, no biases, always causal."""
+    RoPE on queries and keys, no biases, always causal. ``mask_method`` and ``dropout`` are the chapter's knobs
+    (a Llama has no dropout: p = 0 unless a page asks, :func:`attention_like`)."""
 
-    def __init__(self, d_in: int, d_out: int, num_heads: int, num_kv_groups: int):
+    def __init__(self, d_in: int, d_out: int, num_heads: int, num_kv_groups: int, mask_method: str = "neg_inf",
+                 dropout: float = 0.0):
         super().__init__()
+        self.mask_method = mask_method
+        self.dropout = nn.Dropout(dropout)
         self.d_in, self.d_out = d_in, d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
@@ -161,7 +165,9 @@ class GroupedQueryAttention(nn.Module):
         record(trace, "attn_scores", attn_scores)
         mask_bool = causal_mask(num_tokens, keys.shape[2])  # queries after num_cached keys see those and themselves
         record(trace, "mask_bool", mask_bool)
-        attn_weights = masked_softmax(attn_scores, mask_bool, self.head_dim, "neg_inf", trace)
+        attn_weights = masked_softmax(attn_scores, mask_bool, self.head_dim, self.mask_method, trace)
+        attn_weights = self.dropout(attn_weights)
+        record_dropout(trace, self.dropout, attn_weights)
 
         context_vec = attn_weights @ values  # Shape: (b, num_heads, num_tokens, head_dim)
         record(trace, "context_vec", context_vec, note="each head's context vectors")
@@ -190,6 +196,7 @@ class GroupedQueryAttention(nn.Module):
             attn_mask = ~causal_mask(num_tokens, keys.shape[2], device=x.device)
         context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=attn_mask,
                                                      is_causal=num_cached == 0 and num_tokens > 1,
+                                                     dropout_p=self.dropout.p if self.training else 0.0,
                                                      enable_gqa=self.group_size > 1)
         context_vec = context_vec.transpose(1, 2).reshape(b, num_tokens, self.d_out)
         return self.out_proj(context_vec)
@@ -267,13 +274,26 @@ class LlamaModel(nn.Module):
         return logits
 
 
+def attention_like(att: GroupedQueryAttention, *, mask_method: str = "neg_inf", dropout: float = 0.0,
+                   train: bool = False) -> GroupedQueryAttention:
+    """A ``GroupedQueryAttention`` sharing ``att``'s weights (no copy) with the chapter's masking method and dropout,
+    as :func:`attn_core.gpt.attention_like` does for GPT-2: the shared model's own modules are never changed."""
+    with torch.device("meta"):  # no weights drawn only to be replaced
+        new = GroupedQueryAttention(att.d_in, att.d_out, att.num_heads, att.num_kv_groups, mask_method, dropout)
+    for name in ("W_query", "W_key", "W_value", "out_proj"):
+        getattr(new, name).weight = getattr(att, name).weight
+    return new.train(train)
+
+
 class LayerAttention(nn.Module):
     """One layer's attention as a single module, ``forward(x, trace=None)``, with its model's RoPE tables: what a
-    page runs on a layer's real input (the layer's weights are shared, not copied)."""
+    page runs on a layer's real input (the layer's weights are shared, not copied; ``knobs``: the chapter's
+    ``mask_method``, ``dropout``, ``train`` for :func:`attention_like`)."""
 
-    def __init__(self, model: LlamaModel, layer: int):
+    def __init__(self, model: LlamaModel, layer: int, **knobs: object):
         super().__init__()
-        self.att = model.trf_blocks[layer].att
+        att = model.trf_blocks[layer].att
+        self.att = attention_like(att, **knobs) if knobs else att
         self.cos, self.sin = model.cos, model.sin
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:

@@ -345,8 +345,8 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
         c = gpt2.model(weights).cfg
         sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: GroupedQueryAttention, {c['n_heads']} query heads "
                    f"sharing {c['n_kv_groups']} K/V heads, RoPE on queries and keys, no biases, causal. Its input "
-                   f"vectors are layer {int(layer)}'s input: the residual stream, RMS-normed. The masking method and "
-                   "dropout below do not change it (it has no dropout).")
+                   f"vectors are layer {int(layer)}'s input: the residual stream, RMS-normed. The model has no "
+                   "dropout: the chapter's masking method and dropout below act on this layer's copy only.")
     else:
         sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its "
                    f"input vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")

@@ -294,8 +294,9 @@ def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: 
 
     def build() -> Run:
         x = walk(name, ids, progress).inputs[layer]
-        if isinstance(gpt, llama.LlamaModel):  # its own attention: RoPE, GQA, no dropout
-            att = llama.LayerAttention(gpt, layer)
+        if isinstance(gpt, llama.LlamaModel):  # its own attention: GQA with RoPE, and the chapter's knobs
+            att = llama.LayerAttention(gpt, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
+                                       train=cfg.train_mode)
         else:
             att = attention_like(gpt.trf_blocks[layer].att, mask_method=cfg.mask_method, dropout=cfg.dropout,
                                  train=cfg.train_mode)

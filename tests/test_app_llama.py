@@ -89,6 +89,11 @@ def test_smollm2_as_the_weights_reaches_the_sections_with_its_own_tensors(smol):
     for section in ("Tokens", "Q, K, V", "Scores", "All heads", "Output", "Model view"):
         show_section(at, section)
         no_errors(at)
+    at.switch_page("app_pages/shape_flow.py").run()  # the layer's own steps: RoPE on queries and keys among them
+    no_errors(at)
+    assert any("GroupedQueryAttention with RoPE" in c.value for c in at.caption)
+    at.switch_page("app_pages/masking_lab.py").run()
+    no_errors(at)
 
 
 def test_kv_cache_cost_measures_smollm2s_cache(smol):
