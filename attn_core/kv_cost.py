@@ -93,6 +93,7 @@ class ModelPreset:
 PRESETS: dict[str, ModelPreset] = {p.name: p for p in (
     ModelPreset("GPT-2 small (12 layers, 768-d, float32)", 12, 768, 12, "float32", 1024, kv_heads=4, window=256),
     ModelPreset("Llama-3-8B-like (32 layers, 4096-d, bf16)", 32, 4096, 32, "bfloat16", 32_768, kv_heads=8),
+    ModelPreset("SmolLM2-135M (30 layers, 576-d, 9 heads / 3 K/V, float32)", 30, 576, 9, "float32", 8192, kv_heads=3),
 )}
 
 

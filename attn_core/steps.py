@@ -58,6 +58,10 @@ STEPS: dict[str, StepKind] = {
     "values.transpose": StepKind("values_per_head", "heads moved in front of tokens, so each head is a (num_tokens, "
                                  "head_dim) matrix; only strides change, the tensor is no longer contiguous",
                                  _PER_HEAD),
+    "queries.rope": StepKind("queries_rotated", "RoPE: each pair of dimensions (i, i + head_dim/2) of a query "
+                             "rotated by an angle that grows with its position", _PER_HEAD),
+    "keys.rope": StepKind("keys_rotated", "RoPE: each key rotated by its position's angle, so q . k depends on "
+                          "how far apart the two tokens are", _PER_HEAD),
     "keys.cached": StepKind("cached_keys", "the KV cache: the earlier positions' keys, then this call's ({width} "
                             "wide per head)", {4: ("b", "num_heads", "num_keys", "head_dim")}),
     "values.cached": StepKind("cached_values", "the KV cache: the earlier positions' values, then this call's",

@@ -341,8 +341,9 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
         st.session_state["model"] = gpt2.RANDOM
     absent = len(choices) == 1
     name = _select(sb, "Weights", "model", disabled=absent,
-                   help="The chapter's random weights, or a pretrained GPT-2's: its real heads on your sentence.")
-    if absent:
+                   help="The chapter's random weights, or a pretrained model's (SmolLM2, GPT-2): its real heads on "
+                        "your sentence.")
+    if not any(not gpt2.is_gguf(n) for n in choices if n != gpt2.RANDOM):
         # folded: the how-to is long, and the sidebar's attention knobs come after it on every page
         sb.expander("GPT-2 is not on this machine: how to add it").text(how_to_get_gpt2())
     if name == gpt2.RANDOM:
@@ -380,8 +381,15 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     c3, c4 = sb.columns(2)
     c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
     c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
-    sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its input "
-               f"vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
+    if gpt2.is_gguf(weights):
+        c = gpt2.model(weights).cfg
+        sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: GroupedQueryAttention, {c['n_heads']} query heads "
+                   f"sharing {c['n_kv_groups']} K/V heads, RoPE on queries and keys, no biases, causal. Its input "
+                   f"vectors are layer {int(layer)}'s input: the residual stream, RMS-normed. The model has no "
+                   "dropout: the chapter's masking method and dropout below act on this layer's copy only.")
+    else:
+        sb.caption(f"{md_escape(gpt2.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its "
+                   f"input vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
     mask_method = _select(sb, "Masking method", "mask_method")
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout")
     t3, t4 = sb.columns(2)

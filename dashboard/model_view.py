@@ -11,11 +11,9 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.scores import HEAD_TYPES, head_type, verdict
-from attn_core.tokens import gpt2_encoding, readable_piece
 
 from . import charts, gpt2, screen
 from .chart_cache import memo
-from .compute import Run
 from .links import md_escape
 from .present import presenting
 from .sizes import cap, column_px, grow
@@ -32,17 +30,26 @@ def repeated(ids: tuple[int, ...], limit: int) -> tuple[int, ...]:
     return half + half
 
 
-def _open_head(section_key: str, section: str) -> None:
-    """The model view was clicked: that layer and head, open in every section (the link follows)."""
+def _open_head(section_key: str, section: str, name: str) -> None:
+    """The model view was clicked: that model's layer and head, open in every section (the link follows)."""
     picked = (st.session_state[GRID_KEY].selection or {}).get("head_pick") or []
     if picked:
+        st.session_state["model"] = name
         st.session_state["layer"] = int(picked[0]["layer"])
         st.session_state["head"] = int(picked[0]["head"]) - 1
         st.session_state[section_key] = section
 
 
+def transposed(n_layers: int, n_heads: int) -> bool:
+    """Lay the layers along x, the heads along y: for a deep model with few heads (SmolLM2: 30 x 9), whose layers
+    as rows would leave cells of 8 px."""
+    return n_layers > 2 * n_heads
+
+
 def cell_px(n_layers: int, n_heads: int) -> int:
     """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
+    if transposed(n_layers, n_heads):
+        n_layers, n_heads = n_heads, n_layers  # rows are heads, columns layers
     wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
     # every layer above the fold: the cells start ~310 px down on the projector, ~420 px with the page's title and
     # head picker, and the legend takes ~75 px under them
@@ -51,11 +58,11 @@ def cell_px(n_layers: int, n_heads: int) -> int:
     return max(8, min(wide, tall))
 
 
-def show_model_view(run: Run, head: int, section_key: str, open_section: str) -> None:
-    """The grid of every head (with the sentence repeated when the toggle says) and the next-token table."""
-    name = run.weights
-    ids = tuple(t.id for t in run.tokens)
-    context = run.cfg.context_length
+def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None, section_key: str,
+                    open_section: str) -> None:
+    """The grid of every head of model ``name`` on token ids ``ids`` (with the sentence repeated when the toggle
+    says) and the next-token table; ``opened``: the (layer, head) the other sections show, framed."""
+    context = min(gpt2.model(name).cfg["context_length"], gpt2.MAX_POSITIONS)
     left, right = st.columns(GRID_WIDTHS)
     again = right.toggle("Repeat the sentence", key="repeat_sentence", bind="query-params",
                          help="The tokens twice, so induction heads show: on the second copy, an induction head looks "
@@ -79,16 +86,17 @@ def show_model_view(run: Run, head: int, section_key: str, open_section: str) ->
                       for layer in range(n_layers)])
     lines = [verdict(view.scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
     px = cell_px(n_layers, n_heads)
+    flip = transposed(n_layers, n_heads)
     view_key = (gpt2.source_key(name), shown)
-    opened = (run.layer, head)  # not ``run`` in the lambdas below: the export keeps them, and a run holds ~200 MB
+    opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
     url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
-        charts.model_grid_png(view.thumbs)).decode())
+        charts.model_grid_png(view.thumbs, transpose=flip)).decode())
     with left:
-        draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting()),
-                   lambda: charts.model_grid_frame(url, types, lines, opened),
-                   ("model_grid", n_layers, n_heads, px, presenting(), grow()),
+        draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
+                   lambda: charts.model_grid_frame(url, types, lines, opened, transpose=flip),
+                   ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
                    (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
-                   on_select=lambda: _open_head(section_key, open_section), name="model_view",
+                   on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
                    title=f"{gpt2.label(name)}: every head on the sentence")
     with right:
         next_token_table(name, ids)
@@ -105,13 +113,9 @@ def next_token_table(name: str, ids: tuple[int, ...]) -> None:
     top = gpt2.next_tokens(name, ids)
     if presenting():  # on the projector: the rows that fit beside the grid, above the fold
         top = top[:7]
-    encoding = gpt2_encoding()
 
     def piece(token_id: int) -> str:
-        try:
-            return readable_piece(encoding.decode_single_token_bytes(token_id))
-        except KeyError:  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
-            return f"#{token_id}"
+        return gpt2.piece(name, token_id)
 
     st.markdown(f"**Next token** (top {len(top)})")
     df = pd.DataFrame({"token": [md_escape(piece(i)) for i, _ in top],

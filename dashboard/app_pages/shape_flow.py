@@ -40,7 +40,7 @@ X_CODE = {
     "learned": "x = token_embeddings + pos_embeddings",
     "sinusoidal": "x = token_embeddings + sinusoidal_pos_embeddings",
     "onehot": "x = one_hot(token_ids)  # one column per distinct token",
-    INPUT_NAME: "x = self.norm1(x)  # a pretrained GPT-2 block: its input, the residual stream, layer-normed",
+    INPUT_NAME: "x = self.norm1(x)  # a pretrained block: its input, the residual stream, normed",
 }
 
 def show_numbers(container, m: torch.Tensor) -> None:
@@ -145,7 +145,9 @@ def render() -> None:
         st.title("Shape flow: multi-head attention step by step")
     cfg = flow_config(s.cfg)
     if s.pretrained:
-        st.caption(f"{md_escape(gpt2.label(s.weights))}, layer {s.layer + 1}: its own MultiHeadAttention and weights, "
+        own = ("GroupedQueryAttention with RoPE on queries and keys (steps queries.rope, keys.rope)"
+               if gpt2.is_gguf(s.weights) else "MultiHeadAttention")
+        st.caption(f"{md_escape(gpt2.label(s.weights))}, layer {s.layer + 1}: its own {own} and weights, "
                    "on that layer's input for your sentence (change the layer in the sidebar).")
     elif cfg is not s.cfg:
         st.caption(f"This page steps through a multi-head variant: `{cfg.variant}`, with the sidebar's sizes and "
