@@ -99,9 +99,11 @@ class GroupedQueryAttention(nn.Module):
     (a Llama has no dropout: p = 0 unless a page asks, :func:`attention_like`)."""
 
     def __init__(self, d_in: int, d_out: int, num_heads: int, num_kv_groups: int, mask_method: str = "neg_inf",
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, window: int | None = None, sinks: int = 0):
         super().__init__()
         self.mask_method = mask_method
+        self.window, self.sinks = window, sinks  # a sliding window (+ attention sinks); None: full causal
+        self.efficient = True  # trace=None runs SDPA (False: the explicit path, e.g. to renormalize)
         self.dropout = nn.Dropout(dropout)
         self.d_in, self.d_out = d_in, d_out
         self.num_heads = num_heads
@@ -118,7 +120,7 @@ class GroupedQueryAttention(nn.Module):
         """``cache``: this layer's KV cache; it holds the num_kv_groups K/V heads, rotated (before the repeat)."""
         num_cached = 0 if cache is None else cache.length
         check_inputs(x, self.d_in, cos.shape[0] - num_cached)
-        if trace is None:
+        if trace is None and self.efficient:
             return self.forward_efficient(x, cos, sin, cache)
         b, num_tokens, d_in = x.shape
         queries = self.W_query(x)  # Shape: (b, num_tokens, d_out)
@@ -163,7 +165,8 @@ class GroupedQueryAttention(nn.Module):
 
         attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
         record(trace, "attn_scores", attn_scores)
-        mask_bool = causal_mask(num_tokens, keys.shape[2])  # queries after num_cached keys see those and themselves
+        # queries after num_cached keys see those and themselves (the last `window` of them, + the first `sinks`)
+        mask_bool = causal_mask(num_tokens, keys.shape[2], window=self.window, sinks=self.sinks)
         record(trace, "mask_bool", mask_bool)
         attn_weights = masked_softmax(attn_scores, mask_bool, self.head_dim, self.mask_method, trace)
         attn_weights = self.dropout(attn_weights)
@@ -192,10 +195,10 @@ class GroupedQueryAttention(nn.Module):
         if cache is not None:
             keys, values = cache.update(keys, values)
         attn_mask = None
-        if num_cached and num_tokens > 1:  # several new queries after cached keys: SDPA's is_causal cannot say it
-            attn_mask = ~causal_mask(num_tokens, keys.shape[2], device=x.device)
+        if (num_cached and num_tokens > 1) or self.window:  # what SDPA's is_causal cannot say: a mask of our own
+            attn_mask = ~causal_mask(num_tokens, keys.shape[2], window=self.window, sinks=self.sinks, device=x.device)
         context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=attn_mask,
-                                                     is_causal=num_cached == 0 and num_tokens > 1,
+                                                     is_causal=attn_mask is None and num_cached == 0 and num_tokens > 1,
                                                      dropout_p=self.dropout.p if self.training else 0.0,
                                                      enable_gqa=self.group_size > 1)
         context_vec = context_vec.transpose(1, 2).reshape(b, num_tokens, self.d_out)

@@ -2,8 +2,8 @@
 
 StreamingLLM (Xiao et al., 2023) found that a sliding window which drops the first tokens ruins a model's
 perplexity, and that keeping a few "sink" tokens visible brings it back: most heads park attention on the
-first token. ``window_perplexity(model, idx, window=32, sinks=4)`` measures that on any model whose attention
-modules hold a causal ``mask`` buffer (the chapter's ``GPTModel``, GPT-2, and the grouped-query variants).
+first token. ``window_perplexity(model, idx, window=32, sinks=4)`` measures that on the chapter's ``GPTModel``,
+GPT-2 and the Llama family (SmolLM2).
 
 The model is never changed: the function runs a light copy of its module tree (the same parameter and
 buffer tensors, its own mask buffers), so a model shared by many sessions stays as it was.
@@ -24,8 +24,9 @@ MASK_METHODS = ("neg_inf", "renormalize")
 
 
 def _masked_modules(model: nn.Module) -> list[nn.Module]:
-    """The attention modules whose causal mask comes from their own ``mask`` buffer."""
-    return [m for m in model.modules() if "mask" in m._buffers and hasattr(m, "window")]
+    """The attention modules whose mask comes from their ``mask`` buffer (the chapter's, GPT-2) or is built per
+    call from their ``window`` and ``sinks`` (the Llama family)."""
+    return [m for m in model.modules() if hasattr(m, "window") and ("mask" in m._buffers or hasattr(m, "sinks"))]
 
 
 def _light_copy(module: nn.Module) -> nn.Module:
@@ -62,7 +63,10 @@ def masked_like(model: nn.Module, num_tokens: int, window: int | None = None, si
         raise ValueError(f"{type(model).__name__} has no attention layer with a causal mask buffer to change")
     mask = causal_mask(num_tokens, window=window, sinks=sinks).float()  # True (1.0) where a key is hidden
     for att in layers:
-        att._buffers["mask"] = mask.to(att._buffers["mask"].device)
+        if "mask" in att._buffers:
+            att._buffers["mask"] = mask.to(att._buffers["mask"].device)
+        else:
+            att.sinks = sinks
         att.window = window
         att.causal = True
         att.mask_method = mask_method

@@ -53,6 +53,7 @@ page = st.navigation([
     st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),
     st.Page(PAGES / "masking_lab.py", title="Masking lab", icon=":material/visibility_off:", url_path="masking-lab"),
     st.Page(PAGES / "tiled.py", title="Tiled attention", icon=":material/grid_view:", url_path="tiled"),
+    st.Page(PAGES / "windows.py", title="Windows & sinks", icon=":material/view_week:", url_path="windows"),
     st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon=":material/menu_book:", url_path="walkthrough"),
     st.Page(PAGES / "learn.py", title="Learn", icon=":material/school:", url_path="learn"),
     st.Page(PAGES / "generate.py", title="Generate", icon=":material/keyboard_double_arrow_right:",

