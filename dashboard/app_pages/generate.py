@@ -236,8 +236,9 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                     max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1",
                     title=f"Without the cache: attention weights, layer {layer + 1}, head 1",
                     x_title=f"keys, tokens 1–{T} left to right", y_title=f"queries, tokens 1–{T} top to bottom")
-        st.caption(f"Top left: token 1 “{md_escape(piece(gen.ids[0]))}”; bottom row: the new token {T} "
-                   f"“{md_escape(piece(gen.ids[-1]))}”, the row the cache computed alone. Bright = high weight.")
+        st.caption(f"Top left: token 1 “{md_escape(piece(model, gen.ids[0]))}”; bottom row: the new token {T} "
+                   f"“{md_escape(piece(model, gen.ids[-1]))}”, the row the cache computed alone. "
+                   "Bright = high weight.")
 
 
 def gqa_note(model: GPTModel | LlamaModel) -> str:
