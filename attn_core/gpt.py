@@ -83,22 +83,29 @@ def walk_layers(model: GPTModel, idx: torch.Tensor,
     if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
         raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
     model.check_ids(idx)
-    inputs = []
     with torch.no_grad():
         x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(torch.arange(idx.shape[1])))
-        for i, block in enumerate(model.trf_blocks):
-            if on_layer is None:
-                inputs.append(block.norm1(x))
-                x = block(x)
-            else:
-                trace = Trace(copy=False)
-                x = block(x, trace)
-                inputs.append(trace["input"].tensor)
-                on_layer(i, trace.of_kind("weights")[-1].tensor[0])
-                del trace
-            if progress is not None:
-                progress(i)
-        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
+        return walk_blocks(model, x, (), on_layer, progress)
+
+
+def walk_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple, on_layer: Callable | None,
+                progress: Callable | None) -> Walk:
+    """The block-by-block loop of :func:`walk_layers` from the embedded input ``x``, for any model whose blocks are
+    called ``block(x, *block_args, trace)`` (a Llama passes its RoPE tables)."""
+    inputs = []
+    for i, block in enumerate(model.trf_blocks):
+        if on_layer is None:
+            inputs.append(block.norm1(x))
+            x = block(x, *block_args)
+        else:
+            trace = Trace(copy=False)
+            x = block(x, *block_args, trace)
+            inputs.append(trace["input"].tensor)
+            on_layer(i, trace.of_kind("weights")[-1].tensor[0])
+            del trace
+        if progress is not None:
+            progress(i)
+    last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
     return Walk(inputs, last)
 
 

@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import check_inputs, masked_softmax, record_dropout
-from .gpt import GPTModel, Walk, layer_scope
+from .gpt import GPTModel, Walk, layer_scope, walk_blocks
 from .kv_cache import KVCache, LayerCache
 from .masks import causal_mask
 from .trace import Trace, record, scope
@@ -309,23 +309,8 @@ def walk_layers(model: LlamaModel, idx: torch.Tensor, on_layer=None, progress=No
     if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
         raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
     model.check_ids(idx)
-    inputs = []
     with torch.no_grad():
-        x = model.tok_emb(idx)
-        for i, block in enumerate(model.trf_blocks):
-            if on_layer is None:
-                inputs.append(block.norm1(x))
-                x = block(x, model.cos, model.sin)
-            else:
-                trace = Trace(copy=False)
-                x = block(x, model.cos, model.sin, trace)
-                inputs.append(trace["input"].tensor)
-                on_layer(i, trace.of_kind("weights")[-1].tensor[0])
-                del trace
-            if progress is not None:
-                progress(i)
-        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
-    return Walk(inputs, last)
+        return walk_blocks(model, model.tok_emb(idx), (model.cos, model.sin), on_layer, progress)
 
 
 _SHARED: OrderedDict[tuple, LlamaModel] = OrderedDict()

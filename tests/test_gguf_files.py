@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from attn_core.gguf_tokenizer import byte_decoder
 from attn_core.gguf_weights import SUPPORTED_TYPES, cached_weights, find_gguf, unpermute
 from attn_core.gpt import generate
 from attn_core.llama import LlamaModel, load_model
@@ -29,15 +30,8 @@ def own_cache(tmp_path, monkeypatch):
 
 
 def byte_alphabet() -> list[str]:
-    """GPT-2's bytes_to_unicode: the 256 characters byte-level BPE spells bytes with."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for _, c in sorted(zip(bs, cs))]
+    """GPT-2's bytes_to_unicode: the 256 characters byte-level BPE spells bytes with, in byte order."""
+    return [c for c, _ in sorted(byte_decoder().items(), key=lambda item: item[1])]
 
 
 def permute(w: np.ndarray, n_head: int) -> np.ndarray:
