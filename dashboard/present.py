@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .charts import LABEL_PX as NORMAL_LABEL_PX
+
 KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
+NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: charts.LABEL_PX)
 
 # Tables of numbers (``text.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
 NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
@@ -79,14 +82,13 @@ def chart_config(big: bool, grow: float = 1.0) -> dict:
     legend = {"labelColor": color, "titleColor": color}
     config: dict = {"axis": axis, "legend": legend, "header": {"labelColor": color, "titleColor": color},
                     "title": {"color": color}, "text": {"color": color}}  # text marks without their own colour
-    # Vega-Lite's own sizes: labels 10 px, titles 11 px, chart titles 13 px
-    label, title, heading = (LABEL_PX, LABEL_PX + 2, TITLE_PX) if big else (10, 11, 13)
-    if big or grow != 1:
-        axis.update(labelFontSize=round(label * grow), titleFontSize=round(title * grow))
-        legend.update(labelFontSize=round(label * grow), titleFontSize=round(label * grow),
-                      gradientThickness=round((18 if big else 16) * grow))
-        config["header"].update(labelFontSize=round(title * grow))
-        config["title"].update(fontSize=round(heading * grow))
+    label, title, heading = ((LABEL_PX, LABEL_PX + 2, TITLE_PX) if big
+                             else (NORMAL_LABEL_PX, NORMAL_LABEL_PX + 1, NORMAL_TITLE_PX))
+    axis.update(labelFontSize=round(label * grow), titleFontSize=round(title * grow))
+    legend.update(labelFontSize=round(label * grow), titleFontSize=round(label * grow),
+                  gradientThickness=round((18 if big else 16) * grow))
+    config["header"].update(labelFontSize=round(title * grow))
+    config["title"].update(fontSize=round(heading * grow))
     return config
 
 
