@@ -327,3 +327,17 @@ def test_weights_readable_at_1280(sentence, beside):
     assert has_values == (T <= 20), T  # values whenever cells hold them
     assert (spec["width"] <= 300) == beside, spec["width"]  # beside the story: a 3/5 column
     assert spec["config"]["axis"]["labelFontSize"] >= 13
+
+
+def test_many_bad_link_values_make_one_box():
+    """Issue 33: each bad link value had its own warning, a stack of boxes over the first screen. Several make one box
+    listing every one (escaped, each with what is used instead); a single bad value stays a single warning."""
+    at = open_page(d_out="abc", num_heads="zz", dropout="9", seed="-4")
+    boxes = [w.value for w in at.warning if "not valid here" in w.value]
+    assert len(boxes) == 1, boxes
+    assert boxes[0].startswith("4 values in the link could not be used")
+    for name in ("d\\_out", "num\\_heads", "dropout", "seed"):
+        assert f"- The link's **{name}**" in boxes[0], boxes[0]
+    at = open_page(d_out="abc")
+    boxes = [w.value for w in at.warning if "not valid here" in w.value]
+    assert len(boxes) == 1 and boxes[0].startswith("The link's **d\\_out**"), boxes
