@@ -25,6 +25,12 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
 # Download and Previous / Next buttons (issue 20). Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 """
+# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector
+# (issue 33). Full white on a darker patch of the button's own red.
+KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
+    {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
+     padding: 0 0.3rem;}
+"""
 # Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
 # code at >= 16 px: the book's numbers and code are read from the back of the room.
 _CSS = """
@@ -39,7 +45,7 @@ _CSS = """
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + """</style>
+""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -48,7 +54,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + """</style>
+""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 
 
