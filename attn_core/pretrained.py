@@ -81,6 +81,11 @@ def size_name(cfg: dict) -> str | None:
     return next((name for name, s in GPT2_SIZES.items() if s == shape), None)
 
 
+def shape_words(cfg: dict) -> str:
+    """A GPT-2 config's size in words, e.g. "3 layers × 4 heads, 48 wide" (what a folder holds, whatever its name)."""
+    return f"{cfg['n_layers']} layers × {cfg['n_heads']} heads, {cfg['emb_dim']} wide"
+
+
 def how_to_get_gpt2(name: str = "gpt2", why: str = "GPT-2 weights are not on this machine") -> str:
     """One sentence: ``why``, then how to get a GPT-2 folder onto a machine without network and how to name it."""
     return (f"{why}: on a computer with internet run "

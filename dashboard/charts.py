@@ -26,7 +26,7 @@ from PIL import Image
 
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of browser time at 16k)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
-TEXT_MAX_TOKENS = 16  # value text on cells only up to this many rows/columns
+TEXT_MAX_TOKENS = 24  # value text on cells only up to this many rows/columns (and only in cells that hold it)
 # From this many cells (16 x 16) a heatmap is drawn on a canvas and its cells carry no ARIA label: Vega's SVG
 # renderer rewrote ~9,000 DOM attributes for a new 32-token sentence, and built a spoken label per cell. The
 # chart keeps its title, tooltips and click selection; small charts (the book's 6 x 6) stay SVG.
@@ -69,6 +69,9 @@ _DIVERGING = np.array([[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 
 
 
 BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+# Axis and legend labels outside presentation mode (dashboard/present.py's chart config): Vega-Lite's own 10 px
+# could not be read from the back of a room at 1280×720 (issue 33); 13 px can, in rows at least 14 px high.
+LABEL_PX = 13
 MIN_TEXT_PX = 12  # the smallest cell value printed at all
 
 
@@ -104,9 +107,9 @@ def value_cell_px(big: bool, grow: float = 1.0, signed: bool = True) -> float:
 
 
 def rows_crowded(px: int, big: bool, grow: float = 1.0) -> bool:
-    """Whether rows ``px`` high are lower than their labels (16 px in presentation mode, ~11 px otherwise): then
+    """Whether rows ``px`` high are lower than their labels (16 px in presentation mode, 13 px otherwise): then
     Vega drops every other label instead of drawing them over each other (22 tokens in presentation mode)."""
-    return px < ((BIG_TEXT_PX + 2) if big else 12) * grow
+    return px < ((BIG_TEXT_PX + 2) if big else LABEL_PX) * grow
 
 
 TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")
@@ -304,8 +307,11 @@ def heatmap(
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
     aria = not many_cells(n_rows * n_cols)
+    # every label while the cells are at least as high as the label (44 tokens on the whole 820 px column);
+    # below that Vega drops every other one (issue 33: forced at 24+ tokens, only every 4th label showed)
+    crowded = rows_crowded(px, big, grow)
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow,
-                      y_axis=dict(labelOverlap=n_rows > 24 or rows_crowded(px, big, grow)))
+                      x_axis=dict(labelOverlap=crowded), y_axis=dict(labelOverlap=crowded))
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
                alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
     base = alt.Chart().encode(x=x, y=y)  # the data goes on the layer (see layered)
@@ -368,7 +374,7 @@ def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: 
     through the angle they are drawn at): charts with the same signature share one spec template."""
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
     widest = max((len(str(c)) for c in col_labels), default=1)
-    return (px, width, height, key_label_angle(round(px / grow), widest), n_rows > 24, n_cols > 24,
+    return (px, width, height, key_label_angle(round(px / grow), widest), rows_crowded(px, big, grow),
             max(n_rows, n_cols) <= TEXT_MAX_TOKENS, many_cells(n_rows * n_cols))
 
 

@@ -15,6 +15,7 @@ sentence needs is computed once and kept in bounded caches shared by every sessi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,17 @@ import torch
 from attn_core import MAX_POSITIONS, AttentionConfig, Token, llama, run_attention
 from attn_core.gguf_weights import find_gguf
 from attn_core.gpt import GPTModel, Walk, attention_like, walk_layers
-from attn_core.pretrained import GPT2_SIZES, WEIGHTS_FILE, file_stamp, find_gpt2, load_gpt2_shared
+from attn_core.pretrained import (
+    CONFIG_FILE,
+    GPT2_SIZES,
+    WEIGHTS_FILE,
+    file_stamp,
+    find_gpt2,
+    load_gpt2_shared,
+    read_config,
+    shape_words,
+    size_name,
+)
 from attn_core.scores import head_scores
 from attn_core.tokens import gpt2_encoding, readable_piece
 
@@ -53,7 +64,28 @@ def label(name: str) -> str:
         return name.replace("-Instruct", "") + " (Llama family)"
     if is_gguf(name):
         return f"{name} (GGUF)"
+    path = dict(found()).get(name)
+    cfg = None if path is None else _folder_config(path)
+    if cfg is not None and size_name(cfg) != name:  # e.g. a small stand-in in a folder named gpt2 (issue 33)
+        return f"GPT-2-shaped: {name} ({shape_words(cfg)})"
     return SIZE_LABELS.get(name, f"GPT-2-shaped: {name}")
+
+
+@functools.lru_cache(maxsize=32)
+def _config_at(path: Path, mtime: float) -> dict | None:
+    try:
+        return read_config(path)
+    except ValueError:
+        return None
+
+
+def _folder_config(folder: Path) -> dict | None:
+    """The GPT-2 config in ``folder`` (None: none readable), read again when the file changes."""
+    path = folder / CONFIG_FILE
+    try:
+        return _config_at(path, path.stat().st_mtime)
+    except OSError:
+        return None
 
 
 _FOUND: list = [0.0, []]  # (when looked, [(name, path)]): looking in the Hugging Face cache stats ~16 files

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .charts import LABEL_PX as NORMAL_LABEL_PX
+
 KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
+NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: charts.LABEL_PX)
 
 # Tables of numbers (``text.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
 NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
@@ -21,6 +24,12 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
 # A chart's hover toolbar (fullscreen, ...) sits above the chart by default, over whatever is there: Explore's
 # Download and Previous / Next buttons (issue 20). Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
+"""
+# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector
+# (issue 33). Full white on a darker patch of the button's own red.
+KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
+    {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
+     padding: 0 0.3rem;}
 """
 # Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
 # code at >= 16 px: the book's numbers and code are read from the back of the room.
@@ -36,7 +45,7 @@ _CSS = """
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + """</style>
+""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -45,7 +54,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + """</style>
+""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 
 
@@ -79,14 +88,13 @@ def chart_config(big: bool, grow: float = 1.0) -> dict:
     legend = {"labelColor": color, "titleColor": color}
     config: dict = {"axis": axis, "legend": legend, "header": {"labelColor": color, "titleColor": color},
                     "title": {"color": color}, "text": {"color": color}}  # text marks without their own colour
-    # Vega-Lite's own sizes: labels 10 px, titles 11 px, chart titles 13 px
-    label, title, heading = (LABEL_PX, LABEL_PX + 2, TITLE_PX) if big else (10, 11, 13)
-    if big or grow != 1:
-        axis.update(labelFontSize=round(label * grow), titleFontSize=round(title * grow))
-        legend.update(labelFontSize=round(label * grow), titleFontSize=round(label * grow),
-                      gradientThickness=round((18 if big else 16) * grow))
-        config["header"].update(labelFontSize=round(title * grow))
-        config["title"].update(fontSize=round(heading * grow))
+    label, title, heading = ((LABEL_PX, LABEL_PX + 2, TITLE_PX) if big
+                             else (NORMAL_LABEL_PX, NORMAL_LABEL_PX + 1, NORMAL_TITLE_PX))
+    axis.update(labelFontSize=round(label * grow), titleFontSize=round(title * grow))
+    legend.update(labelFontSize=round(label * grow), titleFontSize=round(label * grow),
+                  gradientThickness=round((18 if big else 16) * grow))
+    config["header"].update(labelFontSize=round(title * grow))
+    config["title"].update(fontSize=round(heading * grow))
     return config
 
 

@@ -19,8 +19,15 @@ def _set_state(key: str, value: object) -> None:
 
 
 def show_messages(s: Settings) -> None:
+    """The settings' messages; several warnings (a link with many bad values) as one box listing them, not a stack
+    of boxes over the first screen (issue 33: eight)."""
+    warnings = [text for level, text in s.messages if level == "warning"]
     for level, text in s.messages:
-        getattr(st, level)(text)
+        if level != "warning" or len(warnings) == 1:
+            getattr(st, level)(text)
+    if len(warnings) > 1:
+        st.warning(f"{len(warnings)} values in the link could not be used:\n\n"
+                   + "\n".join(f"- {text}" for text in warnings))
 
 
 def load_run(s: Settings, cfg=None, *, quiet: bool = False, note: bool = True) -> Run | None:

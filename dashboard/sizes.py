@@ -19,7 +19,7 @@ from .present import presenting
 CONTENT_PX = screen.WIDTHS[0]  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
 PRESENT_CONTENT_PX = screen.WIDTHS[1]  # the same in presentation mode: sidebar collapsed, 3 rem padding
 GAP_PX = 16  # between st.columns (gap="small")
-CHAR_PX = 7  # an axis label character at 11-12 px (measured: "2: journey" is 62 px)
+CHAR_PX = 8  # an axis label character at 13 px (present.NORMAL_LABEL_PX; 11 px: "2: journey" was 62 px)
 BIG_CHAR_PX = 10  # the same at 16 px
 LEGEND_PX = 80  # a gradient legend with its title and labels ("0.8", "÷ row max")
 AXIS_TITLE_PX = 24

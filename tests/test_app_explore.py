@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from apptest_utils import chart_data, chart_with, clear_caches, messages, new_app, show_section
+from apptest_utils import chart_data, chart_with, clear_caches, messages, new_app, open_page, show_section
 from attn_core import BOOK_INPUTS, VARIANTS, CausalAttention, MultiHeadAttention, tokenize
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
@@ -266,7 +266,7 @@ def test_presentation_mode_draws_large_labels_and_values():
     assert sizes and min(sizes) >= 16, sizes  # the cell values
     at.button(key="present_exit").click().run()
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
-    assert "labelFontSize" not in spec["config"]["axis"]
+    assert 13 <= spec["config"]["axis"]["labelFontSize"] < 16  # normal mode: smaller, still readable (issue 33)
 
 
 def test_presentation_mode_panel_titles_are_large_too():
@@ -293,3 +293,51 @@ def test_trained_section_shows_a_trained_model_at_once():
     assert max(r["q"] for r in rows) + 1 == len(tokenize("Your journey starts with one step"))
     picker.set_value(None).run()  # clicking the picked model again: a prompt, not a blank section
     assert any("Pick a **trained model**" in i.value for i in at.info)
+
+
+FORTY_FOUR_TOKENS = ("Attention lets every token look back at the tokens before it and decide how much each one "
+                     "matters. A causal mask hides the future, softmax turns scores into weights that sum to one, and "
+                     "the weighted values become one")
+
+
+def _weights_spec(at) -> dict:
+    el = next(el for el in at.get("vega_lite_chart") if el.proto.id.endswith("weights"))
+    return json.loads(el.proto.spec)
+
+
+@pytest.mark.parametrize("sentence, beside", [("The teacher wrote a short sentence on the board.", True),
+                                              ("one two three four five six seven eight nine ten eleven twelve "
+                                               "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty",
+                                               False),
+                                              (FORTY_FOUR_TOKENS, False)])
+def test_weights_readable_at_1280(sentence, beside):
+    """Issue 33: outside presentation mode the weights chart beside the cell story was 276 px wide: at 44 tokens only
+    every 4th label, from 11 tokens no values. Beside the story while its cells hold their values (10 tokens);
+    otherwise the whole column: values up to ~23 tokens, every token's 13 px label up to ~44."""
+    from dashboard import charts
+
+    T = len(tokenize(sentence))
+    at = open_page(sentence=sentence, section="Weights")
+    spec = _weights_spec(at)
+    layers = spec["layer"]
+    axes = [layers[0]["encoding"][c]["axis"] for c in ("x", "y")]
+    assert all(a["labelOverlap"] is False for a in axes), axes  # every token labelled
+    assert spec["width"] >= T * charts.LABEL_PX
+    has_values = any("label" in json.dumps(layer.get("encoding", {}).get("text", {})) for layer in layers)
+    assert has_values == (T <= 20), T  # values whenever cells hold them
+    assert (spec["width"] <= 300) == beside, spec["width"]  # beside the story: a 3/5 column
+    assert spec["config"]["axis"]["labelFontSize"] >= 13
+
+
+def test_many_bad_link_values_make_one_box():
+    """Issue 33: each bad link value had its own warning, a stack of boxes over the first screen. Several make one box
+    listing every one (escaped, each with what is used instead); a single bad value stays a single warning."""
+    at = open_page(d_out="abc", num_heads="zz", dropout="9", seed="-4")
+    boxes = [w.value for w in at.warning if "not valid here" in w.value]
+    assert len(boxes) == 1, boxes
+    assert boxes[0].startswith("4 values in the link could not be used")
+    for name in ("d\\_out", "num\\_heads", "dropout", "seed"):
+        assert f"- The link's **{name}**" in boxes[0], boxes[0]
+    at = open_page(d_out="abc")
+    boxes = [w.value for w in at.warning if "not valid here" in w.value]
+    assert len(boxes) == 1 and boxes[0].startswith("The link's **d\\_out**"), boxes

@@ -151,3 +151,14 @@ def test_a_link_keeps_the_prompt_and_the_no_cache_matrix_is_labelled():
     assert "Without the cache: attention weights, layer 1, head 1" in shown
     assert "queries, tokens 1–5 top to bottom" in shown and "keys, tokens 1–5 left to right" in shown
     assert "Top left: token 1 “Once”" in shown
+
+
+@pytest.mark.parametrize("present", ["false", "true"])
+def test_next_tokens_pagedown_hint_is_styled_readable(present):
+    """Issue 33: the red "Next token" button's PageDown hint was faded pink on red. The page style draws a primary
+    button's shortcut hint in full white on a darker patch (checked in Chromium: opacity 1, white on rgba(0,0,0,.3))."""
+    from dashboard.present import KBD_CSS
+
+    at = open_page(PAGE, present=present)
+    assert at.button(key="gen_next").proto.type == "primary"
+    assert any(KBD_CSS in h.proto.body for h in at.get("html")), "the page style lacks the hint's colours"

@@ -131,3 +131,21 @@ def test_a_layer_and_head_reach_every_section_and_shape_flow(folder):
     at.switch_page("app_pages/shape_flow.py").run()
     assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
     assert any("self.norm1(x)" in c.value for c in at.code)  # the first step is the block's layer-normed input
+
+
+def test_a_stand_in_is_labelled_by_its_config_not_its_folder(tmp_path_factory, monkeypatch):
+    """Issue 33: a small GPT-2 in a folder named ``gpt2`` was offered as "GPT-2 small". The label says what its
+    config holds; the name (and so the link) stays the folder's."""
+    from dashboard import gpt2
+
+    path = tmp_path_factory.mktemp("weights2") / "gpt2"
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=16, attn_implementation="eager")).save_pretrained(path)
+    monkeypatch.setenv(ENV_VAR, str(path.parent))
+    gpt2.forget_found()
+    at = new_app(model="gpt2")
+    at.run()
+    weights = at.sidebar.selectbox(key="model")
+    assert "GPT-2-shaped: gpt2 (2 layers × 2 heads, 16 wide)" in weights.options, weights.options
+    assert "GPT-2 small" not in weights.options and weights.value == "gpt2"
+    assert gpt2.label("gpt2") == "GPT-2-shaped: gpt2 (2 layers × 2 heads, 16 wide)"

@@ -251,13 +251,37 @@ def test_key_labels_stand_upright_in_narrow_cells():
     """At -45° labels lie ~0.7 cell apart: 20 tokens in 14 px cells ran together ("1: one2: two3: three")."""
     words = [f"{i + 1}: word{i}" for i in range(20)]
     m = np.eye(20)
-    x = charts.heatmap(m, words, words, max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
-    assert x["labelAngle"] == -90 and x["labelOverlap"] is True  # Vega drops only labels that would clash
+    x = charts.heatmap(m, words, words, max_px=200).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    assert x["labelAngle"] == -90 and x["labelOverlap"] is True  # 10 px: Vega drops only labels that would clash
     facet = charts.facet_grid([m, m], ["a", "b"], words, max_px=280).to_dict()
     x = facet["spec"]["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -90 and x["labelOverlap"] is True
     x = charts.heatmap(np.eye(10), words[:10], words[:10], max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -45  # 28 px cells: tilted labels have room
+
+
+@pytest.mark.parametrize("n", [20, 44])
+def test_every_token_labelled_while_rows_hold_their_labels(n):
+    """Issue 33: from 24 tokens Vega was told to drop labels whatever the cell size (a 44-token chart showed every
+    4th). Cells at least as high as the 13 px labels keep every label on both axes; smaller ones let Vega drop
+    clashing labels, so they never draw over each other."""
+    words = [f"{i + 1}: w{i}" for i in range(n)]
+    enc = charts.heatmap(np.eye(n), words, words, max_px=charts.LABEL_PX * n).to_dict()["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["labelOverlap"] is False and enc["y"]["axis"]["labelOverlap"] is False
+    enc = charts.heatmap(np.eye(n), words, words, max_px=(charts.LABEL_PX - 1) * n).to_dict()["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["labelOverlap"] is True and enc["y"]["axis"]["labelOverlap"] is True
+
+
+def test_values_shown_up_to_text_max_tokens_when_cells_hold_them():
+    """Issue 33: a 20-token chart on the whole column has 30 px cells: its values are printed (the limit was 16
+    tokens whatever the cell size); in 20 px cells they are not."""
+    words = [str(i) for i in range(20)]
+    m = np.full((20, 20), 0.25)
+    shown = charts.heatmap(m, words, words, scale="weights", max_px=600).to_dict()
+    assert any(layer["mark"]["type"] == "text" and "label" in json.dumps(layer["encoding"]["text"])
+               for layer in shown["layer"])
+    hidden = charts.heatmap(m, words, words, scale="weights", max_px=400).to_dict()
+    assert not any("label" in json.dumps(layer.get("encoding", {}).get("text", {})) for layer in hidden["layer"])
 
 
 def marks(spec: dict) -> list[dict]:

@@ -413,3 +413,17 @@ def test_download_from_the_cache_and_list_offline(models, tmp_path):
     assert res.returncode == 0 and res.stdout == f"gpt2\t{snapshot}\n"
     res = run_cli("check", env=env | {"HF_HUB_CACHE": str(tmp_path / "empty")})
     assert res.returncode == 1 and res.stderr.strip() == how_to_get_gpt2()
+
+
+def test_readme_snippet_says_what_to_do_without_weights(tmp_path, monkeypatch):
+    """Issue 33: the README's GPT-2 snippet raised IndexError on a machine without weights. It stops with the
+    how-to sentence instead (run up to the model loading: nothing is loaded here)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "find_gpt2" in b)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "none"))
+    with pytest.raises(SystemExit) as stop:
+        exec(compile(block, "README.md", "exec"), {})
+    assert str(stop.value) == how_to_get_gpt2()

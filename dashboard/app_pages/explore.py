@@ -188,14 +188,20 @@ def heads_section(v: View) -> None:
 def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
     """The weights chart's ``max_px``, and whether the cell story fits beside it.
 
-    Beside the story (3 : 2 columns) unless, in presentation mode, its cells would then be too small for their 16 px
-    values: the sidebar opened, or a 10-token sentence on a narrow projector, drew them 25 px wide and blank (issue
-    33). Then the chart takes the column's width, the story goes below it, and cells up to
-    :data:`charts.TEXT_MAX_TOKENS` tokens keep their values even if the matrix then runs past the screen's bottom."""
+    Beside the story (3 : 2 columns) while its cells there hold their values. Otherwise the chart takes the
+    column's width and the story goes below it, so the class can read it: in presentation mode the cells keep their
+    16 px values up to :data:`charts.TEXT_MAX_TOKENS` tokens even if the matrix then runs past the screen's bottom
+    (the sidebar opened, or a 10-token sentence on a narrow projector, drew them 25 px wide and blank, issue 33);
+    outside it the values stay up to ~23 tokens, and every token keeps its 13 px label up to ~44 (beside the story a
+    44-token chart was 276 px wide: every 4th label and no values, issue 33)."""
     limit = room(480, 285 + (45 if n_heads > 1 else 0))
     side = fit(limit, labels, [3, 2], 0)
     T = len(labels)
-    if not presenting() or T > charts.TEXT_MAX_TOKENS:
+    if not presenting():
+        if side >= T * charts.value_cell_px(False, signed=False):
+            return side, True
+        return max(side, fit(cap(640), labels)), False
+    if T > charts.TEXT_MAX_TOKENS:
         return side, True
     need = math.ceil(T * charts.value_cell_px(True, grow(), signed=False))
     if side >= need:
