@@ -109,8 +109,15 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     step = DecodeStep(
         token_id=token_id, position=len(ids), top_ids=[int(i) for i in top.indices],
         top_probs=[float(p) for p in top.values], row=all_heads(one, "weights")[:, 0, :],
-        mask_row=one["mask_bool"].tensor[0].numpy().copy(), mask_slice=f"self.mask.bool()[{num_keys - 1}:{num_keys}, "
-                                                                       f":{num_keys}]",
+        mask_row=one["mask_bool"].tensor[0].numpy().copy(), mask_slice=_mask_code(one["mask_bool"].code, num_keys),
         cache_shapes=cache.shapes(), cache_bytes=cache.nbytes, seconds_cached=seconds_cached,
         seconds_full=seconds_full, full_weights=full)
     return step, next_logits
+
+
+def _mask_code(code: str, num_keys: int) -> str:
+    """The mask line that ran, with this step's numbers: a slice of the module's buffer (GPT), or a mask built for
+    the one new query over every cached key (the Llama family builds it per call)."""
+    if "self.mask" in code:
+        return f"self.mask.bool()[{num_keys - 1}:{num_keys}, :{num_keys}]"
+    return f"causal_mask(1, {num_keys})"

@@ -41,7 +41,8 @@ class StepKind:
 # By the name a forward records a step under (the scope of a wrapper's head or a GPT layer is not part of it).
 STEPS: dict[str, StepKind] = {
     "x": StepKind("input", "the input vectors, one row per token", {3: ("b", "num_tokens", "d_in")}),
-    "input": StepKind("input", "the layer-normed input the attention sees", {3: ("b", "num_tokens", "d_in")}),
+    "input": StepKind("input", "the normed input the attention sees (LayerNorm; RMSNorm in a Llama)",
+                      {3: ("b", "num_tokens", "d_in")}),
     "queries": StepKind("queries", "each input vector projected to a query (d_in -> {width})", _TOKENS_BY_WIDTH),
     "keys": StepKind("keys", "each input vector projected to a key (d_in -> {width})", _TOKENS_BY_WIDTH),
     "values": StepKind("values", "each input vector projected to a value (d_in -> {width})", _TOKENS_BY_WIDTH),

@@ -48,7 +48,7 @@ from .compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
 SIZE_LABELS = {"gpt2": "GPT-2 small", "gpt2-medium": "GPT-2 medium", "gpt2-large": "GPT-2 large",
                "gpt2-xl": "GPT-2 XL"}
-INPUT_NAME = "layer-normed residual stream"  # what a GPT-2 layer's attention reads (Run.input_mode)
+INPUT_NAME = "normed residual stream"  # what a real model's layer reads (LayerNorm in GPT-2, RMSNorm in a Llama)
 FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
 TOP_K = 10  # next-token probabilities shown

@@ -55,6 +55,7 @@ def test_generate_defaults_to_smollm2_and_continues_in_english_with_the_gqa_cach
     assert text.startswith("The quick brown fox") and sum(c.isalpha() for c in text) > 30
     captions = " ".join(c.value for c in at.caption)
     assert f"{gen.last.cache_bytes:,} bytes" in captions and "9 query heads share 3 K/V heads" in captions
+    assert gen.last.mask_slice == f"causal_mask(1, {T})"  # built per call: no self.mask buffer in a Llama
 
 
 def test_explore_keeps_random_weights_and_its_model_view_shows_smollm2(smol):

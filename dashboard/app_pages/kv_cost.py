@@ -168,7 +168,7 @@ def render() -> None:
     curve = pd.DataFrame([{"context (tokens)": n, "variant": s.name, "GB": cache_bytes(s, n) / 1e9}
                           for s in preset.shapes() for n in LENGTHS])
     with right:
-        width = min(cap(520), content_px() // 2 - 120)
+        width = min(cap(520), content_px() // 2 - 140)  # room for the 13 px axis labels and title
         draw_chart(st, lambda: charts.line_chart(curve, "context (tokens)", "GB", "variant", log=True, width=width,
                                                  height=cap(190), y_title="KV cache (GB)"),
                    key="kv_curve", name="kv_cache_vs_context", title=f"KV cache vs context: {preset.name}",

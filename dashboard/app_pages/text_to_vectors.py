@@ -222,8 +222,11 @@ def embedding_section(text: str, sent: str) -> None:
                    width="stretch")
     with mid:
         st.markdown(f"**one-hot** of ids `{input_ids.tolist()}` (4 × 6)")
-        show_table(st, pd.DataFrame(one_hot(input_ids, 6).numpy().astype(int), index=input_ids.tolist()),
-                   width="stretch")
+        hot = pd.DataFrame(one_hot(input_ids, 6).numpy().astype(int), index=input_ids.tolist(),
+                           columns=[str(c) for c in range(6)])
+        # six narrow columns: all of them fit the third of a 1280x720 page (default widths scrolled after column 4)
+        show_table(st, hot, width="stretch",
+                   column_config={c: st.column_config.NumberColumn(c, width=34) for c in hot.columns})
     with right:
         st.markdown("**one-hot @ W** = `embedding_layer(ids)`")
         show_table(st, pd.DataFrame(multiplied.numpy(), index=input_ids.tolist()).round(4), width="stretch")
