@@ -116,3 +116,31 @@ def test_square_shapes_name_the_query_and_key_axes():
     at = open_page(flow_step="11", **MHA)
     shape = next(m.value for m in at.markdown if m.value.startswith("**Shape**"))
     assert "num_tokens=6 (queries), num_tokens=6 (keys)" in shape, shape
+
+
+def test_head_dim_one_is_named_with_a_button_that_widens_the_heads():
+    """Issue 33 item 10: the sidebar's defaults (the book's d_out 2, 2 heads) give head_dim 1, trivial pictures.
+    The page says so in one line and offers d_out = 2 x num_heads; the shared defaults stay the book's."""
+    at = open_page()
+    note = [i.value for i in at.info if "head_dim" in i.value]
+    assert len(note) == 1 and "head_dim = d_out ÷ num_heads = 1" in note[0], note
+    assert at.number_input(key="d_out").value == 2  # the defaults are untouched
+    at.button(key="widen_heads").click().run()
+    assert not messages(at)["exception"]
+    assert at.number_input(key="d_out").value == 4 and at.number_input(key="num_heads").value == 2
+    assert not [i.value for i in at.info if "head_dim" in i.value]
+    assert not [b for b in at.button if b.key == "widen_heads"]
+    assert any("head_dim 2**" in m.value for m in at.markdown)
+    at = open_page(**MHA)  # head_dim 2: nothing to say
+    assert not [b for b in at.button if b.key == "widen_heads"]
+
+
+def test_batched_matmul_tables_count_queries_and_keys_from_one():
+    """Issue 33 item 10: rows were numbered from 0 and columns from 1; tokens count from 1 everywhere."""
+    at = open_page()
+    tables = [d.value for d in at.dataframe if any(str(c).startswith("key ") for c in d.value.columns)]
+    assert len(tables) == 4, [list(d.value.columns) for d in at.dataframe]
+    for t in tables:
+        n = len(t)
+        assert list(t.index) == [f"query {i}" for i in range(1, n + 1)]
+        assert list(t.columns) == [f"key {j}" for j in range(1, n + 1)]

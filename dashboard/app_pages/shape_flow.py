@@ -22,7 +22,7 @@ from dashboard.gpt2 import INPUT_NAME
 from dashboard.links import md_escape
 from dashboard.matrices import show_matrix, tensor_slice
 from dashboard.present import presenting
-from dashboard.runs import load_run
+from dashboard.runs import _set_state, load_run
 from dashboard.sizes import cap, content_px, fit
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.steppers import stepper
@@ -44,8 +44,10 @@ X_CODE = {
 }
 
 def show_numbers(container, m: torch.Tensor) -> None:
-    """A 2-d tensor as a table with numbered rows and columns, to 4 decimals as the book prints it."""
-    df = pd.DataFrame(m.numpy(), columns=[str(j + 1) for j in range(m.shape[1])])  # counted from 1, as read
+    """A (num_tokens, num_tokens) score matrix as a table, to 4 decimals as the book prints it: rows are queries and
+    columns keys, both counted from 1 as tokens are everywhere else in the app (rows started at 0, issue 33)."""
+    df = pd.DataFrame(m.numpy(), columns=[f"key {j + 1}" for j in range(m.shape[1])],
+                      index=pd.Index([f"query {i + 1}" for i in range(m.shape[0])]))
     show_table(container, df, formats=dict.fromkeys(df.columns, "%.4f"), hide_index=False)
 
 
@@ -138,6 +140,18 @@ def kv_sharing_section(cfg: AttentionConfig) -> None:
                "`scaled_dot_product_attention(..., enable_gqa=True)` reads each K/V head for its whole group.")
 
 
+def head_dim_one(num_heads: int) -> None:
+    """One line saying that head_dim is 1 (the book's d_out 2 with 2 heads, the sidebar's default) and a button
+    that widens each head to 2 columns: with one column a head's view, transpose and matmul pictures are trivial.
+    The shared defaults stay the book's: its numbers elsewhere depend on them."""
+    d_out = 2 * num_heads
+    note, fix = st.columns([3, 1], vertical_alignment="center")
+    note.info(f"head_dim = d_out ÷ num_heads = 1: each head gets a single column, so the pictures below are "
+              f"trivial. d_out = {d_out} gives each head 2.", icon=":material/info:")
+    fix.button(f"Set d_out to {d_out}", key="widen_heads", on_click=_set_state, args=("d_out", d_out),
+               type="primary")
+
+
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
@@ -161,6 +175,8 @@ def render() -> None:
 
     st.markdown(f"**{plural(T, 'token')} · d_in {cfg.d_in} · d_out {cfg.d_out} · num_heads {cfg.num_heads} · "
                 f"head_dim {cfg.d_out // cfg.num_heads}** — input x: {tuple(run.x.shape)} (b, num_tokens, d_in)")
+    if cfg.d_out // cfg.num_heads == 1 and not s.pretrained:
+        head_dim_one(cfg.num_heads)
     ask_the_class(st, "shape_flow", run.trace, labels, kinds=("view_shape", "attends_most"))
     step_view()
 
@@ -179,9 +195,7 @@ def render() -> None:
         f", the first {demo_hd} of each head's {head_dim} columns" if demo_hd < head_dim else "")
     st.caption(f"Your sizes (d_out = {cfg.d_out}, num_heads = {H}, head_dim = {head_dim}), drawn for "
                f"{plural(demo_T, 'token')} and {shown}. Each number is one entry of the projected queries, "
-               "numbered in memory order; the colour says which head gets it."
-               + (" With head_dim = 1 each head gets a single column: raise d_out (e.g. 8 with 2 heads) to see "
-                  "wider heads." if head_dim == 1 else ""))
+               "numbered in memory order; the colour says which head gets it.")
     # One above the other: a slice of up to 24 numbered columns needs the page's whole width.
     st.markdown("**Before**: `queries` (num_tokens, d_out)")
     before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
