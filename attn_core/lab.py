@@ -140,13 +140,22 @@ def scaling_weights(d_k: int, num_tokens: int = 8, seed: int = 0) -> tuple[torch
     return torch.softmax(scores, -1), torch.softmax(scores / d_k**0.5, -1)
 
 
-def scaling_table(d_ks: tuple[int, ...] = (2, 8, 32, 128, 512), num_tokens: int = 8, seed: int = 0) -> list[ScalingRow]:
-    """Softmax sharpens as d_k grows unless scores are divided by sqrt(d_k)."""
+SCALING_SAMPLES = 64  # random (q, k) draws averaged per d_k: one 8 x 8 draw jumped about (d_k = 512, issue 33)
+
+
+def scaling_table(d_ks: tuple[int, ...] = (2, 8, 32, 128, 512), num_tokens: int = 8, seed: int = 0,
+                  samples: int = SCALING_SAMPLES) -> list[ScalingRow]:
+    """Softmax sharpens as d_k grows unless scores are divided by sqrt(d_k): per d_k, the std of q.k and the mean
+    largest weight of a row, over ``samples`` seeded draws of (num_tokens, d_k) queries and keys."""
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1 (got {samples})")
     rows = []
     for d_k in d_ks:
-        unscaled, scaled = scaling_weights(d_k, num_tokens, seed)
-        rows.append(ScalingRow(d_k, float(_random_scores(d_k, num_tokens, seed).std()),
-                               float(unscaled.max(-1).values.mean()), float(scaled.max(-1).values.mean())))
+        scores = torch.stack([_random_scores(d_k, num_tokens, seed + i) for i in range(samples)])
+        # scores: (samples, num_tokens, num_tokens)
+        unscaled, scaled = torch.softmax(scores, -1), torch.softmax(scores / d_k**0.5, -1)
+        rows.append(ScalingRow(d_k, float(scores.std()), float(unscaled.max(-1).values.mean()),
+                               float(scaled.max(-1).values.mean())))
     return rows
 
 

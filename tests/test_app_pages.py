@@ -102,6 +102,18 @@ def test_masking_lab_precision_table_has_every_dtype():
     assert all(v.startswith("NaN") for v in nan_rows)
 
 
+def test_masking_lab_scaling_table_is_the_seeded_average_and_says_so():
+    """Issue 33 item 10: the √d_k table was one 8 x 8 sample; the page shows the average and how many samples."""
+    from attn_core.lab import SCALING_SAMPLES, scaling_table
+
+    at = open_page(LAB)
+    table = next(d.value for d in at.dataframe if "d_k" in d.value.columns)
+    expected = scaling_table()
+    assert list(table["d_k"]) == [r.d_k for r in expected]
+    assert list(table["mean max weight, no scaling"]) == pytest.approx([r.max_weight_unscaled for r in expected])
+    assert any(f"averaged over {SCALING_SAMPLES} seeded samples" in c.value for c in at.caption)
+
+
 def test_walkthrough_every_step_agrees():
     at = open_page(WALK)
     for i in range(19):

@@ -8,6 +8,7 @@ import torch
 from attn_core import BOOK_INPUTS, MultiHeadAttentionWrapper
 from attn_core.lab import (
     DTYPES,
+    SCALING_SAMPLES,
     batched_vs_loop,
     guarded_softmax,
     masking_variants,
@@ -61,6 +62,25 @@ def test_scaling_keeps_softmax_from_saturating():
     rows = scaling_table()
     assert rows[-1].score_std > 4 * rows[0].score_std  # grows like sqrt(d_k)
     assert rows[-1].max_weight_unscaled > 0.9 and rows[-1].max_weight_scaled < 0.6
+
+
+def test_scaling_table_averages_seeded_samples_into_a_smooth_curve():
+    """Issue 33 item 10: one 8 x 8 sample jumped (d_k = 512: mean max weight 0.48 after scaling, std 26 for an
+    expected 22.6). Averaged over seeded samples: the same numbers each time, the mean of the single samples, and
+    the curve the variance argument predicts."""
+    rows = scaling_table()
+    assert rows == scaling_table()  # seeded
+    singles = [scaling_table(samples=1, seed=s) for s in range(SCALING_SAMPLES)]
+    for i, row in enumerate(rows):
+        mean = sum(one[i].max_weight_unscaled for one in singles) / SCALING_SAMPLES
+        assert row.max_weight_unscaled == pytest.approx(mean, rel=1e-5)
+        assert 0.85 < row.score_std / row.d_k**0.5 < 1.15  # std of q.k ~ sqrt(d_k)
+    unscaled = [r.max_weight_unscaled for r in rows]
+    assert unscaled == sorted(unscaled)  # sharpens steadily with d_k
+    scaled = [r.max_weight_scaled for r in rows]
+    assert max(scaled) - min(scaled) < 0.06, scaled  # flat: dividing by sqrt(d_k) undoes the growth
+    with pytest.raises(ValueError, match="samples"):
+        scaling_table(samples=0)
 
 
 def test_reshape_demo_and_view_error():

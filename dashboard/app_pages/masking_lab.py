@@ -9,7 +9,15 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.lab import DTYPES, guarded_softmax, masking_variants, precision_table, scaling_table, scaling_weights
+from attn_core.lab import (
+    DTYPES,
+    SCALING_SAMPLES,
+    guarded_softmax,
+    masking_variants,
+    precision_table,
+    scaling_table,
+    scaling_weights,
+)
 from attn_core.views import head_matrix
 from dashboard import charts
 from dashboard.chart_cache import memo
@@ -159,11 +167,13 @@ def render() -> None:
     st.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
                 "Dividing by √d_k brings the variance back to 1.")
-    srows = scaling_table()
+    srows = memo(("scaling_table", SCALING_SAMPLES), scaling_table)  # the same numbers for every sentence
     show_table(st, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
         "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
         "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch",
         formats={"std of q·k": "%.2f", "mean max weight, no scaling": "%.3f", "mean max weight, ÷√d_k": "%.3f"})
+    st.caption(f"Each row: random unit-variance q and k for 8 tokens, averaged over {SCALING_SAMPLES} seeded samples "
+               "(one sample jumped about from row to row). The panels below show one of them.")
     dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
