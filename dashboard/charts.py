@@ -42,7 +42,11 @@ CHART_PX = 480  # the longer side of a heatmap, in pixels
 SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange", "mask": "greys"}
 
 LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask", "relative": "÷ row max",
-                 "magnitude": "size"}
+                 "magnitude": "|difference|"}  # "size" said nothing of what is encoded (issue 33)
+# Cells outside a sequential scale's 0..top (a mistaken mask's negative or > 1 "weights") in colours viridis never
+# takes: clamped, they looked like 0 or 1. OUT_OF_RANGE_TOL keeps float rounding (a weight of 1.0000001) in range.
+BELOW_RANGE, ABOVE_RANGE = "#d62728", "#e377c2"  # red, pink
+OUT_OF_RANGE_TOL = 1e-6
 # What a 0/1 mask's two values mean, as its legend's two entries (a gradient would claim values in between).
 MASK_LABELS = ("0 = visible", "1 = hidden")  # the causal mask
 DROPOUT_MASK_LABELS = ("0 = kept", "1 = zeroed")
@@ -211,6 +215,30 @@ def color_scale(scale: str, dark: bool = False) -> alt.Scale:
     return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
 
 
+def out_of_range_note(matrix: np.ndarray, scale: str) -> str:
+    """A line naming the colours of the cells outside a sequential scale (empty when none is): for a caption right
+    under the chart, as the legend's gradient cannot show them."""
+    kind, top = scale_parts(scale)
+    if diverging(scale) or kind in ("mask", "relative"):
+        return ""
+    m = np.asarray(matrix, dtype=np.float64)
+    below, above = int((m < -OUT_OF_RANGE_TOL).sum()), int((m > top + OUT_OF_RANGE_TOL * top).sum())
+    parts = ([f"red = below 0 ({below} cell{'s' * (below != 1)})"] if below else []) + (
+        [f"pink = above {top:g} ({above} cell{'s' * (above != 1)})"] if above else [])
+    return f"Outside the colour scale (0 to {top:g}): " + "; ".join(parts) + "." if parts else ""
+
+
+def colour_conditions(scale: str) -> list[dict]:
+    """The colour channel's conditions: a masked cell grey, and on a sequential scale a cell below 0 or above its
+    top in :data:`BELOW_RANGE` / :data:`ABOVE_RANGE` (no data in the spec: one spec still serves any data)."""
+    conditions = [{"test": "datum.masked", "value": MASK_GREY}]
+    kind, top = scale_parts(scale)
+    if not diverging(scale) and kind not in ("mask", "relative"):
+        conditions += [{"test": f"datum.color < {-OUT_OF_RANGE_TOL}", "value": BELOW_RANGE},
+                       {"test": f"datum.color > {top + OUT_OF_RANGE_TOL * top}", "value": ABOVE_RANGE}]
+    return conditions
+
+
 def layered(df: pd.DataFrame, *layers: alt.Chart) -> alt.LayerChart:
     """``layers`` drawn on one dataset ``df``, given once to the layered chart.
 
@@ -331,7 +359,7 @@ def heatmap(
                             # one row still gets a readable legend (30 px showed only "1", "0")
                             legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height)),
                                               **_legend_format(scale)),
-                            condition={"test": "datum.masked", "value": MASK_GREY}),  # not alt.condition: _value_text
+                            condition=colour_conditions(scale)),  # not alt.condition: _value_text
             tooltip=tooltip,
         )
     if selectable:
@@ -471,7 +499,7 @@ def facet_grid(
     cells = base.mark_rect(aria=aria).encode(
         color=alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale_parts(scale)[0]],
                         legend=alt.Legend(**_legend_format(scale)),
-                        condition={"test": "datum.masked", "value": MASK_GREY}),  # not alt.condition: _value_text
+                        condition=colour_conditions(scale)),  # not alt.condition: _value_text
         tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
                  alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
                  alt.Tooltip("masked:N")],
@@ -568,8 +596,8 @@ def distinct_colors(n: int) -> list[str]:
     return [_CATEGORICAL[i % len(_CATEGORICAL)] for i in range(n)]
 
 
-LEVELS = 255  # colours a colour map is sampled at (matplotlib's viridis has 256); index 255 is the masked grey
-GREY = 255
+LEVELS = 253  # colours a colour map is sampled at (matplotlib's viridis has 256); then below 0, above the top, grey
+BELOW, ABOVE, GREY = 253, 254, 255
 
 
 def _rgb(hex_color: str) -> tuple[int, int, int]:
@@ -586,7 +614,7 @@ def _palette(name: str) -> np.ndarray:
     hi = np.minimum(lo + 1, len(anchors) - 1)
     frac = (pos - lo)[:, None]
     colours = (anchors[lo] * (1 - frac) + anchors[hi] * frac).round()
-    return np.vstack([colours, [_rgb(MASK_GREY)]]).astype(np.uint8)
+    return np.vstack([colours, [_rgb(BELOW_RANGE), _rgb(ABOVE_RANGE), _rgb(MASK_GREY)]]).astype(np.uint8)
 
 
 @functools.cache
@@ -609,6 +637,8 @@ def raster_index(matrix: np.ndarray, scale: str = "scores", dark: bool = False) 
     kind, top = scale_parts(scale)
     if kind in ("weights", "magnitude"):
         index, palette = _levels(np.where(finite, m / top, 0)), _palette("viridis")
+        index[finite & (m < -OUT_OF_RANGE_TOL)] = BELOW
+        index[finite & (m > top + OUT_OF_RANGE_TOL * top)] = ABOVE
     elif kind == "relative":
         shade = np.where(finite, m, 0)
         row_max = shade.max(axis=1, keepdims=True)

@@ -102,6 +102,20 @@ def test_masking_lab_precision_table_has_every_dtype():
     assert all(v.startswith("NaN") for v in nan_rows)
 
 
+def test_masking_lab_names_the_colours_of_out_of_range_weights_under_the_chart():
+    """Issue 33 item 10: the raw-renormalize mistake's negative and > 1 'weights' had colours no legend named."""
+    pick = "mistake: renormalize raw scores"
+    at = open_page(LAB, sentence="The cat sat on the mat", input_mode="learned", mistake=pick)
+    vals = [r["value"] for r in chart_with(at, pick) if r["panel"] == pick]
+    below, above = sum(v < 0 for v in vals), sum(v > 1 for v in vals)
+    assert below and above, vals  # the sentence shows both
+    notes = [c.value for c in at.caption if c.value.startswith("Outside the colour scale")]
+    assert notes == [f"Outside the colour scale (0 to 1): red = below 0 ({below} cells); pink = above 1 "
+                     f"({above} cell{'s' * (above != 1)})."], notes
+    at.button_group(key="mistake").set_value("mistake: no renormalization").run()  # in range: no line
+    assert not [c.value for c in at.caption if c.value.startswith("Outside the colour scale")]
+
+
 def test_masking_lab_scaling_table_is_the_seeded_average_and_says_so():
     """Issue 33 item 10: the √d_k table was one 8 x 8 sample; the page shows the average and how many samples."""
     from attn_core.lab import SCALING_SAMPLES, scaling_table

@@ -200,7 +200,31 @@ def test_a_mask_has_a_two_entry_legend_saying_what_0_and_1_mean():
         calc = next(t for t in cells["transform"] if "calculate" in t)
         assert json.dumps(labels[0]) in calc["calculate"] and json.dumps(labels[1]) in calc["calculate"]
     weights = charts.heatmap(np.eye(5), LABELS, LABELS, scale="weights").to_dict()
-    assert weights["layer"][0]["encoding"]["color"]["condition"]["test"] == "datum.masked"  # other scales unchanged
+    assert weights["layer"][0]["encoding"]["color"]["condition"][0]["test"] == "datum.masked"  # other scales unchanged
+
+
+def test_cells_outside_a_sequential_scale_get_their_own_named_colours():
+    """Issue 33 item 10: a mistaken mask's negative or > 1 'weights' took viridis's end colours (as 0 or 1) and no
+    legend named them. Now red below 0, pink above the top, in the Vega chart, the raster and a caption's line."""
+    m = np.array([[-0.5, 0.5], [1.0 + 1e-7, 1.5]])  # 1 + 1e-7: float rounding, still in range
+    for spec in (charts.heatmap(m, ["a", "b"], ["a", "b"], scale="weights").to_dict(),
+                 charts.facet_grid([m], ["p"], ["a", "b"], scale="weights").to_dict()["spec"]):
+        conditions = spec["layer"][0]["encoding"]["color"]["condition"]
+        assert [c["value"] for c in conditions] == [charts.MASK_GREY, charts.BELOW_RANGE, charts.ABOVE_RANGE]
+        below, above = (c["test"].split(" ", 1)[1] for c in conditions[1:])  # "< -1e-06", "> 1.000001"
+        hits = {(v, op): eval(f"{v} {t}") for v in m.ravel() for op, t in (("below", below), ("above", above))}
+        assert [v for (v, op), hit in hits.items() if hit] == [-0.5, 1.5]
+    rgb = charts.raster_rgb(m, "weights")
+    assert tuple(rgb[0, 0]) == charts._rgb(charts.BELOW_RANGE) and tuple(rgb[1, 1]) == charts._rgb(charts.ABOVE_RANGE)
+    assert tuple(rgb[1, 0]) == tuple(charts.raster_rgb(np.array([[1.0]]), "weights")[0, 0])  # in range: the top
+    assert charts.out_of_range_note(m, "weights") == ("Outside the colour scale (0 to 1): red = below 0 (1 cell); "
+                                                      "pink = above 1 (1 cell).")
+    assert charts.out_of_range_note(np.eye(3), "weights") == ""
+    assert charts.out_of_range_note(np.full((2, 2), 3.0), "magnitude:2").endswith("pink = above 2 (4 cells).")
+    scores = charts.heatmap(m, ["a", "b"], ["a", "b"], scale="scores").to_dict()
+    assert len(scores["layer"][0]["encoding"]["color"]["condition"]) == 1  # a diverging scale has no "outside"
+    assert charts.out_of_range_note(m, "scores") == ""
+    assert charts.LEGEND_TITLES["magnitude"] == "|difference|"
 
 
 def contrast(a, b) -> float:

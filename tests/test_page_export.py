@@ -178,7 +178,8 @@ def test_a_raster_exports_its_own_png_framed_with_title_and_legend_and_its_csv(r
     assert entry.chart is None and len(entry.images) == 1
     svg = export.entry_svg(entry).decode()
     assert svg.count("data:image/png;base64,") == 2  # the drawn PNG and the legend's colour bar
-    assert "units of float32 epsilon" in svg and "132 tokens" in svg and "size" in svg  # title, settings, legend
+    # the title, the settings, the legend's title
+    assert "units of float32 epsilon" in svg and "132 tokens" in svg and "|difference|" in svg
     assert base64.b64encode(entry.images[0][1]).decode() in svg  # the very PNG the page drew
     png = export.entry_png(entry)
     with Image.open(io.BytesIO(png)) as img:

@@ -58,7 +58,7 @@ def test_masking_lab_dropout_uses_the_scaled_range_too():
 def test_method_difference_shows_true_magnitudes_not_zeros():
     at = open_app(LAB, **SMALL)
     assert any("in units of float32 epsilon" in m.value for m in at.markdown)
-    spec, rows = chart(at, '"title": "size"')
+    spec, rows = chart(at, '"title": "|difference|"')
     nonzero = [r["value"] for r in rows if r["value"]]
     assert nonzero, "the methods differ by float rounding somewhere"
     assert max(nonzero) >= 0.05  # in epsilon units the differences are visible numbers, not "0.00"

@@ -74,8 +74,9 @@ def render() -> None:
                     title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
                     max_px=fit(cap(260), labels, [2, 3], 1),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
-        st.caption("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods "
-                   "agree up to float rounding.")
+        st.caption(" ".join(filter(None, [
+            "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
+            "rounding.", charts.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
     st.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
@@ -92,6 +93,8 @@ def render() -> None:
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
                 key="mistake_pair", scale="weights", columns=2, max_px=pair, cache_key=(rk, "mistake", pick),
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
+    if note := charts.out_of_range_note(wrong.weights.numpy(), "weights"):
+        st.caption(note)  # the legend's gradient cannot show these colours
     c2, c3 = st.columns([1, 1])
     c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     with c3:
