@@ -123,7 +123,7 @@ def test_head_dim_one_is_named_with_a_button_that_widens_the_heads():
     The page says so in one line and offers d_out = 2 x num_heads; the shared defaults stay the book's."""
     at = open_page()
     note = [i.value for i in at.info if "head_dim" in i.value]
-    assert len(note) == 1 and "head_dim = d_out ÷ num_heads = 1" in note[0], note
+    assert len(note) == 1 and "head_dim = d_out ÷ num_heads = 2 ÷ 2 = 1" in note[0], note
     assert at.number_input(key="d_out").value == 2  # the defaults are untouched
     at.button(key="widen_heads").click().run()
     assert not messages(at)["exception"]
