@@ -145,10 +145,10 @@ def head_dim_one(num_heads: int) -> None:
     that widens each head to 2 columns: with one column a head's view, transpose and matmul pictures are trivial.
     The shared defaults stay the book's: its numbers elsewhere depend on them."""
     d_out = 2 * num_heads
-    note, fix = st.columns([4, 1], vertical_alignment="center")
+    note, fix = st.columns([3, 1], vertical_alignment="center")
     note.info(f"head_dim = d_out ÷ num_heads = {num_heads} ÷ {num_heads} = 1: one column per head, trivial "
               "pictures.", icon=":material/info:")
-    fix.button(f"d_out {d_out}: head_dim 2", key="widen_heads", on_click=_set_state, args=("d_out", d_out),
+    fix.button(f"Set d_out to {d_out} (head_dim 2)", key="widen_heads", on_click=_set_state, args=("d_out", d_out),
                type="primary", help=f"Sets the sidebar's d_out to {d_out} = 2 × num_heads.")
 
 
