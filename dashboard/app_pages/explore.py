@@ -104,15 +104,22 @@ def tokens_section(v: View) -> None:
 
 
 def qkv_section(v: View) -> None:
-    qkv = [v.mat(k) for k in ("queries", "keys", "values")]
+    kv = f" (K/V head {kv_head(v.run.trace, v.head) + 1})" if v.kv_heads < v.H else ""
+    panels = [("queries", "queries"), ("keys", f"keys{kv}"), ("values", f"values{kv}")]
+    rotated = v.mat("queries_rotated") is not None  # RoPE (the Llama family): the scores read the rotated ones
+    if rotated:
+        panels += [("queries_rotated", "queries after RoPE"), ("keys_rotated", f"keys after RoPE{kv}")]
+    qkv = [v.mat(k) for k, _ in panels]
     width = qkv[0].shape[1]
     st.caption("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
-               "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ")."))
-    kv = f" (K/V head {kv_head(v.run.trace, v.head) + 1})" if v.kv_heads < v.H else ""
-    show_panels(st, qkv, ["queries", f"keys{kv}", f"values{kv}"], v.labels, [f"{i + 1}" for i in range(width)],
-                key="qkv", name=v.name("qkv"), scale="scores", columns=3,
-                max_px=fit(room(240, 300, 80), v.labels, panels=3),
-                x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head))
+               "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ").") +
+               (" RoPE then turns each pair of dimensions (i, i + head_dim/2) of a query or key by its position × "
+                "θᵢ: the scores use the rotated queries and keys; values are not rotated." if rotated else ""))
+    wide = width > 2 * len(v.labels)  # few tokens, many dimensions (a real model's head_dim 64): one panel a row
+    show_panels(st, qkv, [t for _, t in panels], v.labels, [f"{i + 1}" for i in range(width)],
+                key="qkv", name=v.name("qkv"), scale="scores", columns=1 if wide else 3,
+                max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3),
+                x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head, rotated))
 
 
 def scores_section(v: View) -> None:
