@@ -162,8 +162,8 @@ register(Variant(
     "Self-attention with a causal mask (no token sees the future) and dropout, for batches.",
     lambda cfg: CausalAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, **_masked(cfg)), MASKED))
 register(Variant(
-    "MultiHeadAttentionWrapper", "MultiHeadAttentionWrapper (§3.6.1)",
-    "num_heads independent CausalAttention heads, their outputs concatenated.",
+    "MultiHeadAttentionWrapper", "MultiHeadAttentionWrapper",
+    "§3.6.1: num_heads independent CausalAttention heads, their outputs concatenated.",
     lambda cfg: MultiHeadAttentionWrapper(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
                                           **_masked(cfg)),
     MASKED | {"num_heads"}, heads=_heads, output_width=lambda cfg: cfg.d_out * cfg.num_heads,
@@ -185,15 +185,16 @@ def _gqa_sizes(cfg: AttentionConfig) -> str:
 
 
 register(Variant(
-    "GroupedQueryAttention", "GroupedQueryAttention (Llama 3)",
-    "num_heads query heads share num_kv_groups K/V heads: the KV cache is num_heads / num_kv_groups times smaller.",
+    "GroupedQueryAttention", "GroupedQueryAttention (GQA)",
+    "Llama 3's attention: num_heads query heads share num_kv_groups K/V heads, so the KV cache is num_heads / "
+    "num_kv_groups times smaller.",
     lambda cfg: GroupedQueryAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
                                       cfg.num_kv_groups, **_masked(cfg)),
     MASKED | {"num_heads", "num_kv_groups"}, heads=_heads, kv_heads=lambda cfg: cfg.num_kv_groups,
     head_dim=lambda cfg: cfg.d_out // cfg.num_heads, sizes=_gqa_sizes, shape_flow=True,
     d_out_note="d_out is the queries' total width; keys and values are num_kv_groups × head_dim wide."))
 register(Variant(
-    "MultiQueryAttention", "Multi-query attention (GQA, 1 K/V head)",
+    "MultiQueryAttention", "Multi-query (GQA, 1 K/V head)",
     "Every query head shares one K/V head: the smallest KV cache of the grouped family.",
     lambda cfg: GroupedQueryAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads, 1,
                                       **_masked(cfg)),
@@ -201,17 +202,18 @@ register(Variant(
     sizes=lambda cfg: f" · {cfg.num_heads} query heads share 1 K/V head × head_dim {cfg.d_out // cfg.num_heads}",
     shape_flow=True))
 register(Variant(
-    "MultiHeadLatentAttention", "MultiHeadLatentAttention (DeepSeek)",
-    "Keys and values up-projected from one latent of latent_dim numbers a token: the KV cache keeps only the latent.",
+    "MultiHeadLatentAttention", "MultiHeadLatentAttention",
+    "DeepSeek's attention: keys and values up-projected from one latent of latent_dim numbers a token, so the KV "
+    "cache keeps only the latent.",
     lambda cfg: MultiHeadLatentAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
                                          cfg.latent_dim, **_masked(cfg)),
     MASKED | {"num_heads", "latent_dim"}, heads=_heads, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
     sizes=lambda cfg: (f" · {cfg.num_heads} heads × head_dim {cfg.d_out // cfg.num_heads}, keys and values from a "
                        f"{cfg.latent_dim}-wide latent"), shape_flow=True))
 register(Variant(
-    "MultiHeadAttentionTiled", "Multi-head attention (tiled, FlashAttention)",
-    "MultiHeadAttention computed tile by tile with an online softmax (running max m, sum l): the num_tokens x "
-    "num_tokens matrix is never held; −∞ masking only.",
+    "MultiHeadAttentionTiled", "MultiHeadAttention, tiled",
+    "FlashAttention's loop: MultiHeadAttention computed tile by tile with an online softmax (running max m, sum "
+    "l): the num_tokens x num_tokens matrix is never held; −∞ masking only.",
     lambda cfg: MultiHeadAttentionTiled(cfg.d_in, cfg.d_out, cfg.context_length, cfg.num_heads,
                                         qkv_bias=cfg.qkv_bias, causal=cfg.causal, window=_window(cfg)),
     frozenset({"d_out", "num_heads", "context_length", "causal", "qkv_bias", "window"}), heads=_heads,
