@@ -1,7 +1,8 @@
 """A classroom against one server: memory under many distinct long texts, and 20 sessions at once.
 
 Memory (issue: "Hold up in a classroom"): the server's RSS after warm-up, after N distinct
-~1,000-token texts at default settings, after M at GPT-2 size, after K refused 1 MB pastes, and
+~1,000-token texts at default settings, after M at GPT-2 size, after K refused pastes of the longest text the
+box takes (20,000 characters), and
 once those sessions are gone (closed tabs are let go after server.disconnectedSessionTTL). Each
 text is opened in its own browser context (its own Streamlit session) and drawn; up to
 --keep-open tabs stay open at once (a class keeps its tabs open), the oldest closing first.
@@ -138,12 +139,15 @@ def memory(browser, base: str, pid: int, args) -> None:
         peak = max(peak, rss_mb(pid))
         if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
             row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size"))
-    mb = "x" * 2**20
+    from attn_core.tokens import MAX_TEXT_CHARS
+
+    # the longest paste the box takes (its maxlength): Chromium now refuses to fill a 1 MB text into it at all
+    longest = "x" * (MAX_TEXT_CHARS - 8)
     for i in range(args.pastes):
-        paste_session(browser, base, mb[:-8] + f"{i:08d}")
+        paste_session(browser, base, longest + f"{i:08d}")
         peak = max(peak, rss_mb(pid))
         if (i + 1) % 10 == 0 or i + 1 == args.pastes:
-            row(f"after {i + 1} refused 1 MB pastes")
+            row(f"after {i + 1} refused {MAX_TEXT_CHARS:,}-character pastes")
     close_all()
     ttl_wait = args.idle
     time.sleep(ttl_wait)
