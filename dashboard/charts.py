@@ -14,15 +14,12 @@ Measured rules (docs/engineering.md) they follow:
 
 from __future__ import annotations
 
-import functools
-import io
 import json
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of browser time at 16k)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
@@ -596,123 +593,6 @@ def distinct_colors(n: int) -> list[str]:
     return [_CATEGORICAL[i % len(_CATEGORICAL)] for i in range(n)]
 
 
-LEVELS = 253  # colours a colour map is sampled at (matplotlib's viridis has 256); then below 0, above the top, grey
-BELOW, ABOVE, GREY = 253, 254, 255
-
-
-def _rgb(hex_color: str) -> tuple[int, int, int]:
-    return tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-
-
-@functools.cache
-def _palette(name: str) -> np.ndarray:
-    """A 256 x 3 uint8 palette: ``LEVELS`` colours linearly interpolated between the anchors of the colour map
-    ``name`` ("viridis" or "diverging"), then the masked grey. Built once per map."""
-    anchors = {"viridis": _VIRIDIS, "diverging": _DIVERGING}[name]
-    pos = np.linspace(0.0, 1.0, LEVELS) * (len(anchors) - 1)
-    lo = np.floor(pos).astype(int)
-    hi = np.minimum(lo + 1, len(anchors) - 1)
-    frac = (pos - lo)[:, None]
-    colours = (anchors[lo] * (1 - frac) + anchors[hi] * frac).round()
-    return np.vstack([colours, [_rgb(BELOW_RANGE), _rgb(ABOVE_RANGE), _rgb(MASK_GREY)]]).astype(np.uint8)
-
-
-@functools.cache
-def _mask_palette(dark: bool) -> np.ndarray:
-    """0 and 1 in :func:`mask_range`'s colours, then the masked grey."""
-    return np.array([_rgb(c) for c in mask_range(dark)] + [_rgb(MASK_GREY)] * 254, dtype=np.uint8)
-
-
-def _levels(t: np.ndarray) -> np.ndarray:
-    """Positions t in [0, 1] as palette indices 0 .. LEVELS - 1."""
-    return (np.clip(t, 0.0, 1.0) * (LEVELS - 1) + 0.5).astype(np.uint8)
-
-
-def raster_index(matrix: np.ndarray, scale: str = "scores", dark: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Colour-map a matrix to (palette indices (n_rows, n_cols) uint8, palette 256 x 3 uint8), masked (-inf/NaN)
-    cells grey (a mask in :func:`mask_range`'s colours for the light or ``dark`` page). One byte a pixel: a
-    512 x 512 PNG encodes ~3x faster than as RGB and is ~3x smaller (measured)."""
-    m = np.asarray(matrix, dtype=np.float32)
-    finite = np.isfinite(m)
-    kind, top = scale_parts(scale)
-    if kind in ("weights", "magnitude"):
-        index, palette = _levels(np.where(finite, m / top, 0)), _palette("viridis")
-        index[finite & (m < -OUT_OF_RANGE_TOL)] = BELOW
-        index[finite & (m > top + OUT_OF_RANGE_TOL * top)] = ABOVE
-    elif kind == "relative":
-        shade = np.where(finite, m, 0)
-        row_max = shade.max(axis=1, keepdims=True)
-        index = _levels(np.divide(shade, row_max, out=np.zeros_like(shade), where=row_max > 0))
-        palette = _palette("viridis")
-    elif kind == "mask":
-        index, palette = (m > 0.5).astype(np.uint8), _mask_palette(dark)
-    else:
-        bound = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
-        index, palette = _levels(np.where(finite, 0.5 + 0.5 * m / (bound or 1.0), 0.5)), _palette("diverging")
-    index[~finite] = GREY
-    return index, palette
-
-
-def raster_rgb(matrix: np.ndarray, scale: str = "scores", dark: bool = False) -> np.ndarray:
-    """Colour-map a matrix to an (n_rows, n_cols, 3) uint8 image, masked (-inf/NaN) cells grey."""
-    index, palette = raster_index(matrix, scale, dark)
-    return np.take(palette, index, axis=0)
-
-
-def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarray, int]:
-    """Shrink a matrix by k x k blocks (k = ceil(longest side / max_side)) so neither side exceeds
-    ``max_side``; returns (pooled, k). ``how`` is "max" (keeps sharp peaks such as attention to one
-    token) or "mean". Masked (-inf/NaN) cells stay masked only where a whole block is masked."""
-    m = np.asarray(matrix, dtype=np.float32)
-    k = int(np.ceil(max(m.shape) / max_side))
-    if k <= 1:
-        return m, 1
-    rows, cols = m.shape
-    pad_r, pad_c = (-rows) % k, (-cols) % k
-    finite = np.isfinite(m)
-    # plain reductions over blocks (NaN-aware ones took ~25 ms for 1024 x 1024): masked cells count as -inf for a
-    # max and as nothing for a mean; a block with no finite cell becomes NaN (grey)
-    if how == "max":
-        pooled = _blocks(np.pad(np.where(finite, m, -np.inf), ((0, pad_r), (0, pad_c)), constant_values=-np.inf),
-                         k, np.maximum)
-        pooled[pooled == -np.inf] = np.nan
-        return pooled, k
-    total = _blocks(np.pad(np.where(finite, m, 0.0), ((0, pad_r), (0, pad_c))), k, np.add)
-    n = _blocks(np.pad(finite.astype(np.float32), ((0, pad_r), (0, pad_c))), k, np.add)
-    return np.divide(total, n, out=np.full_like(total, np.nan), where=n > 0), k
-
-
-def _blocks(padded: np.ndarray, k: int, op: np.ufunc) -> np.ndarray:
-    """``op`` over each k x k block, as k² strided whole-array steps (``reshape(...).max(axis=(1, 3))`` took
-    ~30 ms for 1024 x 1024, these ~1 ms)."""
-    out = padded[0::k, 0::k].copy()
-    for i in range(k):
-        for j in range(k):
-            if i or j:
-                op(out, padded[i::k, j::k], out=out)
-    return out
-
-
-def raster_png(matrix: np.ndarray, scale: str = "scores", target_px: int = 512, min_side: int = 160,
-               max_side: int | None = None, dark: bool = False) -> bytes:
-    """A PNG of the colour-mapped matrix: nearest-neighbour upscaled so the longer side reaches
-    about ``target_px`` and a thin side is stretched to ``min_side``. With ``max_side`` a larger
-    matrix is first pooled (max for weights and masks, mean for scores) to at most that many pixels."""
-    if max_side is not None:
-        matrix, _ = pool(matrix, max_side, "mean" if scale_parts(scale)[0] == "scores" else "max")
-    index, palette = raster_index(matrix, scale, dark)
-    img = Image.fromarray(index, mode="P")  # one byte a pixel and a palette (raster_index)
-    img.putpalette(palette.tobytes())
-    rows, cols = index.shape
-    factor = max(1, target_px // max(rows, cols))
-    width, height = max(cols * factor, min(min_side, target_px)), max(rows * factor, min(min_side, target_px))
-    if (width, height) != (cols, rows):
-        img = img.resize((width, height), Image.NEAREST)
-    buf = io.BytesIO()
-    img.save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
 def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title: str = "",
               width: int = 520, spread: bool = False) -> alt.Chart | alt.LayerChart:
     """Horizontal bars of ``x`` per ``y``, grouped by ``color`` (benchmarks: ms per implementation).
@@ -786,76 +666,3 @@ def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", lo
     # "pad": Streamlit's default "fit" squeezed the legend below into the height: the plot was ~30 px tall
     ).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
     return chart.properties(title=title) if title else chart
-
-
-# The model view (dashboard/model_view.py): every head of a pretrained model as a thumbnail in one grid.
-HEAD_TYPE_COLORS = {"previous-token": "#e15759", "first-token (sink)": "#4e79a7", "induction": "#f28e2b",
-                    "local": "#59a14f", "broad": "#b07aa1", "mixed": "#9d9d9d"}
-GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
-GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
-
-
-def model_grid_png(thumbs: np.ndarray, tile_px: int = GRID_TILE_PX, margin: float = GRID_MARGIN,
-                   transpose: bool = False) -> bytes:
-    """One PNG of (layers, heads, S, S) weights: row = layer, column = head (``transpose``: row = head, column =
-    layer), each thumbnail colour-mapped on the fixed 0-1 scale and scaled (nearest) into its cell, the margins
-    transparent."""
-    n_layers, n_heads = thumbs.shape[:2]
-    pad = round(tile_px * margin)
-    inner = tile_px - 2 * pad
-    cols, rows = (n_layers, n_heads) if transpose else (n_heads, n_layers)
-    canvas = Image.new("RGBA", (cols * tile_px, rows * tile_px), (0, 0, 0, 0))
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            tile = Image.fromarray(raster_rgb(thumbs[layer, head], "weights")).resize((inner, inner), Image.NEAREST)
-            col, row = (layer, head) if transpose else (head, layer)
-            canvas.paste(tile, (col * tile_px + pad, row * tile_px + pad))
-    buf = io.BytesIO()
-    canvas.save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
-def model_grid_frame(image_url: str, types: np.ndarray, verdicts: Sequence[str], open_head: tuple[int, int] | None,
-                     margin: float = GRID_MARGIN, transpose: bool = False) -> pd.DataFrame:
-    """The grid's data: one row per head (1-based layer and head, its frame's corners in cell units, its type and
-    verdict, a wider frame for the open head), the first row also carrying the image. ``transpose``: layers along
-    x, heads along y (a deep model with few heads: SmolLM2's 30 layers x 9 heads)."""
-    n_layers, n_heads = types.shape
-    layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
-    opened = np.zeros(layer.shape, bool) if open_head is None else (layer == open_head[0]) & (head == open_head[1])
-    col, row = (layer, head) if transpose else (head, layer)
-    return pd.DataFrame({
-        "layer": layer + 1, "head": head + 1, "x0": col + margin, "x1": col + 1 - margin,
-        "y0": row + margin, "y1": row + 1 - margin, "type": types.ravel(), "verdict": list(verdicts),
-        "frame": np.where(opened, 5.0, 2.0), "url": [image_url] + [None] * (layer.size - 1)})
-
-
-def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
-               transpose: bool = False) -> alt.LayerChart:
-    """Every head as a thumbnail (the image in the frame's first row), framed in its head type's colour; a click
-    picks a head (selection ``head_pick``: its layer and head). Data from :func:`model_grid_frame` (the same
-    ``transpose``: layers along x, heads along y)."""
-    (n_x, x_title), (n_y, y_title) = ((n_layers, "layer"), (n_heads, "head")) if transpose else (
-        (n_heads, "head"), (n_layers, "layer"))
-    width, height = n_x * cell_px, n_y * cell_px
-    font = 15 if big else 11
-    x = alt.Scale(domain=[0, n_x], nice=False, zero=False)
-    y = alt.Scale(domain=[0, n_y], nice=False, zero=False, reverse=True)
-    x_axis = alt.Axis(orient="top", values=[h + 0.5 for h in range(n_x)], labelExpr="datum.value + 0.5",
-                      title=x_title, grid=False, ticks=False, domain=False, labelFontSize=font, titleFontSize=font)
-    y_axis = alt.Axis(values=[v + 0.5 for v in range(n_y)], labelExpr="datum.value + 0.5", title=y_title,
-                      grid=False, ticks=False, domain=False, labelFontSize=font, titleFontSize=font)
-    image = alt.Chart().mark_image(width=width, height=height, align="left", baseline="top").encode(
-        x=alt.XValue(0), y=alt.YValue(0), url="url:N").transform_filter("isValid(datum.url)")
-    pick = alt.selection_point(fields=["layer", "head"], name="head_pick", on="click", clear=False)
-    frames = alt.Chart().mark_rect(fill="#ffffff", fillOpacity=0.01, cursor="pointer").encode(
-        x=alt.X("x0:Q", scale=x, axis=x_axis), x2="x1:Q",
-        y=alt.Y("y0:Q", scale=y, axis=y_axis), y2="y1:Q",
-        stroke=alt.Stroke("type:N", scale=alt.Scale(domain=list(HEAD_TYPE_COLORS),
-                                                    range=list(HEAD_TYPE_COLORS.values())),
-                          legend=alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None,
-                                            symbolStrokeWidth=3, labelFontSize=font, columns=3)),
-        strokeWidth=alt.StrokeWidth("frame:Q", scale=None),
-        tooltip=[alt.Tooltip("verdict:N", title="head")]).add_params(pick)
-    return layered(pd.DataFrame(), image, frames).properties(width=width, height=height,
-                                                              autosize=alt.AutoSizeParams(type="pad"))

@@ -183,11 +183,11 @@ def titled(chart: alt.TopLevelMixin, title: str, subtitle: str = "") -> alt.TopL
 
 
 def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], str]:
-    """A vertical colour bar for a raster's scale (the same colour map as charts.raster_rgb), the labels
+    """A vertical colour bar for a raster's scale (the same colour map as rasters.raster_rgb), the labels
     of its top, middle and bottom, and the legend's title."""
     from PIL import Image
 
-    from . import charts
+    from . import charts, rasters
 
     kind, top = charts.scale_parts(scale)
     if kind == "mask":
@@ -197,7 +197,7 @@ def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], st
     else:
         b = float(bound) if bound else 1.0
         values, ends = np.linspace(b, -b, 128), [f"{b:.3g}", "0", f"{-b:.3g}"]
-    rgb = charts.raster_rgb(values[:, None], scale)
+    rgb = rasters.raster_rgb(values[:, None], scale)
     buf = io.BytesIO()
     Image.fromarray(np.repeat(rgb, 8, axis=1), mode="RGB").save(buf, format="PNG")
     return buf.getvalue(), ends, charts.LEGEND_TITLES.get(kind, "value")

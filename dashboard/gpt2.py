@@ -42,8 +42,8 @@ from attn_core.scores import head_scores
 from attn_core.tokens import gpt2_encoding, readable_piece
 
 from .cache import ByteLRU
-from .charts import pool
 from .compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
+from .rasters import pool
 
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
 SIZE_LABELS = {"gpt2": "GPT-2 small", "gpt2-medium": "GPT-2 medium", "gpt2-large": "GPT-2 large",

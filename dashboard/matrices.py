@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import altair as alt
 import numpy as np
 
-from . import charts, export, slides
+from . import charts, export, rasters, slides
 from .chart_cache import _arrow_bytes, _to_spec, memo, vega
 from .present import dark, presenting
 from .sizes import grow
@@ -108,7 +108,7 @@ def show_matrix(
             chart=lambda: look.slide.chart(kept, row_labels, col_labels)))
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck),
-               lambda: charts.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night))
+               lambda: rasters.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night))
     container.image(png, width=min(max_px, round(640 * look.grow)))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
@@ -159,7 +159,7 @@ def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Se
 
 
 def _bound(matrix: np.ndarray, scale: str, ck: Hashable | None) -> float | None:
-    """A diverging raster's colour range (charts.raster_rgb: ±max |finite value|), for its exported legend."""
+    """A diverging raster's colour range (rasters.raster_rgb: ±max |finite value|), for its exported legend."""
     if charts.scale_parts(scale)[0] != "scores":
         return None
 
@@ -217,7 +217,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     pngs = []
     for i, (m, panel) in enumerate(zip(matrices, titles)):
         png = memo(None if ck is None else ("png", ck, i),
-                   lambda m=m: charts.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE))
+                   lambda m=m: rasters.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE))
         cols[i % len(cols)].image(png, caption=panel, width=max_px)
         pngs.append((panel, png))
     held = [slides.hold(m, None if ck is None else (ck, i)) for i, m in enumerate(matrices)]

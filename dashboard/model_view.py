@@ -12,7 +12,7 @@ import streamlit as st
 
 from attn_core.scores import HEAD_TYPES, head_type, verdict
 
-from . import charts, gpt2, screen
+from . import gpt2, grid_charts, screen
 from .chart_cache import memo
 from .links import md_escape
 from .present import presenting
@@ -90,10 +90,10 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
     view_key = (gpt2.source_key(name), shown)
     opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
     url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
-        charts.model_grid_png(view.thumbs, transpose=flip)).decode())
+        grid_charts.model_grid_png(view.thumbs, transpose=flip)).decode())
     with left:
-        draw_chart(st, lambda: charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
-                   lambda: charts.model_grid_frame(url, types, lines, opened, transpose=flip),
+        draw_chart(st, lambda: grid_charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
+                   lambda: grid_charts.model_grid_frame(url, types, lines, opened, transpose=flip),
                    ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
                    (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section, name), name="model_view",

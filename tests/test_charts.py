@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dashboard import charts
+from dashboard import charts, rasters
 
 LABELS = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
 
@@ -142,20 +142,20 @@ def test_raster_switch_above_threshold():
     labels = [f"{i}" for i in range(200)]
     with pytest.raises(ValueError, match="raster_png"):
         charts.heatmap(np.zeros((200, 200)), labels, labels)
-    png = charts.raster_png(causal_scores(200), "scores")
+    png = rasters.raster_png(causal_scores(200), "scores")
     img = Image.open(io.BytesIO(png))
     assert img.size == (400, 400)  # upscaled x2 towards 512 px
     assert img.mode == "P"  # one byte a pixel and a palette: ~3x faster to encode and smaller than RGB
     rgb = np.asarray(img.convert("RGB"))
     assert tuple(rgb[0, -1]) == (208, 208, 208)  # masked corner is grey
-    assert (rgb[::2, ::2] == charts.raster_rgb(causal_scores(200), "scores")).all()  # the raster's own colours
+    assert (rgb[::2, ::2] == rasters.raster_rgb(causal_scores(200), "scores")).all()  # the raster's own colours
 
 
 def test_pooling_keeps_peaks_and_masks():
     m = np.zeros((1024, 1024), dtype=np.float32)
     m[500, 10] = 1.0
     m[np.triu_indices(1024, 1)] = -np.inf
-    pooled, k = charts.pool(m, 256)
+    pooled, k = rasters.pool(m, 256)
     assert k == 4 and pooled.shape == (256, 256)
     assert pooled[125, 2] == 1.0  # max pooling keeps a single sharp weight
     assert np.isnan(pooled[0, 200])  # a fully masked block stays masked
@@ -184,7 +184,7 @@ def test_dropout_scale_reaches_the_scaled_survivors():
     enc = json.dumps(spec.to_dict())
     assert '"domain": [0, 2.0]' in enc
     assert charts.weights_scale(1.0) == "weights"
-    rgb = charts.raster_rgb(np.array([[2.0, 1.0]]), charts.weights_scale(2.0))
+    rgb = rasters.raster_rgb(np.array([[2.0, 1.0]]), charts.weights_scale(2.0))
     assert tuple(rgb[0, 0]) != tuple(rgb[0, 1])  # 2.0 and 1.0 no longer clip to the same colour
 
 
@@ -214,9 +214,9 @@ def test_cells_outside_a_sequential_scale_get_their_own_named_colours():
         below, above = (c["test"].split(" ", 1)[1] for c in conditions[1:])  # "< -1e-06", "> 1.000001"
         hits = {(v, op): eval(f"{v} {t}") for v in m.ravel() for op, t in (("below", below), ("above", above))}
         assert [v for (v, op), hit in hits.items() if hit] == [-0.5, 1.5]
-    rgb = charts.raster_rgb(m, "weights")
-    assert tuple(rgb[0, 0]) == charts._rgb(charts.BELOW_RANGE) and tuple(rgb[1, 1]) == charts._rgb(charts.ABOVE_RANGE)
-    assert tuple(rgb[1, 0]) == tuple(charts.raster_rgb(np.array([[1.0]]), "weights")[0, 0])  # in range: the top
+    rgb = rasters.raster_rgb(m, "weights")
+    assert tuple(rgb[0, 0]) == rasters._rgb(charts.BELOW_RANGE) and tuple(rgb[1, 1]) == rasters._rgb(charts.ABOVE_RANGE)
+    assert tuple(rgb[1, 0]) == tuple(rasters.raster_rgb(np.array([[1.0]]), "weights")[0, 0])  # in range: the top
     assert charts.out_of_range_note(m, "weights") == ("Outside the colour scale (0 to 1): red = below 0 (1 cell); "
                                                       "pink = above 1 (1 cell).")
     assert charts.out_of_range_note(np.eye(3), "weights") == ""
@@ -245,7 +245,7 @@ def test_a_mask_on_the_dark_page_has_light_ones_and_dark_zeros():
         where = "dark" if dark else "light"
         assert contrast(rgb[1], page) >= 7, f"the 1 swatch stands out from the {where} page"
         assert contrast(rgb[0], page) < 2, f"0 stays close to the {where} page's colour (no white block on dark)"
-        png = np.asarray(Image.open(io.BytesIO(charts.raster_png(np.triu(np.ones((200, 200)), 1), "mask",
+        png = np.asarray(Image.open(io.BytesIO(rasters.raster_png(np.triu(np.ones((200, 200)), 1), "mask",
                                                                  dark=dark))).convert("RGB"))
         assert tuple(png[-1, 0]) == rgb[0] and tuple(png[0, -1]) == rgb[1]  # a large mask's image agrees
 

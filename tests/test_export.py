@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 from PIL import Image
 
-from dashboard import charts
+from dashboard import charts, rasters
 from dashboard.export import chart_png, chart_svg, matrix_csv, slide_name, zip_files
 
 LABELS = ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
@@ -97,7 +97,7 @@ def test_a_raster_slide_frames_the_drawn_png_with_title_captions_and_legend():
     from dashboard.export import PageChart, SlideSettings, entry_png, entry_svg
 
     m = np.random.default_rng(1).normal(size=(200, 200))
-    png = charts.raster_png(m, "scores", max_side=512)
+    png = rasters.raster_png(m, "scores", max_side=512)
     entry = PageChart("scores", "attention scores", SlideSettings("CausalAttention", 200), images=(("head 1", png),),
                       scale="scores", bound=float(np.abs(m).max()), x_title="key", y_title="query")
     svg = entry_svg(entry).decode()

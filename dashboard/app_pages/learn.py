@@ -9,7 +9,7 @@ import streamlit as st
 from attn_core import checkpoints
 from attn_core.learn import TASKS, Trainer, TrainingJob, get_task, server_load, verdict_chars
 from attn_core.scores import induction_targets
-from dashboard import charts, learn_charts, screen
+from dashboard import charts, learn_charts, rasters, screen
 from dashboard.chart_cache import memo
 from dashboard.links import md_escape
 from dashboard.present import presenting
@@ -198,7 +198,7 @@ def live(job: TrainingJob) -> None:
             cols = st.columns(max(n_h, 4))
             for h in range(n_h):
                 png = memo(("learn_png", uid, at, layer, h),
-                           lambda m=snap.weights[layer, h]: charts.raster_png(m, "weights", target_px=96,
+                           lambda m=snap.weights[layer, h]: rasters.raster_png(m, "weights", target_px=96,
                                                                                min_side=96))
                 row = table.iloc[layer * n_h + h]
                 caption = f"L{layer + 1} H{h + 1}: {row['pattern']}"
