@@ -15,14 +15,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core import AttentionConfig
 from attn_core.masks import MaskKind
-from attn_core.views import CellStory, all_heads, cell_story, head_matrix, kv_head, num_heads
+from attn_core.views import all_heads, head_matrix, kv_head, num_heads
 from dashboard import charts, gpt2
 from dashboard.chart_cache import memo
 from dashboard.classroom.ui import ask_the_class
-from dashboard.compute import Run
-from dashboard.controls import MASK_NAMES, Settings, settings
+from dashboard.controls import MASK_NAMES, settings
+from dashboard.explore_view import View, cell_story_text, summary
 from dashboard.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.links import md_escape
 from dashboard.matrices import show_matrix, show_panels
@@ -32,7 +31,7 @@ from dashboard.runs import load_run
 from dashboard.sizes import cap, cell_area, column_px, fit, grow, room
 from dashboard.slides import draw_chart, page_downloads, slide_settings
 from dashboard.steppers import section_steps
-from dashboard.text import plural, sentence
+from dashboard.text import sentence
 from dashboard.trained_view import show_trained_weights
 from dashboard.url_state import url_cell, url_choice
 
@@ -41,50 +40,6 @@ BYTE_PIECES = ("GPT-2 has no token for some characters (emoji, many Chinese or J
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 WEIGHTS = "Weights"  # the section a new visitor sees: the heart of the chapter
 MODEL_VIEW = "Model view"  # with pretrained weights: every layer x head, and the next token
-
-
-@dataclasses.dataclass
-class View:
-    """What every section reads: the run, its labels, the head looked at and the weights' colour scale."""
-
-    s: Settings
-    run: Run
-    head: int
-    H: int
-    wscale: str
-    top: object = None  # the left of the section's first row (Previous / Next sit at its right)
-
-    @property
-    def labels(self) -> list[str]:
-        return self.run.labels
-
-    @property
-    def T(self) -> int:
-        return len(self.run.tokens)
-
-    def name(self, what: str) -> str:
-        """A chart's name in its download's file name: which head, when there are several."""
-        return f"{what}_head{self.head + 1}" if self.H > 1 else what
-
-    def head_label(self, h: int) -> str:
-        """"head 3", or with grouped K/V heads "head 3 · K/V 2": which K/V head query head ``h`` reads."""
-        kv = kv_head(self.run.trace, h)
-        return f"head {h + 1}" + (f" · K/V {kv + 1}" if self.kv_heads < self.H else "")
-
-    @property
-    def kv_heads(self) -> int:
-        """How many K/V heads the query heads share (the registry entry says; = H without grouping)."""
-        return self.run.cfg.spec.num_kv_heads(self.run.cfg) if self.H > 1 else 1
-
-    @property
-    def head_title(self) -> str:
-        return f" (head {self.head + 1})" if self.H > 1 else ""
-
-    def mat(self, kind: str, h: int | None = None) -> np.ndarray | None:
-        """One head's 2-d matrix of a step kind (remembered: T=1024 traces are large)."""
-        h = self.head if h is None else h
-        trace = self.run.trace
-        return memo((self.run.key, "matrix", kind, h), lambda: head_matrix(trace, kind, h))
 
 
 def tokens_section(v: View) -> None:
@@ -263,51 +218,6 @@ def weights_and_story(head: int, wscale: str) -> None:
         cell_story_text(v, pick)
 
 
-def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
-    """Score, scaling, mask, softmax share, dropout and contribution of one weight cell, as numbered steps."""
-    labels = v.labels
-    i, j = pick if pick is not None else (v.T - 1, 0)
-    story = cell_story(v.run.trace, i, j, v.head)
-    # no anchor: a heading's link id follows its text, and re-writing it after every new sentence was the page's
-    # last DOM change (~70 ms after the chart, measured)
-    st.subheader(f"Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**", anchor=False)
-    vec = lambda x: "[" + ", ".join(f"{a:.3f}" for a in x[:8]) + (", …]" if len(x) > 8 else "]")  # noqa: E731
-    st.markdown(
-        ("" if pick else "_(click a weight cell to pick another)_\n\n")
-        + f"1. **Score** q{i + 1} · k{j + 1} = {vec(story.query)} · {vec(story.key)} = **{story.dot:.4f}**\n"
-        + (f"2. **Scaled** by √d_k = √{story.d_k} = {story.d_k ** 0.5:.3f} → **{story.scaled:.4f}**\n"
-           if story.scaled is not None else "2. No scaling in simplified attention.\n")
-        + step3(story, v.run.cfg.mask_kind)
-        + (f"4. **Dropout**: weight used = {story.weight_used:.4f}\n" if story.weight_used != story.weight else "")
-        + f"5. **Contribution** to context z{i + 1} = {story.weight_used:.4f} × v{j + 1} = "
-        f"{vec(story.contribution)}\n"
-        + f"6. z{i + 1} (sum over all keys) = {vec(story.context)}"
-    )
-    finite = story.row_scaled[np.isfinite(story.row_scaled)]
-    if finite.size:
-        seen = (f"all {finite.size} keys (the renormalize method masks after softmax)" if story.renormalized
-                else plural(finite.size, "visible key"))
-        st.caption(f"Row {i + 1} of what softmax sees: {seen}, range {finite.min():.3f} … {finite.max():.3f}.")
-
-
-def step3(story: CellStory, mk: MaskKind) -> str:
-    """The cell story's masking / softmax step, in the words of the method that ran and of the mask it used."""
-    i, j, n = story.i + 1, story.j + 1, story.row_scaled.size
-    why = mk.why_hidden(i, j) or f"key {j} is hidden from query {i}"  # the mask's own words (attn_core/masks.py)
-    hidden = "the future" if mk == MaskKind() else "the hidden keys"
-    if story.renormalized:
-        if story.masked:
-            return (f"3. **Softmax over all {n} keys** gives key {j} {story.share_all:.4f}; {why}, so it is "
-                    f"**zeroed after softmax** → weight 0.\n")
-        return (f"3. **Softmax over all {n} keys**: {story.share_all:.4f}; {hidden} zeroed, row {i} sums to "
-                f"{story.kept:.4f}; ÷ that row sum → **{story.weight:.4f}** ({story.weight * 100:.1f}% of the "
-                f"attention of token {i})\n")
-    if story.masked:
-        return f"3. **Masked**: {why}, so it is hidden (−∞ → weight 0).\n"
-    return (f"3. **Softmax share** of this key in row {i}: **{story.weight:.4f}** "
-            f"({story.weight * 100:.1f}% of the attention of token {i})\n")
-
-
 def compare_methods(v: View) -> None:
     """Both causal masking methods on the user's sentence and settings, side by side."""
     if not st.toggle("Compare both masking methods", key="compare_methods", bind="query-params",
@@ -419,31 +329,6 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
     out["Output"] = output_section
     out["Trained"] = trained_section
     return out
-
-
-INPUT_WORDS = {"book": "the book's", "learned": "learned", "sinusoidal": "sinusoidal", "onehot": "one-hot"}
-
-
-def mask_words(cfg: AttentionConfig) -> str:
-    """The summary's mask and bias: " · mask: causal, window 1 (−∞ before softmax)", " · no mask (causal off)",
-    " · q/k/v biases"; nothing for a variant without a mask or biases."""
-    spec, mk = cfg.spec, cfg.mask_kind
-    words = ""
-    if spec.masks:
-        words = (f" · mask: **{mk.name}** ({MASK_NAMES[cfg.mask_method]})" if mk.hides_anything
-                 else " · **no mask** (causal off)")
-    if spec.uses("qkv_bias") and cfg.qkv_bias:
-        words += " · q/k/v biases"
-    return words
-
-
-def summary(v: View) -> str:
-    cfg, spec = v.run.cfg, v.run.cfg.spec
-    model = f"**{md_escape(gpt2.label(v.run.weights))}, layer {v.run.layer + 1}** · " if v.run.pretrained else ""
-    inputs = INPUT_WORDS.get(v.run.input_mode, v.run.input_mode)  # what the run used, whatever the link asked
-    return (f"{model}**{spec.label}** · {plural(v.T, 'token')} · {inputs} inputs (d_in {cfg.d_in}){spec.sizes(cfg)}"
-            + mask_words(cfg)
-            + f" · output shape **{tuple(v.run.output.shape)}** on {cfg.device}")
 
 
 def render() -> None:
