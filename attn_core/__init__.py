@@ -4,7 +4,8 @@ Class names, signatures and attribute names follow the book so learners can read
 code beside it. Nothing here imports Streamlit or Altair.
 """
 
-from .attention import (
+from attn_core.attention.book import BOOK_INPUTS, BOOK_SENTENCE, BOOK_TOKENS
+from attn_core.attention.classes import (
     MASK_METHODS,
     CausalAttention,
     MultiHeadAttention,
@@ -15,15 +16,14 @@ from .attention import (
     check_sizes,
     masked_softmax,
 )
-from .book import BOOK_INPUTS, BOOK_SENTENCE, BOOK_TOKENS
-from .devices import available_devices, pick_device
-from .embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
-from .masks import causal_mask
-from .pipeline import AttentionConfig, build_module, run_attention
-from .simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
-from .tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, gpt2_encoding, tokenize
-from .trace import Step, Trace
-from .variants import LABELS, VARIANTS, Variant, register, variant
+from attn_core.attention.masks import causal_mask
+from attn_core.attention.pipeline import AttentionConfig, build_module, run_attention
+from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
+from attn_core.attention.variants import LABELS, VARIANTS, Variant, register, variant
+from attn_core.devices import available_devices, pick_device
+from attn_core.text.embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
+from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, gpt2_encoding, tokenize
+from attn_core.tracing.trace import Step, Trace
 
 __all__ = [
     "BOOK_INPUTS", "BOOK_SENTENCE", "BOOK_TOKENS", "ENDOFTEXT", "ENDOFTEXT_ID", "INPUT_MODES", "LABELS",

@@ -139,7 +139,7 @@ def memory(browser, base: str, pid: int, args) -> None:
         peak = max(peak, rss_mb(pid))
         if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
             row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size"))
-    from attn_core.tokens import MAX_TEXT_CHARS
+    from attn_core.text.tokens import MAX_TEXT_CHARS
 
     # the longest paste the box takes (its maxlength): Chromium now refuses to fill a 1 MB text into it at all
     longest = "x" * (MAX_TEXT_CHARS - 8)

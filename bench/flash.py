@@ -1,4 +1,4 @@
-"""Time and peak memory over T: the chapter's explicit attention, our tiled loop (attn_core.flash) and SDPA.
+"""Time and peak memory over T: the chapter's explicit attention, our tiled loop (attn_core.attention.flash) and SDPA.
 
 Each (implementation, T) runs in a fresh process so its peak memory is its own: the peak resident set
 (ru_maxrss) during the timed runs minus the one before them, with the inputs already allocated. Times are
@@ -38,7 +38,7 @@ def one(impl: str, T: int, heads: int, head_dim: int, block: int, reps: int) -> 
     import torch
     import torch.nn.functional as F
 
-    from attn_core.flash import flash_attention
+    from attn_core.attention.flash import flash_attention
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     g = torch.Generator().manual_seed(0)

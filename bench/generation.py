@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attn_core.gpt import GPT_CONFIG_124M, GPTModel, generate  # noqa: E402
-from attn_core.tokens import gpt2_encoding  # noqa: E402
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate  # noqa: E402
+from attn_core.text.tokens import gpt2_encoding  # noqa: E402
 
 SMALL = dict(GPT_CONFIG_124M, n_layers=3, emb_dim=48, n_heads=4, drop_rate=0.0)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attn_core import pick_device  # noqa: E402
-from attn_core.benchmark import IMPLEMENTATIONS, SIZES, format_table, run  # noqa: E402
+from attn_core.labs.benchmark import IMPLEMENTATIONS, SIZES, format_table, run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

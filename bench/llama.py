@@ -23,10 +23,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attn_core.gguf_weights import CACHE_ENV_VAR, wheel_file  # noqa: E402
-from attn_core.gpt import generate  # noqa: E402
-from attn_core.llama import load_model, walk_layers  # noqa: E402
-from attn_core.scores import head_scores  # noqa: E402
+from attn_core.labs.scores import head_scores  # noqa: E402
+from attn_core.models.gguf_weights import CACHE_ENV_VAR, wheel_file  # noqa: E402
+from attn_core.models.gpt import generate  # noqa: E402
+from attn_core.models.llama import load_model, walk_layers  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -48,10 +48,10 @@ TIMEOUT = 60.0
 
 def book_question() -> dict:
     """"Which token does 'starts' attend to most?" on the book's sentence, read from its trace."""
-    from attn_core.embeddings import embed
-    from attn_core.pipeline import AttentionConfig, run_attention
-    from attn_core.questions import attends_most
-    from attn_core.tokens import tokenize
+    from attn_core.attention.pipeline import AttentionConfig, run_attention
+    from attn_core.labs.questions import attends_most
+    from attn_core.text.embeddings import embed
+    from attn_core.text.tokens import tokenize
 
     toks = tokenize("Your journey starts with one step")
     _, trace = run_attention(AttentionConfig(), embed([t.id for t in toks], 3, "book"))

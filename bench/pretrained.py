@@ -93,7 +93,7 @@ def main() -> None:
         import torch
 
         from attn_core import Trace
-        from attn_core.pretrained import check_gpt2, load_gpt2_shared
+        from attn_core.models.pretrained import check_gpt2, load_gpt2_shared
 
         if args.threads:
             torch.set_num_threads(args.threads)

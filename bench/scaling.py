@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from attn_core import pick_device  # noqa: E402
-from attn_core.benchmark import Size, build, measure  # noqa: E402
+from attn_core.labs.benchmark import Size, build, measure  # noqa: E402
 
 IMPLS = ("MultiHeadAttention (explicit)", "MultiHeadAttention (efficient)")
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from attn_core.learn import TASKS, Trainer, get_task  # noqa: E402
+from attn_core.labs.learn import TASKS, Trainer, get_task  # noqa: E402
 
 
 def time_to_goals(name: str, device: str = "cpu", steps: int | None = None) -> dict:

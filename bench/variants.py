@@ -23,9 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attn_core import MultiHeadAttention, Trace  # noqa: E402
-from attn_core.kv_cache import LayerCache  # noqa: E402
-from attn_core.kv_cost import PRESETS, kv_cost_rows  # noqa: E402
-from attn_core.modern import GroupedQueryAttention, MultiHeadLatentAttention  # noqa: E402
+from attn_core.attention.kv_cache import LayerCache  # noqa: E402
+from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention  # noqa: E402
+from attn_core.labs.kv_cost import PRESETS, kv_cost_rows  # noqa: E402
 
 D, HEADS = 768, 12
 VARIANTS: dict[str, Callable[[int], torch.nn.Module]] = {

@@ -19,14 +19,14 @@ from dashboard import startup  # noqa: E402
 
 startup.prepare()  # the heavy imports, once per server: usually done while the browser loaded the page
 
-from dashboard.cache import tune_allocator  # noqa: E402
-from dashboard.compute import tune_torch  # noqa: E402
-from dashboard.controls import render_sidebar, write_link_early  # noqa: E402
+from dashboard.drawing.present import controls as presentation_controls  # noqa: E402
+from dashboard.drawing.present import presenting  # noqa: E402
+from dashboard.drawing.present import requested as presentation_requested  # noqa: E402
+from dashboard.drawing.screen import measure as measure_screen  # noqa: E402
 from dashboard.guard import ALLOWED_HOSTS_ENV, foreign_host  # noqa: E402
-from dashboard.present import controls as presentation_controls  # noqa: E402
-from dashboard.present import presenting  # noqa: E402
-from dashboard.present import requested as presentation_requested  # noqa: E402
-from dashboard.screen import measure as measure_screen  # noqa: E402
+from dashboard.state.cache import tune_allocator  # noqa: E402
+from dashboard.state.compute import tune_torch  # noqa: E402
+from dashboard.state.controls import render_sidebar, write_link_early  # noqa: E402
 
 # Not "pages/": a folder of that name beside the entry script turns on Streamlit's old
 # auto-discovered multipage mode, which fights st.navigation.
@@ -40,7 +40,7 @@ st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="w
                    initial_sidebar_state="collapsed" if present else "auto")
 foreign = foreign_host(dict(st.context.headers))
 if foreign is not None:
-    from dashboard.links import shown_value
+    from dashboard.state.links import shown_value
 
     st.error(f"This server does not answer to the host name {shown_value(foreign)}. Open it by this "
              f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")

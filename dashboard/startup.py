@@ -30,14 +30,14 @@ def _import_all() -> None:
     import pandas  # noqa: F401
     import torch  # noqa: F401
 
-    import dashboard.charts  # noqa: F401
-    import dashboard.controls  # noqa: F401
-    import dashboard.head_view  # noqa: F401
-    import dashboard.matrices  # noqa: F401
-    import dashboard.present  # noqa: F401
-    import dashboard.screen  # noqa: F401
-    import dashboard.trained_view  # noqa: F401
-    from attn_core.tokens import gpt2_encoding
+    import dashboard.app_pages.trained_view  # noqa: F401
+    import dashboard.drawing.charts  # noqa: F401
+    import dashboard.drawing.head_view  # noqa: F401
+    import dashboard.drawing.matrices  # noqa: F401
+    import dashboard.drawing.present  # noqa: F401
+    import dashboard.drawing.screen  # noqa: F401
+    import dashboard.state.controls  # noqa: F401
+    from attn_core.text.tokens import gpt2_encoding
 
     gpt2_encoding()  # 50,257 ranks parsed and the BPE tables built (~50 ms)
 

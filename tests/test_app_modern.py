@@ -91,7 +91,7 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
 
 
 def test_shape_flow_shows_that_expand_makes_no_copy_and_repeat_interleave_does():
-    from attn_core.lab import kv_sharing
+    from attn_core.labs.lab import kv_sharing
 
     repeated, expanded, merged = kv_sharing(2, 4)
     assert repeated.copies and repeated.shape == (1, 8, 4, 2)

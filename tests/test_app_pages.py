@@ -5,7 +5,7 @@ import json
 import pytest
 
 from apptest_utils import chart_with, messages, open_page, table_text
-from dashboard.links import md_escape
+from dashboard.state.links import md_escape
 
 SHAPE, LAB, WALK = "app_pages/shape_flow.py", "app_pages/masking_lab.py", "app_pages/walkthrough.py"
 
@@ -118,7 +118,7 @@ def test_masking_lab_names_the_colours_of_out_of_range_weights_under_the_chart()
 
 def test_masking_lab_scaling_table_is_the_seeded_average_and_says_so():
     """Issue 33 item 10: the √d_k table was one 8 x 8 sample; the page shows the average and how many samples."""
-    from attn_core.lab import SCALING_SAMPLES, scaling_table
+    from attn_core.labs.lab import SCALING_SAMPLES, scaling_table
 
     at = open_page(LAB)
     table = next(d.value for d in at.dataframe if "d_k" in d.value.columns)
@@ -205,7 +205,7 @@ def test_benchmark_page_runs_within_budget_and_offers_csv():
 def test_benchmark_tables_say_their_units():
     """Issue 9: the results table's "fastest" / "slowest" and the time-vs-T table gave no units. Results are
     put in the session as a finished run leaves them (no benchmark runs here)."""
-    from attn_core.benchmark import Result
+    from attn_core.labs.benchmark import Result
 
     def result(impl, size, t, ms, ratio, peak=None):
         return Result(impl, size, 4, t, 256, 4, "cuda:0" if peak else "cpu", "float32", "forward", ms, ratio,
@@ -242,7 +242,7 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
     reads this one, so the click only sends it."""
     import threading
 
-    from dashboard import chart_cache, charts
+    from dashboard.drawing import chart_cache, charts
 
     monkeypatch.setattr(chart_cache, "PREFETCH_DELAY_S", 0.0)
 

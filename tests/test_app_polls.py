@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from apptest_utils import chart_with, messages, new_app, open_page
-from attn_core.questions import Question
+from attn_core.labs.questions import Question
 from dashboard.classroom import store as ps
 from dashboard.classroom.ui import _stores
-from dashboard.links import md_escape
+from dashboard.state.links import md_escape
 
 
 @pytest.fixture(autouse=True)

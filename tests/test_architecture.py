@@ -12,9 +12,9 @@ import torch
 
 from apptest_utils import messages, new_app, show_section
 from attn_core import VARIANTS, AttentionConfig, CausalAttention, Trace, causal_mask, register, run_attention
-from attn_core.trace import function_at, record
-from attn_core.variants import Variant, unregister
-from attn_core.views import all_heads, cell_story, head_matrix, kv_head, num_heads
+from attn_core.attention.variants import Variant, unregister
+from attn_core.tracing.trace import function_at, record
+from attn_core.tracing.views import all_heads, cell_story, head_matrix, kv_head, num_heads
 
 # --- a toy variant: its class and one registry entry, nothing else -------------------------------------------
 
@@ -160,7 +160,7 @@ def test_the_classes_buffers_and_the_lab_use_the_builder():
 
 def test_every_mask_is_named_by_what_it_hides():
     """Issue 33: the words come from the same knobs as the mask, and a cell called hidden is hidden."""
-    from attn_core.masks import MaskKind
+    from attn_core.attention.masks import MaskKind
 
     kinds = {MaskKind(): "causal", MaskKind(True, 1): "causal, window 1",
              MaskKind(True, 3, 2): "causal, window 3 + 2 sinks", MaskKind(False): "none",

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from apptest_utils import clear_caches, messages, new_app
-from attn_core.benchmark import BenchmarkTimeout, Size, describe_scaling, noisy_rows, run_isolated
+from attn_core.labs.benchmark import BenchmarkTimeout, Size, describe_scaling, noisy_rows, run_isolated
 
 
 def test_silent_child_is_killed_at_the_deadline():
@@ -73,7 +73,7 @@ CONTRADICTS = {SDPA: [2.04, 2.05, 2.03, 2.06, 2.02], EFFICIENT: [2.0, 2.01, 1.99
 
 
 def test_a_stable_run_ranks_the_implementations_and_calls_ties_within_noise():
-    from attn_core.benchmark_verdict import compare, verdict
+    from attn_core.labs.benchmark_verdict import compare, verdict
 
     v = verdict(STABLE)
     assert v.fastest == SDPA and v.ties == (EFFICIENT,) and v.noisy == ()  # 3% apart: within noise, not a win
@@ -87,7 +87,7 @@ def test_a_stable_run_ranks_the_implementations_and_calls_ties_within_noise():
 
 
 def test_a_noisy_run_says_so_and_calls_nothing():
-    from attn_core.benchmark_verdict import compare, verdict
+    from attn_core.labs.benchmark_verdict import compare, verdict
 
     v = verdict(NOISY)
     assert {SDPA, EFFICIENT} <= set(v.noisy) and "Too noisy to rank" in v.text
@@ -101,7 +101,7 @@ def test_a_noisy_run_says_so_and_calls_nothing():
 
 
 def test_the_explanation_follows_the_measurement_never_the_expectation():
-    from attn_core.benchmark_verdict import explain
+    from attn_core.labs.benchmark_verdict import explain
 
     expected = explain({"small, forward": STABLE})  # the wrapper 2x the explicit class, that 2x the fused path
     assert len(expected) == 2 and all("as expected" in line for line in expected)
@@ -120,7 +120,7 @@ def test_the_explanation_follows_the_measurement_never_the_expectation():
 
 
 def verdict_of(times):
-    from attn_core.benchmark_verdict import verdict
+    from attn_core.labs.benchmark_verdict import verdict
 
     return verdict(times)
 
@@ -128,7 +128,7 @@ def verdict_of(times):
 def test_rounds_interleave_and_fast_calls_are_batched():
     import torch
 
-    from attn_core.benchmark import measure_rounds
+    from attn_core.labs.benchmark import measure_rounds
 
     order = []
 
@@ -144,7 +144,7 @@ def test_rounds_interleave_and_fast_calls_are_batched():
 
 
 def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
-    from dashboard import charts
+    from dashboard.drawing import charts
 
     df = pd.DataFrame([row(i, t, t / 100, 1.0) for i in ("MultiHeadAttention (efficient)", "raw SDPA")
                        for t in (128, 256, 1024)])
@@ -160,7 +160,7 @@ def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
 def test_line_chart_reads_with_the_sizes_one_run_measures():
     """Issue 9: a default run cut short by its 10 s budget measures one or two sizes of the time-vs-T curve; on
     log axes niced to powers of ten (0.1-10 ms) they were a few dots in a thin band of an empty chart."""
-    from dashboard import charts
+    from dashboard.drawing import charts
 
     impls = {"MultiHeadAttention (explicit)": [1.2, 3.5, 12, 50], "raw SDPA": [0.8, 2.0, 6, 22]}
     sizes = [128, 256, 512, 1024]

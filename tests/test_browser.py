@@ -174,7 +174,7 @@ def test_links_restore_page_state(page, server):
     from a link, and clicking writes them into the address bar."""
     from urllib.parse import urlencode
 
-    from dashboard.controls import INPUT_NAMES, VARIANT_NAMES
+    from dashboard.state.controls import INPUT_NAMES, VARIANT_NAMES
 
     page.set_default_timeout(STEP_TIMEOUT_MS)
     learned = urlencode({"input_mode": INPUT_NAMES["learned"]})  # the URL carries the shown labels

@@ -44,7 +44,7 @@ SIXTY_FOUR_TOKENS = (
     "Attention lets every token look back at the tokens before it and decide how much each one matters. A causal "
     "mask hides the future, softmax turns scores into weights that sum to one, and the weighted values become the "
     "context vector. Several heads do this at once, each with its own separate projections of the input.")
-# URL parameters as dashboard/controls.py reads them (URL_KEYS). Heads need MultiHeadAttention (the default
+# URL parameters as dashboard/state/controls.py reads them (URL_KEYS). Heads need MultiHeadAttention (the default
 # CausalAttention has one) and a d_out that 4 divides.
 # A phrase said twice (the trained induction heads light up) in 37 tokens, long words among them: the trained
 # models read at most 48 tokens, so this is about the densest grid of 4 heads with the widest labels they draw.
@@ -117,7 +117,7 @@ READY_JS = """() => {
     const main = document.querySelector('[data-testid="stMain"]');
     if (!app || !main || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
     if (!main.querySelector('[data-testid="stElementContainer"]')) return false;  // the page has drawn something
-    if (!document.body.dataset.screen) return false;  // dashboard/screen.py: charts sized for this screen
+    if (!document.body.dataset.screen) return false;  // dashboard/drawing/screen.py: charts sized for this screen
     if (document.querySelector('[data-stale="true"], [data-testid="stMain"] [data-testid="stSkeleton"]')) return false;
     for (const c of main.querySelectorAll('[data-testid="stVegaLiteChart"]'))
         if (!c.querySelector('svg.marks, canvas.marks')) return false;

@@ -69,7 +69,7 @@ WEIGHTS_JS = """() => {
 def presented(tab) -> None:
     """Wait for the presentation layout (the main column 1180 px wide). Known race, not this issue's: a fresh tab's
     first load may measure the column while the sidebar is still open (820 px) and stay there after it collapses
-    (dashboard/screen.py); a reload, with the collapsed sidebar remembered, measures 1180 px at once."""
+    (dashboard/drawing/screen.py); a reload, with the collapsed sidebar remembered, measures 1180 px at once."""
     screen = "document.body.dataset.screen === '1180x100'"
     try:
         tab.wait_for_function(screen, timeout=10_000)

@@ -1,6 +1,6 @@
 """The byte-bounded cache shared by sessions: bounded by bytes, least recently used first, idle entries dropped."""
 
-from dashboard.cache import ByteLRU
+from dashboard.state.cache import ByteLRU
 
 
 def test_bounded_by_bytes_least_recently_used_first():

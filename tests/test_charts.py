@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dashboard import charts, rasters
+from dashboard.drawing import charts, rasters
 
 LABELS = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core import checkpoints
-from attn_core.learn import TASKS, Trainer, get_task
+from attn_core.labs import checkpoints
+from attn_core.labs.learn import TASKS, Trainer, get_task
 
 SHIPPED = checkpoints.manifest()
 
@@ -33,7 +33,7 @@ def test_shipped_model_loads_and_reproduces_its_recorded_scores(name):
     # the last snapshot (float16 in the file) shows the same attention as the loaded weights
     final = tr.snapshots[-1]
     assert final.step == entry["steps"]
-    from attn_core.learn import probe_attention
+    from attn_core.labs.learn import probe_attention
     np.testing.assert_allclose(final.weights, probe_attention(tr.model, tr.probe_idx), atol=2.5e-3)  # stored in 8 bits
 
 
@@ -52,14 +52,14 @@ def test_a_short_rerun_of_the_recipe_matches_the_shipped_losses():
 
 
 def test_loading_a_missing_model_says_what_to_run(tmp_path):
-    with pytest.raises(ValueError, match="python -m attn_core.checkpoints"):
+    with pytest.raises(ValueError, match="python -m attn_core.labs.checkpoints"):
         checkpoints.load("induction", tmp_path / "nope.pt")
 
 
 def test_run_trained_on_a_sentence_maps_tokens_to_symbols_and_traces_every_layer():
-    from attn_core.gpt import layer_trace
-    from attn_core.tokens import tokenize
-    from attn_core.views import all_heads
+    from attn_core.models.gpt import layer_trace
+    from attn_core.text.tokens import tokenize
+    from attn_core.tracing.views import all_heads
 
     ids = [t.id for t in tokenize("the cat sat on the mat. the cat sat on the mat.")]
     trace, symbols = checkpoints.run_trained("induction", ids)
@@ -67,7 +67,7 @@ def test_run_trained_on_a_sentence_maps_tokens_to_symbols_and_traces_every_layer
     assert all((ids[i] == ids[j]) == (symbols[i] == symbols[j]) for i in range(len(ids)) for j in range(len(ids)))
     weights = np.stack([all_heads(layer_trace(trace, i), "weights") for i in range(2)])
     assert weights.shape == (2, 4, len(ids), len(ids))
-    from attn_core.scores import head_scores
+    from attn_core.labs.scores import head_scores
     scores = head_scores(weights, symbols)
     assert np.nanmax(scores["induction"][1]) > 0.4  # the trained induction heads work on a repeated sentence
     with pytest.raises(ValueError, match="context_length"):

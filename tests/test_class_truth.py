@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 @pytest.mark.parametrize("text", ["The cat sat on the mat", "I love my dog very much"])
 def test_other_six_token_sentences_get_their_own_vectors(text):
     from attn_core import BOOK_INPUTS, tokenize
-    from attn_core.embeddings import embed, uses_book_inputs
+    from attn_core.text.embeddings import embed, uses_book_inputs
 
     ids = [t.id for t in tokenize(text)]
     assert len(ids) == 6 and not uses_book_inputs(ids)
@@ -35,7 +35,7 @@ def test_other_six_token_sentences_get_their_own_vectors(text):
 
 def test_the_books_sentence_keeps_the_books_vectors():
     from attn_core import BOOK_INPUTS, BOOK_SENTENCE, tokenize
-    from attn_core.embeddings import embed, uses_book_inputs
+    from attn_core.text.embeddings import embed, uses_book_inputs
 
     ids = [t.id for t in tokenize(BOOK_SENTENCE)]
     assert uses_book_inputs(ids) and torch.equal(embed(ids, 3, "book")[0], BOOK_INPUTS)
@@ -79,7 +79,7 @@ def test_cell_story_with_neg_inf_counts_visible_keys():
 def test_masking_lab_says_what_its_float16_table_shows():
     """The lab said −1e9 "overflows float16 to −∞" while its own precision table shows PyTorch raising an error."""
     from attn_core import BOOK_INPUTS
-    from attn_core.lab import precision_table
+    from attn_core.labs.lab import precision_table
 
     at = open_app(LAB, mistake="large negative instead of −∞")
     verdict = next(m.value for m in at.markdown if "Works in float32" in m.value)
@@ -106,7 +106,7 @@ def test_benchmark_bars_use_a_log_axis_when_one_repeat_is_slow():
     import altair as alt
     import pandas as pd
 
-    from dashboard import charts
+    from dashboard.drawing import charts
 
     df = pd.DataFrame({"implementation": ["raw SDPA", "MultiHeadAttention (explicit)", "wrapper"],
                        "pass": ["forward"] * 3, "ms": [0.04, 0.07, 0.11], "ms_min": [0.03, 0.06, 0.10],
@@ -145,7 +145,7 @@ def test_learn_scores_table_has_no_empty_column_and_room_for_the_verdict(task):
 def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
     import numpy as np
 
-    from dashboard import charts
+    from dashboard.drawing import charts
 
     labels = [f"{i + 1}: word{i}" for i in range(22)]
     m = np.random.default_rng(0).random((22, 22))

@@ -9,11 +9,11 @@ import tomllib
 import pytest
 from markdown_it import MarkdownIt
 
-import attn_core.tokens as tokens_mod
+import attn_core.text.tokens as tokens_mod
 from apptest_utils import ROOT, messages, new_app
 from attn_core import MAX_TEXT_CHARS, tokenize
-from dashboard.controls import DEFAULTS, URL_KEYS, URL_TEXT_LIMIT
 from dashboard.guard import foreign_host, host_allowed
+from dashboard.state.controls import DEFAULTS, URL_KEYS, URL_TEXT_LIMIT
 
 PAGES = ("app_pages/explore.py", "app_pages/shape_flow.py", "app_pages/masking_lab.py", "app_pages/walkthrough.py")
 
@@ -174,7 +174,7 @@ def test_a_paste_over_the_limit_is_cut_and_explained_not_a_traceback():
 
 
 def test_refused_texts_are_not_cached():
-    from dashboard.compute import cached_tokens
+    from dashboard.state.compute import cached_tokens
 
     at = new_app(sentence="word " * 1100)
     at.run()

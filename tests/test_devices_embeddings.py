@@ -95,7 +95,7 @@ def test_book_inputs_mode():
 def test_embedding_tables_are_remembered_by_bytes_not_by_count(monkeypatch):
     """Issue 11: three input widths in one classroom (3, 16, 768) thrashed a two-table cache, and every GPT-2-size
     run redrew its 154 MB table (~0.25 s). Tables are kept up to EMBEDDING_CACHE_BYTES, least recently used first."""
-    import attn_core.embeddings as emb
+    import attn_core.text.embeddings as emb
 
     emb.clear_embedding_cache()
     drawn = []

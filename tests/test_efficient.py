@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from attn_core import MultiHeadAttention, Trace
-from attn_core.benchmark import IMPLEMENTATIONS, SIZES, Size, build, format_table, run
-from attn_core.efficient import MultiHeadAttentionCombinedQKV
+from attn_core.attention.efficient import MultiHeadAttentionCombinedQKV
+from attn_core.labs.benchmark import IMPLEMENTATIONS, SIZES, Size, build, format_table, run
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent

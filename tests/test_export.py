@@ -8,8 +8,8 @@ import altair as alt
 import numpy as np
 from PIL import Image
 
-from dashboard import charts, rasters
-from dashboard.export import chart_png, chart_svg, matrix_csv, slide_name, zip_files
+from dashboard.drawing import charts, rasters
+from dashboard.export.formats import chart_png, chart_svg, matrix_csv, slide_name, zip_files
 
 LABELS = ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
 
@@ -56,7 +56,7 @@ def test_zip_holds_every_file():
 
 
 def test_settings_name_files_and_subtitle_charts():
-    from dashboard.export import PageChart, SlideSettings, unique_stems
+    from dashboard.export.formats import PageChart, SlideSettings, unique_stems
 
     s = SlideSettings("MultiHeadAttention", 10, "d_out 6, 3 heads")
     assert s.words() == "MultiHeadAttention · 10 tokens · d_out 6, 3 heads"
@@ -69,7 +69,7 @@ def test_settings_name_files_and_subtitle_charts():
 
 
 def test_an_untitled_chart_gets_a_title_and_a_titled_one_keeps_its_own():
-    from dashboard.export import titled
+    from dashboard.export.formats import titled
 
     alt.data_transformers.disable_max_rows()
     bare = charts.heatmap(weights6(), LABELS, LABELS, scale="weights")
@@ -82,7 +82,7 @@ def test_an_untitled_chart_gets_a_title_and_a_titled_one_keeps_its_own():
 
 
 def test_panels_csv_has_one_block_per_panel():
-    from dashboard.export import panels_csv
+    from dashboard.export.formats import panels_csv
 
     a, b = np.eye(2), np.array([[0.5, -np.inf], [1.0, 2.0]])
     rows = list(csv.reader(io.StringIO(panels_csv([a, b], ["left", "right"], ["r1", "r2"], ["c1", "c2"]).decode())))
@@ -94,7 +94,7 @@ def test_panels_csv_has_one_block_per_panel():
 def test_a_raster_slide_frames_the_drawn_png_with_title_captions_and_legend():
     import base64
 
-    from dashboard.export import PageChart, SlideSettings, entry_png, entry_svg
+    from dashboard.export.formats import PageChart, SlideSettings, entry_png, entry_svg
 
     m = np.random.default_rng(1).normal(size=(200, 200))
     png = rasters.raster_png(m, "scores", max_side=512)
@@ -112,7 +112,7 @@ def test_a_raster_slide_frames_the_drawn_png_with_title_captions_and_legend():
 def test_chart_frame_finds_the_data_of_layered_charts():
     import pandas as pd
 
-    from dashboard.export import chart_frame
+    from dashboard.export.formats import chart_frame
 
     df = pd.DataFrame({"implementation": ["a", "b"], "ms": [1.0, 2.0], "ms_min": [0.9, 1.8], "ms_max": [1.1, 2.2],
                        "pass": ["forward"] * 2})

@@ -1,4 +1,4 @@
-"""The tiled online-softmax loop (attn_core/flash.py) against SDPA, the band mask and MultiHeadAttention."""
+"""The tiled online-softmax loop (attn_core/attention/flash.py) against SDPA, the band mask and MultiHeadAttention."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_core.attention import MultiHeadAttention
-from attn_core.flash import MultiHeadAttentionTiled, flash_attention, tile_plan
-from attn_core.masks import causal_mask
-from attn_core.trace import Trace
-from attn_core.views import num_heads
+from attn_core.attention.classes import MultiHeadAttention
+from attn_core.attention.flash import MultiHeadAttentionTiled, flash_attention, tile_plan
+from attn_core.attention.masks import causal_mask
+from attn_core.tracing.trace import Trace
+from attn_core.tracing.views import num_heads
 
 
 def _qkv(T: int, heads: int = 2, kv_heads: int | None = None, d: int = 8, S: int | None = None, seed: int = 0):

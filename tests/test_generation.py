@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from attn_core import Trace, causal_mask
-from attn_core.gpt import GPT_CONFIG_124M, MAX_NEW_TOKENS, GPTModel, generate, generate_text_simple, next_token
-from attn_core.kv_cache import KVCache, cache_bytes_per_token
+from attn_core.attention.kv_cache import KVCache, cache_bytes_per_token
+from attn_core.models.gpt import GPT_CONFIG_124M, MAX_NEW_TOKENS, GPTModel, generate, generate_text_simple, next_token
 
 CFG = dict(GPT_CONFIG_124M, n_layers=3, emb_dim=48, n_heads=4, context_length=64, vocab_size=300, drop_rate=0.0)
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.gguf_tokenizer import byte_decoder
-from attn_core.gguf_weights import SUPPORTED_TYPES, cached_weights, find_gguf, unpermute
-from attn_core.gpt import generate
-from attn_core.llama import LlamaModel, load_model
+from attn_core.models.gguf_tokenizer import byte_decoder
+from attn_core.models.gguf_weights import SUPPORTED_TYPES, cached_weights, find_gguf, unpermute
+from attn_core.models.gpt import generate
+from attn_core.models.llama import LlamaModel, load_model
 
 CFG = {"vocab_size": 260, "context_length": 64, "emb_dim": 64, "n_heads": 4, "n_layers": 2, "hidden_dim": 96,
        "n_kv_groups": 2, "rope_base": 10_000.0, "rms_eps": 1e-5, "tied": True}

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from attn_core import Trace
-from attn_core.data import GPTDatasetV1, create_dataloader_v1
-from attn_core.gpt import (
+from attn_core.models.gpt import (
     GELU,
     GPT_CONFIG_124M,
     FeedForward,
@@ -18,8 +17,9 @@ from attn_core.gpt import (
     generate_text_simple,
     layer_trace,
 )
-from attn_core.tokens import gpt2_encoding
-from attn_core.views import all_heads, cell_story, head_matrix, num_heads
+from attn_core.text.data import GPTDatasetV1, create_dataloader_v1
+from attn_core.text.tokens import gpt2_encoding
+from attn_core.tracing.views import all_heads, cell_story, head_matrix, num_heads
 
 SMALL = {"vocab_size": 50, "context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
          "drop_rate": 0.0, "qkv_bias": False}

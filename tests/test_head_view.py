@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from attn_core import BOOK_INPUTS, CausalAttention, Trace
-from dashboard.head_view import line_frame, line_view
+from dashboard.drawing.head_view import line_frame, line_view
 
 
 def book_weights() -> np.ndarray:

@@ -1,4 +1,4 @@
-"""attn_core.lab and attn_core.walkthrough: what the teaching pages show."""
+"""attn_core.labs.lab and attn_core.tracing.walkthrough: what the teaching pages show."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attn_core import BOOK_INPUTS, MultiHeadAttentionWrapper
-from attn_core.lab import (
+from attn_core.labs.lab import (
     DTYPES,
     SCALING_SAMPLES,
     batched_vs_loop,
@@ -17,7 +17,7 @@ from attn_core.lab import (
     scaling_table,
     wrapper_as_multihead,
 )
-from attn_core.walkthrough import book_walkthrough, dropout_ok
+from attn_core.tracing.walkthrough import book_walkthrough, dropout_ok
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_walkthrough_runs_on_other_inputs():
 
 
 def test_precision_table_finite_means_every_row_including_the_fully_masked_one():
-    from attn_core.lab import precision_table
+    from attn_core.labs.lab import precision_table
 
     torch.manual_seed(0)
     rows = precision_table(torch.randn(5, 5), d_k=4)

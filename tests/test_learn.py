@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.learn import IGNORE, TASKS, Trainer, TrainingJob, get_task, live_jobs, queue_waits, server_load
-from attn_core.scores import (
+from attn_core.labs.learn import IGNORE, TASKS, Trainer, TrainingJob, get_task, live_jobs, queue_waits, server_load
+from attn_core.labs.scores import (
     entropy,
     first_token_score,
     head_scores,
@@ -83,7 +83,7 @@ def test_head_scores_per_layer_and_head_and_verdicts():
 
 
 def task_path():
-    from attn_core.learn import VERDICT_PATH
+    from attn_core.labs.learn import VERDICT_PATH
     return VERDICT_PATH
 
 
@@ -100,7 +100,7 @@ def test_task_batches_hold_their_pattern(name):
     elif name == "first":
         assert torch.equal(y, x[:, :1].expand_as(y))
     elif name == "verdict":
-        from attn_core.learn import train_split, verdict_chars
+        from attn_core.labs.learn import train_split, verdict_chars
         chars, ids = verdict_chars()
         assert torch.equal(y[:, :-1], x[:, 1:]) and has_loss.all()
         text = "".join(chars[i] for i in x[0].tolist())
@@ -201,7 +201,7 @@ def test_queue_waits_take_the_first_slot_to_free():
 
 
 def test_a_full_server_queues_jobs_and_starts_them_when_a_slot_frees(monkeypatch):
-    import attn_core.jobs as jobs
+    import attn_core.labs.jobs as jobs
 
     monkeypatch.setattr(jobs, "MAX_JOBS", live_jobs() + 1)
     small = {"emb_dim": 16, "n_layers": 1}
@@ -234,7 +234,7 @@ def test_a_full_server_queues_jobs_and_starts_them_when_a_slot_frees(monkeypatch
 
 
 def test_a_queued_job_nobody_watches_loses_its_place(monkeypatch):
-    import attn_core.jobs as jobs
+    import attn_core.labs.jobs as jobs
 
     monkeypatch.setattr(jobs, "MAX_JOBS", live_jobs() + 1)
     small = {"emb_dim": 16, "n_layers": 1}

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.gguf_weights import find_gguf, wheel_file
-from attn_core.gpt import generate, layer_trace
-from attn_core.kv_cache import KVCache, cache_bytes_per_token
-from attn_core.llama import LlamaModel, load_model, load_model_shared
-from attn_core.scores import head_scores
-from attn_core.trace import Trace
+from attn_core.attention.kv_cache import KVCache, cache_bytes_per_token
+from attn_core.labs.scores import head_scores
+from attn_core.models.gguf_weights import find_gguf, wheel_file
+from attn_core.models.gpt import generate, layer_trace
+from attn_core.models.llama import LlamaModel, load_model, load_model_shared
+from attn_core.tracing.trace import Trace
 
 GGUF = wheel_file()
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "tabs\tand  double  spaces\n\nnew lines\r\n end",

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from attn_core import AttentionConfig, MultiHeadAttention, Trace, run_attention
-from attn_core.gpt import GPT_CONFIG_124M, GPTModel
-from attn_core.kv_cache import KVCache, LayerCache
-from attn_core.kv_cost import PRESETS, AttentionShape, cache_bytes, kv_cost_rows
-from attn_core.modern import GroupedQueryAttention, MultiHeadLatentAttention
-from attn_core.views import kv_head
+from attn_core.attention.kv_cache import KVCache, LayerCache
+from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
+from attn_core.labs.kv_cost import PRESETS, AttentionShape, cache_bytes, kv_cost_rows
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
+from attn_core.tracing.views import kv_head
 
 
 def weights_of(module: torch.nn.Module) -> dict:

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 @pytest.fixture
 def registered(monkeypatch):
     """Every chart registered by the page scripts, and what page_downloads offered (per run)."""
-    import dashboard.slides as slides
+    import dashboard.export.slides as slides
 
     seen: dict[str, list] = {"registered": [], "offered": []}
     register, take = slides.register_chart, slides.take_page_charts
@@ -104,7 +104,7 @@ def test_rasters_of_long_inputs_are_registered_with_their_png(registered):
 
 
 def test_learn_and_benchmark_register_their_charts(registered):
-    from attn_core.benchmark import Result
+    from attn_core.labs.benchmark import Result
 
     at = new_app()
     at.session_state["page_downloads_open"] = True
@@ -146,7 +146,7 @@ def test_the_closed_control_draws_only_its_button(registered):
 
 
 def test_the_zip_holds_svg_png_and_csv_of_every_chart_named_by_what_and_settings(registered):
-    from dashboard import export
+    from dashboard.export import formats as export
 
     run_page(LAB, registered, variant="CausalAttention")
     entries = registered["offered"][-1]
@@ -171,7 +171,7 @@ def test_the_zip_holds_svg_png_and_csv_of_every_chart_named_by_what_and_settings
 
 
 def test_a_raster_exports_its_own_png_framed_with_title_and_legend_and_its_csv(registered):
-    from dashboard import export
+    from dashboard.export import formats as export
 
     run_page(LAB, registered, sentence=LONG, input_mode="learned")
     entry = next(e for e in registered["offered"][-1] if e.what == "masks_difference_in_eps")
@@ -191,7 +191,7 @@ def test_a_raster_exports_its_own_png_framed_with_title_and_legend_and_its_csv(r
 
 
 def test_the_registry_starts_empty_every_run_and_lets_the_previous_run_go(registered):
-    import dashboard.slides as slides
+    import dashboard.export.slides as slides
 
     at = run_page(LAB, registered)
     first = registered["offered"][-1]
@@ -228,8 +228,8 @@ def test_a_stopped_run_leaves_nothing_for_the_next(registered):
 
 
 def test_large_matrices_are_held_by_the_bounded_cache_not_the_session(registered, monkeypatch):
-    import dashboard.chart_cache as chart_cache
-    import dashboard.slides as slides
+    import dashboard.drawing.chart_cache as chart_cache
+    import dashboard.export.slides as slides
 
     monkeypatch.setattr(slides, "KEEP_MATRIX_BYTES", 4096)  # 132 x 132 floats count as large here
     run_page(LAB, registered, sentence=LONG, input_mode="learned")
@@ -243,8 +243,8 @@ def test_large_matrices_are_held_by_the_bounded_cache_not_the_session(registered
 
 
 def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(registered, monkeypatch):
-    import dashboard.chart_cache as chart_cache
-    import dashboard.slides as slides
+    import dashboard.drawing.chart_cache as chart_cache
+    import dashboard.export.slides as slides
 
     monkeypatch.setattr(slides, "KEEP_MATRIX_BYTES", 4096)
     rasters = []
@@ -261,7 +261,7 @@ def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(register
 
 
 def test_the_walkthrough_draws_every_step_as_a_chart_beside_its_numbers(registered):
-    from attn_core.walkthrough import book_walkthrough
+    from attn_core.tracing.walkthrough import book_walkthrough
 
     at = run_page(WALK, registered, input_mode="learned")  # learned inputs: "your sentence" is drawn too
     steps = book_walkthrough()

@@ -34,8 +34,8 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_keeps_no_trace_alive_after_the_caches_let_go(page):
-    import attn_core.embeddings as embeddings
-    import dashboard.chart_cache as chart_cache
+    import attn_core.text.embeddings as embeddings
+    import dashboard.drawing.chart_cache as chart_cache
 
     # A long sentence with many heads: a trace that would be worth finding.
     before, traces_before = big_tensors(), live_traces()  # other tests' objects may be alive

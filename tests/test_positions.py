@@ -1,12 +1,11 @@
-"""RoPE measured on queries and keys (attn_core/positions.py) and the book's own apply_rope as the peer."""
+"""RoPE measured on queries and keys (attn_core/labs/positions.py) and the book's own apply_rope as the peer."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attn_core.llama import apply_rope, compute_rope_params
-from attn_core.positions import (
+from attn_core.labs.positions import (
     cosine_similarity_matrix,
     rope_frequencies,
     rotate,
@@ -14,6 +13,7 @@ from attn_core.positions import (
     shift_invariance,
     sinusoidal_embeddings,
 )
+from attn_core.models.llama import apply_rope, compute_rope_params
 
 
 def test_apply_rope_equals_the_books():

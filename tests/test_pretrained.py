@@ -21,9 +21,9 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
 from attn_core import Trace
-from attn_core import pretrained as pt
-from attn_core.gpt import GPTModel
-from attn_core.pretrained import (
+from attn_core.models import pretrained as pt
+from attn_core.models.gpt import GPTModel
+from attn_core.models.pretrained import (
     ENV_VAR,
     check_gpt2,
     config_from_shapes,
@@ -337,7 +337,7 @@ def test_find_gpt2_in_a_folder_the_env_var_and_the_hf_cache(models, tmp_path, mo
     monkeypatch.delenv(ENV_VAR, raising=False)
     assert find_gpt2() == []
     sentence = how_to_get_gpt2("gpt2-medium")
-    assert "python -m attn_core.pretrained download gpt2-medium --dir gpt2-weights" in sentence
+    assert "python -m attn_core.models.pretrained download gpt2-medium --dir gpt2-weights" in sentence
     assert ENV_VAR in sentence and "Weights choice" in sentence and sentence.count(". ") == 0  # one sentence
 
     weights = tmp_path / "weights"
@@ -386,7 +386,7 @@ def test_check_command(models, tiny, tmp_path, capsys):
 
 def run_cli(*args: str, env: dict) -> subprocess.CompletedProcess:
     env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"} | env
-    return subprocess.run([sys.executable, "-m", "attn_core.pretrained", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "attn_core.models.pretrained", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core import questions as q
-from attn_core.embeddings import embed
-from attn_core.pipeline import AttentionConfig, run_attention
-from attn_core.tokens import tokenize
+from attn_core.attention.pipeline import AttentionConfig, run_attention
+from attn_core.labs import questions as q
+from attn_core.text.embeddings import embed
+from attn_core.text.tokens import tokenize
 
 TEXTS = ["Your journey starts with one step", "the cat sat on the mat and the dog sat too",
          "Attention is all you need, said the paper"]

@@ -11,7 +11,7 @@ import sys
 
 from apptest_utils import ROOT
 
-HEAVY = ("torch", "pandas", "altair", "dashboard.matrices")
+HEAVY = ("torch", "pandas", "altair", "dashboard.drawing.matrices")
 
 # The server's side of the ASGI lifespan protocol, as uvicorn speaks it to `app` in dashboard/app.py.
 LIFESPAN = """
@@ -39,7 +39,7 @@ async def serve():
     return threads
 
 threads = asyncio.run(serve())
-from attn_core.tokens import gpt2_encoding
+from attn_core.text.tokens import gpt2_encoding
 print(json.dumps(dict(before=before, threads=threads, script=str(app.script_path), gc_enabled=gc.isenabled(),
                       frozen=gc.get_freeze_count(), vocab=gpt2_encoding.cache_info().currsize,
                       loaded=[m for m in heavy if m in sys.modules])))

@@ -1,4 +1,4 @@
-"""The chart cache (dashboard/chart_cache.py) calls two private Streamlit functions. Streamlit is pinned
+"""The chart cache (dashboard/drawing/chart_cache.py) calls two private Streamlit functions. Streamlit is pinned
 to the version they were tested with; this test says in plain words when they change."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def test_private_streamlit_functions_still_behave():
         from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
     except ImportError as e:  # pragma: no cover - only on a Streamlit that renamed them
         raise AssertionError(
-            "Streamlit's private chart helpers moved (dashboard/chart_cache.py: _to_spec, _arrow_bytes): "
+            "Streamlit's private chart helpers moved (dashboard/drawing/chart_cache.py: _to_spec, _arrow_bytes): "
             f"{e}. Pin the Streamlit version in pyproject.toml back, or port the chart cache.") from None
     df = pd.DataFrame({"q": [0, 1], "v": [0.5, 1.5]})
     spec = _convert_altair_to_vega_lite_spec(alt.Chart(df).mark_rect().encode(x="q:O", color="v:Q"))
@@ -37,7 +37,7 @@ def test_streamlit_is_pinned_to_the_tested_version():
 
 
 def test_every_script_run_has_its_own_parallel_coordinator():
-    """dashboard/slides.py keys the charts a run drew (for page_downloads) weakly by the object Streamlit
+    """dashboard/export/slides.py keys the charts a run drew (for page_downloads) weakly by the object Streamlit
     creates afresh for every script run, so a run's list goes when the next run starts."""
     from streamlit.testing.v1 import AppTest
 
@@ -56,7 +56,7 @@ st.session_state.setdefault("runs", []).append(id(get_script_run_ctx().parallel_
 
 
 def test_code_can_tell_which_fragment_it_runs_in():
-    """dashboard/slides.py: a chart drawn by a fragment that reruns alone replaces that fragment's charts in
+    """dashboard/export/slides.py: a chart drawn by a fragment that reruns alone replaces that fragment's charts in
     the page's download control; it finds the fragment through ThreadState and ctx.fragment_ids_this_run."""
     from streamlit.testing.v1 import AppTest
 
@@ -80,14 +80,14 @@ part()
 
 
 def test_chart_cache_converts_like_streamlit_without_schema_validation(monkeypatch):
-    """dashboard/chart_cache.py: _to_spec runs Streamlit's conversion with ``to_dict(validate=False)`` (Altair's
+    """dashboard/drawing/chart_cache.py: _to_spec runs Streamlit's conversion with ``to_dict(validate=False)`` (Altair's
     JSON-schema validation was ~25 ms of a new 6 x 6 heatmap's ~85 ms); the result is Streamlit's own spec, and
     the chart keeps no trace of the override. tests/test_charts.py validates the builders' specs."""
     import numpy as np
     from altair.utils import schemapi
     from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
 
-    from dashboard import chart_cache, charts
+    from dashboard.drawing import chart_cache, charts
 
     labels = [f"{i + 1}: w" for i in range(4)]
     chart = charts.heatmap(np.eye(4), labels, labels, scale="weights")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.lookup import hard_lookup, head_lookup, soft_lookup, table_lookup
-from attn_core.text_pipeline import (
+from attn_core.text.lookup import hard_lookup, head_lookup, soft_lookup, table_lookup
+from attn_core.text.text_pipeline import (
     book_embedding_example,
     check_window,
     first_batch,
@@ -18,7 +18,7 @@ from attn_core.text_pipeline import (
     one_hot,
     sliding_windows,
 )
-from attn_core.word_tokenizer import (
+from attn_core.text.word_tokenizer import (
     BOOK_EXAMPLE,
     BOOK_PATTERN,
     NOTES_PATTERN,
@@ -90,8 +90,8 @@ def test_printed_batches(verdict):
 def test_loader_equals_the_books(verdict, monkeypatch, max_length, stride, batch_size):
     from llms_from_scratch import ch02
 
-    from attn_core.data import create_dataloader_v1
-    from attn_core.tokens import gpt2_encoding
+    from attn_core.text.data import create_dataloader_v1
+    from attn_core.text.tokens import gpt2_encoding
 
     monkeypatch.setattr(ch02.tiktoken, "get_encoding", lambda name: gpt2_encoding())  # offline: our shipped ranks
     theirs = list(ch02.create_dataloader_v1(verdict, batch_size=batch_size, max_length=max_length, stride=stride,
@@ -147,9 +147,9 @@ def test_hard_and_soft_lookup():
 
 
 def test_head_lookup_is_the_models_softmax():
-    from attn_core.attention import MultiHeadAttention
-    from attn_core.trace import Trace
-    from attn_core.views import head_matrix
+    from attn_core.attention.classes import MultiHeadAttention
+    from attn_core.tracing.trace import Trace
+    from attn_core.tracing.views import head_matrix
 
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 6, 10, 0.0, 2).eval()

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from attn_core import ENDOFTEXT_ID, tokenize
-from attn_core.tokens import readable_piece
+from attn_core.text.tokens import readable_piece
 
 REFERENCE = "Hello, do you like tea? <|endoftext|> In the sunlit terracesof someunknownPlace."
 REFERENCE_IDS = [15496, 11, 466, 345, 588, 8887, 30, 220, 50256, 554, 262, 4252, 18250, 8812, 2114,
@@ -22,7 +22,7 @@ def no_network(monkeypatch):
 
 def test_reference_sentence_offline(no_network, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/nonexistent-cache")
-    from attn_core.tokens import gpt2_encoding
+    from attn_core.text.tokens import gpt2_encoding
     gpt2_encoding.cache_clear()
     assert [t.id for t in tokenize(REFERENCE)] == REFERENCE_IDS
 

@@ -87,7 +87,7 @@ def test_no_trace_records_nothing_and_matches(batch):
 
 def test_previous_form_is_the_same_tensor_one_step_earlier():
     from attn_core import AttentionConfig, run_attention
-    from attn_core.views import previous_form
+    from attn_core.tracing.views import previous_form
 
     cfg = AttentionConfig(variant="MultiHeadAttention", d_in=8, d_out=8, num_heads=4, context_length=16)
     _, trace = run_attention(cfg, torch.randn(1, 10, 8))
@@ -154,7 +154,7 @@ def test_a_trace_without_copies_holds_the_tensors_and_keeps_scores_from_before_t
 
 def test_a_held_tensor_changed_in_place_unannounced_raises():
     from attn_core import Trace
-    from attn_core.trace import ChangedInPlace
+    from attn_core.tracing.trace import ChangedInPlace
 
     t = torch.zeros(3)
     trace = Trace(copy=False)

@@ -156,7 +156,7 @@ def test_bad_link_values_are_reported_escaped_and_replaced(query, param, bad):
     at = open_app(**query, **SMALL)
     warning = next((w for w in at.warning if "is not valid here" in w.value), None)
     assert warning is not None, messages(at)
-    from dashboard.links import md_escape, shown_value
+    from dashboard.state.links import md_escape, shown_value
     assert md_escape(param) in warning.value and shown_value(bad) in warning.value
     assert "instead" in warning.value
     assert f"` {bad} `" in warning.value  # verbatim in a code span: never a live link (issue 20 item 12)
@@ -193,7 +193,7 @@ def test_walkthrough_prints_every_steps_own_numbers_to_4_decimals():
     """The tables show the tensors the step computed and the book printed, every value, as the book prints it."""
     import numpy as np
 
-    from attn_core.walkthrough import book_walkthrough
+    from attn_core.tracing.walkthrough import book_walkthrough
 
     def text(t):
         v = t.detach().float().numpy()
@@ -221,7 +221,7 @@ def test_relative_scale_from_a_link_applies_on_the_first_run():
 
 
 def test_error_sentences_keep_code_names_as_written():
-    from dashboard.text import sentence
+    from dashboard.drawing.text import sentence
 
     assert sentence("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
     assert sentence("the text is empty.") == "The text is empty."

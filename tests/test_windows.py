@@ -1,4 +1,4 @@
-"""Perplexity under sliding windows and attention sinks (attn_core/windows.py), on the chapter's GPTModel."""
+"""Perplexity under sliding windows and attention sinks (attn_core/labs/windows.py), on the chapter's GPTModel."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_core.gpt import GPT_CONFIG_124M, GPTModel
-from attn_core.windows import masked_like, token_losses, window_perplexity
+from attn_core.labs.windows import masked_like, token_losses, window_perplexity
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
 
 CFG = GPT_CONFIG_124M | {"vocab_size": 97, "context_length": 48, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
                          "drop_rate": 0.0}
@@ -82,8 +82,8 @@ def _unshipped_text() -> str:
 def smollm2():
     import os
 
-    from attn_core.gguf_weights import wheel_file
-    from attn_core.llama import load_model_shared
+    from attn_core.models.gguf_weights import wheel_file
+    from attn_core.models.llama import load_model_shared
 
     path = wheel_file()
     if path is None:

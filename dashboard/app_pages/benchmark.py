@@ -8,12 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import available_devices
-from attn_core.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, BenchmarkTimeout, Size, run_isolated
-from attn_core.benchmark_verdict import NOISY_IQR, describe_scaling, explain, noisy_rows, verdict
-from attn_core.lab import DTYPES
-from dashboard import charts
-from dashboard.slides import draw_chart, page_downloads, slide_settings
-from dashboard.text import plural, show_table
+from attn_core.labs.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, BenchmarkTimeout, Size, run_isolated
+from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling, explain, noisy_rows, verdict
+from attn_core.labs.lab import DTYPES
+from dashboard.drawing import charts
+from dashboard.drawing.text import plural, show_table
+from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything

@@ -15,25 +15,26 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core.masks import MaskKind
-from attn_core.views import all_heads, head_matrix, kv_head, num_heads
-from dashboard import charts, gpt2
-from dashboard.chart_cache import memo
+from attn_core.attention.masks import MaskKind
+from attn_core.tracing.views import all_heads, head_matrix, kv_head, num_heads
+from dashboard.app_pages.explore_view import View, cell_story_text, summary
+from dashboard.app_pages.model_view import show_model_view
+from dashboard.app_pages.trained_view import show_trained_weights
 from dashboard.classroom.ui import ask_the_class
-from dashboard.controls import MASK_NAMES, settings
-from dashboard.explore_view import View, cell_story_text, summary
-from dashboard.head_view import MAX_LINE_TOKENS, line_view
-from dashboard.links import md_escape
-from dashboard.matrices import show_matrix, show_panels
-from dashboard.model_view import show_model_view
-from dashboard.present import dark, ink, presenting
-from dashboard.runs import load_run
-from dashboard.sizes import cap, cell_area, column_px, fit, grow, room
-from dashboard.slides import draw_chart, page_downloads, slide_settings
-from dashboard.steppers import section_steps
-from dashboard.text import sentence
-from dashboard.trained_view import show_trained_weights
-from dashboard.url_state import url_cell, url_choice
+from dashboard.drawing import charts
+from dashboard.drawing.chart_cache import memo
+from dashboard.drawing.head_view import MAX_LINE_TOKENS, line_view
+from dashboard.drawing.matrices import show_matrix, show_panels
+from dashboard.drawing.present import dark, ink, presenting
+from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room
+from dashboard.drawing.text import sentence
+from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.state import models
+from dashboard.state.controls import MASK_NAMES, settings
+from dashboard.state.links import md_escape
+from dashboard.state.runs import load_run
+from dashboard.state.steppers import section_steps
+from dashboard.state.url_state import url_cell, url_choice
 
 BYTE_PIECES = ("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them into "
                "UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: ⟨80⟩=😀.")
@@ -78,7 +79,7 @@ def qkv_section(v: View) -> None:
 
 
 def scores_section(v: View) -> None:
-    mk = v.run.cfg.mask_kind  # what the mask is (causal, window W, ...): attn_core/masks.py words it
+    mk = v.run.cfg.mask_kind  # what the mask is (causal, window W, ...): attn_core/attention/masks.py words it
     score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mk.name})"),
                    ("scaled_scores", "scaled scores  ÷ √d_k")]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
@@ -301,13 +302,13 @@ def model_section(v: View) -> None:
     if v.run.pretrained:
         show_model_view(v.run.weights, tuple(t.id for t in v.run.tokens), (v.run.layer, v.head), "section", WEIGHTS)
         return
-    name = gpt2.default_model()
+    name = models.default_model()
     try:
-        ids = tuple(t.id for t in gpt2.tokens_of(name, v.run.text))
+        ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
     except ValueError as e:
         st.error(sentence(e))
         return
-    st.caption(f"The sidebar's weights are random: this view shows {md_escape(gpt2.label(name))} on your sentence "
+    st.caption(f"The sidebar's weights are random: this view shows {md_escape(models.label(name))} on your sentence "
                "(its own tokens). Click a head to switch the Weights to it and open that head in every section.")
     show_model_view(name, ids, None, "section", WEIGHTS)
 
@@ -315,7 +316,7 @@ def model_section(v: View) -> None:
 def sections(v: View) -> dict[str, Callable[[View], None]]:
     """The page's sections in the chapter's order, only those this variant has."""
     cfg = v.run.cfg
-    real = v.run.pretrained or gpt2.default_model() is not None  # random weights: SmolLM2's view, when installed
+    real = v.run.pretrained or models.default_model() is not None  # random weights: SmolLM2's view, when installed
     out: dict[str, Callable[[View], None]] = {MODEL_VIEW: model_section} if real else {}
     out["Tokens"] = tokens_section
     if v.mat("queries") is not None:

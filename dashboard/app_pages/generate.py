@@ -15,21 +15,21 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.decoding import PAGE_NEW_TOKENS, RANDOM_MODELS, DecodeStep, decode_step, prefill, random_model
-from attn_core.gguf_weights import find_gguf
-from attn_core.gpt import GPTModel
-from attn_core.kv_cache import KVCache
-from attn_core.llama import LlamaModel, load_model_shared
-from attn_core.pretrained import find_gpt2, how_to_get_gpt2, load_gpt2_shared
-from attn_core.tokens import gpt2_encoding, readable_piece, tokenize
-from dashboard.links import md_escape
-from dashboard.matrices import show_matrix
-from dashboard.present import presenting
-from dashboard.sizes import cap, fit, room
-from dashboard.slides import page_downloads, slide_settings
-from dashboard.steppers import NEXT_KEY
-from dashboard.text import markdown_table, plural, sentence
-from dashboard.url_state import url_choice
+from attn_core.attention.kv_cache import KVCache
+from attn_core.models.decoding import PAGE_NEW_TOKENS, RANDOM_MODELS, DecodeStep, decode_step, prefill, random_model
+from attn_core.models.gguf_weights import find_gguf
+from attn_core.models.gpt import GPTModel
+from attn_core.models.llama import LlamaModel, load_model_shared
+from attn_core.models.pretrained import find_gpt2, how_to_get_gpt2, load_gpt2_shared
+from attn_core.text.tokens import gpt2_encoding, readable_piece, tokenize
+from dashboard.drawing.matrices import show_matrix
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import cap, fit, room
+from dashboard.drawing.text import markdown_table, plural, sentence
+from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.state.links import md_escape
+from dashboard.state.steppers import NEXT_KEY
+from dashboard.state.url_state import url_choice
 
 STATE = "gen_state"
 DEFAULT_PROMPT = "Every effort moves you"
@@ -71,7 +71,7 @@ def random_shared(name: str) -> GPTModel:
 
 def shared_model(name: str) -> GPTModel | LlamaModel:
     """One model per server process, shared read-only by every session (the KV cache lives outside it): random
-    weights, a GGUF file (attn_core.llama) or GPT-2 (attn_core.pretrained), loaded once."""
+    weights, a GGUF file (attn_core.models.llama) or GPT-2 (attn_core.models.pretrained), loaded once."""
     if name in RANDOM_MODELS:
         return random_shared(name)
     gguf = dict(find_gguf()).get(name)

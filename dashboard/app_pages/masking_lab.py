@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.lab import (
+from attn_core.labs.lab import (
     DTYPES,
     SCALING_SAMPLES,
     guarded_softmax,
@@ -18,20 +18,20 @@ from attn_core.lab import (
     scaling_table,
     scaling_weights,
 )
-from attn_core.views import head_matrix
-from dashboard import charts
-from dashboard.chart_cache import memo
+from attn_core.tracing.views import head_matrix
 from dashboard.classroom.ui import ask_the_class
-from dashboard.controls import settings
-from dashboard.matrices import show_matrix, show_panels
-from dashboard.runs import load_run
-from dashboard.sizes import cap, fit
-from dashboard.slides import page_downloads, slide_settings
-from dashboard.text import show_table
-from dashboard.url_state import url_choice
+from dashboard.drawing import charts
+from dashboard.drawing.chart_cache import memo
+from dashboard.drawing.matrices import show_matrix, show_panels
+from dashboard.drawing.sizes import cap, fit
+from dashboard.drawing.text import show_table
+from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.state.controls import settings
+from dashboard.state.runs import load_run
+from dashboard.state.url_state import url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
-# Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
+# Charts are sized for the narrowest screen the page is made for (dashboard/drawing/sizes.py: the main column at
 # 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
 PAIR_CAP_PX = 280  # each of two panels across the page, at most (more only in presentation mode)
 HALF_CAP_PX = 240  # one heatmap in half the page, at most

@@ -11,26 +11,27 @@ import streamlit as st
 import torch
 
 from attn_core import AttentionConfig, MultiHeadAttentionWrapper, build_module
-from attn_core.lab import batched_vs_loop, kv_sharing, reshape_demo, wrapper_as_multihead
-from attn_core.steps import kind_scale
-from attn_core.trace import function_at
-from attn_core.views import previous_form
-from dashboard import charts, gpt2
+from attn_core.labs.lab import batched_vs_loop, kv_sharing, reshape_demo, wrapper_as_multihead
+from attn_core.tracing.steps import kind_scale
+from attn_core.tracing.trace import function_at
+from attn_core.tracing.views import previous_form
 from dashboard.classroom.ui import ask_the_class
-from dashboard.controls import settings
-from dashboard.gpt2 import INPUT_NAME
-from dashboard.links import md_escape
-from dashboard.matrices import show_matrix, tensor_slice
-from dashboard.present import presenting
-from dashboard.runs import _set_state, load_run
-from dashboard.sizes import cap, content_px, fit
-from dashboard.slides import draw_chart, page_downloads, slide_settings
-from dashboard.steppers import stepper
-from dashboard.text import plural, show_table
+from dashboard.drawing import charts
+from dashboard.drawing.matrices import show_matrix, tensor_slice
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import cap, content_px, fit
+from dashboard.drawing.text import plural, show_table
+from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.state import models
+from dashboard.state.controls import settings
+from dashboard.state.links import md_escape
+from dashboard.state.models import INPUT_NAME
+from dashboard.state.runs import _set_state, load_run
+from dashboard.state.steppers import stepper
 
 DEMO_HEADS = 4  # the view/transpose picture shows at most this many heads ...
 DEMO_HEAD_DIM = 6  # ... and this many columns of each head, so its numbers stay readable
-# Charts are sized for the narrowest screen the page is made for (dashboard/sizes.py: the main column at
+# Charts are sized for the narrowest screen the page is made for (dashboard/drawing/sizes.py: the main column at
 # 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
 HALF_CAP_PX = 260  # a heatmap's cells in half the page, at most (more only in presentation mode's wider page)
 NUMBERED_CHROME_PX = 220  # the reshape picture's token labels, axis title and head legend beside its cells
@@ -160,8 +161,8 @@ def render() -> None:
     cfg = flow_config(s.cfg)
     if s.pretrained:
         own = ("GroupedQueryAttention with RoPE on queries and keys (steps queries.rope, keys.rope)"
-               if gpt2.is_gguf(s.weights) else "MultiHeadAttention")
-        st.caption(f"{md_escape(gpt2.label(s.weights))}, layer {s.layer + 1}: its own {own} and weights, "
+               if models.is_gguf(s.weights) else "MultiHeadAttention")
+        st.caption(f"{md_escape(models.label(s.weights))}, layer {s.layer + 1}: its own {own} and weights, "
                    "on that layer's input for your sentence (change the layer in the sidebar).")
     elif cfg is not s.cfg:
         st.caption(f"This page steps through a multi-head variant: `{cfg.variant}`, with the sidebar's sizes and "

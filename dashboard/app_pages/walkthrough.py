@@ -12,18 +12,18 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import BOOK_TOKENS, embed
-from attn_core.embeddings import uses_book_inputs
-from attn_core.walkthrough import book_walkthrough, dropout_ok
-from dashboard.chart_cache import memo, prefetch
-from dashboard.compute import EMBEDDING_SEED, cached_tokens
-from dashboard.controls import settings
-from dashboard.links import md_escape
-from dashboard.matrices import Look, prepare_matrix, show_matrix
-from dashboard.present import dark, presenting
-from dashboard.sizes import cap, column_px, content_px, grow
-from dashboard.slides import page_downloads, slide_settings
-from dashboard.steppers import stepper
-from dashboard.text import NUMBERS_KEY, sentence, show_table
+from attn_core.text.embeddings import uses_book_inputs
+from attn_core.tracing.walkthrough import book_walkthrough, dropout_ok
+from dashboard.drawing.chart_cache import memo, prefetch
+from dashboard.drawing.matrices import Look, prepare_matrix, show_matrix
+from dashboard.drawing.present import dark, presenting
+from dashboard.drawing.sizes import cap, column_px, content_px, grow
+from dashboard.drawing.text import NUMBERS_KEY, sentence, show_table
+from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
+from dashboard.state.controls import settings
+from dashboard.state.links import md_escape
+from dashboard.state.steppers import stepper
 
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
 WEIGHT_STEPS = {"sum_2", "naive_2", "softmax_2", "weights", "v1_weights_2", "masked"}

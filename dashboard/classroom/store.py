@@ -81,7 +81,7 @@ class Poll:
 
     code: str
     seq: int
-    question: dict  # attn_core.questions.Question.to_dict()
+    question: dict  # attn_core.labs.questions.Question.to_dict()
     state: str  # "open" | "closed" | "revealed"
     expires: float
 

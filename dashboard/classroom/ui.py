@@ -1,7 +1,7 @@
 """Ask the class: the teacher's control and panel beside a picture, and the students' page (``?code=``).
 
 A page calls :func:`ask_the_class` with what it shows (a trace and its labels); the question is generated from
-that trace (:mod:`attn_core.questions`) when the teacher presses Ask. The room's code and secret stay in the
+that trace (:mod:`attn_core.labs.questions`) when the teacher presses Ask. The room's code and secret stay in the
 teacher's session (the secret nowhere else); answers go to the shared store (:mod:`.store`), so every app process
 behind the balancer sees them. The tally refreshes every :data:`REFRESH_S` seconds in a fragment.
 """
@@ -16,12 +16,12 @@ from urllib.parse import quote, urlsplit
 
 import streamlit as st
 
-from attn_core import questions as qs
-from attn_core.questions import Question
-from attn_core.trace import Trace
+from attn_core.labs import questions as qs
+from attn_core.labs.questions import Question
+from attn_core.tracing.trace import Trace
 from dashboard.classroom.charts import proof_chart, tally_chart
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, default_url, normalize_code
-from dashboard.links import md_escape
+from dashboard.state.links import md_escape
 
 REFRESH_S = 1.0  # the teacher's tally: answers show within ~1 s (the goal is 2 s)
 STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the next question

@@ -1,0 +1,137 @@
+"""Plain arguments in, a module's output and Trace out: what the dashboard (and tests) call.
+
+Everything here is keyed by plain values (strings, ints, floats), so callers can cache on
+them. Module weights and dropout masks depend only on the ``seed``: the global RNG is
+seeded under a lock and restored afterwards, so concurrent sessions don't disturb each other.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn as nn
+
+from attn_core.attention.classes import check_inputs, check_sizes
+from attn_core.attention.masks import MaskKind
+from attn_core.attention.simplified import simplified_attention
+from attn_core.attention.variants import variant
+from attn_core.devices import pick_device
+from attn_core.tracing.trace import Trace
+
+if TYPE_CHECKING:
+    from attn_core.attention.variants import Variant
+
+_RNG_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Every knob of one attention run, as plain values. These defaults are the app's defaults too."""
+
+    variant: str = "CausalAttention"
+    d_in: int = 3
+    d_out: int = 2
+    num_heads: int = 2
+    context_length: int = 1024
+    dropout: float = 0.0
+    mask_method: str = "neg_inf"
+    causal: bool = True
+    qkv_bias: bool = False
+    train_mode: bool = False
+    seed: int = 123
+    device: str = "cpu"
+    num_kv_groups: int = 1  # K/V heads of grouped-query attention (1: multi-query)
+    window: int = 0  # sliding window: each query sees the last `window` keys (0: no window)
+    latent_dim: int = 1  # multi-head latent attention: the latent's width per token
+
+    @property
+    def spec(self) -> Variant:
+        """The variant's registry entry (``ValueError`` for an unknown one)."""
+        return variant(self.variant)
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` (with what to change) for what building the module does not check itself: the
+        variant, the device, and the input sizes (also of a variant without a module). The class checks the rest."""
+        self.spec  # noqa: B018 - raises for an unknown variant
+        check_sizes(self.d_in, self.d_out)
+        pick_device(self.device)
+
+    @property
+    def mask_kind(self) -> MaskKind:
+        """The mask this config's module builds, in words (``MaskKind(causal=False)``, "none", for a variant without
+        a mask buffer): what the pages call it, from the same knobs the module gets."""
+        if not self.spec.masks:
+            return MaskKind(causal=False)
+        return MaskKind.of(self.causal, self.window)
+
+    @property
+    def output_width(self) -> int:
+        """Width of the output (d_out * num_heads for the wrapper, d_in for simplified: the registry says)."""
+        return self.spec.output_width(self)
+
+    @property
+    def num_heads_used(self) -> int:
+        """Query heads of this variant (1 where it has no heads)."""
+        return self.spec.heads(self)
+
+    @property
+    def head_dim(self) -> int:
+        """d_k: the width of one head's queries and keys."""
+        return self.spec.head_dim(self)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def seed_rng(seed: int, device: torch.device | None = None) -> None:
+    """``torch.manual_seed(seed)`` for the generators a run uses: the CPU's (weights are drawn there), and
+    the device's own for dropout on a GPU. ``torch.manual_seed`` also reaches every other backend (CUDA,
+    XPU, MTIA, each recording a traceback for its lazy start): ~4 ms of a 32-token run's ~20 ms on a
+    machine without them. The numbers are the same."""
+    torch.default_generator.manual_seed(seed)
+    if device is not None and device.type == "cuda":
+        torch.cuda.manual_seed(seed)
+    elif device is not None and device.type == "mps":
+        torch.mps.manual_seed(seed)
+
+
+def build_module(cfg: AttentionConfig) -> nn.Module | None:
+    """The seeded module for ``cfg`` (``None`` for a variant without one), on cfg.device. The class checks
+    its own sizes (``ValueError`` saying what to change)."""
+    cfg.validate()
+    with _RNG_LOCK, torch.random.fork_rng(devices=[]):
+        seed_rng(cfg.seed)
+        module = cfg.spec.build(cfg)
+    if module is None:
+        return None
+    module.train(cfg.train_mode)
+    return module.to(pick_device(cfg.device))
+
+
+def run_attention(cfg: AttentionConfig, x: torch.Tensor,
+                  module: nn.Module | None = None) -> tuple[torch.Tensor, Trace]:
+    """Build the module for ``cfg``, run it on ``x`` (b, num_tokens, d_in) and trace every step.
+
+    The first step is the input ``x``; the output is the last step's tensor. Dropout masks are
+    drawn from the seed, so the same config and input give the same trace. ``module``: one that
+    :func:`build_module` made for this ``cfg`` (a forward pass leaves it unchanged, so a caller may keep
+    it for the next input instead of building it again). The trace holds the tensors the forward
+    computed, not copies (``Trace(copy=False)``): treat them as read-only.
+    """
+    module = build_module(cfg) if module is None else module
+    device = pick_device(cfg.device)
+    check_inputs(x, cfg.d_in, cfg.context_length if cfg.spec.masks else None)
+    x = x.to(device)
+    trace = Trace(copy=False)
+    trace.record("x", x, "x = token_embeddings + pos_embeddings")  # how the page made x: the page names it
+    with torch.no_grad(), _RNG_LOCK, torch.random.fork_rng(devices=[]):
+        seed_rng(cfg.seed, device)
+        if module is None:
+            out = simplified_attention(x, "softmax", trace).context
+        else:
+            out = module(x, trace=trace)
+    trace.check()
+    return out.detach().cpu(), trace

@@ -1,0 +1,123 @@
+"""One generation step with the KV cache, measured and traced: what the Generate page shows.
+
+:func:`decode_step` appends one token: the new token alone runs through the model with the cache (timed, the
+efficient path), its attention row is read from a traced run on a copy of the cache (the copy shares the cached
+tensors: appending makes new ones), and, to compare, the whole text runs again without a cache (timed), with the
+full T x T weights of one layer. Plain values in, plain arrays out: the page caches nothing of the model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attn_core.attention.kv_cache import KVCache, LayerCache
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, check_generation, layer_trace, next_token
+from attn_core.tracing.trace import Trace
+from attn_core.tracing.views import all_heads, head_matrix
+
+TOP = 10  # next-token candidates shown
+PAGE_NEW_TOKENS = 100  # what one generation on the Generate page may add (a classroom server holds every cache)
+
+# The models a generation can use without downloading anything: the book's GPTModel with random weights
+# (seed 123), small enough for a classroom server, or the 124M shape the book's bonus benchmark uses.
+RANDOM_MODELS: dict[str, tuple[str, dict]] = {
+    "random-small": ("Random weights: small GPTModel (4 layers, 256-d, 4 heads)",
+                     dict(GPT_CONFIG_124M, n_layers=4, emb_dim=256, n_heads=4, context_length=256, drop_rate=0.0)),
+    "random-124M": ("Random weights: the 124M shape (12 layers, 768-d, 12 heads)",
+                    dict(GPT_CONFIG_124M, drop_rate=0.0)),
+}
+
+
+def random_model(name: str) -> GPTModel:
+    """The book's ``GPTModel`` with the config ``RANDOM_MODELS[name]`` and seed-123 random weights, in eval mode."""
+    if name not in RANDOM_MODELS:
+        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(RANDOM_MODELS)}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(123)
+        return GPTModel(RANDOM_MODELS[name][1]).eval()
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One new token and everything about how it was made."""
+
+    token_id: int  # the token chosen
+    position: int  # its position (0-based) in the text
+    top_ids: list[int]  # the TOP most likely next tokens, most likely first
+    top_probs: list[float]  # their probabilities (softmax of the last logits, before temperature / top-k)
+    row: np.ndarray  # (num_heads, num_keys): the chosen layer's new query row over every cached key, per head
+    mask_row: np.ndarray  # (num_keys,): the mask slice the new query used (True = hidden)
+    mask_slice: str  # the slice, as code: self.mask.bool()[p:p+1, :k]
+    cache_shapes: list[tuple[int, ...]]  # each layer's keys after the step: (b, num_heads, num_keys, head_dim)
+    cache_bytes: int  # the cache's tensors' bytes after the step (keys and values, every layer)
+    seconds_cached: float  # the new token alone, through the cache
+    seconds_full: float | None  # the whole text again without a cache (None when not compared)
+    full_weights: np.ndarray | None  # (num_keys, num_keys): the chosen layer's ``head`` without a cache
+
+
+def fork(cache: KVCache) -> KVCache:
+    """A copy of ``cache`` that can grow without changing it (the tensors are shared until a step appends)."""
+    copy = KVCache(0)
+    copy.layers = [LayerCache(layer.keys, layer.values) for layer in cache.layers]
+    return copy
+
+
+def prefill(model: GPTModel, ids: list[int], cache: KVCache) -> torch.Tensor:
+    """Run the prompt through the model into an empty ``cache``; return the last position's logits (1, vocab)."""
+    with torch.no_grad():
+        return model(torch.tensor([ids]), cache=cache)[:, -1, :]
+
+
+def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0, head: int = 0,
+                temperature: float = 0.0, top_k: int | None = None, generator: torch.Generator | None = None,
+                compare: bool = True) -> tuple[DecodeStep, torch.Tensor]:
+    """Choose the next token from ``logits`` (the last position's, (1, vocab)), run it through the model with the
+    ``cache`` (which grows by one), and return the step and the new last logits. ``ids`` is the text so far (its
+    length is the cache's); ``compare`` also runs the whole text again without a cache (``head``'s full matrix)."""
+    if cache.length != len(ids):
+        raise ValueError(f"the cache holds {cache.length} positions but the text has {len(ids)} tokens")
+    if len(ids) + 1 > model.cfg["context_length"]:
+        raise ValueError(f"the text has reached this model's context_length ({model.cfg['context_length']} tokens): "
+                         "a next token would need a position it has not learned. Press Reset, or shorten the prompt")
+    check_generation(torch.tensor([ids]), 1, temperature, top_k, model.cfg["vocab_size"])
+    probas = torch.softmax(logits, dim=-1)[0]
+    top = torch.topk(probas, min(TOP, probas.numel()))
+    token_id = int(next_token(logits, temperature, top_k, generator))
+    new = torch.tensor([[token_id]])
+    with torch.no_grad():
+        trace = Trace(copy=False)
+        model(new, cache=fork(cache), trace=trace, trace_layers={layer})  # explicit, on a copy: the row shown
+        start = time.perf_counter()
+        next_logits = model(new, cache=cache)[:, -1, :]  # the step itself: the new token alone, with the cache
+        seconds_cached = time.perf_counter() - start
+    one = layer_trace(trace, layer)
+    num_keys = cache.length
+    seconds_full = full = None
+    if compare:
+        text = torch.tensor([ids + [token_id]])
+        with torch.no_grad():
+            start = time.perf_counter()
+            model(text)  # the same step without a cache: every position again
+            seconds_full = time.perf_counter() - start
+            traced = Trace(copy=False)
+            model(text, trace=traced, trace_layers={layer})
+        full = head_matrix(layer_trace(traced, layer), "weights", head).copy()  # one head: kept per session
+    step = DecodeStep(
+        token_id=token_id, position=len(ids), top_ids=[int(i) for i in top.indices],
+        top_probs=[float(p) for p in top.values], row=all_heads(one, "weights")[:, 0, :],
+        mask_row=one["mask_bool"].tensor[0].numpy().copy(), mask_slice=_mask_code(one["mask_bool"].code, num_keys),
+        cache_shapes=cache.shapes(), cache_bytes=cache.nbytes, seconds_cached=seconds_cached,
+        seconds_full=seconds_full, full_weights=full)
+    return step, next_logits
+
+
+def _mask_code(code: str, num_keys: int) -> str:
+    """The mask line that ran, with this step's numbers: a slice of the module's buffer (GPT), or a mask built for
+    the one new query over every cached key (the Llama family builds it per call)."""
+    if "self.mask" in code:
+        return f"self.mask.bool()[{num_keys - 1}:{num_keys}, :{num_keys}]"
+    return f"causal_mask(1, {num_keys})"

@@ -1,0 +1,99 @@
+"""GPT-2 BPE tokenization with tiktoken, loaded offline from the ranks in ``assets/``.
+
+tiktoken's ``get_encoding("gpt2")`` downloads its vocabulary on first use; classrooms and
+CI are offline, so the ranks ship with the project (sha256-checked on load).
+"""
+
+from __future__ import annotations
+
+import binascii
+import codecs
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import tiktoken
+from tiktoken_ext.openai_public import r50k_pat_str
+
+from attn_core.paths import asset
+
+RANKS_PATH = asset("r50k_base.tiktoken")
+RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+ENDOFTEXT = "<|endoftext|>"
+ENDOFTEXT_ID = 50256
+VOCAB_SIZE = 50257
+MAX_TEXT_CHARS = 20_000  # longer texts are refused before any work (1,024 GPT-2 tokens are ~5,000 characters)
+
+
+@lru_cache(maxsize=1)
+def gpt2_encoding() -> tiktoken.Encoding:
+    """The GPT-2 (r50k_base) encoding, built from the shipped ranks without any network access."""
+    damaged = (f"The GPT-2 vocabulary that ships with Attention Lab (assets/{RANKS_PATH.name}) is missing or "
+               "damaged: restore that file from the project's repository")
+    try:
+        data = RANKS_PATH.read_bytes()
+    except OSError:  # missing, a directory, unreadable: say so without a server path
+        raise ValueError(damaged) from None
+    if hashlib.sha256(data).hexdigest() != RANKS_SHA256:
+        raise ValueError(damaged)
+    fields = data.split()  # "<base64 token> <rank>" per line; split at once: ~2x faster than line by line
+    ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
+    return tiktoken.Encoding(
+        name="gpt2",
+        pat_str=r50k_pat_str,
+        mergeable_ranks=ranks,
+        special_tokens={ENDOFTEXT: ENDOFTEXT_ID},
+    )
+
+
+@dataclass(frozen=True)
+class Token:
+    """One BPE token: its ``id``, its ``text`` piece and a unique display ``label``."""
+
+    position: int  # 0-based
+    id: int
+    text: str  # the decoded piece; joining all pieces gives the text back (for whole characters)
+    label: str  # "3: starts": 1-based position and a readable piece, unique per position
+    raw: bytes  # the token's bytes (a piece may be part of one UTF-8 character)
+
+
+_VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
+
+
+def readable_piece(raw: bytes) -> str:
+    """A piece as a person reads it: whitespace made visible, partial UTF-8 shown as hex bytes."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "⟨" + " ".join(f"{b:02x}" for b in raw) + "⟩"
+    stripped = text.strip()
+    if stripped:
+        return stripped
+    return "".join(_VISIBLE.get(c, c) for c in text) or "∅"
+
+
+def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
+    """GPT-2 BPE tokens of ``text``; a typed ``<|endoftext|>`` becomes the special token 50256.
+
+    Input is bounded before any work: texts over ``MAX_TEXT_CHARS`` characters, and (with
+    ``max_tokens``) texts of more tokens, raise ValueError saying how much to cut."""
+    if text is None or not text.strip():
+        raise ValueError("The text is empty: type a sentence (for example: Your journey starts with one step)")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"Your text is {len(text):,} characters long; Attention Lab takes up to "
+                         f"{MAX_TEXT_CHARS:,} characters. Shorten it by {len(text) - MAX_TEXT_CHARS:,} characters")
+    enc = gpt2_encoding()
+    ids = enc.encode(text, allowed_special={ENDOFTEXT})
+    if max_tokens is not None and len(ids) > max_tokens:
+        raise ValueError(f"Your text is {len(ids)} tokens long; Attention Lab shows up to {max_tokens} tokens "
+                         f"(GPT-2's context length). Shorten the text by about {len(ids) - max_tokens} tokens")
+    tokens = []
+    pending = codecs.getincrementaldecoder("utf-8")(errors="replace")  # characters split over several tokens
+    for i, tid in enumerate(ids):
+        raw = enc.decode_single_token_bytes(tid)
+        piece = readable_piece(raw)
+        completed = pending.decode(raw)
+        if piece.startswith("⟨") and completed.strip():  # these bytes finish a character: show it ("⟨98 80⟩=😀")
+            piece += "=" + completed.strip()
+        tokens.append(Token(i, tid, raw.decode("utf-8", errors="replace"), f"{i + 1}: {piece}", raw))
+    return tokens

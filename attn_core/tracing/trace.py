@@ -1,0 +1,308 @@
+"""Trace: the intermediate tensors a module really computed, in order.
+
+``trace = Trace(); out = module(x, trace=trace)`` fills ``trace`` with one
+:class:`Step` per line of the forward pass worth looking at. The dashboard draws
+these steps; it never recomputes them. With ``trace=None`` (the default) the
+modules skip all of this, so tracing costs nothing when nobody looks.
+
+A forward records a tensor right after the line that made it: ``record(trace, "attn_scores",
+attn_scores)``. The step's code is taken from the source itself (:func:`source_of`): the nearest
+statement above the call that writes that variable, so the code a page shows is the line that ran,
+and the forward reads like the book's. What a step *is* (its kind, note, axis names) comes from the one
+table in :mod:`attn_core.tracing.steps`.
+
+A ``Trace()`` stores a copy of each tensor. ``Trace(copy=False)`` stores the CPU tensors
+themselves: at GPT-2 size and 1,024 tokens the copies were ~280 MB and a third of a traced
+forward. The code then calls :meth:`Trace.before_change` before changing a recorded tensor in
+place (``masked_fill_``), and the trace checks it was told: a recorded tensor changed behind its
+back raises instead of showing numbers it never had.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import sys
+import textwrap
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from attn_core.tracing.steps import STEPS
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded tensor and the code line that produced it."""
+
+    name: str  # unique within a trace, e.g. "attn_weights" or "heads[1].attn_weights"
+    kind: str  # what it is, for pages that look steps up: "weights", "scores", ...
+    code: str  # the source line, as a learner reads it in the book
+    tensor: torch.Tensor  # detached, on the CPU: a copy (or, in a Trace(copy=False), the tensor itself)
+    note: str = ""  # one line: what happened and why
+    axes: tuple[str, ...] = ()  # axis names, e.g. ("b", "num_tokens", "num_heads", "head_dim")
+    contiguous: bool = True  # of the tensor as computed (before the CPU copy)
+    stride: tuple[int, ...] = ()  # of the tensor as computed
+    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head
+    origin: tuple[str, int] | None = None  # (file, line) of the code in the source; None for a described step
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.tensor.shape)
+
+    def numpy(self) -> np.ndarray:
+        """The tensor as a float64 NumPy array (bool stays bool)."""
+        t = self.tensor
+        if t.dtype == torch.bool:
+            return t.numpy()
+        return t.to(torch.float64).numpy()
+
+
+class ChangedInPlace(RuntimeError):
+    """A tensor a ``Trace(copy=False)`` holds was changed in place without ``before_change``."""
+
+
+@dataclass
+class Trace:
+    """An ordered list of :class:`Step`, filled by a module's ``forward``."""
+
+    steps: list[Step] = field(default_factory=list)
+    _scope: str = ""
+    # The last recorded source tensor (weakly), its version and its copy: recording the very same,
+    # unchanged tensor again (dropout in eval mode returns its input) shares the copy.
+    _last: tuple | None = field(default=None, repr=False, compare=False)
+    copy: bool = True  # False: keep CPU tensors themselves (see the module's docstring)
+    # copy=False: (step index, the source tensor (weakly), the version it was recorded at) of each shared tensor
+    _shared: list = field(default_factory=list, repr=False, compare=False)
+
+    def record(
+        self,
+        name: str,
+        tensor: torch.Tensor,
+        code: str | None = None,
+        note: str | None = None,
+        *,
+        kind: str | None = None,
+        axes: tuple[str, ...] | None = None,
+        depth: int = 1,
+        arg: int = 1,
+        **fields: object,
+    ) -> None:
+        """Store a detached CPU copy of ``tensor`` (later in-place edits don't reach it); in a
+        ``Trace(copy=False)`` a CPU tensor itself, which then must not change in place unannounced.
+
+        ``code``: None takes it from the source (:func:`source_of` the caller ``depth`` frames up, whose
+        call has the tensor as positional argument ``arg``). ``kind``, ``note``, ``axes``: None takes them
+        from :data:`attn_core.tracing.steps.STEPS` by ``name``; ``fields`` fill the note's ``{names}``."""
+        origin = None
+        if code is None:
+            frame = sys._getframe(depth)
+            code, origin = source_of(frame.f_code.co_filename, frame.f_lineno, arg)
+        entry = STEPS.get(name)
+        if entry is not None:
+            kind = kind or entry.kind
+            note = entry.describe(tensor, **fields) if note is None else note
+            axes = entry.axes.get(tensor.ndim, ()) if axes is None else axes
+        full = f"{self._scope}.{name}" if self._scope else name
+        if any(s.name == full for s in self.steps):
+            raise ValueError(f"trace already has a step named {full!r}")
+        self.check()
+        last = self._last
+        if not self.copy and tensor.device.type == "cpu":
+            copy = tensor.detach()
+            self._shared.append((len(self.steps), weakref.ref(tensor), tensor._version))
+        elif last is not None and last[0]() is tensor and last[1] == tensor._version:
+            copy = last[2]  # the same tensor, unchanged since it was recorded: share its copy
+        else:
+            copy = tensor.detach().to("cpu", copy=True)
+        self._last = (weakref.ref(tensor), tensor._version, copy)
+        self.steps.append(
+            Step(
+                name=full,
+                kind=kind or name,
+                code=code,
+                tensor=copy,
+                note=note or "",
+                axes=tuple(axes or ()),
+                contiguous=tensor.is_contiguous(),
+                stride=tuple(tensor.stride()),
+                scope=self._scope,
+                origin=origin,
+            )
+        )
+
+    def before_change(self, tensor: torch.Tensor) -> None:
+        """``tensor`` is about to change in place: the steps that hold it get a copy of it as recorded."""
+        keep = []
+        for i, ref, version in self._shared:
+            if ref() is tensor:
+                self.steps[i] = replace(self.steps[i], tensor=self.steps[i].tensor.clone())
+            else:
+                keep.append((i, ref, version))
+        self._shared = keep
+
+    def check(self) -> None:
+        """Raise :class:`ChangedInPlace` if a tensor this trace holds (``copy=False``) changed since it was
+        recorded (views share their base's version counter, so a change through a view counts too)."""
+        for i, _, version in self._shared:
+            if self.steps[i].tensor._version != version:
+                raise ChangedInPlace(f"step {self.steps[i].name!r} was changed in place after it was recorded: "
+                                     "call trace.before_change(tensor) before the in-place operation")
+
+    @contextmanager
+    def scope(self, prefix: str) -> Iterator[Trace]:
+        """Record the steps of a sub-module under ``prefix`` (e.g. one head of a wrapper)."""
+        outer = self._scope
+        self._scope = f"{outer}.{prefix}" if outer else prefix
+        try:
+            yield self
+        finally:
+            self._scope = outer
+
+    def here(self, name: str) -> Step:
+        """The step ``name`` recorded in the current scope (a wrapper's head reads its own weights)."""
+        return self[f"{self._scope}.{name}" if self._scope else name]
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"no step {name!r}; steps: {', '.join(self.names())}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(s.name == name for s in self.steps)
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    def kinds(self) -> list[str]:
+        """Distinct step kinds, in first-seen order."""
+        return list(dict.fromkeys(s.kind for s in self.steps))
+
+    def of_kind(self, kind: str) -> list[Step]:
+        """Every step of one kind, in order (one per head for a wrapper)."""
+        return [s for s in self.steps if s.kind == kind]
+
+    def last(self) -> Step:
+        return self.steps[-1]
+
+    def scopes(self) -> list[str]:
+        """Distinct non-empty scopes, in first-seen order (e.g. one per layer of a GPT model)."""
+        return list(dict.fromkeys(s.scope for s in self.steps if s.scope))
+
+    def scoped(self, prefix: str) -> Trace:
+        """The steps recorded under ``prefix`` as a trace of their own, names and scopes relative
+        to it (``trf_blocks[1].att.attn_weights`` -> ``attn_weights``); the tensors are shared."""
+        head = prefix + "."
+        steps = []
+        for s in self.steps:
+            if s.scope == prefix or s.scope.startswith(head):
+                scope = s.scope[len(head):] if s.scope.startswith(head) else ""
+                steps.append(replace(s, name=s.name[len(head):], scope=scope))
+        if not steps:
+            raise KeyError(f"no steps under {prefix!r}; scopes: {', '.join(self.scopes())}")
+        return Trace(steps)
+
+
+def record(trace: Trace | None, name: str, tensor: torch.Tensor, code: str | None = None, note: str | None = None,
+           *, depth: int = 1, arg: int = 2, **kw: object) -> None:
+    """``trace.record(...)`` when tracing, nothing otherwise (keeps forwards one-liners; a ``None`` tensor, such
+    as no mask, is not recorded). The code line is the caller's (``depth`` frames up), whose call holds the
+    tensor as positional argument ``arg``."""
+    if trace is not None and tensor is not None:
+        trace.record(name, tensor, code, note, depth=depth + 1, arg=arg, **kw)  # type: ignore[arg-type]
+
+
+def scope(trace: Trace | None, prefix: str):
+    """``trace.scope(prefix)`` when tracing, a no-op context otherwise."""
+    return nullcontext() if trace is None else trace.scope(prefix)
+
+
+# --- The code line of a step, read from the source -------------------------------------------------------
+
+@functools.cache
+def _module_tree(filename: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+    lines = tuple(linecache.getlines(filename))
+    if not lines:
+        return None
+    return ast.parse("".join(lines)), lines
+
+
+def _writes(stmt: ast.stmt, var: str) -> bool:
+    """Whether ``stmt`` assigns ``var`` (``var = ...``, ``var += ...``) or changes it in place (``var.x_(...)``)."""
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(n, ast.Name) and n.id == var for t in stmt.targets for n in ast.walk(t))
+    if isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == var
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        return (isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.startswith("_")
+                and isinstance(f.value, ast.Name) and f.value.id == var)
+    return False
+
+
+@functools.cache
+def source_of(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str, int] | None]:
+    """(code, (file, line)) of the step recorded by the call on ``filename:lineno``: the nearest statement
+    above it, in the same function, that writes the variable passed as the call's positional argument
+    ``arg`` (``record(trace, "attn_scores", attn_scores)`` -> ``attn_scores = queries @ keys.transpose(2, 3)``).
+    An expression passed instead of a variable is its own code. Cached: a forward pays this once per line."""
+    parsed = _module_tree(filename)
+    if parsed is None:
+        return "", None
+    tree, lines = parsed
+    funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+             and n.lineno <= lineno <= (n.end_lineno or n.lineno)]
+    if not funcs:
+        return "", None
+    func = max(funcs, key=lambda n: n.lineno)  # the innermost
+    call = next((n for n in ast.walk(func) if isinstance(n, ast.Call) and n.lineno == lineno and len(n.args) > arg),
+                None)
+    if call is None:
+        return "", None
+    target = call.args[arg]
+    if not isinstance(target, ast.Name):
+        return ast.get_source_segment("".join(lines), target) or "", (filename, lineno)
+    writers = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s.lineno < lineno and _writes(s, target.id)]
+    if not writers:
+        return target.id, None
+    stmt = max(writers, key=lambda s: s.lineno)
+    text = textwrap.dedent("".join(lines[stmt.lineno - 1:stmt.end_lineno or stmt.lineno])).strip()
+    return text, (filename, stmt.lineno)
+
+
+def function_at(origin: tuple[str, int]) -> tuple[str, int, list[str]] | None:
+    """(qualified name, first line, source lines) of the innermost function whose source holds the line at
+    ``origin`` (a step's): Shape flow shows that source with the step's line marked."""
+    filename, line = origin
+    parsed = _module_tree(filename)
+    if parsed is None:
+        return None
+    tree, lines = parsed
+    found = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                if child.lineno <= line <= (child.end_lineno or child.lineno):
+                    start = min([d.lineno for d in child.decorator_list] + [child.lineno])
+                    source = [t.rstrip("\n") for t in lines[start - 1:child.end_lineno]]
+                    found = (f"{prefix}{child.name}", start, source)
+                    visit(child, f"{prefix}{child.name}.")
+
+    visit(tree, "")
+    return found

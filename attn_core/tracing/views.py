@@ -1,0 +1,186 @@
+"""Read a Trace the way a page shows it: one head's 2-d matrix, or one cell's story.
+
+A Trace's layout depends on the module: ``MultiHeadAttention`` keeps heads in axis 1
+(b, num_heads, ...), the wrapper records each head under ``heads[i]``, single-head modules
+have (b, ...). These helpers hide that, so pages stay free of attention logic.
+
+Any shape: weights may be (b, h, T_q, T_k) with T_q != T_k (a KV cache's new queries over every cached
+key), and keys/values may have fewer heads than the queries (grouped K/V heads: query head ``h`` reads
+K/V head ``h // (num_heads // num_kv_heads)``, the order ``repeat_interleave`` makes: K1 K1 K2 K2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attn_core.tracing.trace import Step, Trace
+
+# MultiHeadAttention records per-head queries/keys/values after its transpose.
+_PER_HEAD_KIND = {"queries": "queries_per_head", "keys": "keys_per_head", "values": "values_per_head"}
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _variable(step: Step) -> str:
+    """The variable a step's code line writes: ``queries = queries.view(...)`` -> "queries",
+    ``attn_scores.masked_fill_(...)`` -> "attn_scores"; else the step's name up to its first dot."""
+    code = step.code.splitlines()[0] if step.code else ""
+    lhs = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\s*=[^=]", code)
+    if lhs:
+        return lhs.group(1)
+    inplace = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\.\w+_\(", code)
+    if inplace:
+        return inplace.group(1)
+    return step.name.split(".")[0]
+
+
+def previous_form(steps: Sequence[Step], i: int) -> tuple[str, Step] | None:
+    """The same tensor one step earlier, as (variable, step): for ``queries.view`` the projected
+    ``queries``, for ``queries.transpose`` its ``.view``. A new tensor (``attn_weights =
+    torch.softmax(attn_scores ...)``) is compared with the first recorded variable it is computed
+    from. None for the first step or when nothing recorded feeds it."""
+    step = steps[i]
+    var = _variable(step)
+    code = step.code.splitlines()[0] if step.code else ""
+    rhs = code.split("=", 1)[1] if re.match(r"\s*\w+\s*=[^=]", code) else code
+    written = {}  # variable -> the last step (before i) that wrote it
+    for s in steps[:i]:
+        written[_variable(s)] = s
+    if var in written and re.search(rf"\b{var}\b", rhs):  # the variable rewritten from itself
+        return var, written[var]
+    for s in reversed(steps[:i]):  # an unnamed expression fed in whole: softmax(attn_scores / ...)
+        expr = s.code.splitlines()[0].strip() if s.code else ""
+        if expr and "=" not in expr and expr in rhs:
+            return s.name, s
+    for name in _NAME.findall(rhs):
+        if name in written and name != "self":
+            return name, written[name]
+    return None
+
+
+def num_heads(trace: Trace) -> int:
+    """How many (query) heads the traced module has (1 for single-head modules)."""
+    scopes = {s.scope for s in trace.of_kind("weights") if s.scope}  # a wrapper's heads (not a tiled loop's tiles)
+    if scopes:
+        return len(scopes)
+    weights = trace.of_kind("weights")
+    if weights and weights[-1].tensor.ndim == 4:
+        return int(weights[-1].tensor.shape[1])
+    return 1
+
+
+def kv_head(trace: Trace, head: int, kind: str = "keys") -> int:
+    """Which K/V head query ``head`` reads: itself, unless the trace's ``kind`` tensor has fewer heads than there
+    are query heads (grouped-query attention), then ``head // group size``."""
+    step = head_step(trace, kind, 0)
+    H = num_heads(trace)
+    if step is None or step.tensor.ndim != 4 or len(trace.of_kind(step.kind)) > 1:
+        return head
+    kv = int(step.tensor.shape[1])
+    if kv >= H or H % kv:
+        return head
+    return head // (H // kv)
+
+
+def head_step(trace: Trace, kind: str, head: int = 0) -> Step | None:
+    """The step of ``kind`` that holds ``head`` (None if the module has no such step)."""
+    kind = _PER_HEAD_KIND[kind] if kind in _PER_HEAD_KIND and trace.of_kind(_PER_HEAD_KIND[kind]) else kind
+    steps = trace.of_kind(kind)
+    if not steps:
+        return None
+    return steps[head] if len(steps) > 1 else steps[0]
+
+
+def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.ndarray | None:
+    """The 2-d matrix of ``kind`` for one head and batch element, as float32 (None if absent). For a tensor
+    with fewer heads than the queries (grouped K/V), the K/V head that query ``head`` reads.
+
+    A view of the trace's tensor where possible (no copy): treat it as read-only."""
+    step = head_step(trace, kind, head)
+    if step is None:
+        return None
+    t = step.tensor
+    if t.ndim == 4:
+        index = head if t.shape[1] == num_heads(trace) else kv_head(trace, head, kind)
+        t = t[batch, min(index, t.shape[1] - 1)]
+    elif t.ndim == 3:
+        t = t[batch]
+    return t.float().numpy() if t.dtype.is_floating_point else t.numpy().astype(np.float32)
+
+
+def all_heads(trace: Trace, kind: str, batch: int = 0) -> np.ndarray | None:
+    """(num_heads, rows, cols) stack of ``kind`` over every (query) head."""
+    mats = [head_matrix(trace, kind, h, batch) for h in range(num_heads(trace))]
+    if any(m is None for m in mats):
+        return None
+    return np.stack(mats)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CellStory:
+    """How weight (i, j) came about and what it contributes: the numbers for one clicked cell."""
+
+    i: int
+    j: int
+    head: int
+    query: np.ndarray  # q_i
+    key: np.ndarray  # k_j
+    dot: float  # q_i . k_j (the score)
+    d_k: int
+    scaled: float | None  # dot / sqrt(d_k); None where the variant does not scale
+    masked: bool  # j is in the future of i under the causal mask
+    row_scaled: np.ndarray  # the scaled scores of row i (what softmax sees; -inf where masked)
+    weight: float  # softmax share of key j in row i
+    weight_used: float  # after dropout (equals weight without dropout)
+    value: np.ndarray  # v_j
+    contribution: np.ndarray  # weight_used * v_j
+    context: np.ndarray  # z_i = sum over j of the contributions
+    share_all: float | None = None  # renormalize method: key j's softmax share over every key (None: −∞ masking)
+    kept: float | None = None  # renormalize method: what row i sums to once the future is zeroed
+
+    @property
+    def renormalized(self) -> bool:
+        """Whether the weights came from softmax over every key, the future zeroed and each row ÷ its sum."""
+        return self.share_all is not None
+
+
+def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> CellStory:
+    """The story of attention weight (query i, key j) in one head, read from a trace."""
+    x = head_matrix(trace, "input", 0, batch)
+    q_all = head_matrix(trace, "queries", head, batch)
+    k_all = head_matrix(trace, "keys", head, batch)
+    v_all = head_matrix(trace, "values", head, batch)
+    if q_all is None:  # simplified attention: the inputs play all three roles
+        q_all = k_all = v_all = x
+    weights = head_matrix(trace, "weights", head, batch)
+    used = head_matrix(trace, "dropped_weights", head, batch)
+    used = weights if used is None else used
+    context = head_matrix(trace, "context", head, batch)
+    scaled_m = head_matrix(trace, "scaled_scores", head, batch)
+    mask = head_matrix(trace, "mask", head, batch)
+    n_q, n_k = weights.shape
+    if not (0 <= i < n_q and 0 <= j < n_k):
+        raise ValueError(f"cell ({i}, {j}) is outside the {n_q} x {n_k} weights")
+    q, k, v = q_all[i], k_all[j], v_all[j]
+    dot = float(q @ k)
+    d_k = int(k_all.shape[-1])
+    masked = bool(mask[i, j]) if mask is not None else False
+    scaled = None if scaled_m is None else dot / d_k**0.5
+    if scaled_m is not None:
+        row = scaled_m[i].copy()
+    else:
+        row = head_matrix(trace, "scores", head, batch)[i].copy()
+    unmasked = head_matrix(trace, "unmasked_weights", head, batch)
+    zeroed = head_matrix(trace, "zeroed_weights", head, batch)
+    if unmasked is None and mask is not None:  # −∞ before softmax: what softmax sees is −∞ where masked
+        row[mask[i].astype(bool)] = -np.inf
+    share_all = None if unmasked is None else float(unmasked[i, j])
+    kept = None if zeroed is None else float(zeroed[i].sum())
+    w_used = float(used[i, j])
+    return CellStory(i, j, head, q, k, dot, d_k, scaled, masked, row, float(weights[i, j]), w_used, v,
+                     w_used * v, context[i], share_all, kept)

@@ -1,0 +1,125 @@
+"""Explore's "Model view" with pretrained weights: every layer x head as a thumbnail with its head type (a click
+opens that head in every section), and the model's next-token probabilities after the sentence."""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from attn_core.labs.scores import HEAD_TYPES, head_type, verdict
+from dashboard.drawing import grid_charts, screen
+from dashboard.drawing.chart_cache import memo
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import cap, column_px, grow
+from dashboard.export.slides import draw_chart
+from dashboard.state import models
+from dashboard.state.links import md_escape
+
+GRID_KEY = "model_grid"
+GRID_WIDTHS = [2, 1]  # the grid | the toggle and the next-token table
+GRID_ROOM_PX = 520  # the grid's cells at most this tall at 1280x720: with its axis and legend, one screen
+
+
+def repeated(ids: tuple[int, ...], limit: int) -> tuple[int, ...]:
+    """The tokens twice (their first ``limit // 2`` when twice would not fit the model's positions)."""
+    half = ids[:limit // 2]
+    return half + half
+
+
+def _open_head(section_key: str, section: str, name: str) -> None:
+    """The model view was clicked: that model's layer and head, open in every section (the link follows)."""
+    picked = (st.session_state[GRID_KEY].selection or {}).get("head_pick") or []
+    if picked:
+        st.session_state["model"] = name
+        st.session_state["layer"] = int(picked[0]["layer"])
+        st.session_state["head"] = int(picked[0]["head"]) - 1
+        st.session_state[section_key] = section
+
+
+def transposed(n_layers: int, n_heads: int) -> bool:
+    """Lay the layers along x, the heads along y: for a deep model with few heads (SmolLM2: 30 x 9), whose layers
+    as rows would leave cells of 8 px."""
+    return n_layers > 2 * n_heads
+
+
+def cell_px(n_layers: int, n_heads: int) -> int:
+    """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
+    if transposed(n_layers, n_heads):
+        n_layers, n_heads = n_heads, n_layers  # rows are heads, columns layers
+    wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
+    # every layer above the fold: the cells start ~310 px down on the projector, ~420 px with the page's title and
+    # head picker, and the legend takes ~75 px under them
+    top = 310 if presenting() else 420
+    tall = min(cap(GRID_ROOM_PX), round((screen.BASE_HEIGHT - top - 75) * grow())) // n_layers
+    return max(8, min(wide, tall))
+
+
+def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None, section_key: str,
+                    open_section: str) -> None:
+    """The grid of every head of model ``name`` on token ids ``ids`` (with the sentence repeated when the toggle
+    says) and the next-token table; ``opened``: the (layer, head) the other sections show, framed."""
+    context = min(models.model(name).cfg["context_length"], models.MAX_POSITIONS)
+    left, right = st.columns(GRID_WIDTHS)
+    again = right.toggle("Repeat the sentence", key="repeat_sentence", bind="query-params",
+                         help="The tokens twice, so induction heads show: on the second copy, an induction head looks "
+                              "at the token that followed the same token in the first copy.")
+    shown = repeated(ids, context) if again else ids
+    bar = left.empty()
+    label = md_escape(models.label(name))  # a folder's name, in Markdown
+
+    def progress(fraction: float, words: str) -> None:
+        bar.progress(fraction, text=f"{label}: every head, {words}")
+
+    try:
+        view = models.model_view(name, shown, progress)
+    except ValueError as e:
+        bar.empty()
+        left.error(str(e))
+        return
+    bar.empty()
+    n_layers, n_heads = view.thumbs.shape[:2]
+    types = np.array([[HEAD_TYPES[head_type(view.scores, layer, h, view.T)] for h in range(n_heads)]
+                      for layer in range(n_layers)])
+    lines = [verdict(view.scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
+    px = cell_px(n_layers, n_heads)
+    flip = transposed(n_layers, n_heads)
+    view_key = (models.source_key(name), shown)
+    opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
+    url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
+        grid_charts.model_grid_png(view.thumbs, transpose=flip)).decode())
+    with left:
+        draw_chart(st, lambda: grid_charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
+                   lambda: grid_charts.model_grid_frame(url, types, lines, opened, transpose=flip),
+                   ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
+                   (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
+                   on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
+                   title=f"{models.label(name)}: every head on the sentence")
+    with right:
+        next_token_table(name, ids)
+    counts = Counter(types.ravel().tolist())
+    what = (f"the sentence twice ({view.T} tokens)" if again else f"{view.T} tokens") + (
+        f"; each thumbnail is max-pooled over {view.pooled}×{view.pooled} blocks" if view.pooled > 1 else "")
+    st.caption(f"Every layer × head of {label} on {what}, weights on the fixed 0–1 scale. Frames: "
+               + " · ".join(f"{n} {kind}" for kind, n in counts.most_common())
+               + ". Hover for a head's verdict; click one to open it in every section.")
+
+
+def next_token_table(name: str, ids: tuple[int, ...]) -> None:
+    """The model's top next-token probabilities after the sentence (softmax of the last position's logits)."""
+    top = models.next_tokens(name, ids)
+    if presenting():  # on the projector: the rows that fit beside the grid, above the fold
+        top = top[:7]
+
+    def piece(token_id: int) -> str:
+        return models.piece(name, token_id)
+
+    st.markdown(f"**Next token** (top {len(top)})")
+    df = pd.DataFrame({"token": [md_escape(piece(i)) for i, _ in top],
+                       "probability": [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _, p in top]},
+                      index=pd.RangeIndex(1, len(top) + 1))
+    st.table(df)
+    st.caption("softmax of the last logits: what the model expects after your sentence.")

@@ -1,0 +1,155 @@
+"""The chart cache: built Vega-Lite specs, Arrow data and PNGs, remembered by what they show and bounded in bytes;
+and prefetching a chart before it is shown. The one file that touches Streamlit's internals (its Altair-to-Vega-Lite
+conversion, Arrow writer and script-run context; tests/test_streamlit_internals.py says when they change)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+import altair as alt
+import numpy as np
+
+from dashboard.drawing.present import chart_config, presenting
+from dashboard.drawing.sizes import grow
+from dashboard.state.cache import ByteLRU
+from dashboard.state.compute import CACHE_IDLE_S
+
+# Built charts (Vega-Lite spec with Arrow data) and PNGs, keyed by what they show. Building an
+# Altair chart and converting it costs ~50 ms a chart; a rerun that changes nothing in a chart
+# (a click, another head) then sends the cached spec. Shared by sessions: entries are immutable.
+DRAWN_CACHE_BYTES = 256 * 2**20  # a classroom server keeps at most this much of drawn data (runs: compute.py)
+
+
+def _nbytes(value: object) -> int:
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, bytes | bytearray | str):  # a str: a PNG as a data URL (the model view's grid)
+        return len(value)
+    if isinstance(value, list | tuple):
+        return sum(_nbytes(v) for v in value)
+    return 4096  # specs and small objects
+
+
+_LOG = logging.getLogger(__name__)
+_DRAWN: ByteLRU[object] = ByteLRU(DRAWN_CACHE_BYTES, _nbytes, idle_s=CACHE_IDLE_S)
+
+
+def memo(key: Hashable | None, build: Callable[[], object]) -> object:
+    """``build()``, remembered under ``key`` (None: not remembered); least recently used entries go
+    first once the cache holds more than ``DRAWN_CACHE_BYTES``. Arrays are stored as copies, so an
+    entry never pins a whole trace in memory."""
+    if key is None:
+        return build()
+
+    def owned() -> object:
+        value = build()
+        return value.copy() if isinstance(value, np.ndarray) and value.base is not None else value
+
+    return _DRAWN.get(key, owned)
+
+
+def _to_spec(chart: alt.TopLevelMixin) -> dict:
+    """Streamlit's own conversion of an Altair chart: a Vega-Lite dict with Arrow datasets, without Altair's
+    JSON-schema validation of the whole spec (~25 ms of a new 6 x 6 heatmap's ~85 ms, measured; paid on every
+    walkthrough step). The chart builders' specs are validated by the tests (tests/test_charts.py)."""
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+
+    # Streamlit calls ``chart.to_dict()``: for this call only, that is ``to_dict(validate=False)``. Set on the
+    # instance past SchemaBase.__setattr__ (which would store it as a chart property).
+    object.__setattr__(chart, "to_dict", functools.partial(type(chart).to_dict, chart, validate=False))
+    try:
+        return dict(_convert_altair_to_vega_lite_spec(chart))
+    finally:
+        object.__delattr__(chart, "to_dict")
+
+
+def _arrow_bytes(df) -> bytes:
+    """A frame as Arrow IPC bytes, converted on this thread (pyarrow's default thread pool costs
+    ~10 ms a chart in thread start-up on a 2-core machine)."""
+    import pyarrow as pa
+    from streamlit.dataframe_util import convert_arrow_table_to_arrow_bytes
+
+    return convert_arrow_table_to_arrow_bytes(pa.Table.from_pandas(df, nthreads=1))
+
+
+def vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None,
+          structure: Hashable | None, data_key: Hashable | None, key: str, selectable: bool,
+          selection: str = "cell", on_select: Callable[[], None] | None = None):
+    """Draw a chart from a cached spec template (see :func:`draw_chart`); nothing is registered. ``selectable``: its
+    ``selection`` parameter's clicks rerun the page, after ``on_select`` when given."""
+    kw = dict(width="content", key=key)
+    if selectable:
+        kw.update(on_select=on_select or "rerun", selection_mode=[selection])
+    if structure is None:  # a one-off chart: its own data, nothing remembered
+        return container.vega_lite_chart(spec=styled(_to_spec(build())), **kw)
+    template = memo(("spec", structure), lambda: _to_spec(build()))
+    data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
+    name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
+    spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}
+    spec["data"] = {"name": name}
+    spec["datasets"] = {name: data}
+    return container.vega_lite_chart(spec=styled(spec), **kw)
+
+
+def styled(spec: dict) -> dict:
+    """The spec with the page's chart style: high-contrast labels for the theme, large in presentation mode."""
+    config = dict(spec.get("config") or {})
+    for part, values in chart_config(presenting(), grow()).items():
+        config[part] = {**config.get(part, {}), **values}
+    return {**spec, "config": config}
+
+
+def fragment_now() -> tuple[str | None, bool]:
+    """(the fragment the caller runs in, whether this script run reruns fragments only). Streamlit 1.67
+    internals (tests/test_streamlit_internals.py); without them, fragments are treated as the page."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+        return ThreadState.get().fragment_id, bool(ctx is not None and ctx.fragment_ids_this_run)
+    except Exception:  # noqa: BLE001 - pragma: no cover - another Streamlit version
+        return None, False
+
+
+def run_token() -> tuple[bool, object | None]:
+    """(whether the caller runs in a script run, an object Streamlit 1.67 creates afresh for every script run:
+    ``ScriptRunContext.parallel_coordinator``; a fragment rerun is a run too). Keyed weakly by it, what a run drew
+    goes with the run (tests/test_streamlit_internals.py)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return False, None
+    return True, getattr(ctx, "parallel_coordinator", None)
+
+
+def holds(value: object) -> bool:
+    """Whether the cache holds ``value`` itself (a page's memo'd matrix is not cached twice for the export)."""
+    return _DRAWN.holds(value)
+
+
+PREFETCH_DELAY_S = 0.3  # after the run: the browser draws the page it was sent first (2 cores)
+PREFETCH_THREAD = "attention-lab-prefetch"
+
+
+def prefetch(work: Callable[[], None]) -> threading.Thread:
+    """Run ``work`` (e.g. :func:`prepare_matrix` for the next step of a stepper) on a daemon thread after
+    ``PREFETCH_DELAY_S``, while the user reads the page; a failure only costs the prefetch (the page builds on a
+    miss). Returns the thread."""
+    delay_s = PREFETCH_DELAY_S
+
+    def run() -> None:
+        time.sleep(delay_s)
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - a prefetch must never fail a page
+            _LOG.debug("prefetch failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name=PREFETCH_THREAD, daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,86 @@
+"""The model view's grid: every head of a model as a thumbnail in one PNG, framed by its verdict, clickable.
+Data in, Altair chart (or PNG bytes) out; no Streamlit here."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from dashboard.drawing.charts import layered
+from dashboard.drawing.rasters import raster_rgb
+
+HEAD_TYPE_COLORS = {"previous-token": "#e15759", "first-token (sink)": "#4e79a7", "induction": "#f28e2b",
+                    "local": "#59a14f", "broad": "#b07aa1", "mixed": "#9d9d9d"}
+GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
+GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
+
+
+def model_grid_png(thumbs: np.ndarray, tile_px: int = GRID_TILE_PX, margin: float = GRID_MARGIN,
+                   transpose: bool = False) -> bytes:
+    """One PNG of (layers, heads, S, S) weights: row = layer, column = head (``transpose``: row = head, column =
+    layer), each thumbnail colour-mapped on the fixed 0-1 scale and scaled (nearest) into its cell, the margins
+    transparent."""
+    n_layers, n_heads = thumbs.shape[:2]
+    pad = round(tile_px * margin)
+    inner = tile_px - 2 * pad
+    cols, rows = (n_layers, n_heads) if transpose else (n_heads, n_layers)
+    canvas = Image.new("RGBA", (cols * tile_px, rows * tile_px), (0, 0, 0, 0))
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            tile = Image.fromarray(raster_rgb(thumbs[layer, head], "weights")).resize((inner, inner), Image.NEAREST)
+            col, row = (layer, head) if transpose else (head, layer)
+            canvas.paste(tile, (col * tile_px + pad, row * tile_px + pad))
+    buf = io.BytesIO()
+    canvas.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def model_grid_frame(image_url: str, types: np.ndarray, verdicts: Sequence[str], open_head: tuple[int, int] | None,
+                     margin: float = GRID_MARGIN, transpose: bool = False) -> pd.DataFrame:
+    """The grid's data: one row per head (1-based layer and head, its frame's corners in cell units, its type and
+    verdict, a wider frame for the open head), the first row also carrying the image. ``transpose``: layers along
+    x, heads along y (a deep model with few heads: SmolLM2's 30 layers x 9 heads)."""
+    n_layers, n_heads = types.shape
+    layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    opened = np.zeros(layer.shape, bool) if open_head is None else (layer == open_head[0]) & (head == open_head[1])
+    col, row = (layer, head) if transpose else (head, layer)
+    return pd.DataFrame({
+        "layer": layer + 1, "head": head + 1, "x0": col + margin, "x1": col + 1 - margin,
+        "y0": row + margin, "y1": row + 1 - margin, "type": types.ravel(), "verdict": list(verdicts),
+        "frame": np.where(opened, 5.0, 2.0), "url": [image_url] + [None] * (layer.size - 1)})
+
+
+def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
+               transpose: bool = False) -> alt.LayerChart:
+    """Every head as a thumbnail (the image in the frame's first row), framed in its head type's colour; a click
+    picks a head (selection ``head_pick``: its layer and head). Data from :func:`model_grid_frame` (the same
+    ``transpose``: layers along x, heads along y)."""
+    (n_x, x_title), (n_y, y_title) = ((n_layers, "layer"), (n_heads, "head")) if transpose else (
+        (n_heads, "head"), (n_layers, "layer"))
+    width, height = n_x * cell_px, n_y * cell_px
+    font = 15 if big else 11
+    x = alt.Scale(domain=[0, n_x], nice=False, zero=False)
+    y = alt.Scale(domain=[0, n_y], nice=False, zero=False, reverse=True)
+    x_axis = alt.Axis(orient="top", values=[h + 0.5 for h in range(n_x)], labelExpr="datum.value + 0.5",
+                      title=x_title, grid=False, ticks=False, domain=False, labelFontSize=font, titleFontSize=font)
+    y_axis = alt.Axis(values=[v + 0.5 for v in range(n_y)], labelExpr="datum.value + 0.5", title=y_title,
+                      grid=False, ticks=False, domain=False, labelFontSize=font, titleFontSize=font)
+    image = alt.Chart().mark_image(width=width, height=height, align="left", baseline="top").encode(
+        x=alt.XValue(0), y=alt.YValue(0), url="url:N").transform_filter("isValid(datum.url)")
+    pick = alt.selection_point(fields=["layer", "head"], name="head_pick", on="click", clear=False)
+    frames = alt.Chart().mark_rect(fill="#ffffff", fillOpacity=0.01, cursor="pointer").encode(
+        x=alt.X("x0:Q", scale=x, axis=x_axis), x2="x1:Q",
+        y=alt.Y("y0:Q", scale=y, axis=y_axis), y2="y1:Q",
+        stroke=alt.Stroke("type:N", scale=alt.Scale(domain=list(HEAD_TYPE_COLORS),
+                                                    range=list(HEAD_TYPE_COLORS.values())),
+                          legend=alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None,
+                                            symbolStrokeWidth=3, labelFontSize=font, columns=3)),
+        strokeWidth=alt.StrokeWidth("frame:Q", scale=None),
+        tooltip=[alt.Tooltip("verdict:N", title="head")]).add_params(pick)
+    return layered(pd.DataFrame(), image, frames).properties(width=width, height=height,
+                                                              autosize=alt.AutoSizeParams(type="pad"))

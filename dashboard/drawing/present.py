@@ -1,0 +1,116 @@
+"""Presentation mode: large type, high contrast and the whole width for a projector.
+
+A toggle bound to the link (``?present=true``), so a prepared link opens in it. It changes how things
+look, never what is computed: pages draw the same charts with bigger text (``big``), the sidebar
+starts collapsed and the page navigation moves to the top. Both of Streamlit's themes (light and
+dark, from the app menu's Settings) work; chart text takes the theme's contrast colour.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.drawing.charts import LABEL_PX as NORMAL_LABEL_PX
+
+KEY = "present"
+LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
+TITLE_PX = 20
+NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: charts.LABEL_PX)
+
+# Tables of numbers (``text.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
+NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
+    {text-align: right !important; font-variant-numeric: tabular-nums;}
+"""
+# A chart's hover toolbar (fullscreen, ...) sits above the chart by default, over whatever is there: Explore's
+# Download and Previous / Next buttons (issue 20). Inside the chart's top-right corner it covers nothing to click.
+TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
+"""
+# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector
+# (issue 33). Full white on a darker patch of the button's own red.
+KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
+    {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
+     padding: 0 0.3rem;}
+"""
+# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
+# code at >= 16 px: the book's numbers and code are read from the back of the room.
+_CSS = """
+<style>
+.stApp [data-testid="stMainBlockContainer"] {padding-top: 4.5rem; padding-left: 3rem; padding-right: 3rem;}
+.stApp [data-testid="stMarkdown"] p, .stApp [data-testid="stMarkdown"] li {font-size: 1.25rem;}
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] p,
+.stApp [data-testid="stImageCaption"] {font-size: 1.1rem; color: inherit; opacity: 0.95;}
+.stApp button[role="tab"] p {font-size: 1.25rem;}
+.stApp h1 {font-size: 2.4rem;}
+.stApp [data-testid="stWidgetLabel"] p {font-size: 1.1rem;}
+.stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
+.stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
+.stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
+""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+"""
+# The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
+# the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
+# theme. ``inherit`` follows whichever theme is on.
+_BASE_CSS = """
+<style>
+.stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
+""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+"""
+
+
+def requested() -> bool:
+    """Whether the link or the session asks for presentation mode (read before the toggle is drawn)."""
+    if KEY in st.session_state:
+        return bool(st.session_state[KEY])
+    return st.query_params.get(KEY, "").lower() == "true"
+
+
+def presenting() -> bool:
+    """Whether this run draws in presentation mode."""
+    return bool(st.session_state.get(KEY, False))
+
+
+def dark() -> bool:
+    return getattr(st.context.theme, "type", "light") == "dark"
+
+
+def ink() -> str:
+    """The high-contrast text colour for charts on the current theme."""
+    return "#f5f5f5" if dark() else "#111111"
+
+
+def chart_config(big: bool, grow: float = 1.0) -> dict:
+    """A Vega-Lite ``config`` for every chart: labels in the theme's contrast colour, in presentation
+    mode large enough to read from the back of a classroom, and ``grow`` times larger on a screen
+    larger than the 1280×720 projector (as the charts' cells are)."""
+    color = ink()
+    axis = {"labelColor": color, "titleColor": color}
+    legend = {"labelColor": color, "titleColor": color}
+    config: dict = {"axis": axis, "legend": legend, "header": {"labelColor": color, "titleColor": color},
+                    "title": {"color": color}, "text": {"color": color}}  # text marks without their own colour
+    label, title, heading = ((LABEL_PX, LABEL_PX + 2, TITLE_PX) if big
+                             else (NORMAL_LABEL_PX, NORMAL_LABEL_PX + 1, NORMAL_TITLE_PX))
+    axis.update(labelFontSize=round(label * grow), titleFontSize=round(title * grow))
+    legend.update(labelFontSize=round(label * grow), titleFontSize=round(label * grow),
+                  gradientThickness=round((18 if big else 16) * grow))
+    config["header"].update(labelFontSize=round(title * grow))
+    config["title"].update(fontSize=round(heading * grow))
+    return config
+
+
+def _exit() -> None:
+    st.session_state[KEY] = False
+
+
+def controls(sidebar) -> None:
+    """The toggle (in the sidebar) and, while presenting, a page style and an exit button on the page."""
+    sidebar.toggle("Presentation mode", key=KEY, bind="query-params",
+                   help="Large type, high contrast, the sidebar out of the way. The link keeps it: "
+                        "prepare a link and open it on the projector.")
+    st.html(_CSS if presenting() else _BASE_CSS)
+    if presenting():
+        # one small button in the top bar (fixed, beside the app menu): every line above the chart costs a row
+        # of the chart at 720 pixels
+        st.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
+                  type="tertiary", help="The settings are in the sidebar (» at the top left); Page Up / Page Down "
+                                        "step through sections.")

@@ -1,0 +1,80 @@
+"""How wide a chart may be: the projector's column widths, and the cell size that keeps a heatmap
+with its labels and legend inside its column.
+
+A Vega-Lite heatmap with fixed cells does not shrink to its column; one wider than its column runs
+into its neighbour (issue 9: the weights chart over the Cell story at 1280×720). So every chart is
+sized for the main column the browser measured (dashboard/drawing/screen.py), and until it has reported, for
+the narrowest screen it must hold on: the main column at 1280×720 with the sidebar open
+(``CONTENT_PX``, measured in Chromium; tests/test_browser_layout.py checks the result). On a larger
+screen (1920×1080) everything grows by :func:`grow`: cells, caps, chart text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dashboard.drawing import screen
+from dashboard.drawing.present import presenting
+
+CONTENT_PX = screen.WIDTHS[0]  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
+PRESENT_CONTENT_PX = screen.WIDTHS[1]  # the same in presentation mode: sidebar collapsed, 3 rem padding
+GAP_PX = 16  # between st.columns (gap="small")
+CHAR_PX = 8  # an axis label character at 13 px (present.NORMAL_LABEL_PX; 11 px: "2: journey" was 62 px)
+BIG_CHAR_PX = 10  # the same at 16 px
+LEGEND_PX = 80  # a gradient legend with its title and labels ("0.8", "÷ row max")
+AXIS_TITLE_PX = 24
+
+
+def content_px() -> int:
+    """Width of the page's main column (as measured; before that, on a 1280×720 projector in this run's mode)."""
+    return screen.current(presenting()).width
+
+
+def grow() -> float:
+    """How much larger than on the 1280×720 projector charts are drawn (1.0 there; 1.5 at 1920×1080)."""
+    return screen.current(presenting()).grow
+
+
+def cap(px: int) -> int:
+    """A size limit designed for the 1280×720 projector, on this screen."""
+    return round(px * grow())
+
+
+def room(normal_px: int, top_px: int, below_px: int = 0) -> int:
+    """The longest side a section's main chart may have: ``normal_px`` on this screen (:func:`cap`) and, in
+    presentation mode, the height between the chart's cells (their top at ``top_px`` at 1280×720, their
+    labels taking ``below_px`` under them) and the screen's bottom edge: the class sees the whole matrix
+    without scrolling, as large as it fits."""
+    if not presenting():
+        return cap(normal_px)
+    return round((screen.BASE_HEIGHT - top_px - below_px) * grow()) - 8
+
+
+def column_px(weights: Sequence[float], index: int, total: int | None = None) -> int:
+    """Width of column ``index`` of ``st.columns(weights)`` in a container ``total`` px wide (default: the
+    main column)."""
+    usable = (content_px() if total is None else total) - GAP_PX * (len(weights) - 1)
+    return int(usable * weights[index] / sum(weights))
+
+
+def label_px(labels: Sequence[str], limit: int = 120) -> int:
+    """The widest axis label, as drawn (Vega cuts labels at ``limit`` px)."""
+    char = (BIG_CHAR_PX if presenting() else CHAR_PX) * grow()
+    return round(min(limit * grow(), char * max((len(str(s)) for s in labels), default=1))) + 8
+
+
+def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
+              limit: int = 120, spacing: int = 20) -> int:
+    """The ``max_px`` (side of one panel's cell area) that keeps ``panels`` heatmaps in a row, with
+    their row labels, axis title and legend, inside ``avail_px``."""
+    chrome = label_px(row_labels, limit) + round((AXIS_TITLE_PX + (LEGEND_PX if legend else 0) + 10) * grow())
+    per_panel = (avail_px - chrome - spacing * (panels - 1)) // max(panels, 1)
+    return max(40, int(per_panel))
+
+
+def fit(limit_px: int, row_labels: Sequence[str], weights: Sequence[float] = (1,), index: int = 0, *,
+        legend: bool = True, panels: int = 1) -> int:
+    """The ``max_px`` of a chart drawn in column ``index`` of ``st.columns(weights)`` (default: the whole main
+    column): at most ``limit_px`` (:func:`cap` or :func:`room`), and small enough that ``panels`` heatmaps with
+    their row labels and legend fit the column (:func:`cell_area`). The one place column widths meet charts."""
+    return min(limit_px, cell_area(column_px(weights, index), row_labels, legend=legend, panels=panels))

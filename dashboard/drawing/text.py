@@ -1,0 +1,65 @@
+"""Text and tables of results: plural words, error messages as sentences, tables that read on a projector."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.drawing.present import presenting
+from dashboard.state.links import md_escape
+
+NUMBERS_KEY = "numbers_"  # a container keyed with this prefix right-aligns its tables' cells (present.NUMBERS_CSS)
+
+
+def show_table(container, df, *, formats: dict[str, str] | None = None, na_rep: str = "",
+               hide_index: bool | None = None, column_config: dict | None = None, **dataframe_kw) -> None:
+    """A table of results: ``st.dataframe`` (sortable, searchable, downloadable), and in presentation mode a static
+    ``st.table``, whose text the presentation style sets at 1.1 rem (the data grid draws ~12 px text on a canvas that
+    no style reaches). ``formats``: printf formats by column (``{"median ms": "%.3f"}``), applied in both; ``na_rep``
+    what a missing number shows in the static table. Text cells are Markdown-escaped there (st.table renders
+    Markdown)."""
+    import pandas as pd
+
+    formats = {c: f for c, f in (formats or {}).items() if c in df.columns}
+    if not presenting():
+        config = {c: st.column_config.NumberColumn(format=f) for c, f in formats.items()} | (column_config or {})
+        container.dataframe(df, hide_index=hide_index, column_config=config or None, **dataframe_kw)
+        return
+    shown = df.copy()
+    for c in shown.columns:
+        if not pd.api.types.is_numeric_dtype(shown[c]) or pd.api.types.is_bool_dtype(shown[c]):
+            shown[c] = [v if v is None else md_escape(str(v)) for v in shown[c]]
+    shown.index = pd.Index([md_escape(str(i)) for i in shown.index], name=df.index.name)
+    shown.columns = [md_escape(str(c)) for c in shown.columns]
+    style = shown.style.format({md_escape(str(c)): (lambda v, f=f: f % v) for c, f in formats.items()},
+                               na_rep=na_rep)
+    container.table(style, hide_index=hide_index if hide_index is not None else isinstance(df.index, pd.RangeIndex),
+                    width="content")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def sentence(message: object) -> str:
+    """An error message as a sentence: capital first letter, one final full stop. A message that starts
+    with a code name (``d_out``, ``num_heads``) keeps it as written: "D_out" is not the book's name."""
+    text = str(message).strip().rstrip(".")
+    first = text.split(" ", 1)[0]
+    if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
+        return text + "."
+    return (text[:1].upper() + text[1:] + ".") if text else ""
+
+
+def markdown_table(container, df, *, formats: dict[str, str] | None = None) -> None:
+    """A small table as Markdown: no data grid to build, so a page that changes every step (Generate) redraws it
+    cheaply. Every cell is escaped (a token like ``|`` or ``**`` stays literal); ``formats`` as :func:`show_table`."""
+    formats = formats or {}
+
+    def cell(column: str, value: object) -> str:
+        return md_escape(formats[column] % value if column in formats else str(value))
+
+    head = "| " + " | ".join(md_escape(str(c)) for c in df.columns) + " |"
+    rule = "|" + "|".join("---:" if c in formats else "---" for c in df.columns) + "|"
+    rows = ["| " + " | ".join(cell(c, v) for c, v in zip(df.columns, row)) + " |" for row in df.itertuples(index=False)]
+    container.markdown("\n".join([head, rule, *rows]))

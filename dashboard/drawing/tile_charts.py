@@ -1,0 +1,67 @@
+"""Charts of the tiled attention loop: data in, Altair chart out (no Streamlit here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from attn_core.attention.flash import TilePlan
+
+STATUS = ("done", "this tile", "to do", "skipped (all masked)", "masked cell")
+STATUS_COLOURS = ("#4c78a8", "#f58518", "#e8eef6", "#bdbdbd", "#f2f2f2")
+
+
+def tile_frame(plan: TilePlan, mask_bool: np.ndarray | None, current: int, weights: np.ndarray) -> pd.DataFrame:
+    """One row per (query, key) cell: its tile's status at step ``current`` of ``plan.order()`` and the final
+    attention weight (shown in tiles that are done)."""
+    order = plan.order()
+    position = {(i, j): n for n, (i, j, _) in enumerate(order)}
+    rows = []
+    for i, j, computed in order:
+        n = position[(i, j)]
+        if not computed:
+            status = "skipped (all masked)"
+        elif n == current:
+            status = "this tile"
+        else:
+            status = "done" if n < current else "to do"
+        for q in plan.rows(i):
+            for k in plan.cols(j):
+                hidden = mask_bool is not None and bool(mask_bool[q, k])
+                cell = "masked cell" if hidden and computed else status
+                value = float(weights[q, k]) if status in ("done", "this tile") and not hidden else np.nan
+                rows.append((q, k, i, j, cell, value))
+    return pd.DataFrame(rows, columns=["q", "k", "query_tile", "key_tile", "status", "weight"])
+
+
+def tile_grid_chart(frame: pd.DataFrame, labels: Sequence[str], size_px: int, *, numbers: bool) -> alt.LayerChart:
+    """The num_tokens x num_tokens grid coloured by tile status, tile borders drawn, weights on finished cells."""
+    n = len(labels)
+    label_expr = "[" + ",".join(_js(s) for s in labels) + "][datum.value]"
+    axis_x = alt.Axis(labelExpr=label_expr, labelAngle=-45, title="key (tile column)", labelFontSize=13,
+                      titleFontSize=13)
+    axis_y = alt.Axis(labelExpr=label_expr, title="query (tile row)", labelFontSize=13, titleFontSize=13)
+    base = alt.Chart(frame).encode(
+        x=alt.X("k:O", sort="ascending", axis=axis_x, scale=alt.Scale(domain=list(range(n)))),
+        y=alt.Y("q:O", sort="ascending", axis=axis_y, scale=alt.Scale(domain=list(range(n)))),
+    )
+    cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS), range=list(STATUS_COLOURS)),
+                        legend=alt.Legend(title="tile", orient="bottom", columns=2, labelFontSize=13,
+                                          titleFontSize=13)),
+        tooltip=["query_tile:Q", "key_tile:Q", "status:N", alt.Tooltip("weight:Q", format=".3f")],
+    )
+    layers = [cells]
+    if numbers:
+        layers.append(base.mark_text(fontSize=13).transform_filter("isValid(datum.weight)").encode(
+            text=alt.Text("weight:Q", format=".2f"),
+            color=alt.condition("datum.status == 'this tile'", alt.value("black"), alt.value("white"))))
+    return alt.layer(*layers).properties(width=size_px, height=size_px, autosize=alt.AutoSizeParams(type="pad"))
+
+
+def _js(text: str) -> str:
+    """A JavaScript string literal for a label (quotes and backslashes escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", " ") + "'"

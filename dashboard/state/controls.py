@@ -1,0 +1,340 @@
+"""The shared sidebar: every knob, each with a stable key, and the URL that restores them.
+
+``render_sidebar()`` draws the controls and returns a :class:`Settings`; pages call
+``settings()`` to read it. Invalid combinations are turned into messages here, never into
+exceptions: pages show them with st.error / st.warning.
+
+The URL is kept by hand rather than with ``bind="query-params"``, so that a link carries the plain
+identifiers (``?variant=MultiHeadAttention&mask_method=renormalize``), every value read from a
+link is validated with a message naming what was wrong, and a text too long for a link stays
+out of it (``URL_TEXT_LIMIT``) instead of making a link that cannot load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict
+
+import streamlit as st
+
+from attn_core import MAX_TEXT_CHARS, AttentionConfig, available_devices, variant
+from attn_core.attention.variants import KNOBS as VARIANT_KNOBS
+from attn_core.models.pretrained import how_to_get_gpt2
+from dashboard.state import models
+from dashboard.state.links import link_warning, md_escape
+from dashboard.state.settings_schema import (  # noqa: F401  (names pages import from here)
+    _CONFIG,
+    DEFAULTS,
+    DROPOUT_MAX,
+    DROPOUT_STEP,
+    INPUT_NAMES,
+    KEPT_BY_PRESETS,
+    MASK_NAMES,
+    MAX_CONTEXT,
+    MAX_DIM,
+    MAX_LAYERS,
+    PRESETS,
+    SCHEMA,
+    URL_KEYS,
+    URL_TEXT_LIMIT,
+    VARIANT_NAMES,
+    BadValue,
+    Setting,
+    Settings,
+    _preset,
+    parse_int,
+    parse_url_value,
+    url_value,
+)
+
+
+def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
+    """Until a session's first run has drawn the sidebar, take each setting the link names (widgets own them
+    after: :func:`render_sidebar` sets ``_url_read`` once its widgets exist, so a first run interrupted by a
+    rerun reads the link again instead of losing what it had read)."""
+    messages: list[tuple[str, str]] = []
+    if st.session_state.get("_url_read"):
+        return messages
+    for key, setting in SCHEMA.items():
+        if key not in st.query_params:
+            continue
+        raw = st.query_params[key]
+        try:
+            st.session_state[key] = setting.parse(raw, devices)
+        except BadValue as e:
+            messages.append(("warning", link_warning(key, raw, setting.shown(setting.default), str(e))))
+    return messages
+
+
+def _write_url(values: dict[str, object]) -> bool:
+    """Put the settings into the URL (only those that differ from the defaults); return whether the
+    text was left out for being too long for a link."""
+    from urllib.parse import quote_plus
+
+    text_too_long = False
+    for key, value in values.items():
+        wanted = None if value == DEFAULTS[key] else url_value(value)
+        if key == "sentence" and wanted is not None and len(quote_plus(wanted)) > URL_TEXT_LIMIT:
+            wanted, text_too_long = None, True
+        current = st.query_params.get(key)
+        if wanted is None and current is not None:
+            del st.query_params[key]
+        elif wanted is not None and current != wanted:
+            st.query_params[key] = wanted
+    return text_too_long
+
+
+def _link_values() -> dict[str, object]:
+    """The settings as the link holds them, read from the sidebar widgets' state (KeyError before they exist)."""
+    return {key: setting.coerce(st.session_state[key]) for key, setting in SCHEMA.items()}
+
+
+def write_link_early() -> None:
+    """Put the settings into the address bar before the run draws anything (the sidebar writes it again, a no-op).
+
+    Each change of the link makes the browser redraw the whole page once more. Sent at the end of the sidebar,
+    that redraw fell in the middle of the run's own redraws (~25 ms more to a sentence change, measured in
+    Chromium); sent first, it falls in the gap before the page's new elements arrive. The widgets' values are in
+    the session state when a run starts, except in a session's first run, which takes them from the link.
+    """
+    if not st.session_state.get("_url_read"):
+        return
+    try:
+        values = _link_values()
+    except (KeyError, TypeError, ValueError):  # a widget not drawn yet: the sidebar writes the link
+        return
+    _write_url(values)
+
+
+def _apply_preset(name: str) -> None:
+    for key, value in PRESETS[name].items():
+        st.session_state[key] = value
+
+
+def _now(key: str) -> object:
+    """A setting's value in this session (its default before it has one), to give its widget as the ``value``.
+
+    A widget the browser has not mounted yet (the sidebar of a phone-sized screen, or of presentation mode, starts
+    collapsed) starts from the ``value`` its last message carried, and sends that back with the next click. Given
+    the default, a prepared link's ``d_out=8`` came back as 2 with the first PageDown (issue 33). The value is not
+    part of a keyed widget's identity, so passing the current one changes nothing else."""
+    return st.session_state.get(key, DEFAULTS[key])
+
+
+def _select(container, label: str, key: str, **kw):
+    """A selectbox over a choice setting's ids, showing their labels."""
+    setting = SCHEMA[key]
+    options = list(setting.labels)
+    current = _now(key)
+    return container.selectbox(label, options, index=options.index(current) if current in options else 0,
+                               format_func=setting.labels.get, key=key, **kw)
+
+
+def _number(container, label: str, key: str, **kw):
+    """A number input over an int setting's range."""
+    setting = SCHEMA[key]
+    return container.number_input(label, int(setting.lo), int(setting.hi), value=_now(key), key=key, **kw)
+
+
+def _toggle(container, label: str, key: str, **kw):
+    """A toggle for a bool setting."""
+    return container.toggle(label, value=bool(_now(key)), key=key, **kw)
+
+
+def _finish_link(sb, text: str) -> None:
+    """The widgets exist: from now on they own the settings; put them into the link."""
+    st.session_state["_url_read"] = True
+    if _write_url(_link_values()):  # the same values write_link_early wrote at the start of the run: no change
+        sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
+                   "every setting but opens with the book's sentence.")
+
+
+def _keep_state(*keys: str) -> None:
+    """Keep settings whose widgets this run does not draw (Streamlit forgets an undrawn widget's value): the link
+    still holds them, and they are back when their widgets are."""
+    kept = st.session_state.setdefault("_kept", set())
+    for key in keys:
+        st.session_state[key] = st.session_state.get(key, DEFAULTS[key])
+        kept.add(key)
+
+
+def _hand_back_kept() -> None:
+    """Before a run draws widgets kept undrawn last run: set each value again in this run. A value set in an earlier
+    run is the widget's value on the server but not sent to the browser, which drew the default (the sentence a
+    visit to Learn had kept came back as the book's, in Chromium; AppTest did not show it)."""
+    for key in st.session_state.pop("_kept", ()):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig | None]:
+    """The Weights choice (random, or each GPT-2 size found here), and with a GPT-2 its config (sizes fixed by
+    the model). Without GPT-2 on this machine the choice is greyed and says how to get it, as plain text."""
+    choices = models.CHOICES
+    if st.session_state.get("model", models.RANDOM) not in choices:  # a folder taken away while the server ran
+        st.session_state["model"] = models.RANDOM
+    absent = len(choices) == 1
+    name = _select(sb, "Weights", "model", disabled=absent,
+                   help="The chapter's random weights, or a pretrained model's (SmolLM2, GPT-2): its real heads on "
+                        "your sentence.")
+    if not any(not models.is_gguf(n) for n in choices if n != models.RANDOM):
+        # folded: the how-to is long, and the sidebar's attention knobs come after it on every page
+        sb.expander("GPT-2 is not on this machine: how to add it").text(how_to_get_gpt2())
+    if name == models.RANDOM:
+        return models.RANDOM, None
+    with sb, st.spinner(f"Loading {md_escape(models.label(name))} (once per server)…"):
+        try:
+            models.model(name)
+        except ValueError as e:
+            shown = md_escape(models.label(name))
+            messages.append(("error", f"{shown} cannot be used: {md_escape(str(e))} Showing random weights."))
+            return models.RANDOM, None
+    return name, models.model_config(name, AttentionConfig())
+
+
+FIXED_BY_MODEL = ("input_mode", "variant", "d_in", "d_out", "num_heads", "context_length", "num_kv_groups", "window",
+                  "latent_dim", "causal", "qkv_bias")
+
+
+def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
+                        messages: list[tuple[str, str]]) -> Settings:
+    """The sidebar with a pretrained model: which layer, the model's sizes shown fixed, and the chapter's knobs that
+    still apply (masking method, dropout, training, seed)."""
+    _keep_state(*FIXED_BY_MODEL, "device")
+    n_layers = models.model(weights).cfg["n_layers"]
+    if st.session_state.get("layer", 1) > n_layers:
+        shown = md_escape(models.label(weights))
+        messages.append(("warning", f"{shown} has {n_layers} layers: showing layer {n_layers}."))
+        st.session_state["layer"] = n_layers
+    layer = sb.number_input("Layer", 1, n_layers, value=_now("layer"), key="layer",
+                            help="The layer whose attention every page shows (its heads: pick one on Explore).")
+    c1, c2 = sb.columns(2)
+    fixed = "Fixed by the model's weights."
+    c1.number_input("d_in", value=model_cfg.d_in, disabled=True, help=fixed)
+    c2.number_input("d_out", value=model_cfg.d_out, disabled=True, help=fixed)
+    c3, c4 = sb.columns(2)
+    c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
+    c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
+    if models.is_gguf(weights):
+        c = models.model(weights).cfg
+        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: GroupedQueryAttention, {c['n_heads']} query heads "
+                   f"sharing {c['n_kv_groups']} K/V heads, RoPE on queries and keys, no biases, causal. Its input "
+                   f"vectors are layer {int(layer)}'s input: the residual stream, RMS-normed. The model has no "
+                   "dropout: the chapter's masking method and dropout below act on this layer's copy only.")
+    else:
+        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its "
+                   f"input vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
+    mask_method = _select(sb, "Masking method", "mask_method")
+    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout")
+    t3, t4 = sb.columns(2)
+    train_mode = _toggle(t3, "training", "train_mode",
+                           help="Dropout is only active in training mode.")
+    seed = _number(t4, "seed", "seed")
+    sb.caption("Running on **cpu**, where the shared model is.")
+    _finish_link(sb, text)
+    cfg = dataclasses.replace(model_cfg, mask_method=mask_method, dropout=float(dropout), train_mode=bool(train_mode),
+                              seed=int(seed))
+    settings = Settings(text, models.INPUT_NAME, cfg, messages, weights=weights, layer=int(layer) - 1)
+    st.session_state["_settings"] = settings
+    return settings
+
+
+KNOB_PAGES = "Explore, Shape flow, Masking lab and Book walkthrough"  # the pages that read the sidebar's knobs
+APPLY_HINT = "Ctrl+Enter (⌘+Enter on a Mac) or a click outside the box applies it."
+
+
+def render_sidebar(uses: str = "all") -> Settings:
+    """Draw the shared controls in the sidebar and return the resulting Settings. A knob the chosen variant does
+    not use (its registry entry's ``knobs``) is greyed out.
+
+    ``uses``: what the page reads. "all": every knob; "none" (a page with its own controls: Learn, Generate, KV cache
+    cost, Benchmark): no knob at all, each setting kept for the link and the way back. The Sentence comes first, so
+    it is above the fold of a 1280x720 screen (issue 33: it started at y 704)."""
+    devices = available_devices()
+    messages = _seed_from_url(devices)
+    _hand_back_kept()
+    if st.session_state.get("device") not in devices:
+        st.session_state["device"] = "cpu"
+    sb = st.sidebar
+    sb.header("Attention Lab")
+    if uses == "none":
+        return _no_knobs(sb, messages)
+    text = sb.text_area("Sentence", value=_now("sentence"), key="sentence", height=90,
+                        max_chars=MAX_TEXT_CHARS,
+                        help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}). {APPLY_HINT}")
+    sb.caption(APPLY_HINT)
+    sb.caption("Presets")
+    for name in PRESETS:
+        sb.button(name, key=f"preset_{name}", on_click=_apply_preset, args=(name,), width="stretch")
+    weights, model_cfg = _weights(sb, messages)
+    if model_cfg is not None:
+        return _pretrained_sidebar(sb, text or "", weights, model_cfg, messages)
+    _keep_state("layer")
+    input_mode = _select(sb, "Input vectors", "input_mode")
+    spec = variant(_select(sb, "Variant", "variant", help="The variants of the chapter, in its order."))
+    unused = {knob: not spec.uses(knob) for knob in VARIANT_KNOBS}
+    book_mode = input_mode == "book"
+    c1, c2 = sb.columns(2)
+    d_in = _number(c1, "d_in", "d_in", disabled=book_mode, help="Width of each input vector (the book's inputs are "
+                                                                 "3-d).")
+    d_out = _number(c2, "d_out", "d_out", disabled=unused["d_out"])
+    if spec.d_out_note:
+        sb.caption(spec.d_out_note)
+    c3, c4 = sb.columns(2)
+    num_heads = _number(c3, "num_heads", "num_heads", disabled=unused["num_heads"])
+    context_length = _number(c4, "context_length", "context_length", disabled=unused["context_length"],
+                             help="Size of the causal mask buffer (GPT-2: 1024).")
+    g1, g2, g3 = sb.columns(3)
+    num_kv_groups = _number(g1, "groups", "num_kv_groups", disabled=unused["num_kv_groups"],
+                            help="num_kv_groups of grouped-query attention: how many K/V heads the query heads share "
+                                 "(must divide num_heads; 1 = multi-query).")
+    window = _number(g2, "window", "window", disabled=unused["window"],
+                     help="Sliding window: each token sees only the last W tokens, itself included (0 = no window).")
+    latent_dim = _number(g3, "latent", "latent_dim", disabled=unused["latent_dim"],
+                         help="Multi-head latent attention: the width of the latent keys and values come from "
+                              "(1 to d_out).")
+    mask_method = _select(sb, "Masking method", "mask_method", disabled=unused["mask_method"])
+    t1, t2 = sb.columns(2)
+    causal = _toggle(t1, "causal", "causal", disabled=unused["causal"],
+                       help="Off: plain self-attention through the same class.")
+    qkv_bias = _toggle(t2, "qkv_bias", "qkv_bias", disabled=unused["qkv_bias"])
+    dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout",
+                        disabled=unused["dropout"])
+    t3, t4 = sb.columns(2)
+    train_mode = _toggle(t3, "training", "train_mode", disabled=unused["train_mode"],
+                           help="Dropout is only active in training mode.")
+    seed = _number(t4, "seed", "seed")
+    device = sb.selectbox("Device", devices, index=devices.index(_now("device")), key="device",
+                          help="Only devices that exist on this machine are listed.")
+    sb.caption(f"Running on **{device}**.")
+    text = text or ""
+    _finish_link(sb, text)
+
+    cfg = AttentionConfig(
+        variant=spec.id, d_in=3 if book_mode else int(d_in), d_out=int(d_out), num_heads=int(num_heads),
+        context_length=int(context_length), dropout=float(dropout), mask_method=mask_method,
+        causal=bool(causal), qkv_bias=bool(qkv_bias), train_mode=bool(train_mode), seed=int(seed),
+        device=device or "cpu", num_kv_groups=int(num_kv_groups), window=int(window), latent_dim=int(latent_dim),
+    )
+    settings = Settings(text, input_mode, cfg, messages)
+    st.session_state["_settings"] = settings
+    return settings
+
+
+def _no_knobs(sb, messages: list[tuple[str, str]]) -> Settings:
+    """A page with its own controls: the sidebar says where the knobs are; every setting stays for the link."""
+    _keep_state(*SCHEMA)
+    sb.caption(f"This page has its own controls. The sentence and the attention knobs are on {KNOB_PAGES}: "
+               "they keep their values meanwhile.")
+    text = str(st.session_state["sentence"] or "")
+    _finish_link(sb, text)
+    state = st.session_state
+    cfg = AttentionConfig(**{k: SCHEMA[k].coerce(state[k]) for k in asdict(AttentionConfig()) if k in SCHEMA})
+    settings = Settings(text, str(state["input_mode"]), cfg, messages)
+    st.session_state["_settings"] = settings
+    return settings
+
+
+def settings() -> Settings:
+    """The Settings the sidebar produced in this run."""
+    return st.session_state["_settings"]
