@@ -45,7 +45,7 @@ PROFILES = {
 # began. (A fast run may flip the script state and back within one render, so the state alone is no signal.)
 #
 # A chart drawn on a <canvas> changes pixels, not the DOM: every drawing call on a 2-d canvas counts as a change
-# too (stricter than the shared probe, which sees only DOM changes; large heatmaps are canvases, charts.many_cells).
+# too (stricter than the shared probe, which sees only DOM changes; large heatmaps are canvases, cells.many_cells).
 QUIET_JS = """() => {
   if (!window.__probe) {
     window.__probe = {last: performance.now(), moved: 0, ignore: null};

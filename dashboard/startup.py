@@ -31,8 +31,8 @@ def _import_all() -> None:
     import torch  # noqa: F401
 
     import dashboard.app_pages.trained_view  # noqa: F401
-    import dashboard.drawing.charts  # noqa: F401
     import dashboard.drawing.head_view  # noqa: F401
+    import dashboard.drawing.heatmaps  # noqa: F401
     import dashboard.drawing.matrices  # noqa: F401
     import dashboard.drawing.present  # noqa: F401
     import dashboard.drawing.screen  # noqa: F401

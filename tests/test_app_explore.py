@@ -314,7 +314,7 @@ def test_weights_readable_at_1280(sentence, beside):
     """Issue 33: outside presentation mode the weights chart beside the cell story was 276 px wide: at 44 tokens only
     every 4th label, from 11 tokens no values. Beside the story while its cells hold their values (10 tokens);
     otherwise the whole column: values up to ~23 tokens, every token's 13 px label up to ~44."""
-    from dashboard.drawing import charts
+    from dashboard.drawing import cells
 
     T = len(tokenize(sentence))
     at = open_page(sentence=sentence, section="Weights")
@@ -322,7 +322,7 @@ def test_weights_readable_at_1280(sentence, beside):
     layers = spec["layer"]
     axes = [layers[0]["encoding"][c]["axis"] for c in ("x", "y")]
     assert all(a["labelOverlap"] is False for a in axes), axes  # every token labelled
-    assert spec["width"] >= T * charts.LABEL_PX
+    assert spec["width"] >= T * cells.LABEL_PX
     has_values = any("label" in json.dumps(layer.get("encoding", {}).get("text", {})) for layer in layers)
     assert has_values == (T <= 20), T  # values whenever cells hold them
     assert (spec["width"] <= 300) == beside, spec["width"]  # beside the story: a 3/5 column

@@ -242,7 +242,7 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
     reads this one, so the click only sends it."""
     import threading
 
-    from dashboard.drawing import chart_cache, charts
+    from dashboard.drawing import chart_cache, heatmaps
 
     monkeypatch.setattr(chart_cache, "PREFETCH_DELAY_S", 0.0)
 
@@ -260,8 +260,8 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
         return build
 
     at = open_page(WALK, input_mode=inputs)
-    monkeypatch.setattr(charts, "heatmap", counted(charts.heatmap))  # the spec
-    monkeypatch.setattr(charts, "heatmap_frame", counted(charts.heatmap_frame))  # and its data
+    monkeypatch.setattr(heatmaps, "heatmap", counted(heatmaps.heatmap))  # the spec
+    monkeypatch.setattr(heatmaps, "heatmap_frame", counted(heatmaps.heatmap_frame))  # and its data
     for i in range(1, 8):
         settle()
         built.clear()

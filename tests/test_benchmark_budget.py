@@ -144,14 +144,14 @@ def test_rounds_interleave_and_fast_calls_are_batched():
 
 
 def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
-    from dashboard.drawing import charts
+    from dashboard.drawing import measure_charts
 
     df = pd.DataFrame([row(i, t, t / 100, 1.0) for i in ("MultiHeadAttention (efficient)", "raw SDPA")
                        for t in (128, 256, 1024)])
-    spec = charts.line_chart(df, "num_tokens", "ms", "implementation").to_dict()
+    spec = measure_charts.line_chart(df, "num_tokens", "ms", "implementation").to_dict()
     assert spec["encoding"]["x"]["scale"]["domain"] == [128, 1024] and spec["encoding"]["x"]["scale"]["nice"] is False
     assert spec["encoding"]["color"]["legend"]["labelLimit"] == 0
-    bars = charts.bar_chart(df, "ms", "implementation", spread=True).to_dict()
+    bars = measure_charts.bar_chart(df, "ms", "implementation", spread=True).to_dict()
     assert any(layer.get("encoding", {}).get("x2", {}).get("field") == "ms_max" for layer in bars["layer"])
     texts = [layer for layer in bars["layer"] if layer["mark"]["type"] == "text"]
     assert texts and all(t["encoding"]["x"]["field"] == "ms" for t in texts)  # the number sits at the median
@@ -160,14 +160,14 @@ def test_line_chart_axis_ends_at_the_data_and_legend_names_are_whole():
 def test_line_chart_reads_with_the_sizes_one_run_measures():
     """Issue 9: a default run cut short by its 10 s budget measures one or two sizes of the time-vs-T curve; on
     log axes niced to powers of ten (0.1-10 ms) they were a few dots in a thin band of an empty chart."""
-    from dashboard.drawing import charts
+    from dashboard.drawing import measure_charts
 
     impls = {"MultiHeadAttention (explicit)": [1.2, 3.5, 12, 50], "raw SDPA": [0.8, 2.0, 6, 22]}
     sizes = [128, 256, 512, 1024]
 
     def spec(n, **titles):
         df = pd.DataFrame([row(i, t, times[k], 1.0) for i, times in impls.items() for k, t in enumerate(sizes[:n])])
-        return charts.line_chart(df, "num_tokens", "ms", "implementation", **titles).to_dict()
+        return measure_charts.line_chart(df, "num_tokens", "ms", "implementation", **titles).to_dict()
 
     for n in (1, 2):  # a short span: a linear time axis from 0 to just above the slowest time
         y = spec(n)["encoding"]["y"]

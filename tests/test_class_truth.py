@@ -106,19 +106,19 @@ def test_benchmark_bars_use_a_log_axis_when_one_repeat_is_slow():
     import altair as alt
     import pandas as pd
 
-    from dashboard.drawing import charts
+    from dashboard.drawing import measure_charts
 
     df = pd.DataFrame({"implementation": ["raw SDPA", "MultiHeadAttention (explicit)", "wrapper"],
                        "pass": ["forward"] * 3, "ms": [0.04, 0.07, 0.11], "ms_min": [0.03, 0.06, 0.10],
                        "ms_max": [0.05, 18.0, 0.12]})  # one slow repeat: 18 ms
     alt.data_transformers.disable_max_rows()
-    spec = charts.bar_chart(df, "ms", "implementation", "pass", spread=True).to_dict()
+    spec = measure_charts.bar_chart(df, "ms", "implementation", "pass", spread=True).to_dict()
     scales = [layer["encoding"]["x"].get("scale", {}) for layer in spec["layer"] if "x" in layer.get("encoding", {})]
     assert scales and all(s.get("type") == "log" for s in scales), scales
     lo, hi = scales[0]["domain"]
     assert lo <= 0.03 and hi >= 18.0  # every bar, line and value inside
     even = df.assign(ms_max=df["ms"] * 1.1)  # times within 10x of each other: a plain axis from 0 reads better
-    spec = charts.bar_chart(even, "ms", "implementation", "pass", spread=True).to_dict()
+    spec = measure_charts.bar_chart(even, "ms", "implementation", "pass", spread=True).to_dict()
     assert all(layer["encoding"]["x"].get("scale", {}).get("type") != "log" for layer in spec["layer"]
                if "x" in layer.get("encoding", {}))
 
@@ -145,7 +145,7 @@ def test_learn_scores_table_has_no_empty_column_and_room_for_the_verdict(task):
 def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
     import numpy as np
 
-    from dashboard.drawing import charts
+    from dashboard.drawing import cells, heatmaps
 
     labels = [f"{i + 1}: word{i}" for i in range(22)]
     m = np.random.default_rng(0).random((22, 22))
@@ -154,11 +154,11 @@ def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
         return [n["y"].get("axis", {}) for n in spec_nodes(spec) if isinstance(n.get("y"), dict)
                 and n["y"].get("field") == "row"]
 
-    small = charts.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels, max_px=180, big=big)
-    row_px = charts.cell_px(22, 22, 180, big)
+    small = heatmaps.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels, max_px=180, big=big)
+    row_px = cells.cell_px(22, 22, 180, big)
     assert row_px < (18 if big else 12)
     assert all(a.get("labelOverlap") for a in y_axis(small.to_dict())), y_axis(small.to_dict())
-    roomy = charts.heatmap(m[:6, :6], labels[:6], labels[:6], max_px=480, big=big)
+    roomy = heatmaps.heatmap(m[:6, :6], labels[:6], labels[:6], max_px=480, big=big)
     assert not any(a.get("labelOverlap") for a in y_axis(roomy.to_dict()))
     assert all(a.get("labelFlush") is False for a in y_axis(roomy.to_dict()))  # the first label sat low (item 9)
 

@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 from PIL import Image
 
-from dashboard.drawing import charts, rasters
+from dashboard.drawing import heatmaps, measure_charts, rasters
 from dashboard.export.formats import chart_png, chart_svg, matrix_csv, slide_name, zip_files
 
 LABELS = ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
@@ -27,7 +27,7 @@ def test_file_names_say_what_and_which_settings():
 
 def test_svg_keeps_labels_title_and_legend():
     alt.data_transformers.disable_max_rows()
-    chart = charts.heatmap(weights6(), LABELS, LABELS, scale="weights").properties(title="attention weights")
+    chart = heatmaps.heatmap(weights6(), LABELS, LABELS, scale="weights").properties(title="attention weights")
     svg = chart_svg(chart).decode()
     assert svg.startswith("<svg") and "attention weights" in svg
     for label in LABELS:
@@ -72,7 +72,7 @@ def test_an_untitled_chart_gets_a_title_and_a_titled_one_keeps_its_own():
     from dashboard.export.formats import titled
 
     alt.data_transformers.disable_max_rows()
-    bare = charts.heatmap(weights6(), LABELS, LABELS, scale="weights")
+    bare = heatmaps.heatmap(weights6(), LABELS, LABELS, scale="weights")
     spec = titled(bare, "attention weights", "MultiHeadAttention · 6 tokens").to_dict()
     assert spec["title"]["text"] == "attention weights" and spec["title"]["subtitle"] == "MultiHeadAttention · 6 tokens"
     own = titled(bare.properties(title="Loss"), "loss", "").to_dict()
@@ -116,6 +116,6 @@ def test_chart_frame_finds_the_data_of_layered_charts():
 
     df = pd.DataFrame({"implementation": ["a", "b"], "ms": [1.0, 2.0], "ms_min": [0.9, 1.8], "ms_max": [1.1, 2.2],
                        "pass": ["forward"] * 2})
-    layered = charts.bar_chart(df, "ms", "implementation", "pass", spread=True)
+    layered = measure_charts.bar_chart(df, "ms", "implementation", "pass", spread=True)
     assert chart_frame(layered) is df
     assert chart_frame(alt.Chart(alt.Data(values=[{"a": 1}])).mark_point()) is None

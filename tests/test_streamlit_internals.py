@@ -87,10 +87,10 @@ def test_chart_cache_converts_like_streamlit_without_schema_validation(monkeypat
     from altair.utils import schemapi
     from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
 
-    from dashboard.drawing import chart_cache, charts
+    from dashboard.drawing import chart_cache, heatmaps
 
     labels = [f"{i + 1}: w" for i in range(4)]
-    chart = charts.heatmap(np.eye(4), labels, labels, scale="weights")
+    chart = heatmaps.heatmap(np.eye(4), labels, labels, scale="weights")
     expected = dict(_convert_altair_to_vega_lite_spec(chart))
 
     def no_validation(*args, **kwargs):

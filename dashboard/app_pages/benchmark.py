@@ -11,7 +11,7 @@ from attn_core import available_devices
 from attn_core.labs.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, BenchmarkTimeout, Size, run_isolated
 from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling, explain, noisy_rows, verdict
 from attn_core.labs.lab import DTYPES
-from dashboard.drawing import charts
+from dashboard.drawing import measure_charts
 from dashboard.drawing.text import plural, show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 
@@ -142,7 +142,7 @@ def render() -> None:
         st.header("Implementations")
         for n, ((size, pass_), part) in enumerate(df.groupby(["size", "pass"], sort=False)):
             st.markdown(f"**{size}** · {pass_} · {part['device'].iloc[0]} · {part['dtype'].iloc[0]}")
-            draw_chart(st, lambda part=part: charts.bar_chart(part, "ms", "implementation", "pass", width=560,
+            draw_chart(st, lambda part=part: measure_charts.bar_chart(part, "ms", "implementation", "pass", width=560,
                                                               spread=True),
                        key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
                        title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
@@ -156,7 +156,7 @@ def render() -> None:
     if scaling_rows:
         sdf = pd.DataFrame(scaling_rows)
         st.header("Time vs number of tokens")
-        draw_chart(st, lambda: charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560,
+        draw_chart(st, lambda: measure_charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560,
                                                  x_title="tokens (T)", y_title="median time per forward pass (ms)"),
                    key="bench_scaling", name="time_vs_tokens", table=lambda: sdf,
                    title="Forward time vs number of tokens (b 1, d 256, 4 heads)")

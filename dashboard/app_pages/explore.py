@@ -21,7 +21,7 @@ from dashboard.app_pages.explore_view import View, cell_story_text, summary
 from dashboard.app_pages.model_view import show_model_view
 from dashboard.app_pages.trained_view import show_trained_weights
 from dashboard.classroom.ui import ask_the_class
-from dashboard.drawing import charts
+from dashboard.drawing import cells, scales
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.drawing.matrices import show_matrix, show_panels
@@ -153,7 +153,7 @@ def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
 
     Beside the story (3 : 2 columns) while its cells there hold their values. Otherwise the chart takes the
     column's width and the story goes below it, so the class can read it: in presentation mode the cells keep their
-    16 px values up to :data:`charts.TEXT_MAX_TOKENS` tokens even if the matrix then runs past the screen's bottom
+    16 px values up to :data:`cells.TEXT_MAX_TOKENS` tokens even if the matrix then runs past the screen's bottom
     (the sidebar opened, or a 10-token sentence on a narrow projector, drew them 25 px wide and blank, issue 33);
     outside it the values stay up to ~23 tokens, and every token keeps its 13 px label up to ~44 (beside the story a
     44-token chart was 276 px wide: every 4th label and no values, issue 33)."""
@@ -161,12 +161,12 @@ def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
     side = fit(limit, labels, [3, 2], 0)
     T = len(labels)
     if not presenting():
-        if side >= T * charts.value_cell_px(False, signed=False):
+        if side >= T * cells.value_cell_px(False, signed=False):
             return side, True
         return max(side, fit(cap(640), labels)), False
-    if T > charts.TEXT_MAX_TOKENS:
+    if T > cells.TEXT_MAX_TOKENS:
         return side, True
-    need = math.ceil(T * charts.value_cell_px(True, grow(), signed=False))
+    need = math.ceil(T * cells.value_cell_px(True, grow(), signed=False))
     if side >= need:
         return side, True
     return fit(max(limit, need), labels), False
@@ -262,11 +262,11 @@ def dropout_section(v: View) -> None:
                 f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
     c_dm, c_dw = st.columns([1, 2])
     show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", name=v.name("dropout_mask"), scale="mask",
-                title="dropped cells (1 = zeroed)", mask_labels=charts.DROPOUT_MASK_LABELS,
+                title="dropped cells (1 = zeroed)", mask_labels=scales.DROPOUT_MASK_LABELS,
                 max_px=fit(cap(200), v.labels, [1, 2], 0, legend=False),
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                v.labels, key="dropout", name=v.name("dropout"), scale=charts.weights_scale(top), columns=2,
+                v.labels, key="dropout", name=v.name("dropout"), scale=scales.weights_scale(top), columns=2,
                 max_px=fit(cap(210), v.labels, [1, 2], 1, panels=2),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "

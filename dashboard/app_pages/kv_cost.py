@@ -14,7 +14,7 @@ from attn_core.attention.kv_cache import KVCache
 from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
 from attn_core.labs.kv_cost import DTYPE_BYTES, PRESETS, AttentionShape, ModelPreset, cache_bytes, kv_cost_rows
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
-from dashboard.drawing import charts
+from dashboard.drawing import measure_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px
@@ -169,8 +169,8 @@ def render() -> None:
                           for s in preset.shapes() for n in LENGTHS])
     with right:
         width = min(cap(520), content_px() // 2 - 140)  # room for the 13 px axis labels and title
-        draw_chart(st, lambda: charts.line_chart(curve, "context (tokens)", "GB", "variant", log=True, width=width,
-                                                 height=cap(190), y_title="KV cache (GB)"),
+        draw_chart(st, lambda: measure_charts.line_chart(curve, "context (tokens)", "GB", "variant", log=True,
+                                                         width=width, height=cap(190), y_title="KV cache (GB)"),
                    key="kv_curve", name="kv_cache_vs_context", title=f"KV cache vs context: {preset.name}",
                    table=lambda: curve)
     st.header("Measured here: the cache tensors' bytes = the formula")

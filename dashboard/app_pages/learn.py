@@ -10,7 +10,7 @@ from attn_core.labs import checkpoints
 from attn_core.labs.learn import TASKS, Trainer, TrainingJob, get_task, server_load, verdict_chars
 from attn_core.labs.scores import induction_targets
 from dashboard.app_pages.trained_view import LEARN_JOB
-from dashboard.drawing import charts, learn_charts, rasters, screen
+from dashboard.drawing import cells, heatmaps, learn_charts, rasters, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import column_px
@@ -245,9 +245,9 @@ def live(job: TrainingJob) -> None:
         # one spec for every snapshot and head (the title is the line above): each poll while training only
         # swaps the data, instead of building a new Vega view every second on cores the worker shares
         n = len(labels)
-        draw_chart(st, lambda: charts.heatmap(head, labels, labels, scale="weights", max_px=480),
-                   lambda: charts.heatmap_frame(head, labels, labels, scale="weights"),
-                   ("learn_head", charts.spec_signature(n, n, labels, 480, False)), (uid, at, pick),
+        draw_chart(st, lambda: heatmaps.heatmap(head, labels, labels, scale="weights", max_px=480),
+                   lambda: heatmaps.heatmap_frame(head, labels, labels, scale="weights"),
+                   ("learn_head", cells.spec_signature(n, n, labels, 480, False)), (uid, at, pick),
                    key="learn_head_chart", name=learn_charts.head_name(*pick).replace(" ", ""),
                    title=f"{learn_charts.head_name(*pick)} at step {at}",
                    table=lambda: pd.DataFrame(head, index=labels, columns=labels).reset_index(names=""))

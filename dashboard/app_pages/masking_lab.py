@@ -20,7 +20,7 @@ from attn_core.labs.lab import (
 )
 from attn_core.tracing.views import head_matrix
 from dashboard.classroom.ui import ask_the_class
-from dashboard.drawing import charts
+from dashboard.drawing import scales
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import show_matrix, show_panels
 from dashboard.drawing.sizes import cap, fit
@@ -76,7 +76,7 @@ def render() -> None:
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption(" ".join(filter(None, [
             "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
-            "rounding.", charts.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
+            "rounding.", scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
     st.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
@@ -93,7 +93,7 @@ def render() -> None:
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
                 key="mistake_pair", scale="weights", columns=2, max_px=pair, cache_key=(rk, "mistake", pick),
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
-    if note := charts.out_of_range_note(wrong.weights.numpy(), "weights"):
+    if note := scales.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
     c2, c3 = st.columns([1, 1])
     c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
@@ -151,7 +151,7 @@ def render() -> None:
         c_mask, c_note = st.columns(2)
         mask_px = fit(cap(HALF_CAP_PX), labels, [1, 1], 0, legend=False)  # its legend is below
         show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask", title="dropped (1 = zeroed)",
-                    max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=charts.DROPOUT_MASK_LABELS,
+                    max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=scales.DROPOUT_MASK_LABELS,
                     name=f"dropout_mask_p{p:g}")
         sums = dropped.sum(axis=1)
         c_note.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels below share a colour scale "
@@ -161,7 +161,7 @@ def render() -> None:
                         f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
                         "(`model.eval()`) dropout does nothing.")
         show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=pair,
+                    labels, key="dropout_lab", scale=scales.weights_scale(top), columns=2, max_px=pair,
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
                     title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
 

@@ -16,7 +16,7 @@ from attn_core.tracing.steps import kind_scale
 from attn_core.tracing.trace import function_at
 from attn_core.tracing.views import previous_form
 from dashboard.classroom.ui import ask_the_class
-from dashboard.drawing import charts
+from dashboard.drawing import flow_charts, scales
 from dashboard.drawing.matrices import show_matrix, tensor_slice
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px, fit
@@ -123,7 +123,7 @@ def step_view() -> None:
         tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
                      cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}",
                      max_px=fit(cap(HALF_CAP_PX), labels, [1, 1], 1, legend=scale != "mask"),
-                     mask_labels=charts.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else charts.MASK_LABELS)
+                     mask_labels=scales.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else scales.MASK_LABELS)
 
 
 def kv_sharing_section(cfg: AttentionConfig) -> None:
@@ -201,7 +201,7 @@ def render() -> None:
     st.markdown("**Before**: `queries` (num_tokens, d_out)")
     before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
     groups = np.tile(demo.head_of_column.numpy()[columns], (demo_T, 1))
-    draw_chart(st, lambda: charts.numbered_cells(before, groups, tok, [str(c + 1) for c in columns],
+    draw_chart(st, lambda: flow_charts.numbered_cells(before, groups, tok, [str(c + 1) for c in columns],
                                                   x_title="d_out column",
                                                   px=min(cap(30),
                                                          (content_px() - cap(NUMBERED_CHROME_PX)) // len(columns))),
@@ -210,7 +210,7 @@ def render() -> None:
     st.markdown("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
                 "head_dim) matrix per head")
     per_head = demo.transposed.numpy()[:demo_h, :demo_T, :demo_hd]  # (num_heads, num_tokens, head_dim)
-    draw_chart(st, lambda: charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
+    draw_chart(st, lambda: flow_charts.numbered_cells(per_head, np.repeat(np.arange(demo_h)[:, None, None], demo_T, 1)
                                                   .repeat(demo_hd, 2), tok, [str(c + 1) for c in range(demo_hd)],
                                                   panels=[f"head {h + 1}" for h in range(demo_h)],
                                                   x_title="head_dim", columns=4 if demo_hd <= 3 else 2),

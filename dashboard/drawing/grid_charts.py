@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from dashboard.drawing.charts import layered
+from dashboard.drawing.cells import layered
 from dashboard.drawing.rasters import raster_rgb
 
 HEAD_TYPE_COLORS = {"previous-token": "#e15759", "first-token (sink)": "#4e79a7", "induction": "#f28e2b",

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from attn_core.labs.scores import SCORE_NAMES, SCORE_TITLES, verdict
-from dashboard.drawing.charts import layered
+from dashboard.drawing.cells import layered
 
 PATTERN_SCORES = ("previous_token", "induction", "first_token")  # the 0-1 scores drawn over steps
 SHORT_NAMES = {"previous_token": "previous", "induction": "induction", "first_token": "first-token"}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import altair as alt
 import numpy as np
 
-from dashboard.drawing import charts, rasters
+from dashboard.drawing import cells, heatmaps, rasters, scales
 from dashboard.drawing.chart_cache import _arrow_bytes, _to_spec, memo, vega
 from dashboard.drawing.present import dark, presenting
 from dashboard.drawing.sizes import grow
@@ -25,15 +25,15 @@ THUMB_SIDE = 256  # the same for the small panels of a grid
 @dataclass(frozen=True)
 class Look:
     """How a matrix is drawn as a rect heatmap: every option its chart depends on besides the matrix's shape and
-    labels, as one bundle from the page to :func:`charts.heatmap` (hashable: part of the spec template's key)."""
+    labels, as one bundle from the page to :func:`heatmaps.heatmap` (hashable: part of the spec template's key)."""
 
     scale: str = "scores"
     x_title: str = "key"
     y_title: str = "query"
-    max_px: int = charts.CHART_PX
+    max_px: int = cells.CHART_PX
     selectable: bool = False
     text_format: str = ".2f"  # the d3 format of the values printed in cells (when they fit)
-    mask_labels: tuple[str, str] = charts.MASK_LABELS  # what a 0/1 mask's values mean (scale="mask")
+    mask_labels: tuple[str, str] = scales.MASK_LABELS  # what a 0/1 mask's values mean (scale="mask")
     big: bool = False  # presentation mode
     grow: float = 1.0  # the screen's growth over the 1280x720 projector
     dark: bool = False  # the page's theme: a mask's colours follow it
@@ -45,14 +45,14 @@ class Look:
 
     def chart(self, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
               offset_rows: int = 0, offset_cols: int = 0) -> alt.TopLevelMixin:
-        return charts.heatmap(matrix, row_labels, col_labels, scale=self.scale, x_title=self.x_title,
+        return heatmaps.heatmap(matrix, row_labels, col_labels, scale=self.scale, x_title=self.x_title,
                               y_title=self.y_title, max_px=self.max_px, selectable=self.selectable,
                               text_format=self.text_format, big=self.big, mask_labels=self.mask_labels, grow=self.grow,
                               dark=self.night, offset_rows=offset_rows, offset_cols=offset_cols)
 
     def structure(self, what: str, n_rows: int, n_cols: int, col_labels: Sequence[str]) -> tuple:
         """The key of the spec template a ``what`` chart of this shape shares."""
-        return (what, charts.spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow), self)
+        return (what, cells.spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow), self)
 
     def data_key(self, cache_key: Hashable | None) -> Hashable | None:
         """What a chart's data (and raster) is remembered under: the page's key, the colours and the size."""
@@ -75,19 +75,19 @@ def show_matrix(
     title: str = "",
     x_title: str = "key",
     y_title: str = "query",
-    max_px: int = charts.CHART_PX,
+    max_px: int = cells.CHART_PX,
     selectable: bool = False,
     zoom: bool = False,
     cache_key: Hashable | None = None,
     text_format: str = ".2f",
     name: str | None = None,
-    mask_labels: tuple[str, str] = charts.MASK_LABELS,
+    mask_labels: tuple[str, str] = scales.MASK_LABELS,
     raster: bool = False,
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked. The drawing options
     are a :class:`Look`'s. ``raster``: a PNG whatever the size (a chart redrawn at a new size every step).
 
-    Above ``charts.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
+    Above ``cells.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
 
     The chart is offered by :func:`page_downloads` as ``name`` (what it is, for the file name; default
@@ -100,9 +100,9 @@ def show_matrix(
     ck = look.data_key(cache_key)
     what = name or key
     slide_title = title or slides.words(what)
-    if not raster and not charts.matrix_needs_raster(n_rows, n_cols):
+    if not raster and not cells.matrix_needs_raster(n_rows, n_cols):
         event = vega(container, lambda: look.chart(matrix, row_labels, col_labels),
-                     lambda: charts.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
+                     lambda: heatmaps.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
                      look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, selectable)
         kept = slides.own(matrix)
         slides.register_chart(export.PageChart(
@@ -132,7 +132,7 @@ def show_matrix(
     cols = (start, start + size) if n_cols == n_rows else (0, min(n_cols, size))
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
     event = vega(container, lambda: look.chart(window, row_labels, col_labels, start, cols[0]),
-                 lambda: charts.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
+                 lambda: heatmaps.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                  look.structure("zoom", *window.shape, col_labels[cols[0]:cols[1]]),
                  None if ck is None else (ck, "zoom", start, size), key, selectable)
     container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
@@ -151,18 +151,18 @@ def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Se
     data. Read ``look``'s presentation mode, growth and theme in the script: this may run on another thread.
     Rasters are not prepared."""
     n_rows, n_cols = np.shape(matrix)
-    if charts.matrix_needs_raster(n_rows, n_cols):
+    if cells.matrix_needs_raster(n_rows, n_cols):
         return
     memo(("spec", look.structure("heatmap", n_rows, n_cols, col_labels)),
          lambda: _to_spec(look.chart(matrix, row_labels, col_labels)))
     if cache_key is not None:
         memo(("arrow", look.data_key(cache_key)),
-             lambda: _arrow_bytes(charts.heatmap_frame(matrix, row_labels, col_labels, scale=look.scale)))
+             lambda: _arrow_bytes(heatmaps.heatmap_frame(matrix, row_labels, col_labels, scale=look.scale)))
 
 
 def _bound(matrix: np.ndarray, scale: str, ck: Hashable | None) -> float | None:
     """A diverging raster's colour range (rasters.raster_rgb: ±max |finite value|), for its exported legend."""
-    if charts.scale_parts(scale)[0] != "scores":
+    if scales.scale_parts(scale)[0] != "scores":
         return None
 
     def compute() -> float:
@@ -198,19 +198,19 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     what = name or key
     slide_title = title or slides.words(what)
     big, g = presenting(), grow()
-    if not (charts.needs_raster(len(matrices) * n_rows * n_cols, charts.MAX_PANEL_CELLS)
-            or max(n_rows, n_cols) > charts.MAX_RECT_SIDE):
+    if not (cells.needs_raster(len(matrices) * n_rows * n_cols, cells.MAX_PANEL_CELLS)
+            or max(n_rows, n_cols) > cells.MAX_RECT_SIDE):
         def build():
-            return charts.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
+            return heatmaps.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
                                      max_px=max_px, x_title=x_title, y_title=y_title, big=big, grow=g)
-        structure = ("facet", len(matrices), charts.spec_signature(n_rows, n_cols, col_labels, max_px, big, g),
+        structure = ("facet", len(matrices), cells.spec_signature(n_rows, n_cols, col_labels, max_px, big, g),
                      tuple(titles), scale, columns, max_px, x_title, y_title, big)
-        vega(container, build, lambda: charts.facet_frame(matrices, titles, row_labels, col_labels, scale),
+        vega(container, build, lambda: heatmaps.facet_frame(matrices, titles, row_labels, col_labels, scale),
               structure, ck, key, False)
         kept = [slides.own(m) for m in matrices]
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.panels_table([lambda m=m: m for m in kept], titles, row_labels, col_labels),
-            chart=lambda: charts.facet_grid(kept, titles, row_labels, col_labels, scale=scale, columns=columns,
+            chart=lambda: heatmaps.facet_grid(kept, titles, row_labels, col_labels, scale=scale, columns=columns,
                                             max_px=max_px, x_title=x_title, y_title=y_title)))
         return
     container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "
@@ -233,7 +233,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
 
 def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,
                  scale: str = "scores", cache_key: Hashable | None = None, name: str | None = None,
-                 max_px: int = 420, mask_labels: tuple[str, str] = charts.MASK_LABELS) -> None:
+                 max_px: int = 420, mask_labels: tuple[str, str] = scales.MASK_LABELS) -> None:
     """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes (exported as
     ``name`` plus the picked positions, e.g. ``queries.view_b1_head2``). ``max_px`` bounds the cells'
     longer side (choose it for the column the slice is drawn in)."""

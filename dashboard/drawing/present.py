@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.drawing.charts import LABEL_PX as NORMAL_LABEL_PX
+from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
 
 KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
-NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: charts.LABEL_PX)
+NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: cells.LABEL_PX)
 
 # Tables of numbers (``text.NUMBERS_KEY``): right-aligned, so decimal points line up; st.table aligns text left.
 NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)

@@ -1,4 +1,4 @@
-"""Colour-mapped PNGs of matrices: the same colour maps as the Altair heatmaps (dashboard/drawing/charts.py), drawn as
+"""Colour-mapped PNGs of matrices: the same colour maps as the Altair heatmaps (dashboard/drawing/scales.py), drawn as
 pixels for matrices too large for rect marks. NumPy in, PNG bytes out; no Streamlit, no Altair."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from dashboard.drawing.charts import (
-    _DIVERGING,
-    _VIRIDIS,
+from dashboard.drawing.scales import (
     ABOVE_RANGE,
     BELOW_RANGE,
     MASK_GREY,
@@ -19,6 +17,13 @@ from dashboard.drawing.charts import (
     mask_range,
     scale_parts,
 )
+
+# Anchor colours for the PNG raster (viridis; and a blue-white-orange diverging map).
+_VIRIDIS = np.array([[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+                     [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]],
+                    dtype=np.float64)
+_DIVERGING = np.array([[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 247],
+                       [254, 224, 182], [224, 130, 20], [127, 59, 8]], dtype=np.float64)
 
 LEVELS = 253  # colours a colour map is sampled at (matplotlib's viridis has 256); then below 0, above the top, grey
 BELOW, ABOVE, GREY = 253, 254, 255

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from dashboard.drawing.charts import label_expr
+from dashboard.drawing.cells import label_expr
 
 KIND_COLORS = {"token": "#e8e8e8", "input": "#4c78a8", "target": "#f58518"}  # tableau10 blue / orange
 # Streamlit's default autosize ("fit") squeezes the plot so that labels + plot = width: 200 px of labels left a

@@ -145,7 +145,7 @@ class PageChart:
     settings: SlideSettings | None = None
     chart: Callable[[], alt.TopLevelMixin] | None = None
     images: Sequence[tuple[str, bytes]] = ()
-    scale: str = "scores"  # the rasters' colour scale (charts.scale_parts), for their legend
+    scale: str = "scores"  # the rasters' colour scale (scales.scale_parts), for their legend
     bound: float | None = None  # a diverging raster's colour range is -bound..bound
     x_title: str = "key"
     y_title: str = "query"
@@ -187,9 +187,9 @@ def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], st
     of its top, middle and bottom, and the legend's title."""
     from PIL import Image
 
-    from dashboard.drawing import charts, rasters
+    from dashboard.drawing import rasters, scales
 
-    kind, top = charts.scale_parts(scale)
+    kind, top = scales.scale_parts(scale)
     if kind == "mask":
         values, ends = np.array([1.0, 0.0]), ["1", "", "0"]
     elif kind in ("weights", "relative", "magnitude"):
@@ -200,7 +200,7 @@ def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], st
     rgb = rasters.raster_rgb(values[:, None], scale)
     buf = io.BytesIO()
     Image.fromarray(np.repeat(rgb, 8, axis=1), mode="RGB").save(buf, format="PNG")
-    return buf.getvalue(), ends, charts.LEGEND_TITLES.get(kind, "value")
+    return buf.getvalue(), ends, scales.LEGEND_TITLES.get(kind, "value")
 
 
 def _png_size(png: bytes) -> tuple[int, int]:

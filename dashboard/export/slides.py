@@ -246,7 +246,7 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
                on_select: Callable[[], None] | None = None):
     """Draw a chart from a cached spec template; return its selection event (or a DeltaGenerator).
 
-    No chart spec depends on the data's values (see charts.color_scale), so the spec built once
+    No chart spec depends on the data's values (see scales.color_scale), so the spec built once
     for a ``structure`` (shape, labels, scale, sizes) serves every run: a rerun only swaps in the
     new data (``frame()`` as Arrow bytes, cached under ``data_key``). Building and converting a
     chart costs ~50 ms; swapping data ~1 ms.

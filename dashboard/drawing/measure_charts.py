@@ -1,0 +1,83 @@
+"""Charts of measurements: bars (time per implementation, with each repeat's spread) and lines (time or memory
+against sequence length), axes fitted to what one run measured. Data in, Altair out; no Streamlit."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from dashboard.drawing.cells import layered
+
+LOG_Y_SPAN = 10  # a log time axis only once the times span this factor: below it a linear axis from 0 reads better
+
+
+def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title: str = "",
+              width: int = 520, spread: bool = False) -> alt.Chart | alt.LayerChart:
+    """Horizontal bars of ``x`` per ``y``, grouped by ``color`` (benchmarks: ms per implementation).
+    ``spread``: a thin line over each bar from ``{x}_min`` to ``{x}_max`` (the fastest and slowest repeat)."""
+    # one slow repeat (18 ms) scaled a linear axis so that the book-size bars (0.04-0.11 ms) vanished: once the
+    # drawn times span LOG_Y_SPAN, a log axis fitted to them (bars then start at its low end)
+    drawn = pd.concat([pd.to_numeric(df[c]) for c in (x, f"{x}_min", f"{x}_max") if spread or c == x])
+    drawn = drawn[drawn > 0]
+    scale = alt.Scale()
+    if len(drawn) and drawn.max() >= LOG_Y_SPAN * drawn.min():
+        scale = alt.Scale(type="log", domain=[float(drawn.min()) / 1.5, float(drawn.max()) * 3], nice=False)
+    enc = dict(y=alt.Y(f"{y}:N", sort=alt.EncodingSortField(field=x, op="min", order="ascending"), title=None,
+                       axis=alt.Axis(labelLimit=0)),
+               x=alt.X(f"{x}:Q", title=x + (" (log scale)" if scale.type == "log" else ""), scale=scale),
+               tooltip=list(df.columns))
+    if color:
+        enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(labelLimit=0))
+        enc["yOffset"] = alt.YOffset(f"{color}:N")
+    bars = alt.Chart().mark_bar().encode(**enc)
+    # each bar's value at its end (the median it draws, not the slowest repeat: issue 33): one slow implementation
+    # (the wrapper, ~400x at the book's size) shrinks the others to slivers, whose numbers still read. With the
+    # spread line through the bar's middle, the number sits just above that line.
+    at = {k: v for k, v in enc.items() if k in ("y", "yOffset")}
+    above = dict(baseline="bottom", dy=-2) if spread else {}
+    values = alt.Chart().mark_text(align="left", dx=4, fontSize=11, **above).encode(
+        x=alt.X(f"{x}:Q", scale=scale), text=alt.Text(f"{x}:Q", format=".3~g"), **at)
+    layers = [bars, values]
+    if spread:
+        rule = {k: v for k, v in enc.items() if k in ("y", "yOffset", "tooltip")}
+        layers.insert(1, alt.Chart().mark_rule(color="black", strokeWidth=2).encode(
+            x=alt.X(f"{x}_min:Q", scale=scale), x2=alt.X2(f"{x}_max"), **rule))
+    chart = layered(df, *layers)
+    chart = chart.properties(width=width)
+    return chart.properties(title=title) if title else chart
+
+
+def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool | None = None,
+               width: int = 520, height: int = 300, x_title: str | None = None,
+               y_title: str | None = None) -> alt.Chart:
+    """Lines with large points (time vs sequence length), axes fitted to the data one run gives.
+
+    x: a log axis (the sizes double) spanning the measured values exactly, ticks at them; a single value sits
+    in the middle of a factor-4 span. y: with ``log`` None, logarithmic once the values span ``LOG_Y_SPAN``
+    (fitted to them, not run on to the next power of 10), else linear from 0. A run cut short by its budget
+    measures one or two sizes: on the old log axes (0.1-10 ms) they filled a thin band of an empty chart.
+    Legend names are never cut; the plot keeps ``height`` whatever the legend below it takes."""
+    xs = pd.to_numeric(df[x])
+    ys = pd.to_numeric(df[y])
+    ys = ys[ys > 0]
+    lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (1.0, 2.0)
+    x_domain = [lo, hi] if hi > lo else [lo / 2, lo * 2]
+    sc_x = alt.Scale(type="log", base=2, domain=x_domain, nice=False, padding=12)
+    y_lo, y_hi = (float(ys.min()), float(ys.max())) if len(ys) else (1.0, 1.0)
+    if log is None:
+        log = y_hi >= LOG_Y_SPAN * y_lo
+    if log:
+        sc_y = alt.Scale(type="log", domain=[y_lo / 1.25, y_hi * 1.25], nice=False)
+    else:
+        sc_y = alt.Scale(domain=[0, y_hi * 1.1], nice=False, zero=True)
+    ticks = sorted(set(xs.tolist()))
+    chart = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80, filled=True), strokeWidth=2.5).encode(
+        x=alt.X(f"{x}:Q", scale=sc_x, axis=alt.Axis(values=ticks, format="d", grid=False), title=x_title or x),
+        y=alt.Y(f"{y}:Q", scale=sc_y, title=y_title or y),
+        # tableau10 as the bars above: Streamlit's own palette drew two of three lines in two blues
+        color=alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"),
+                        legend=alt.Legend(labelLimit=0, orient="bottom", columns=1)),
+        tooltip=list(df.columns),
+    # "pad": Streamlit's default "fit" squeezed the legend below into the height: the plot was ~30 px tall
+    ).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
+    return chart.properties(title=title) if title else chart
