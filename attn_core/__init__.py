@@ -17,9 +17,9 @@ from attn_core.attention.classes import (
     masked_softmax,
 )
 from attn_core.attention.masks import causal_mask
-from attn_core.attention.pipeline import AttentionConfig, build_module, run_attention
+from attn_core.attention.pipeline import build_module, run_attention
 from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
-from attn_core.attention.variants import LABELS, VARIANTS, Variant, register, variant
+from attn_core.attention.variants import LABELS, VARIANTS, AttentionConfig, Variant, register, variant
 from attn_core.devices import available_devices, pick_device
 from attn_core.text.embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
 from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, gpt2_encoding, tokenize

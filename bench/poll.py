@@ -48,7 +48,8 @@ TIMEOUT = 60.0
 
 def book_question() -> dict:
     """"Which token does 'starts' attend to most?" on the book's sentence, read from its trace."""
-    from attn_core.attention.pipeline import AttentionConfig, run_attention
+    from attn_core.attention.pipeline import run_attention
+    from attn_core.attention.variants import AttentionConfig
     from attn_core.labs.questions import attends_most
     from attn_core.text.embeddings import embed
     from attn_core.text.tokens import tokenize

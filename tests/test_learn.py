@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.labs.learn import IGNORE, TASKS, Trainer, TrainingJob, get_task, live_jobs, queue_waits, server_load
+from attn_core.labs.jobs import TrainingJob, live_jobs, queue_waits, server_load
+from attn_core.labs.learn import IGNORE, TASKS, Trainer, get_task
 from attn_core.labs.scores import (
     entropy,
     first_token_score,

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.attention.pipeline import AttentionConfig, run_attention
+from attn_core.attention.pipeline import run_attention
+from attn_core.attention.variants import AttentionConfig
 from attn_core.labs import questions as q
 from attn_core.text.embeddings import embed
 from attn_core.text.tokens import tokenize

@@ -1,9 +1,10 @@
 """The variant registry: one entry per attention variant, and everything else derives from it.
 
-An entry says how to build the variant's module from an :class:`~attn_core.attention.pipeline.AttentionConfig`,
-which of the config's knobs it uses (the sidebar greys out the rest), how many query heads and K/V heads it
-has and their width, its output width, and the words pages show (its label, a one-line caption, what d_out
-means for it, the summary of its sizes). Its id is the class name and the link's ``?variant=`` value.
+An entry says how to build the variant's module from an :class:`AttentionConfig` (every knob of one run; it lives
+here because the config and the registry name each other), which of the config's knobs it uses (the sidebar greys
+out the rest), how many query heads and K/V heads it has and their width, its output width, and the words pages
+show (its label, a one-line caption, what d_out means for it, the summary of its sizes). Its id is the class name
+and the link's ``?variant=`` value.
 
 Adding a variant = its class (recording its steps with ``record``) + one :func:`register` call + its tests.
 """
@@ -11,8 +12,7 @@ Adding a variant = its class (recording its steps with ``record``) + one :func:`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field
 
 import torch.nn as nn
 
@@ -22,12 +22,72 @@ from attn_core.attention.classes import (
     MultiHeadAttentionWrapper,
     SelfAttention_v1,
     SelfAttention_v2,
+    check_sizes,
 )
 from attn_core.attention.flash import MultiHeadAttentionTiled
+from attn_core.attention.masks import MaskKind
 from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
+from attn_core.devices import pick_device
 
-if TYPE_CHECKING:
-    from attn_core.attention.pipeline import AttentionConfig
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Every knob of one attention run, as plain values. These defaults are the app's defaults too."""
+
+    variant: str = "CausalAttention"
+    d_in: int = 3
+    d_out: int = 2
+    num_heads: int = 2
+    context_length: int = 1024
+    dropout: float = 0.0
+    mask_method: str = "neg_inf"
+    causal: bool = True
+    qkv_bias: bool = False
+    train_mode: bool = False
+    seed: int = 123
+    device: str = "cpu"
+    num_kv_groups: int = 1  # K/V heads of grouped-query attention (1: multi-query)
+    window: int = 0  # sliding window: each query sees the last `window` keys (0: no window)
+    latent_dim: int = 1  # multi-head latent attention: the latent's width per token
+
+    @property
+    def spec(self) -> Variant:
+        """The variant's registry entry (``ValueError`` for an unknown one)."""
+        return variant(self.variant)
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` (with what to change) for what building the module does not check itself: the
+        variant, the device, and the input sizes (also of a variant without a module). The class checks the rest."""
+        self.spec  # noqa: B018 - raises for an unknown variant
+        check_sizes(self.d_in, self.d_out)
+        pick_device(self.device)
+
+    @property
+    def mask_kind(self) -> MaskKind:
+        """The mask this config's module builds, in words (``MaskKind(causal=False)``, "none", for a variant without
+        a mask buffer): what the pages call it, from the same knobs the module gets."""
+        if not self.spec.masks:
+            return MaskKind(causal=False)
+        return MaskKind.of(self.causal, self.window)
+
+    @property
+    def output_width(self) -> int:
+        """Width of the output (d_out * num_heads for the wrapper, d_in for simplified: the registry says)."""
+        return self.spec.output_width(self)
+
+    @property
+    def num_heads_used(self) -> int:
+        """Query heads of this variant (1 where it has no heads)."""
+        return self.spec.heads(self)
+
+    @property
+    def head_dim(self) -> int:
+        """d_k: the width of one head's queries and keys."""
+        return self.spec.head_dim(self)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
 
 # The config's knobs a variant may use (d_in, seed and device apply to every variant).
 KNOBS = ("d_out", "num_heads", "context_length", "mask_method", "causal", "qkv_bias", "dropout", "train_mode",

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attn_core.labs.jobs import Load, TrainingJob, live_jobs, queue_waits, server_load  # noqa: F401 - re-exported: the job API
 from attn_core.labs.scores import head_scores
 from attn_core.models.gpt import GPTModel, layer_scope
 from attn_core.paths import asset

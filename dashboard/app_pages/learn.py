@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.labs import checkpoints
-from attn_core.labs.learn import TASKS, Trainer, TrainingJob, get_task, server_load, verdict_chars
+from attn_core.labs.jobs import TrainingJob, server_load
+from attn_core.labs.learn import TASKS, Trainer, get_task, verdict_chars
 from attn_core.labs.scores import induction_targets
 from dashboard.app_pages.trained_view import LEARN_JOB
 from dashboard.drawing import cells, heatmaps, learn_charts, rasters, screen

@@ -9,7 +9,8 @@ import numpy as np
 import streamlit as st
 
 from attn_core.labs import checkpoints
-from attn_core.labs.learn import TASKS, TrainingJob
+from attn_core.labs.jobs import TrainingJob
+from attn_core.labs.learn import TASKS
 from attn_core.labs.scores import head_scores, verdicts
 from attn_core.models.gpt import layer_trace
 from attn_core.text.tokens import Token
