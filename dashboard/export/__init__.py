@@ -1,0 +1,1 @@
+"""Export: the registry of charts a page drew and their slides (SVG, PNG, CSV, and the zip of them all)."""

@@ -1,0 +1,158 @@
+"""Issue 28: the code base's layout is a map of the subject, and stays one. Packages by job, each saying what is
+inside; no module over 400 lines; imports in one direction (no circle, even through a function-level or
+type-checking import); attn_core draws nothing; the chart builders never touch Streamlit.
+
+Pure source reading (``ast``): nothing here is imported, so the test takes well under a second."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOP = ("attn_core", "dashboard")
+PACKAGES = {"attn_core": {"attention", "tracing", "text", "models", "labs"},
+            "dashboard": {"app_pages", "drawing", "state", "export", "classroom"}}
+MAX_LINES = 400
+DRAWING_LIBS = {"streamlit", "altair", "pandas", "vl_convert", "matplotlib", "dashboard"}  # attn_core imports none
+# The pure chart builders: data in, Altair (or PNG bytes) out. The rest of dashboard/drawing puts charts on the page.
+CHART_BUILDERS = ["dashboard/drawing/" + n for n in (
+    "scales.py", "cells.py", "heatmaps.py", "flow_charts.py", "measure_charts.py", "rasters.py", "grid_charts.py",
+    "learn_charts.py", "text_charts.py", "tile_charts.py", "window_charts.py", "head_view.py")]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of attn_core and dashboard by its dotted name (a package by its own name)."""
+    return {module_name(p): p for top in TOP for p in sorted((ROOT / top).rglob("*.py"))}
+
+
+def imported_names(name: str, path: Path) -> list[str]:
+    """Every name ``path`` imports, anywhere in it (top level, in functions, under ``TYPE_CHECKING``), relative
+    imports resolved: ``from a.b import c`` gives ``a.b`` and ``a.b.c`` (c may be a module or a name in a.b)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    return names
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    """Module -> the project's modules it imports (the longest known prefix of each imported name)."""
+    known = modules()
+    edges = {}
+    for name, path in known.items():
+        deps = set()
+        for imported in imported_names(name, path):
+            parts = imported.split(".")
+            while parts and ".".join(parts) not in known:
+                parts.pop()
+            if parts and ".".join(parts) != name:
+                deps.add(".".join(parts))
+        edges[name] = deps
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_and_its_members_only():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set(), "f": {"g"}, "g": {"f", "e"}}
+    assert sorted(cycles(edges)) == [["a", "b", "c"], ["f", "g"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_resolves_relative_and_function_level_imports(tmp_path):
+    pkg = tmp_path / "attn_core" / "inner"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import one\n")
+    (pkg / "two.py").write_text("def f():\n    from .one import g\n    from ..devices import pick_device\n")
+    assert imported_names("attn_core.inner", pkg / "__init__.py") == ["attn_core.inner", "attn_core.inner.one"]
+    assert imported_names("attn_core.inner.two", pkg / "two.py") == [
+        "attn_core.inner.one", "attn_core.inner.one.g", "attn_core.devices", "attn_core.devices.pick_device"]
+    # the real graph knows the real edges
+    assert "attn_core.attention.variants" in graph()["attn_core.attention.pipeline"]
+
+
+def test_no_import_circle_among_the_projects_modules():
+    assert cycles(graph()) == [], "import circles (break them with a one-way dependency)"
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in modules().values()))
+def test_no_module_is_over_400_lines(path):
+    lines = len((ROOT / path).read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path} has {lines} lines: split it by job (at most {MAX_LINES})"
+
+
+def test_attn_core_imports_nothing_that_draws():
+    bad = {name: sorted({i for i in imported_names(name, path) if i.split(".")[0] in DRAWING_LIBS})
+           for name, path in modules().items() if name.startswith("attn_core")}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+@pytest.mark.parametrize("path", CHART_BUILDERS)
+def test_chart_builders_are_pure(path):
+    name = module_name(ROOT / path)
+    assert not [i for i in imported_names(name, ROOT / path) if i.split(".")[0] == "streamlit"]
+    assert name in modules()  # the list names real files
+
+
+@pytest.mark.parametrize("top", TOP)
+def test_every_package_is_a_job_and_says_what_is_inside(top):
+    found = {p.parent.name for p in (ROOT / top).glob("*/__init__.py")}
+    assert found == PACKAGES[top], "a new package: add it here and to docs/engineering.md's map"
+    for package in found:
+        init = ROOT / top / package / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} needs a docstring saying what is inside"
+    assert not [p for p in (ROOT / top).glob("*/*/__init__.py")], "one level of packages"
