@@ -114,7 +114,7 @@ def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text(
         svg = vlc.vegalite_to_svg(chart.to_dict())
         assert "legend-gradient" in svg and "legend-symbol" not in svg
         assert '"format": ".2~f"' in json.dumps(chart.to_dict())  # its ends ±0.87 were labelled "1" and "−1"
-    # no value in the spec: one spec serves every sentence (docs/engineering.md)
+    # no value in the spec: one spec serves every sentence (docs/measurements.md)
     assert "0.8" not in json.dumps(heatmaps.heatmap(m, LABELS[:2], LABELS[:2]).to_dict().get("layer"))
 
 

@@ -24,8 +24,8 @@ _RNG_LOCK = threading.Lock()
 def seed_rng(seed: int, device: torch.device | None = None) -> None:
     """``torch.manual_seed(seed)`` for the generators a run uses: the CPU's (weights are drawn there), and
     the device's own for dropout on a GPU. ``torch.manual_seed`` also reaches every other backend (CUDA,
-    XPU, MTIA, each recording a traceback for its lazy start): ~4 ms of a 32-token run's ~20 ms on a
-    machine without them. The numbers are the same."""
+    XPU, MTIA, each recording a traceback for its lazy start): a good share of a small run's time on a machine
+    without them (docs/measurements.md). The numbers are the same."""
     torch.default_generator.manual_seed(seed)
     if device is not None and device.type == "cuda":
         torch.cuda.manual_seed(seed)

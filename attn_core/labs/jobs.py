@@ -174,7 +174,7 @@ class TrainingJob:
     def _work(self) -> None:
         # One intra-op thread, for this worker only (OpenMP's thread count is per calling thread):
         # tiny models gain nothing from more, and two OpenMP threads fighting the page's script
-        # thread made 20 steps take 15 s instead of 1.8 s (measured, 2 cores).
+        # thread made steps many times slower (docs/measurements.md).
         torch.set_num_threads(1)
         try:
             while not (self.trainer.done or self._cancel.is_set() or self._pause.is_set()):

@@ -84,7 +84,7 @@ def mean_distance(weights: np.ndarray) -> np.ndarray:
     w = _check(weights)
     T = w.shape[-1]
     j = np.arange(T, dtype=w.dtype)
-    # sum_j w_ij (i - j) = i * (row i's sum) - (w @ j)_i: a matrix-vector product, not a (T, T) product (10x faster)
+    # sum_j w_ij (i - j) = i * (row i's sum) - (w @ j)_i: a matrix-vector product, not a (T, T) product
     return (j * w.sum(axis=-1) - w @ j).mean(axis=-1)
 
 

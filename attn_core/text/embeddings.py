@@ -33,7 +33,7 @@ MAX_POSITIONS = 1024  # GPT-2's context length: the position table's size
 
 # The embedding tables drawn so far, least recently used first, up to this many bytes (and always the last one):
 # two GPT-2-size tables (50257 x 768 floats, 154 MB each) or many small ones. A count bound (two tables) thrashed
-# when a classroom used three widths: every run redrew its table, ~0.25 s at d_in 768 (measured, issue 11).
+# when a classroom used three widths: every run redrew its table (issue 11; docs/measurements.md).
 EMBEDDING_CACHE_BYTES = 320 * 2**20
 _TABLES: OrderedDict[tuple[int, int], tuple[nn.Embedding, nn.Embedding]] = OrderedDict()
 _TABLES_LOCK = threading.Lock()
@@ -44,7 +44,7 @@ def _table_bytes(layers: tuple[nn.Embedding, nn.Embedding]) -> int:
 
 
 def _embedding_layers(d_in: int, seed: int) -> tuple[nn.Embedding, nn.Embedding]:
-    """Seeded token and position embedding layers, remembered (50257 x 768 takes ~0.2 s to draw)."""
+    """Seeded token and position embedding layers, remembered (a GPT-2-size table is slow to draw)."""
     key = (d_in, seed)
     with _TABLES_LOCK:
         if key in _TABLES:

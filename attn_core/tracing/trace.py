@@ -12,8 +12,8 @@ and the forward reads like the book's. What a step *is* (its kind, note, axis na
 table in :mod:`attn_core.tracing.steps`.
 
 A ``Trace()`` stores a copy of each tensor. ``Trace(copy=False)`` stores the CPU tensors
-themselves: at GPT-2 size and 1,024 tokens the copies were ~280 MB and a third of a traced
-forward. The code then calls :meth:`Trace.before_change` before changing a recorded tensor in
+themselves: at GPT-2 size and 1,024 tokens the copies cost much of a traced forward's time and
+memory (docs/measurements.md). The code then calls :meth:`Trace.before_change` before changing a recorded tensor in
 place (``masked_fill_``), and the trace checks it was told: a recorded tensor changed behind its
 back raises instead of showing numbers it never had.
 """

@@ -94,7 +94,7 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
     i, j = pick if pick is not None else (v.T - 1, 0)
     story = cell_story(v.run.trace, i, j, v.head)
     # no anchor: a heading's link id follows its text, and re-writing it after every new sentence was the page's
-    # last DOM change (~70 ms after the chart, measured)
+    # last DOM change, well after the chart (docs/measurements.md)
     st.subheader(f"Cell story: query **{md_escape(labels[i])}** → key **{md_escape(labels[j])}**", anchor=False)
     vec = lambda x: "[" + ", ".join(f"{a:.3f}" for a in x[:8]) + (", …]" if len(x) > 8 else "]")  # noqa: E731
     st.markdown(

@@ -89,7 +89,7 @@ def number_table(value, labels: list[str]) -> pd.DataFrame | None:
 
 def show(container, value, labels: list[str], key: str, width_px: int | None = None) -> None:
     """A tensor's numbers as a static table (``st.table``: plain HTML, right-aligned in a ``NUMBERS_KEY``
-    container, ≥ 16 px in presentation mode). ``st.dataframe``'s canvas grid cost ~0.5 s a step in the browser
+    container, ≥ 16 px in presentation mode). ``st.dataframe``'s canvas grid was slow in the browser
     and its ~12 px text could not be enlarged. A long input scrolls inside the table, its header held in place."""
     table = number_table(value, labels)
     if table is None:
@@ -173,7 +173,7 @@ def step_view() -> None:
     # Now with your sentence ---------------------------------------------------------------------------------
     st.subheader("Now with your sentence")
     yours_next = your_sentence(s.text, s.input_mode, i, step.key)
-    if i + 1 < len(steps):  # the next step's charts, while the reader reads this one (a new shape: ~40-90 ms)
+    if i + 1 < len(steps):  # the next step's charts, while the reader reads this one
         after, look, px = steps[i + 1], Look(big=presenting(), grow=grow(), dark=dark()), chart_px()
 
         def prepare_next() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (about 1 s of browser time at 16k)
+MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (rect marks cost browser time per cell)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 24  # value text on cells only up to this many rows/columns (and only in cells that hold it)
 # From this many cells (16 x 16) a heatmap is drawn on a canvas and its cells carry no ARIA label: Vega's SVG
@@ -107,7 +107,7 @@ def layered(df: pd.DataFrame, *layers: alt.Chart) -> alt.LayerChart:
 
     Its layers are built without data (``alt.Chart()``). Had each layer the frame itself, Altair would
     name each one by hashing its JSON, frame included, and a frame's JSON is its printed table
-    (``DataFrame.__repr__``): ~10 ms a layer, ~25 of a new 32-token heatmap's ~37 ms (measured)."""
+    (``DataFrame.__repr__``): most of a new heatmap's build time (docs/measurements.md)."""
     return alt.layer(*layers, data=df)
 
 
@@ -116,7 +116,7 @@ def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = Fa
     """(cell side, width, height) of a heatmap: square cells of up to :func:`full_cell_px`; once cells must
     shrink, the longer side is exactly ``max_px``. A T x T chart's size then no longer depends on T, so a
     sentence one token longer keeps the same chart spec and the browser only swaps the data
-    (docs/engineering.md)."""
+    (docs/measurements.md)."""
     px = cell_px(n_rows, n_cols, max_px, big, grow)
     if px == full_cell_px(big, grow):  # full-size cells: the chart grows with the matrix
         return px, px * n_cols, px * n_rows
@@ -139,8 +139,8 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     """The heatmap axes: the label fields (``col``/``row``) in token order (sorted by position ``k``/``q``).
 
     The labels travel in the data, not in the spec: a new sentence of the same length then changes
-    only the data, which Streamlit's chart swaps in place instead of building a new Vega view (T=32:
-    0.5 s instead of 1.1 s after a sentence change, measured). A sort by field is one aggregate
+    only the data, which Streamlit's chart swaps in place instead of building a new Vega view (much
+    faster after a sentence change, docs/measurements.md). A sort by field is one aggregate
     (never sort by a list of labels: O(T^3)). ``grow``: labels (and cells) that much larger."""
     angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
     # upright labels' boxes are exact: Vega then drops only labels that would clash

@@ -20,7 +20,7 @@ from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S
 
 # Built charts (Vega-Lite spec with Arrow data) and PNGs, keyed by what they show. Building an
-# Altair chart and converting it costs ~50 ms a chart; a rerun that changes nothing in a chart
+# Altair chart and converting it is slow (docs/measurements.md); a rerun that changes nothing in a chart
 # (a click, another head) then sends the cached spec. Shared by sessions: entries are immutable.
 DRAWN_CACHE_BYTES = 256 * 2**20  # a classroom server keeps at most this much of drawn data (runs: compute.py)
 
@@ -55,8 +55,9 @@ def memo(key: Hashable | None, build: Callable[[], object]) -> object:
 
 def _to_spec(chart: alt.TopLevelMixin) -> dict:
     """Streamlit's own conversion of an Altair chart: a Vega-Lite dict with Arrow datasets, without Altair's
-    JSON-schema validation of the whole spec (~25 ms of a new 6 x 6 heatmap's ~85 ms, measured; paid on every
-    walkthrough step). The chart builders' specs are validated by the tests (tests/test_charts.py)."""
+    JSON-schema validation of the whole spec (a large part of a new heatmap's conversion, paid on every
+    walkthrough step: docs/measurements.md). The chart builders' specs are validated by the tests
+    (tests/test_charts.py)."""
     from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
 
     # Streamlit calls ``chart.to_dict()``: for this call only, that is ``to_dict(validate=False)``. Set on the
@@ -69,8 +70,8 @@ def _to_spec(chart: alt.TopLevelMixin) -> dict:
 
 
 def _arrow_bytes(df) -> bytes:
-    """A frame as Arrow IPC bytes, converted on this thread (pyarrow's default thread pool costs
-    ~10 ms a chart in thread start-up on a 2-core machine)."""
+    """A frame as Arrow IPC bytes, converted on this thread (pyarrow's default thread pool's start-up cost more
+    than the conversion on a 2-core machine: docs/measurements.md)."""
     import pyarrow as pa
     from streamlit.dataframe_util import convert_arrow_table_to_arrow_bytes
 

@@ -1,6 +1,6 @@
 """Heatmaps of matrices (one, or a faceted grid of panels): NumPy data in, Altair chart out. No Streamlit here.
 
-Measured rules (docs/engineering.md) they follow:
+Measured rules (docs/measurements.md) they follow:
 - token axes are integer positions in token order (``sort="ascending"``), shown with a
   ``labelExpr``: sorting by a list of labels is O(T^3) in Vega-Lite, and repeated words
   would collapse on a nominal axis;
@@ -211,7 +211,7 @@ def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool
     the default format an exact zero prints "0" and a value that would round to "0.00" prints in
     scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
     # the channel object, not alt.condition(..., alt.value(...)): Altair 6.3 turns such a dict into a channel
-    # through from_dict, rebuilding its table of ~570 schema classes each time (~8 ms a call, measured)
+    # through from_dict, rebuilding its table of ~570 schema classes each time (slow: docs/measurements.md)
     color = alt.ColorValue("white", condition={"test": LIGHT_CELL, "value": "black"})
     if text_format != ".2f":
         return base.transform_filter("!datum.masked").mark_text(fontSize=size, aria=aria).encode(
@@ -240,8 +240,7 @@ def facet_grid(
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
     ``show_text`` (default: when cells are large enough) prints each value in its cell.
 
-    One faceted chart draws much faster than one chart per panel (docs/engineering.md: 12 heads at T=32,
-    1.67 s vs 2.06 s in the browser).
+    One faceted chart draws faster than one chart per panel (docs/measurements.md).
     """
     mats = [np.asarray(m, dtype=np.float64) for m in matrices]
     n_rows, n_cols = mats[0].shape

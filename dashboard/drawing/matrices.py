@@ -147,7 +147,7 @@ def show_matrix(
 def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], look: Look,
                    cache_key: Hashable | None = None) -> None:
     """Build, ahead of time, what :func:`show_matrix` will send for this matrix drawn with ``look``: its spec
-    template (~30-60 ms for a new shape: the main server cost of a walkthrough step) and, with a ``cache_key``, its
+    template (for a new shape, the main server cost of a walkthrough step) and, with a ``cache_key``, its
     data. Read ``look``'s presentation mode, growth and theme in the script: this may run on another thread.
     Rasters are not prepared."""
     n_rows, n_cols = np.shape(matrix)

@@ -15,7 +15,7 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
               width: int = 520, spread: bool = False) -> alt.Chart | alt.LayerChart:
     """Horizontal bars of ``x`` per ``y``, grouped by ``color`` (benchmarks: ms per implementation).
     ``spread``: a thin line over each bar from ``{x}_min`` to ``{x}_max`` (the fastest and slowest repeat)."""
-    # one slow repeat (18 ms) scaled a linear axis so that the book-size bars (0.04-0.11 ms) vanished: once the
+    # one slow repeat scaled a linear axis so that the book-size bars vanished (docs/measurements.md): once the
     # drawn times span LOG_Y_SPAN, a log axis fitted to them (bars then start at its low end)
     drawn = pd.concat([pd.to_numeric(df[c]) for c in (x, f"{x}_min", f"{x}_max") if spread or c == x])
     drawn = drawn[drawn > 0]
@@ -31,7 +31,7 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
         enc["yOffset"] = alt.YOffset(f"{color}:N")
     bars = alt.Chart().mark_bar().encode(**enc)
     # each bar's value at its end (the median it draws, not the slowest repeat: issue 33): one slow implementation
-    # (the wrapper, ~400x at the book's size) shrinks the others to slivers, whose numbers still read. With the
+    # (the wrapper, at the book's size) shrinks the others to slivers, whose numbers still read. With the
     # spread line through the bar's middle, the number sits just above that line.
     at = {k: v for k, v in enc.items() if k in ("y", "yOffset")}
     above = dict(baseline="bottom", dy=-2) if spread else {}

@@ -92,7 +92,7 @@ def symmetric_domain(scale: str, title: str, groupby: Sequence[str] = ()) -> alt
 
     A diverging scale fitted to the data with ``domainMid=0`` stretches each side of 0 separately: +0.16 came
     out as dark as -0.80. A fixed domain in the spec would make the spec depend on the data (a new Vega view
-    per sentence, docs/engineering.md); computed by Vega from the data, the spec stays the same. It has no data
+    per sentence, docs/measurements.md); computed by Vega from the data, the spec stays the same. It has no data
     of its own: it reads the layered chart's (see :func:`layered`)."""
     return (alt.Chart().transform_filter("!datum.masked")
             .transform_aggregate(lo="min(color)", hi="max(color)", groupby=list(groupby))

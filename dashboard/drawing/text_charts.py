@@ -1,7 +1,7 @@
 """Pure chart builders for the "Text → vectors" page: data in, Altair chart out. No Streamlit here.
 
 Rows and positions are integers in their own order (``sort="ascending"``), named through ``labelExpr``: repeated
-tokens never collapse and Vega-Lite never sorts by a list of labels (docs/engineering.md).
+tokens never collapse and Vega-Lite never sorts by a list of labels (docs/measurements.md).
 """
 
 from __future__ import annotations

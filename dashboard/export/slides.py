@@ -248,8 +248,8 @@ def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callabl
 
     No chart spec depends on the data's values (see scales.color_scale), so the spec built once
     for a ``structure`` (shape, labels, scale, sizes) serves every run: a rerun only swaps in the
-    new data (``frame()`` as Arrow bytes, cached under ``data_key``). Building and converting a
-    chart costs ~50 ms; swapping data ~1 ms.
+    new data (``frame()`` as Arrow bytes, cached under ``data_key``): swapping data costs a fraction of
+    building and converting a chart (docs/measurements.md).
 
     The chart is offered by :func:`page_downloads` as ``name`` (default: ``key``) with ``title`` (default:
     its own title, else the name in words); its CSV is ``table()`` (a DataFrame), else ``frame()``, else

@@ -67,7 +67,7 @@ def tune_torch() -> None:
     """One intra-op thread per run. The server runs each session's script on its own thread, so torch's
     pool of one thread per core only oversubscribes the cores: on a busy 2-core machine a 32-token
     MultiHeadAttention run took 68 ms in its four Linear layers with 2 threads, and GPT-2 size at
-    T=1024 took 1.23 s with 2 threads vs 0.86 s with 1 (measured; docs/engineering.md)."""
+    T=1024 took 1.23 s with 2 threads vs 0.86 s with 1 (measured; docs/measurements.md)."""
     import torch
 
     torch.set_num_threads(1)
