@@ -156,3 +156,21 @@ def test_every_package_is_a_job_and_says_what_is_inside(top):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} needs a docstring saying what is inside"
     assert not [p for p in (ROOT / top).glob("*/*/__init__.py")], "one level of packages"
+
+
+def test_the_readmes_python_examples_import_from_attn_core_itself():
+    """The public face: what a README example uses imports from ``attn_core``, not from a subpackage. The GPT-2
+    loading example waits for the model-family API (``load_model``/``find_models``)."""
+    import re
+
+    import attn_core
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    checked = [b for b in blocks if "attn_core.models.pretrained" not in b]
+    assert len(checked) >= 4, "the README's examples moved: update this test"
+    for block in checked:
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and node.module.startswith("attn_core"):
+                assert node.module == "attn_core", f"README imports from {node.module}: export it from attn_core"
+                missing = [a.name for a in node.names if a.name not in attn_core.__all__]
+                assert not missing, f"attn_core does not export {missing}"
