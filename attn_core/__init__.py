@@ -16,21 +16,26 @@ from attn_core.attention.classes import (
     check_sizes,
     masked_softmax,
 )
+from attn_core.attention.kv_cache import KVCache
 from attn_core.attention.masks import causal_mask
+from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
 from attn_core.attention.pipeline import AttentionConfig, build_module, run_attention
 from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
 from attn_core.attention.variants import LABELS, VARIANTS, Variant, register, variant
 from attn_core.devices import available_devices, pick_device
+from attn_core.models.gpt import generate, layer_trace
+from attn_core.models.registry import find_models, load_model
 from attn_core.text.embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
-from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, gpt2_encoding, tokenize
+from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, bpe_encoding, tokenize
 from attn_core.tracing.trace import Step, Trace
 
 __all__ = [
     "BOOK_INPUTS", "BOOK_SENTENCE", "BOOK_TOKENS", "ENDOFTEXT", "ENDOFTEXT_ID", "INPUT_MODES", "LABELS",
     "MASK_METHODS", "MAX_POSITIONS", "MAX_TEXT_CHARS", "NORMALIZATIONS", "VARIANTS",
-    "AttentionConfig", "CausalAttention", "MultiHeadAttention", "MultiHeadAttentionWrapper",
+    "AttentionConfig", "CausalAttention", "GroupedQueryAttention", "KVCache", "MultiHeadAttention",
+    "MultiHeadAttentionWrapper", "MultiHeadLatentAttention",
     "SelfAttention_v1", "SelfAttention_v2", "SimplifiedAttention", "Step", "Token", "Trace", "Variant",
-    "available_devices", "build_module", "causal_mask", "check_inputs", "check_sizes", "embed", "gpt2_encoding",
-    "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention",
-    "sinusoidal_positions", "softmax_naive", "tokenize", "variant",
+    "available_devices", "build_module", "causal_mask", "check_inputs", "check_sizes", "embed", "bpe_encoding",
+    "find_models", "generate", "layer_trace", "load_model", "masked_softmax", "pick_device", "register",
+    "run_attention", "simplified_attention", "sinusoidal_positions", "softmax_naive", "tokenize", "variant",
 ]

@@ -21,9 +21,9 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
 from attn_core import Trace
-from attn_core.models import pretrained as pt
+from attn_core.models import family_gpt2 as pt
 from attn_core.models.gpt import GPTModel
-from attn_core.models.pretrained import (
+from attn_core.models.family_gpt2 import (
     ENV_VAR,
     check_gpt2,
     config_from_shapes,
@@ -32,8 +32,8 @@ from attn_core.models.pretrained import (
     how_to_get_gpt2,
     load_gpt2,
     load_gpt2_shared,
-    main,
 )
+from attn_core.models.pretrained import main
 
 ROOT = Path(__file__).resolve().parent.parent
 hf_logging.set_verbosity_error()  # tiny vocabularies make transformers warn about bos/eos ids
