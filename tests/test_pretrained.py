@@ -421,7 +421,7 @@ def test_readme_snippet_says_what_to_do_without_weights(tmp_path, monkeypatch):
     import re
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "find_gpt2" in b)
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if 'family("gpt2")' in b)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "none"))
     with pytest.raises(SystemExit) as stop:
