@@ -101,7 +101,7 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
     at = open_page(PAGE)
     options = at.selectbox(key="gen_model").options
     assert any("OpenAI's weights" in o for o in options), options
-    assert not any("For GPT-2's real weights" in t.value for t in at.text)  # found: no how-to
+    assert not any("GPT-2 weights are not on this machine" in t.value for t in at.text)  # found: no how-to
     name = next(o for o in options if "OpenAI" in o).split(" (")[0]
     at.selectbox(key="gen_model").set_value(name).run()
     for _ in range(4):
@@ -126,7 +126,7 @@ def test_without_gpt2_the_page_says_how_to_get_it_as_plain_text(monkeypatch, tmp
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "nothing-here"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     at = open_page(PAGE)
-    how = [t.value for t in at.text if "For GPT-2's real weights" in t.value]
+    how = [t.value for t in at.text if "GPT-2 weights are not on this machine" in t.value]
     assert how and "python -m attn_core.models.pretrained download" in how[0]
 
 
