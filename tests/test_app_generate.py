@@ -90,8 +90,8 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from attn_core.models.gpt import generate
     from attn_core.models.family_gpt2 import ENV_VAR, load_gpt2
+    from attn_core.models.gpt import generate
     from attn_core.text.tokens import bpe_encoding
 
     folder = tmp_path / "tiny-gpt2"

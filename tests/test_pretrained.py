@@ -22,7 +22,6 @@ from transformers.utils import logging as hf_logging
 
 from attn_core import Trace
 from attn_core.models import family_gpt2 as pt
-from attn_core.models.gpt import GPTModel
 from attn_core.models.family_gpt2 import (
     ENV_VAR,
     check_gpt2,
@@ -33,6 +32,7 @@ from attn_core.models.family_gpt2 import (
     load_gpt2,
     load_gpt2_shared,
 )
+from attn_core.models.gpt import GPTModel
 from attn_core.models.pretrained import main
 
 ROOT = Path(__file__).resolve().parent.parent
