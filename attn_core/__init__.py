@@ -25,8 +25,9 @@ from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, 
 from attn_core.attention.variants import LABELS, VARIANTS, AttentionConfig, Variant, register, variant
 from attn_core.devices import available_devices, pick_device
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate, layer_trace
+from attn_core.models.registry import find_models, load_model
 from attn_core.text.embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
-from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, gpt2_encoding, tokenize
+from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, bpe_encoding, tokenize
 from attn_core.tracing.trace import Step, Trace
 from attn_core.tracing.views import head_matrix
 
@@ -36,7 +37,7 @@ __all__ = [
     "CausalAttention", "GPTModel", "GroupedQueryAttention", "KVCache", "LayerCache", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "MultiHeadLatentAttention", "SelfAttention_v1", "SelfAttention_v2",
     "SimplifiedAttention", "Step", "Token", "Trace", "Variant", "available_devices", "build_module", "causal_mask",
-    "check_inputs", "check_sizes", "embed", "generate", "gpt2_encoding", "head_matrix", "layer_trace",
+    "check_inputs", "check_sizes", "embed", "bpe_encoding", "find_models", "generate", "head_matrix", "layer_trace", "load_model",
     "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention", "sinusoidal_positions",
     "softmax_naive", "tokenize", "variant",
 ]

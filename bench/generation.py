@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate  # noqa: E402
-from attn_core.text.tokens import gpt2_encoding  # noqa: E402
+from attn_core.text.tokens import bpe_encoding  # noqa: E402
 
 SMALL = dict(GPT_CONFIG_124M, n_layers=3, emb_dim=48, n_heads=4, drop_rate=0.0)
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = SMALL if args.small else dict(GPT_CONFIG_124M, drop_rate=0.0)
     torch.manual_seed(123)
     model = GPTModel(cfg).eval()
-    idx = torch.tensor([gpt2_encoding().encode(args.prompt)])
+    idx = torch.tensor([bpe_encoding().encode(args.prompt)])
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters, {cfg['n_layers']} layers, "
           f"emb_dim {cfg['emb_dim']}; prompt {idx.shape[1]} tokens + {args.tokens} new; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     device = pick_device(args.device)
-    sizes = args.sizes or (["book"] if args.smoke else ["book", "small", "medium"] + (["gpt2"] if args.full else []))
+    sizes = args.sizes or (["book"] if args.smoke else ["book", "small", "medium"] + (["124M"] if args.full else []))
     dtypes = args.dtype or (["float32"] if device.type == "cpu" else ["float32", "bfloat16", "float16"])
     reps, warmup = (1, 1) if args.smoke else (args.reps, args.warmup)
     print(f"device {device} · implementations: {', '.join(IMPLEMENTATIONS)}")

@@ -92,24 +92,23 @@ def main() -> None:
     try:
         import torch
 
-        from attn_core import Trace
-        from attn_core.models.pretrained import check_gpt2, load_gpt2_shared
+        from attn_core import Trace, load_model
+        from attn_core.models.registry import family
 
         if args.threads:
             torch.set_num_threads(args.threads)
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        files = check_gpt2(source)
-        print(files.describe())
+        print(family("gpt2").describe(Path(source)))
         rss0 = status_mb("VmRSS")
         reset_peak()
         start = time.perf_counter()
-        model = load_gpt2_shared(source)
+        model = load_model(source)
         load_s = time.perf_counter() - start
         gc.collect()
         rss1, peak = status_mb("VmRSS"), status_mb("VmHWM")
         start = time.perf_counter()
-        again = load_gpt2_shared(source)
+        again = load_model(source)
         again_ms = (time.perf_counter() - start) * 1e3
         assert again is model
         weights_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20

@@ -37,9 +37,9 @@ def _import_all() -> None:
     import dashboard.drawing.present  # noqa: F401
     import dashboard.drawing.screen  # noqa: F401
     import dashboard.state.controls  # noqa: F401
-    from attn_core.text.tokens import gpt2_encoding
+    from attn_core.text.tokens import bpe_encoding
 
-    gpt2_encoding()  # 50,257 ranks parsed and the BPE tables built (~50 ms)
+    bpe_encoding()  # 50,257 ranks parsed and the BPE tables built (~50 ms)
 
 
 def prepare() -> None:

@@ -90,9 +90,9 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from attn_core.models.family_gpt2 import ENV_VAR, load_gpt2
     from attn_core.models.gpt import generate
-    from attn_core.models.pretrained import ENV_VAR, load_gpt2
-    from attn_core.text.tokens import gpt2_encoding
+    from attn_core.text.tokens import bpe_encoding
 
     folder = tmp_path / "tiny-gpt2"
     torch.manual_seed(0)
@@ -101,18 +101,18 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
     at = open_page(PAGE)
     options = at.selectbox(key="gen_model").options
     assert any("OpenAI's weights" in o for o in options), options
-    assert not any("For GPT-2's real weights" in t.value for t in at.text)  # found: no how-to
+    assert not any("GPT-2 weights are not on this machine" in t.value for t in at.text)  # found: no how-to
     name = next(o for o in options if "OpenAI" in o).split(" (")[0]
     at.selectbox(key="gen_model").set_value(name).run()
     for _ in range(4):
         at.button(key="gen_next").click().run()
     assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
     gen = at.session_state["gen_state"]
-    prompt = torch.tensor([gpt2_encoding().encode("Every effort moves you")])
+    prompt = torch.tensor([bpe_encoding().encode("Every effort moves you")])
     assert gen.ids == generate(load_gpt2(folder), prompt, 4)[0].tolist()
     assert gen.last.cache_shapes == [(1, 4, 8, 8)] * 2
     (folder / "model.safetensors").write_bytes(b"not a safetensors file")  # damaged while the server runs
-    from attn_core.models.pretrained import clear_shared
+    from attn_core.models.family_gpt2 import clear_shared
 
     clear_shared()
     at2 = open_page(PAGE)
@@ -121,12 +121,12 @@ def test_gpt2_weights_found_on_this_machine_generate_like_the_book(tmp_path, mon
 
 
 def test_without_gpt2_the_page_says_how_to_get_it_as_plain_text(monkeypatch, tmp_path):
-    from attn_core.models.pretrained import ENV_VAR
+    from attn_core.models.family_gpt2 import ENV_VAR
 
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "nothing-here"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     at = open_page(PAGE)
-    how = [t.value for t in at.text if "For GPT-2's real weights" in t.value]
+    how = [t.value for t in at.text if "GPT-2 weights are not on this machine" in t.value]
     assert how and "python -m attn_core.models.pretrained download" in how[0]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from apptest_utils import chart_with, messages, open_page
-from attn_core.text.text_pipeline import gpt2_ids, sliding_windows
+from attn_core.text.text_pipeline import bpe_ids, sliding_windows
 from attn_core.text.word_tokenizer import BOOK_EXAMPLE, verdict_text
 
 PAGE = "app_pages/text_to_vectors.py"
@@ -49,7 +49,7 @@ def test_bpe_side_by_side(at):
     section(at, "BPE side by side")
     table = at.dataframe[0].value
     rows = {r["text"]: r for r in table.to_dict("records")}
-    assert rows[BOOK_EXAMPLE]["GPT-2 ids"] == str(gpt2_ids(BOOK_EXAMPLE))
+    assert rows[BOOK_EXAMPLE]["GPT-2 ids"] == str(bpe_ids(BOOK_EXAMPLE))
     assert rows[BOOK_EXAMPLE]["<|unk|>"] == 2  # "Hello" and "palace" are not in The Verdict's words
     assert rows["someunknownPlace"]["GPT-2 BPE tokens"] > 1 and rows["someunknownPlace"]["<|unk|>"] == 1
     assert "⟨" in rows["Hello 😀"]["GPT-2 pieces"]  # the emoji as bytes
@@ -59,7 +59,7 @@ def test_bpe_side_by_side(at):
 def test_sliding_windows_match_the_loader(at):
     section(at, "Sliding windows")
     rows = chart_with(at, "token position (GPT-2 piece)")  # the strip (unselectable charts carry no key)
-    windows = sliding_windows(gpt2_ids(verdict_text()), 4, 4, limit=8)
+    windows = sliding_windows(bpe_ids(verdict_text()), 4, 4, limit=8)
     drawn_inputs = {}
     for r in rows:
         if r["kind"] == "input":
@@ -121,7 +121,7 @@ def test_lookup_table_and_real_head(at):
     assert "Pride and Prejudice" in markdown(at)
     head_rows = chart_with(at, "which keys matched")
     head = np.array([r["weight"] for r in head_rows])
-    assert len(head) == len(gpt2_ids(BOOK_EXAMPLE)) and abs(head.sum() - 1) < 1e-5
+    assert len(head) == len(bpe_ids(BOOK_EXAMPLE)) and abs(head.sum() - 1) < 1e-5
     # temperature 1: the model's own weights for the last query, as Explore's run holds them
     from attn_core.tracing.views import head_matrix
     from dashboard.state.compute import traced_run

@@ -202,7 +202,7 @@ def test_gpt2_both_passes_stays_within_budget_without_traceback(_fresh):
     at = new_app()
     at.run()
     at.switch_page("app_pages/benchmark.py").run()
-    at.multiselect(key="bench_sizes").set_value(["gpt2"])
+    at.multiselect(key="bench_sizes").set_value(["124M"])
     at.multiselect(key="bench_passes").set_value(["forward", "forward+backward"])
     at.multiselect(key="bench_tokens").set_value([]).run()
     t = time.monotonic()

@@ -152,8 +152,8 @@ def test_text_too_long_for_a_link_stays_out_of_it():
 def test_input_is_bounded_before_any_work(monkeypatch):
     assert new_app().run().text_area(key="sentence").max_chars == MAX_TEXT_CHARS
     calls = []
-    real = tokens_mod.gpt2_encoding
-    monkeypatch.setattr(tokens_mod, "gpt2_encoding", lambda: calls.append(1) or real())
+    real = tokens_mod.bpe_encoding
+    monkeypatch.setattr(tokens_mod, "bpe_encoding", lambda: calls.append(1) or real())
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match="characters"):
         tokenize("x" * (MAX_TEXT_CHARS + 1))
@@ -196,7 +196,7 @@ def test_damaged_asset_gives_a_plain_message_without_paths(tmp_path, monkeypatch
     elif damage == "garbled":
         path.write_bytes(b"not a rank file\n")
     monkeypatch.setattr(tokens_mod, "RANKS_PATH", path)
-    tokens_mod.gpt2_encoding.cache_clear()
+    tokens_mod.bpe_encoding.cache_clear()
     try:
         at = new_app(input_mode="learned")
         at.run()
@@ -208,7 +208,7 @@ def test_damaged_asset_gives_a_plain_message_without_paths(tmp_path, monkeypatch
         assert "vocabulary" in shown and "missing or damaged" in shown, msgs
         assert str(tmp_path) not in shown and "/work" not in shown and str(ROOT) not in shown
     finally:
-        tokens_mod.gpt2_encoding.cache_clear()
+        tokens_mod.bpe_encoding.cache_clear()
 
 
 def test_host_check_rejects_foreign_names():

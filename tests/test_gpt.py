@@ -18,7 +18,7 @@ from attn_core.models.gpt import (
     layer_trace,
 )
 from attn_core.text.data import GPTDatasetV1, create_dataloader_v1
-from attn_core.text.tokens import gpt2_encoding
+from attn_core.text.tokens import bpe_encoding
 from attn_core.tracing.views import all_heads, cell_story, head_matrix, num_heads
 
 SMALL = {"vocab_size": 50, "context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
@@ -30,7 +30,7 @@ def test_124m_parameters_and_book_generation():
     model = GPTModel(GPT_CONFIG_124M)
     model.eval()
     assert sum(p.numel() for p in model.parameters()) == 163_009_536
-    enc = gpt2_encoding()
+    enc = bpe_encoding()
     idx = torch.tensor([enc.encode("Hello, I am")])
     out = generate_text_simple(model, idx, max_new_tokens=10, context_size=GPT_CONFIG_124M["context_length"])
     assert out[0].tolist() == [15496, 11, 314, 716, 27018, 24086, 47843, 30961, 42348, 7267, 49706, 43231,
@@ -119,7 +119,7 @@ def test_model_rejects_bad_inputs():
 
 def test_dataset_windows_and_stride_as_the_book():
     text = "In the heart of the city stood the old library, a relic from a bygone era. " * 3
-    enc = gpt2_encoding()
+    enc = bpe_encoding()
     ids = enc.encode(text)
     ds = GPTDatasetV1(text, enc, max_length=4, stride=1)
     assert len(ds) == len(ids) - 4

@@ -21,9 +21,8 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
 from attn_core import Trace
-from attn_core.models import pretrained as pt
-from attn_core.models.gpt import GPTModel
-from attn_core.models.pretrained import (
+from attn_core.models import family_gpt2 as pt
+from attn_core.models.family_gpt2 import (
     ENV_VAR,
     check_gpt2,
     config_from_shapes,
@@ -32,8 +31,9 @@ from attn_core.models.pretrained import (
     how_to_get_gpt2,
     load_gpt2,
     load_gpt2_shared,
-    main,
 )
+from attn_core.models.gpt import GPTModel
+from attn_core.models.pretrained import main
 
 ROOT = Path(__file__).resolve().parent.parent
 hf_logging.set_verbosity_error()  # tiny vocabularies make transformers warn about bos/eos ids
@@ -421,7 +421,7 @@ def test_readme_snippet_says_what_to_do_without_weights(tmp_path, monkeypatch):
     import re
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "find_gpt2" in b)
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if 'family("gpt2")' in b)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "none"))
     with pytest.raises(SystemExit) as stop:

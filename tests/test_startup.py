@@ -39,9 +39,9 @@ async def serve():
     return threads
 
 threads = asyncio.run(serve())
-from attn_core.text.tokens import gpt2_encoding
+from attn_core.text.tokens import bpe_encoding
 print(json.dumps(dict(before=before, threads=threads, script=str(app.script_path), gc_enabled=gc.isenabled(),
-                      frozen=gc.get_freeze_count(), vocab=gpt2_encoding.cache_info().currsize,
+                      frozen=gc.get_freeze_count(), vocab=bpe_encoding.cache_info().currsize,
                       loaded=[m for m in heavy if m in sys.modules])))
 """
 

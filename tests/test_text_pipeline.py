@@ -10,9 +10,9 @@ import torch
 from attn_core.text.lookup import hard_lookup, head_lookup, soft_lookup, table_lookup
 from attn_core.text.text_pipeline import (
     book_embedding_example,
+    bpe_ids,
     check_window,
     first_batch,
-    gpt2_ids,
     input_embeddings,
     lookup_both_ways,
     one_hot,
@@ -91,9 +91,9 @@ def test_loader_equals_the_books(verdict, monkeypatch, max_length, stride, batch
     from llms_from_scratch import ch02
 
     from attn_core.text.data import create_dataloader_v1
-    from attn_core.text.tokens import gpt2_encoding
+    from attn_core.text.tokens import bpe_encoding
 
-    monkeypatch.setattr(ch02.tiktoken, "get_encoding", lambda name: gpt2_encoding())  # offline: our shipped ranks
+    monkeypatch.setattr(ch02.tiktoken, "get_encoding", lambda name: bpe_encoding())  # offline: our shipped ranks
     theirs = list(ch02.create_dataloader_v1(verdict, batch_size=batch_size, max_length=max_length, stride=stride,
                                             shuffle=False))
     ours = list(create_dataloader_v1(verdict, batch_size=batch_size, max_length=max_length, stride=stride,
@@ -101,7 +101,7 @@ def test_loader_equals_the_books(verdict, monkeypatch, max_length, stride, batch
     assert len(ours) == len(theirs) > 0
     for (xi, yi), (xt, yt) in zip(ours, theirs):
         assert torch.equal(xi, xt) and torch.equal(yi, yt)
-    windows = sliding_windows(gpt2_ids(verdict), max_length, stride, limit=batch_size)
+    windows = sliding_windows(bpe_ids(verdict), max_length, stride, limit=batch_size)
     assert [w.inputs for w in windows] == ours[0][0].tolist()
     assert [w.targets for w in windows] == ours[0][1].tolist()
 
@@ -116,7 +116,7 @@ def test_bad_window_sizes_say_what_to_change(n, max_length, stride, batch, words
 
 def test_bad_text():
     with pytest.raises(ValueError, match="empty"):
-        gpt2_ids("   ")
+        bpe_ids("   ")
     with pytest.raises(ValueError, match="max_length"):
         first_batch("Hi there", 1, 4, 1)
 

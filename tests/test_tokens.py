@@ -22,8 +22,8 @@ def no_network(monkeypatch):
 
 def test_reference_sentence_offline(no_network, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/nonexistent-cache")
-    from attn_core.text.tokens import gpt2_encoding
-    gpt2_encoding.cache_clear()
+    from attn_core.text.tokens import bpe_encoding
+    bpe_encoding.cache_clear()
     assert [t.id for t in tokenize(REFERENCE)] == REFERENCE_IDS
 
 

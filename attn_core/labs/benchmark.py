@@ -59,7 +59,7 @@ SIZES = {
     "book": Size("book demo (d 3, 1 head)", 2, 6, 3, 1),
     "small": Size("small", 4, 128, 256, 4),
     "medium": Size("medium", 8, 256, 768, 12),
-    "gpt2": Size("GPT-2 small", 8, 1024, 768, 12),
+    "124M": Size("GPT-2 small", 8, 1024, 768, 12),  # the book's GPT_CONFIG_124M
 }
 
 

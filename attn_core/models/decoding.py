@@ -3,7 +3,8 @@
 :func:`decode_step` appends one token: the new token alone runs through the model with the cache (timed, the
 efficient path), its attention row is read from a traced run on a copy of the cache (the copy shares the cached
 tensors: appending makes new ones), and, to compare, the whole text runs again without a cache (timed), with the
-full T x T weights of one layer. Plain values in, plain arrays out: the page caches nothing of the model.
+full T x T weights of one layer. Both traced runs stop after the layer shown (``gpt.trace_layer``). Plain values
+in, plain arrays out: the page caches nothing of the model.
 """
 
 from __future__ import annotations
@@ -15,31 +16,11 @@ import numpy as np
 import torch
 
 from attn_core.attention.kv_cache import KVCache, LayerCache
-from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, check_generation, layer_trace, next_token
-from attn_core.tracing.trace import Trace
+from attn_core.models.gpt import GPTModel, check_generation, next_token, trace_layer
 from attn_core.tracing.views import all_heads, head_matrix
 
 TOP = 10  # next-token candidates shown
 PAGE_NEW_TOKENS = 100  # what one generation on the Generate page may add (a classroom server holds every cache)
-
-# The models a generation can use without downloading anything: the book's GPTModel with random weights
-# (seed 123), small enough for a classroom server, or the 124M shape the book's bonus benchmark uses.
-RANDOM_MODELS: dict[str, tuple[str, dict]] = {
-    "random-small": ("Random weights: small GPTModel (4 layers, 256-d, 4 heads)",
-                     dict(GPT_CONFIG_124M, n_layers=4, emb_dim=256, n_heads=4, context_length=256, drop_rate=0.0)),
-    "random-124M": ("Random weights: the 124M shape (12 layers, 768-d, 12 heads)",
-                    dict(GPT_CONFIG_124M, drop_rate=0.0)),
-}
-
-
-def random_model(name: str) -> GPTModel:
-    """The book's ``GPTModel`` with the config ``RANDOM_MODELS[name]`` and seed-123 random weights, in eval mode."""
-    if name not in RANDOM_MODELS:
-        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(RANDOM_MODELS)}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(123)
-        return GPTModel(RANDOM_MODELS[name][1]).eval()
-
 
 @dataclass(frozen=True)
 class DecodeStep:
@@ -88,13 +69,11 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     top = torch.topk(probas, min(TOP, probas.numel()))
     token_id = int(next_token(logits, temperature, top_k, generator))
     new = torch.tensor([[token_id]])
+    one = trace_layer(model, new, layer, cache=fork(cache))  # explicit, on a copy, up to `layer`: the row shown
     with torch.no_grad():
-        trace = Trace(copy=False)
-        model(new, cache=fork(cache), trace=trace, trace_layers={layer})  # explicit, on a copy: the row shown
         start = time.perf_counter()
         next_logits = model(new, cache=cache)[:, -1, :]  # the step itself: the new token alone, with the cache
         seconds_cached = time.perf_counter() - start
-    one = layer_trace(trace, layer)
     num_keys = cache.length
     seconds_full = full = None
     if compare:
@@ -103,9 +82,7 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
             start = time.perf_counter()
             model(text)  # the same step without a cache: every position again
             seconds_full = time.perf_counter() - start
-            traced = Trace(copy=False)
-            model(text, trace=traced, trace_layers={layer})
-        full = head_matrix(layer_trace(traced, layer), "weights", head).copy()  # one head: kept per session
+        full = head_matrix(trace_layer(model, text, layer), "weights", head).copy()  # one head: kept per session
     step = DecodeStep(
         token_id=token_id, position=len(ids), top_ids=[int(i) for i in top.indices],
         top_probs=[float(p) for p in top.values], row=all_heads(one, "weights")[:, 0, :],

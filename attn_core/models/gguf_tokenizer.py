@@ -1,6 +1,6 @@
 """A GGUF file's own tokenizer (vocabulary, merges, pre-tokenizer, special tokens) with the ``tokenizers`` library.
 
-``tokenizer.ggml.model = "gpt2"`` is byte-level BPE as GPT-2 has it: the vocabulary is written in GPT-2's
+``tokenizer.ggml.model`` = ``BPE_NAME`` is byte-level BPE as GPT-2 has it: the vocabulary is written in GPT-2's
 byte alphabet (``Ġ`` for a space), the merges are pairs of those. What differs between models is how text is
 split before BPE (``tokenizer.ggml.pre``, llama.cpp's names): SmolLM2 ("smollm") splits every digit on its
 own, then GPT-2's pattern; Llama 3 ("llama-bpe") groups up to three digits. Tokens typed ``CONTROL`` (3) are
@@ -13,14 +13,16 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+from attn_core.text.tokens import BPE_NAME
+
+BYTE_LEVEL_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 # llama.cpp's pre-tokenizer names -> the regexes it splits with, in order (llama-vocab.cpp)
 PRE_SPLITS: dict[str, tuple[str, ...]] = {
-    "smollm": (r"\p{N}", GPT2_SPLIT),
-    "gpt2": (GPT2_SPLIT,),
-    "default": (GPT2_SPLIT,),
+    "smollm": (r"\p{N}", BYTE_LEVEL_SPLIT),
+    BPE_NAME: (BYTE_LEVEL_SPLIT,),
+    "default": (BYTE_LEVEL_SPLIT,),
     "llama-bpe": (LLAMA3_SPLIT,),
     "llama3": (LLAMA3_SPLIT,),
 }
@@ -52,8 +54,8 @@ def build_tokenizer(reader, path: Path) -> tuple[Tokenizer, dict[str, int]]:
     """The tokenizer a GGUF file describes and its special ids (``{"bos": 1, "eos": 2, ...}``); ``ValueError`` for
     a tokenizer kind or pre-tokenizer this module does not build."""
     kind = _get(reader, "tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise ValueError(f"{path} has a {kind!r} tokenizer; this loader builds byte-level BPE ('gpt2': SmolLM2, "
+    if kind != BPE_NAME:
+        raise ValueError(f"{path} has a {kind!r} tokenizer; this loader builds byte-level BPE ({BPE_NAME!r}: SmolLM2, "
                          "Llama 3) tokenizers")
     pre = _get(reader, "tokenizer.ggml.pre", "default")
     if pre not in PRE_SPLITS:

@@ -70,11 +70,12 @@ class Walk:
     last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
 
 
-def walk_layers(model: GPTModel, idx: torch.Tensor,
+def walk_layers(model: nn.Module, idx: torch.Tensor,
                 on_layer: Callable[[int, torch.Tensor], None] | None = None,
                 progress: Callable[[int], None] | None = None) -> Walk:
     """``model``'s forward on token ids (1, T), block by block, keeping what a page needs to show any layer later:
-    every layer's attention input (``T x emb_dim`` each) and the last position's logits only.
+    every layer's attention input (``T x emb_dim`` each) and the last position's logits only. Any family's model
+    (``model.embed`` gives the blocks' input and their extra arguments, e.g. a Llama's RoPE tables).
 
     ``on_layer(i, weights)``: each layer's attention runs the book's explicit path with a trace of its own, and
     its weights (num_heads, T, T) are handed over; the trace is dropped before the next layer, so at most one
@@ -84,8 +85,8 @@ def walk_layers(model: GPTModel, idx: torch.Tensor,
         raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
     model.check_ids(idx)
     with torch.no_grad():
-        x = model.drop_emb(model.tok_emb(idx) + model.pos_emb(torch.arange(idx.shape[1])))
-        return walk_blocks(model, x, (), on_layer, progress)
+        x, block_args = model.embed(idx)
+        return walk_blocks(model, x, block_args, on_layer, progress)
 
 
 def walk_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple, on_layer: Callable | None,
@@ -107,6 +108,34 @@ def walk_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple, on_layer: 
             progress(i)
     last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
     return Walk(inputs, last)
+
+
+def run_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple = (), *, cache: KVCache | None = None,
+               trace: Trace | None = None, traced: Collection[int] = (), stop: int | None = None) -> torch.Tensor:
+    """``x`` through ``model.trf_blocks`` (``block(x, *block_args, trace, cache)``), the layers in ``traced``
+    recorded under their scope; ``stop``: the last block run (the layers after it are not needed)."""
+    for i, block in enumerate(model.trf_blocks):
+        layer_cache = None if cache is None else cache.layers[i]
+        layer_trace_ = trace if i in traced else None
+        with scope(layer_trace_, layer_scope(i)):
+            x = block(x, *block_args, layer_trace_, layer_cache)
+        if i == stop:
+            break
+    return x
+
+
+def trace_layer(model: nn.Module, idx: torch.Tensor, layer: int, cache: KVCache | None = None) -> Trace:
+    """Layer ``layer``'s attention steps on token ids ``idx`` (placed after the ``cache``'s tokens, which grows in
+    the layers run), as :func:`layer_trace` cuts them: only blocks 0..layer run, so showing an early layer costs
+    that share of a forward pass. Reads the model only: a shared model serves every session at once."""
+    start = 0 if cache is None else cache.length
+    model.check_ids(idx, start)
+    trace = Trace(copy=False)
+    model.traced_layers(trace, {layer})  # a ValueError for a layer the model does not have
+    with torch.no_grad():
+        x, block_args = model.embed(idx, start)
+        run_blocks(model, x, block_args, cache=cache, trace=trace, traced={layer}, stop=layer)
+    return layer_trace(trace, layer)
 
 
 def attention_like(att: MultiHeadAttention, *, mask_method: str = "neg_inf", dropout: float = 0.0,
@@ -232,22 +261,23 @@ class GPTModel(nn.Module):
             raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
                              "make it with KVCache(model.cfg['n_layers'])")
         self.check_ids(in_idx, start)
-        batch_size, seq_len = in_idx.shape
         traced = self.traced_layers(trace, trace_layers)
-        tok_embeds = self.tok_emb(in_idx)
-        pos_embeds = self.pos_emb(torch.arange(start, start + seq_len, device=in_idx.device))
-        x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
-        x = self.drop_emb(x)
+        x, _ = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
         if not traced and cache is None:
             x = self.trf_blocks(x)
         else:
-            for i, block in enumerate(self.trf_blocks):
-                layer_cache = None if cache is None else cache.layers[i]
-                with scope(trace if i in traced else None, layer_scope(i)):
-                    x = block(x, trace if i in traced else None, layer_cache)
+            x = run_blocks(self, x, cache=cache, trace=trace, traced=traced)
         x = self.final_norm(x)
         logits = self.out_head(x)
         return logits
+
+    def embed(self, in_idx: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, tuple]:
+        """The blocks' input for token ids placed after ``start`` others: token + position embeddings (dropout),
+        and the blocks' extra arguments (none here; a Llama's RoPE tables)."""
+        tok_embeds = self.tok_emb(in_idx)
+        pos_embeds = self.pos_emb(torch.arange(start, start + in_idx.shape[1], device=in_idx.device))
+        x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
+        return self.drop_emb(x), ()
 
     def check_ids(self, in_idx: torch.Tensor, start: int = 0) -> None:
         """A ``ValueError`` saying what is wrong with token ids (batch, num_tokens) placed after ``start`` others."""

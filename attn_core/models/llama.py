@@ -16,8 +16,6 @@ queries and keys among them (``queries.rope``, ``keys.rope``); a :class:`KVCache
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Collection
 from pathlib import Path
 
@@ -28,8 +26,10 @@ import torch.nn.functional as F
 from attn_core.attention.classes import check_inputs, masked_softmax, record_dropout
 from attn_core.attention.kv_cache import KVCache, LayerCache
 from attn_core.attention.masks import causal_mask
-from attn_core.models.gpt import GPTModel, Walk, layer_scope, walk_blocks
-from attn_core.tracing.trace import Trace, record, scope
+from attn_core.models.family import Shared, file_stamp
+from attn_core.models.gpt import GPTModel, run_blocks
+from attn_core.models.gpt import walk_layers as gpt_walk_layers
+from attn_core.tracing.trace import Trace, record
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")
 KV_HEADS = ("b", "num_kv_groups", "num_tokens", "head_dim")
@@ -267,14 +267,16 @@ class LlamaModel(nn.Module):
                              "make it with KVCache(model.cfg['n_layers'])")
         self.check_ids(in_idx, start)
         traced = self.traced_layers(trace, trace_layers)
-        x = self.tok_emb(in_idx)  # Shape [batch_size, num_tokens, emb_size]
-        for i, block in enumerate(self.trf_blocks):
-            layer_cache = None if cache is None else cache.layers[i]
-            with scope(trace if i in traced else None, layer_scope(i)):
-                x = block(x, self.cos, self.sin, trace if i in traced else None, layer_cache)
+        x, block_args = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
+        x = run_blocks(self, x, block_args, cache=cache, trace=trace, traced=traced)
         x = self.final_norm(x)
         logits = self.out_head(x)
         return logits
+
+    def embed(self, in_idx: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, tuple]:
+        """The blocks' input (token embeddings only: positions are rotated into queries and keys) and the blocks'
+        extra arguments, the RoPE tables (``start``: the positions continue after the cached tokens)."""
+        return self.tok_emb(in_idx), (self.cos, self.sin)
 
 
 def attention_like(att: GroupedQueryAttention, *, mask_method: str = "neg_inf", dropout: float = 0.0,
@@ -303,19 +305,10 @@ class LayerAttention(nn.Module):
         return self.att(x, self.cos, self.sin, trace)
 
 
-def walk_layers(model: LlamaModel, idx: torch.Tensor, on_layer=None, progress=None) -> Walk:
-    """:func:`attn_core.models.gpt.walk_layers` for a Llama: every layer's attention input (after norm1) and the last
-    logits; ``on_layer(i, weights)`` gets each layer's (num_heads, T, T) weights, one layer's trace at a time."""
-    if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
-        raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
-    model.check_ids(idx)
-    with torch.no_grad():
-        return walk_blocks(model, model.tok_emb(idx), (model.cos, model.sin), on_layer, progress)
+walk_layers = gpt_walk_layers  # any family's model: ``model.embed`` gives the RoPE tables to every block
 
 
-_SHARED: OrderedDict[tuple, LlamaModel] = OrderedDict()
-_LOCK = threading.Lock()
-MAX_SHARED = 2
+_SHARED = Shared(2)  # SmolLM2-135M holds ~540 MB as float32
 
 
 def load_model(path: str | os.PathLike) -> LlamaModel:
@@ -343,14 +336,4 @@ def load_model(path: str | os.PathLike) -> LlamaModel:
 def load_model_shared(path: str | os.PathLike) -> LlamaModel:
     """``load_model`` once per process per file (keyed by path, size and mtime); callers only read the model."""
     p = Path(path).expanduser().resolve()
-    st = p.stat() if p.is_file() else None
-    key = (p, st.st_size if st else None, st.st_mtime_ns if st else None)
-    with _LOCK:
-        if key in _SHARED:
-            _SHARED.move_to_end(key)
-            return _SHARED[key]
-        model = load_model(p)
-        _SHARED[key] = model
-        while len(_SHARED) > MAX_SHARED:
-            _SHARED.popitem(last=False)
-        return model
+    return _SHARED.get(p, file_stamp(p) if p.is_file() else (), lambda: load_model(p))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from attn_core.text.tokens import gpt2_encoding
+from attn_core.text.tokens import bpe_encoding
 
 
 class GPTDatasetV1(Dataset):
@@ -42,7 +42,7 @@ def create_dataloader_v1(txt: str, batch_size: int = 4, max_length: int = 256, s
                          tokenizer=None) -> DataLoader:
     """The book's loader: GPT-2 tokens (our offline encoding unless ``tokenizer`` is given),
     :class:`GPTDatasetV1` windows, batches of (batch_size, max_length)."""
-    tokenizer = gpt2_encoding() if tokenizer is None else tokenizer
+    tokenizer = bpe_encoding() if tokenizer is None else tokenizer
     dataset = GPTDatasetV1(txt, tokenizer, max_length, stride)
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
                       num_workers=num_workers)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from attn_core.text.data import create_dataloader_v1
-from attn_core.text.tokens import ENDOFTEXT, MAX_TEXT_CHARS, gpt2_encoding
+from attn_core.text.tokens import ENDOFTEXT, MAX_TEXT_CHARS, bpe_encoding
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,20 @@ def sliding_windows(token_ids: list[int], max_length: int, stride: int, limit: i
     return windows
 
 
-def gpt2_ids(text: str) -> list[int]:
+def bpe_ids(text: str) -> list[int]:
     """The text's GPT-2 ids, as the book's loader reads them (``<|endoftext|>`` allowed)."""
     if text is None or not text.strip():
         raise ValueError("The text is empty: type or paste some text (or choose The Verdict)")
     if len(text) > MAX_TEXT_CHARS + 1_000:  # The Verdict (20,479 characters) must fit
         raise ValueError(f"Your text is {len(text):,} characters long; this page takes up to "
                          f"{MAX_TEXT_CHARS + 1_000:,}. Shorten it")
-    return gpt2_encoding().encode(text, allowed_special={ENDOFTEXT})
+    return bpe_encoding().encode(text, allowed_special={ENDOFTEXT})
 
 
 def first_batch(text: str, batch_size: int, max_length: int, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The first (inputs, targets) batch of ``create_dataloader_v1(shuffle=False)``: two (batch_size, max_length)
     tensors. Sizes that give no full batch raise ValueError saying what to change."""
-    check_window(len(gpt2_ids(text)), max_length, stride, batch_size)
+    check_window(len(bpe_ids(text)), max_length, stride, batch_size)
     dataloader = create_dataloader_v1(text, batch_size=batch_size, max_length=max_length, stride=stride,
                                       shuffle=False)
     inputs, targets = next(iter(dataloader))

@@ -1,7 +1,8 @@
 """GPT-2 BPE tokenization with tiktoken, loaded offline from the ranks in ``assets/``.
 
-tiktoken's ``get_encoding("gpt2")`` downloads its vocabulary on first use; classrooms and
-CI are offline, so the ranks ship with the project (sha256-checked on load).
+tiktoken's ``get_encoding`` downloads its vocabulary on first use; classrooms and CI are offline, so the ranks
+ship with the project (sha256-checked on load). :func:`bpe_tokenizer` is the same encoding as a model family's
+tokenizer (``encode`` / ``decode`` / ``token_bytes`` / ``tokens``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
 ENDOFTEXT = "<|endoftext|>"
 ENDOFTEXT_ID = 50256
 VOCAB_SIZE = 50257
+BPE_NAME = "gpt2"  # what tiktoken and a GGUF file's tokenizer.ggml.model call GPT-2's byte-level BPE
 MAX_TEXT_CHARS = 20_000  # longer texts are refused before any work (1,024 GPT-2 tokens are ~5,000 characters)
 
 
 @lru_cache(maxsize=1)
-def gpt2_encoding() -> tiktoken.Encoding:
+def bpe_encoding() -> tiktoken.Encoding:
     """The GPT-2 (r50k_base) encoding, built from the shipped ranks without any network access."""
     damaged = (f"The GPT-2 vocabulary that ships with Attention Lab (assets/{RANKS_PATH.name}) is missing or "
                "damaged: restore that file from the project's repository")
@@ -39,7 +41,7 @@ def gpt2_encoding() -> tiktoken.Encoding:
     fields = data.split()  # "<base64 token> <rank>" per line; split at once: faster than line by line
     ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
     return tiktoken.Encoding(
-        name="gpt2",
+        name=BPE_NAME,
         pat_str=r50k_pat_str,
         mergeable_ranks=ranks,
         special_tokens={ENDOFTEXT: ENDOFTEXT_ID},
@@ -82,7 +84,7 @@ def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
     if len(text) > MAX_TEXT_CHARS:
         raise ValueError(f"Your text is {len(text):,} characters long; Attention Lab takes up to "
                          f"{MAX_TEXT_CHARS:,} characters. Shorten it by {len(text) - MAX_TEXT_CHARS:,} characters")
-    enc = gpt2_encoding()
+    enc = bpe_encoding()
     ids = enc.encode(text, allowed_special={ENDOFTEXT})
     if max_tokens is not None and len(ids) > max_tokens:
         raise ValueError(f"Your text is {len(ids)} tokens long; Attention Lab shows up to {max_tokens} tokens "
@@ -97,3 +99,25 @@ def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
             piece += "=" + completed.strip()
         tokens.append(Token(i, tid, raw.decode("utf-8", errors="replace"), f"{i + 1}: {piece}", raw))
     return tokens
+
+
+class BPETokenizer:
+    """GPT-2's BPE as a model family's tokenizer (the book's GPTModel and GPT-2 read these ids)."""
+
+    def encode(self, text: str) -> list[int]:
+        return bpe_encoding().encode(text, allowed_special={ENDOFTEXT})
+
+    def decode(self, ids: list[int]) -> str:
+        return bpe_encoding().decode(ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return bpe_encoding().decode_single_token_bytes(token_id)
+
+    def tokens(self, text: str, max_tokens: int | None = None) -> list[Token]:
+        return tokenize(text, max_tokens)
+
+
+@lru_cache(maxsize=1)
+def bpe_tokenizer() -> BPETokenizer:
+    """The one :class:`BPETokenizer` (the encoding itself is built on first use)."""
+    return BPETokenizer()

@@ -62,7 +62,7 @@ def render() -> None:
     tokens = st.multiselect("Time vs T (b 1, d 256, 4 heads)", [64, 128, 256, 512, 1024, 2048],
                             default=[128, 256, 512, 1024], key="bench_tokens")
 
-    if "gpt2" in size_names and device == "cpu":
+    if "124M" in size_names and device == "cpu":
         st.warning("GPT-2 small on a CPU takes about a second per forward pass: with the 10 s budget only a few "
                    "repetitions fit, so its numbers are rougher.")
     if not passes or not (size_names or tokens):

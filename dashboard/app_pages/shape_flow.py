@@ -160,8 +160,9 @@ def render() -> None:
         st.title("Shape flow: multi-head attention step by step")
     cfg = flow_config(s.cfg)
     if s.pretrained:
-        own = ("GroupedQueryAttention with RoPE on queries and keys (steps queries.rope, keys.rope)"
-               if models.is_gguf(s.weights) else "MultiHeadAttention")
+        c = models.config(s.weights)
+        own = (f"{c.attention} with RoPE on queries and keys (steps queries.rope, keys.rope)"
+               if c.positions == "rope" else c.attention)
         st.caption(f"{md_escape(models.label(s.weights))}, layer {s.layer + 1}: its own {own} and weights, "
                    "on that layer's input for your sentence (change the layer in the sidebar).")
     elif cfg is not s.cfg:

