@@ -37,7 +37,7 @@ __all__ = [
     "CausalAttention", "GPTModel", "GroupedQueryAttention", "KVCache", "LayerCache", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "MultiHeadLatentAttention", "SelfAttention_v1", "SelfAttention_v2",
     "SimplifiedAttention", "Step", "Token", "Trace", "Variant", "available_devices", "build_module", "causal_mask",
-    "check_inputs", "check_sizes", "embed", "bpe_encoding", "find_models", "generate", "head_matrix", "layer_trace", "load_model",
-    "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention", "sinusoidal_positions",
-    "softmax_naive", "tokenize", "variant",
+    "check_inputs", "check_sizes", "embed", "bpe_encoding", "find_models", "generate", "head_matrix", "layer_trace",
+    "load_model", "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention",
+    "sinusoidal_positions", "softmax_naive", "tokenize", "variant",
 ]
