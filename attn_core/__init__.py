@@ -25,7 +25,7 @@ from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, 
 from attn_core.attention.variants import LABELS, VARIANTS, AttentionConfig, Variant, register, variant
 from attn_core.devices import available_devices, pick_device
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate, layer_trace
-from attn_core.models.registry import find_models, load_model
+from attn_core.models.registry import family, find_models, load_model
 from attn_core.text.embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
 from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, bpe_encoding, tokenize
 from attn_core.tracing.trace import Step, Trace
@@ -36,8 +36,8 @@ __all__ = [
     "LABELS", "MASK_METHODS", "MAX_POSITIONS", "MAX_TEXT_CHARS", "NORMALIZATIONS", "VARIANTS", "AttentionConfig",
     "CausalAttention", "GPTModel", "GroupedQueryAttention", "KVCache", "LayerCache", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "MultiHeadLatentAttention", "SelfAttention_v1", "SelfAttention_v2",
-    "SimplifiedAttention", "Step", "Token", "Trace", "Variant", "available_devices", "build_module", "causal_mask",
-    "check_inputs", "check_sizes", "embed", "bpe_encoding", "find_models", "generate", "head_matrix", "layer_trace",
-    "load_model", "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention",
+    "SimplifiedAttention", "Step", "Token", "Trace", "Variant", "available_devices", "bpe_encoding", "build_module",
+    "causal_mask", "check_inputs", "check_sizes", "embed", "family", "find_models", "generate", "head_matrix",
+    "layer_trace", "load_model", "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention",
     "sinusoidal_positions", "softmax_naive", "tokenize", "variant",
 ]
