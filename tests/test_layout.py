@@ -159,8 +159,7 @@ def test_every_package_is_a_job_and_says_what_is_inside(top):
 
 
 def test_the_readmes_python_examples_import_from_attn_core_itself():
-    """The public face: what a README example uses imports from ``attn_core``, not from a subpackage. The GPT-2
-    loading example waits for the model-family API (``load_model``/``find_models``)."""
+    """The public face: what a README example uses imports from ``attn_core``, not from a subpackage."""
     import re
 
     import attn_core
