@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from attn_core.attention.classes import check_inputs, masked_softmax, record_dropout
 from attn_core.attention.kv_cache import KVCache, LayerCache
 from attn_core.attention.masks import causal_mask
-from attn_core.models.gpt import GPTModel, Walk, layer_scope, walk_blocks
+from attn_core.models.gpt import GPTModel, Walk, walk_blocks
 from attn_core.tracing.trace import Trace, record, scope
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")
@@ -270,7 +270,7 @@ class LlamaModel(nn.Module):
         x = self.tok_emb(in_idx)  # Shape [batch_size, num_tokens, emb_size]
         for i, block in enumerate(self.trf_blocks):
             layer_cache = None if cache is None else cache.layers[i]
-            with scope(trace if i in traced else None, layer_scope(i)):
+            with scope(trace if i in traced else None, "layer", i):
                 x = block(x, self.cos, self.sin, trace if i in traced else None, layer_cache)
         x = self.final_norm(x)
         logits = self.out_head(x)

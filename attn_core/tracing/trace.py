@@ -11,6 +11,11 @@ statement above the call that writes that variable, so the code a page shows is 
 and the forward reads like the book's. What a step *is* (its kind, note, axis names) comes from the one
 table in :mod:`attn_core.tracing.steps`.
 
+A forward also says what it records *in*: ``with scope(trace, "head", i):`` around one head's lines,
+``"tile", i, j`` around one tile's, ``"layer", i`` around one layer's. Each step keeps the scopes it was recorded
+in (:class:`Scope`: a kind and an index), so pages read a trace's structure (how many heads, which tiles) from
+what it declares, not from step names.
+
 A ``Trace()`` stores a copy of each tensor. ``Trace(copy=False)`` stores the CPU tensors
 themselves: at GPT-2 size and 1,024 tokens the copies were ~280 MB and a third of a traced
 forward. The code then calls :meth:`Trace.before_change` before changing a recorded tensor in
@@ -33,7 +38,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from attn_core.tracing.steps import STEPS
+from attn_core.tracing.steps import STEPS, scope_name
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One level of a trace's structure: what a forward recorded some steps in."""
+
+    kind: str  # "layer", "head", "kv_head", "tile", ... (attn_core.tracing.steps.SCOPES spells their names)
+    index: tuple[int, ...]  # (1,) for head 2; (0, 2) for tile [0, 2]
+    name: str  # its prefix in step names: "heads[1]", "tile[0,2]", "trf_blocks[1].att"
 
 
 @dataclass(frozen=True)
@@ -48,8 +62,17 @@ class Step:
     axes: tuple[str, ...] = ()  # axis names, e.g. ("b", "num_tokens", "num_heads", "head_dim")
     contiguous: bool = True  # of the tensor as computed (before the CPU copy)
     stride: tuple[int, ...] = ()  # of the tensor as computed
-    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head
+    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head: the scopes' names joined by "."
     origin: tuple[str, int] | None = None  # (file, line) of the code in the source; None for a described step
+    scopes: tuple[Scope, ...] = ()  # the scopes it was recorded in, outermost first
+
+    def index(self, kind: str) -> tuple[int, ...] | None:
+        """The index of the ``kind`` scope this step was recorded in (None: not in one)."""
+        return next((sc.index for sc in self.scopes if sc.kind == kind), None)
+
+    def within(self, *kinds: str) -> bool:
+        """Whether every scope this step was recorded in is of one of ``kinds`` (none: the module's own level)."""
+        return all(sc.kind in kinds for sc in self.scopes)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -72,7 +95,7 @@ class Trace:
     """An ordered list of :class:`Step`, filled by a module's ``forward``."""
 
     steps: list[Step] = field(default_factory=list)
-    _scope: str = ""
+    _scopes: tuple[Scope, ...] = ()  # the scopes a step recorded now goes into, outermost first
     # The last recorded source tensor (weakly), its version and its copy: recording the very same,
     # unchanged tensor again (dropout in eval mode returns its input) shares the copy.
     _last: tuple | None = field(default=None, repr=False, compare=False)
@@ -108,7 +131,8 @@ class Trace:
             kind = kind or entry.kind
             note = entry.describe(tensor, **fields) if note is None else note
             axes = entry.axes.get(tensor.ndim, ()) if axes is None else axes
-        full = f"{self._scope}.{name}" if self._scope else name
+        prefix = self.prefix
+        full = f"{prefix}.{name}" if prefix else name
         if any(s.name == full for s in self.steps):
             raise ValueError(f"trace already has a step named {full!r}")
         self.check()
@@ -131,8 +155,9 @@ class Trace:
                 axes=tuple(axes or ()),
                 contiguous=tensor.is_contiguous(),
                 stride=tuple(tensor.stride()),
-                scope=self._scope,
+                scope=prefix,
                 origin=origin,
+                scopes=self._scopes,
             )
         )
 
@@ -154,19 +179,26 @@ class Trace:
                 raise ChangedInPlace(f"step {self.steps[i].name!r} was changed in place after it was recorded: "
                                      "call trace.before_change(tensor) before the in-place operation")
 
+    @property
+    def prefix(self) -> str:
+        """The current scopes' names joined: what a step recorded now is prefixed with (``heads[1]``)."""
+        return ".".join(sc.name for sc in self._scopes)
+
     @contextmanager
-    def scope(self, prefix: str) -> Iterator[Trace]:
-        """Record the steps of a sub-module under ``prefix`` (e.g. one head of a wrapper)."""
-        outer = self._scope
-        self._scope = f"{outer}.{prefix}" if outer else prefix
+    def scope(self, kind: str, *index: int, name: str | None = None) -> Iterator[Trace]:
+        """Record the steps inside in one ``kind`` scope (``"head", 1``; ``"tile", 0, 2``), named ``name`` in step
+        names (None: as :data:`attn_core.tracing.steps.SCOPES` spells the kind)."""
+        outer = self._scopes
+        self._scopes = (*outer, Scope(kind, tuple(index), name or scope_name(kind, *index)))
         try:
             yield self
         finally:
-            self._scope = outer
+            self._scopes = outer
 
     def here(self, name: str) -> Step:
         """The step ``name`` recorded in the current scope (a wrapper's head reads its own weights)."""
-        return self[f"{self._scope}.{name}" if self._scope else name]
+        prefix = self.prefix
+        return self[f"{prefix}.{name}" if prefix else name]
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
@@ -198,8 +230,16 @@ class Trace:
         return self.steps[-1]
 
     def scopes(self) -> list[str]:
-        """Distinct non-empty scopes, in first-seen order (e.g. one per layer of a GPT model)."""
+        """Distinct non-empty scopes' names, in first-seen order (e.g. one per layer of a GPT model)."""
         return list(dict.fromkeys(s.scope for s in self.steps if s.scope))
+
+    def scope_kinds(self) -> list[str]:
+        """The kinds of scope the steps were recorded in ("layer", "head", "tile", ...), in first-seen order."""
+        return list(dict.fromkeys(sc.kind for s in self.steps for sc in s.scopes))
+
+    def scopes_of(self, kind: str) -> list[Scope]:
+        """Every distinct scope of one kind, in first-seen order (one per head of a wrapper, per computed tile)."""
+        return list(dict.fromkeys(sc for s in self.steps for sc in s.scopes if sc.kind == kind))
 
     def scoped(self, prefix: str) -> Trace:
         """The steps recorded under ``prefix`` as a trace of their own, names and scopes relative
@@ -209,7 +249,9 @@ class Trace:
         for s in self.steps:
             if s.scope == prefix or s.scope.startswith(head):
                 scope = s.scope[len(head):] if s.scope.startswith(head) else ""
-                steps.append(replace(s, name=s.name[len(head):], scope=scope))
+                names = [sc.name for sc in s.scopes]
+                outer = next((k for k in range(len(names) + 1) if ".".join(names[:k]) == prefix), 0)
+                steps.append(replace(s, name=s.name[len(head):], scope=scope, scopes=s.scopes[outer:]))
         if not steps:
             raise KeyError(f"no steps under {prefix!r}; scopes: {', '.join(self.scopes())}")
         return Trace(steps)
@@ -224,9 +266,9 @@ def record(trace: Trace | None, name: str, tensor: torch.Tensor, code: str | Non
         trace.record(name, tensor, code, note, depth=depth + 1, arg=arg, **kw)  # type: ignore[arg-type]
 
 
-def scope(trace: Trace | None, prefix: str):
-    """``trace.scope(prefix)`` when tracing, a no-op context otherwise."""
-    return nullcontext() if trace is None else trace.scope(prefix)
+def scope(trace: Trace | None, kind: str, *index: int, name: str | None = None):
+    """``trace.scope(kind, *index)`` when tracing, a no-op context otherwise: ``with scope(trace, "tile", i, j):``."""
+    return nullcontext() if trace is None else trace.scope(kind, *index, name=name)
 
 
 # --- The code line of a step, read from the source -------------------------------------------------------
