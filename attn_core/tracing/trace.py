@@ -51,6 +51,17 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class Flow:
+    """Which variables a step's statement writes and reads, read from its source once per line (Shape flow's
+    "Before this step" follows them)."""
+
+    var: str = ""  # the variable the step's tensor is in ("" when an expression was recorded, or code was given)
+    reads: tuple[str, ...] = ()  # the names the statement reads, in source order
+    expr: str = ""  # an expression recorded instead of a variable: its syntax tree (ast.dump)
+    parts: frozenset[str] = frozenset()  # the syntax trees of every expression inside the statement
+
+
+@dataclass(frozen=True)
 class Step:
     """One recorded tensor and the code line that produced it."""
 
@@ -65,6 +76,7 @@ class Step:
     scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head: the scopes' names joined by "."
     origin: tuple[str, int] | None = None  # (file, line) of the code in the source; None for a described step
     scopes: tuple[Scope, ...] = ()  # the scopes it was recorded in, outermost first
+    flow: Flow = Flow()  # the variables its statement writes and reads
 
     def index(self, kind: str) -> tuple[int, ...] | None:
         """The index of the ``kind`` scope this step was recorded in (None: not in one)."""
@@ -122,10 +134,10 @@ class Trace:
         ``code``: None takes it from the source (:func:`source_of` the caller ``depth`` frames up, whose
         call has the tensor as positional argument ``arg``). ``kind``, ``note``, ``axes``: None takes them
         from :data:`attn_core.tracing.steps.STEPS` by ``name``; ``fields`` fill the note's ``{names}``."""
-        origin = None
+        origin, flow = None, Flow()
         if code is None:
             frame = sys._getframe(depth)
-            code, origin = source_of(frame.f_code.co_filename, frame.f_lineno, arg)
+            code, origin, flow = _source(frame.f_code.co_filename, frame.f_lineno, arg)
         entry = STEPS.get(name)
         if entry is not None:
             kind = kind or entry.kind
@@ -158,6 +170,7 @@ class Trace:
                 scope=prefix,
                 origin=origin,
                 scopes=self._scopes,
+                flow=flow,
             )
         )
 
@@ -294,34 +307,55 @@ def _writes(stmt: ast.stmt, var: str) -> bool:
     return False
 
 
-@functools.cache
+def _reads(node: ast.AST) -> tuple[str, ...]:
+    """The names ``node`` reads, in source order."""
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return tuple(n.id for n in sorted(names, key=lambda n: (n.lineno, n.col_offset)))
+
+
+def _flow(stmt: ast.stmt, var: str) -> Flow:
+    """What statement ``stmt``, which writes ``var``, reads."""
+    read: ast.AST = stmt
+    if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+        read = stmt.value  # not its targets
+    parts = frozenset(ast.dump(n) for n in ast.walk(read) if isinstance(n, ast.expr))
+    return Flow(var, _reads(read), parts=parts)
+
+
 def source_of(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str, int] | None]:
     """(code, (file, line)) of the step recorded by the call on ``filename:lineno``: the nearest statement
     above it, in the same function, that writes the variable passed as the call's positional argument
     ``arg`` (``record(trace, "attn_scores", attn_scores)`` -> ``attn_scores = queries @ keys.transpose(2, 3)``).
     An expression passed instead of a variable is its own code. Cached: a forward pays this once per line."""
+    return _source(filename, lineno, arg)[:2]
+
+
+@functools.cache
+def _source(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str, int] | None, Flow]:
+    """:func:`source_of` and the :class:`Flow` of the statement it found."""
     parsed = _module_tree(filename)
     if parsed is None:
-        return "", None
+        return "", None, Flow()
     tree, lines = parsed
     funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
              and n.lineno <= lineno <= (n.end_lineno or n.lineno)]
     if not funcs:
-        return "", None
+        return "", None, Flow()
     func = max(funcs, key=lambda n: n.lineno)  # the innermost
     call = next((n for n in ast.walk(func) if isinstance(n, ast.Call) and n.lineno == lineno and len(n.args) > arg),
                 None)
     if call is None:
-        return "", None
+        return "", None, Flow()
     target = call.args[arg]
     if not isinstance(target, ast.Name):
-        return ast.get_source_segment("".join(lines), target) or "", (filename, lineno)
+        flow = Flow(reads=_reads(target), expr=ast.dump(target))
+        return ast.get_source_segment("".join(lines), target) or "", (filename, lineno), flow
     writers = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s.lineno < lineno and _writes(s, target.id)]
     if not writers:
-        return target.id, None
+        return target.id, None, Flow(reads=(target.id,))
     stmt = max(writers, key=lambda s: s.lineno)
     text = textwrap.dedent("".join(lines[stmt.lineno - 1:stmt.end_lineno or stmt.lineno])).strip()
-    return text, (filename, stmt.lineno)
+    return text, (filename, stmt.lineno), _flow(stmt, target.id)
 
 
 def function_at(origin: tuple[str, int]) -> tuple[str, int, list[str]] | None:
