@@ -108,12 +108,18 @@ class Trace:
 
     steps: list[Step] = field(default_factory=list)
     _scopes: tuple[Scope, ...] = ()  # the scopes a step recorded now goes into, outermost first
+    prefix: str = ""  # their names joined by ".": what a step recorded now is prefixed with ("heads[1]")
     # The last recorded source tensor (weakly), its version and its copy: recording the very same,
     # unchanged tensor again (dropout in eval mode returns its input) shares the copy.
     _last: tuple | None = field(default=None, repr=False, compare=False)
     copy: bool = True  # False: keep CPU tensors themselves (see the module's docstring)
     # copy=False: (step index, the source tensor (weakly), the version it was recorded at) of each shared tensor
     _shared: list = field(default_factory=list, repr=False, compare=False)
+    # The steps' names, to refuse a second step of one name without a scan (a tiled loop records thousands)
+    _names: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._names = {s.name for s in self.steps}
 
     def record(
         self,
@@ -145,7 +151,7 @@ class Trace:
             axes = entry.axes.get(tensor.ndim, ()) if axes is None else axes
         prefix = self.prefix
         full = f"{prefix}.{name}" if prefix else name
-        if any(s.name == full for s in self.steps):
+        if full in self._names:
             raise ValueError(f"trace already has a step named {full!r}")
         self.check()
         last = self._last
@@ -157,6 +163,7 @@ class Trace:
         else:
             copy = tensor.detach().to("cpu", copy=True)
         self._last = (weakref.ref(tensor), tensor._version, copy)
+        self._names.add(full)
         self.steps.append(
             Step(
                 name=full,
@@ -192,21 +199,17 @@ class Trace:
                 raise ChangedInPlace(f"step {self.steps[i].name!r} was changed in place after it was recorded: "
                                      "call trace.before_change(tensor) before the in-place operation")
 
-    @property
-    def prefix(self) -> str:
-        """The current scopes' names joined: what a step recorded now is prefixed with (``heads[1]``)."""
-        return ".".join(sc.name for sc in self._scopes)
-
     @contextmanager
     def scope(self, kind: str, *index: int, name: str | None = None) -> Iterator[Trace]:
         """Record the steps inside in one ``kind`` scope (``"head", 1``; ``"tile", 0, 2``), named ``name`` in step
         names (None: as :data:`attn_core.tracing.steps.SCOPES` spells the kind)."""
-        outer = self._scopes
-        self._scopes = (*outer, Scope(kind, tuple(index), name or scope_name(kind, *index)))
+        outer, outer_prefix = self._scopes, self.prefix
+        inner = Scope(kind, tuple(index), name or scope_name(kind, *index))
+        self._scopes, self.prefix = (*outer, inner), f"{outer_prefix}.{inner.name}" if outer_prefix else inner.name
         try:
             yield self
         finally:
-            self._scopes = outer
+            self._scopes, self.prefix = outer, outer_prefix
 
     def here(self, name: str) -> Step:
         """The step ``name`` recorded in the current scope (a wrapper's head reads its own weights)."""
