@@ -238,7 +238,7 @@ class MultiHeadAttentionWrapper(nn.Module):
             return torch.cat([head(x) for head in self.heads], dim=-1)
         context_vecs = []
         for i, head in enumerate(self.heads):
-            with trace.scope(f"heads[{i}]"):
+            with trace.scope("head", i):
                 context_vecs.append(head(x, trace))
         context_vec = torch.cat(context_vecs, dim=-1)  # (b, num_tokens, num_heads * d_out)
         record(trace, "context_vec", context_vec, kind="output", axes=("b", "num_tokens", "num_heads * d_out"),

@@ -80,7 +80,7 @@ def assemble_tiles(trace: Trace, plan: TilePlan, batch_heads: tuple[int, int], n
     """The recorded blocks ``name`` of every computed tile side by side, (b, num_heads, num_queries, num_keys);
     skipped tiles hold ``fill``."""
     whole = torch.full((*batch_heads, plan.num_queries, plan.num_keys), fill)
-    prefix = trace._scope + "." if trace._scope else ""
+    prefix = trace.prefix + "." if trace.prefix else ""
     for i, j, computed in plan.order():
         if computed:
             rows, cols = plan.rows(i), plan.cols(j)
@@ -92,7 +92,7 @@ def weights_from_tiles(trace: Trace, plan: TilePlan, batch_heads: tuple[int, int
     """The attention weights the recorded tiles imply, (b, num_heads, num_queries, num_keys): each tile's ``P``
     times ``exp(m_then - m_final) / l_final`` of its query tile; skipped tiles are 0."""
     weights = torch.zeros(*batch_heads, plan.num_queries, plan.num_keys)
-    prefix = trace._scope + "." if trace._scope else ""
+    prefix = trace.prefix + "." if trace.prefix else ""
     for i, row in enumerate(plan.computed):
         done = [j for j, c in enumerate(row) if c]
         if not done:
@@ -153,7 +153,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
                 continue  # every cell of this tile is masked: skip it, never compute it
             k_tile = keys[:, :, j * block_k:(j + 1) * block_k]  # (b, num_heads, block_k, head_dim)
             v_tile = values[:, :, j * block_k:(j + 1) * block_k]
-            with scope(trace, f"tile[{i},{j}]"):
+            with scope(trace, "tile", i, j):
                 S = q_tile @ k_tile.transpose(2, 3) * scale  # (b, num_heads, block_q, block_k)
                 if mask_bool is not None:
                     tile_mask = mask_bool[i * block_q:(i + 1) * block_q, j * block_k:(j + 1) * block_k]

@@ -24,6 +24,7 @@ import torch.nn as nn
 
 from attn_core.attention.classes import MultiHeadAttention
 from attn_core.attention.kv_cache import KVCache, LayerCache
+from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace, record, scope
 
 GPT_CONFIG_124M: dict = {
@@ -53,7 +54,7 @@ def check_config(cfg: dict) -> None:
 
 def layer_scope(layer: int) -> str:
     """The trace scope of one layer's attention: ``trf_blocks[1].att``."""
-    return f"trf_blocks[{layer}].att"
+    return scope_name("layer", layer)
 
 
 def layer_trace(trace: Trace, layer: int) -> Trace:
@@ -117,7 +118,7 @@ def run_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple = (), *, cac
     for i, block in enumerate(model.trf_blocks):
         layer_cache = None if cache is None else cache.layers[i]
         layer_trace_ = trace if i in traced else None
-        with scope(layer_trace_, layer_scope(i)):
+        with scope(layer_trace_, "layer", i):
             x = block(x, *block_args, layer_trace_, layer_cache)
         if i == stop:
             break

@@ -111,6 +111,23 @@ STEPS: dict[str, StepKind] = {
 }
 KINDS: dict[str, StepKind] = {s.kind: s for s in STEPS.values()}  # by kind (kinds recorded under two names agree)
 
+# What a forward records its steps *in*: a scope kind and how its prefix is spelled in step names
+# (``heads[1].attn_weights``). A kind not listed is spelled ``kind[i,j]``.
+SCOPES: dict[str, str] = {
+    "layer": "trf_blocks[{}].att",  # one transformer block's attention (GPTModel, the Llama family)
+    "head": "heads[{}]",  # one head of MultiHeadAttentionWrapper: its own CausalAttention
+    "kv_head": "kv_heads[{}]",  # one K/V head and the query heads that share it
+    "tile": "tile[{},{}]",  # one (query tile, key tile) block of a tiled loop (attn_core/attention/flash.py)
+}
+
+
+def scope_name(kind: str, *index: int) -> str:
+    """A scope's prefix in step names: ``scope_name("head", 1)`` -> ``heads[1]``."""
+    pattern = SCOPES.get(kind)
+    if pattern is None or pattern.count("{}") != len(index):
+        return f"{kind}[{','.join(str(i) for i in index)}]"
+    return pattern.format(*index)
+
 
 def step_kind(name: str) -> StepKind:
     """The table's entry for a step recorded as ``name`` (its last part after any scope)."""

@@ -11,6 +11,11 @@ statement above the call that writes that variable, so the code a page shows is 
 and the forward reads like the book's. What a step *is* (its kind, note, axis names) comes from the one
 table in :mod:`attn_core.tracing.steps`.
 
+A forward also says what it records *in*: ``with scope(trace, "head", i):`` around one head's lines,
+``"tile", i, j`` around one tile's, ``"layer", i`` around one layer's. Each step keeps the scopes it was recorded
+in (:class:`Scope`: a kind and an index), so pages read a trace's structure (how many heads, which tiles) from
+what it declares, not from step names.
+
 A ``Trace()`` stores a copy of each tensor. ``Trace(copy=False)`` stores the CPU tensors
 themselves: at GPT-2 size and 1,024 tokens the copies cost much of a traced forward's time and
 memory (docs/measurements.md). The code then calls :meth:`Trace.before_change` before changing a recorded tensor in
@@ -33,7 +38,27 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from attn_core.tracing.steps import STEPS
+from attn_core.tracing.steps import STEPS, scope_name
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One level of a trace's structure: what a forward recorded some steps in."""
+
+    kind: str  # "layer", "head", "kv_head", "tile", ... (attn_core.tracing.steps.SCOPES spells their names)
+    index: tuple[int, ...]  # (1,) for head 2; (0, 2) for tile [0, 2]
+    name: str  # its prefix in step names: "heads[1]", "tile[0,2]", "trf_blocks[1].att"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Which variables a step's statement writes and reads, read from its source once per line (Shape flow's
+    "Before this step" follows them)."""
+
+    var: str = ""  # the variable the step's tensor is in ("" when an expression was recorded, or code was given)
+    reads: tuple[str, ...] = ()  # the names the statement reads, in source order
+    expr: str = ""  # an expression recorded instead of a variable: its syntax tree (ast.dump)
+    parts: frozenset[str] = frozenset()  # the syntax trees of every expression inside the statement
 
 
 @dataclass(frozen=True)
@@ -48,8 +73,18 @@ class Step:
     axes: tuple[str, ...] = ()  # axis names, e.g. ("b", "num_tokens", "num_heads", "head_dim")
     contiguous: bool = True  # of the tensor as computed (before the CPU copy)
     stride: tuple[int, ...] = ()  # of the tensor as computed
-    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head
+    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head: the scopes' names joined by "."
     origin: tuple[str, int] | None = None  # (file, line) of the code in the source; None for a described step
+    scopes: tuple[Scope, ...] = ()  # the scopes it was recorded in, outermost first
+    flow: Flow = Flow()  # the variables its statement writes and reads
+
+    def index(self, kind: str) -> tuple[int, ...] | None:
+        """The index of the ``kind`` scope this step was recorded in (None: not in one)."""
+        return next((sc.index for sc in self.scopes if sc.kind == kind), None)
+
+    def within(self, *kinds: str) -> bool:
+        """Whether every scope this step was recorded in is of one of ``kinds`` (none: the module's own level)."""
+        return all(sc.kind in kinds for sc in self.scopes)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -72,13 +107,19 @@ class Trace:
     """An ordered list of :class:`Step`, filled by a module's ``forward``."""
 
     steps: list[Step] = field(default_factory=list)
-    _scope: str = ""
+    _scopes: tuple[Scope, ...] = ()  # the scopes a step recorded now goes into, outermost first
+    prefix: str = ""  # their names joined by ".": what a step recorded now is prefixed with ("heads[1]")
     # The last recorded source tensor (weakly), its version and its copy: recording the very same,
     # unchanged tensor again (dropout in eval mode returns its input) shares the copy.
     _last: tuple | None = field(default=None, repr=False, compare=False)
     copy: bool = True  # False: keep CPU tensors themselves (see the module's docstring)
     # copy=False: (step index, the source tensor (weakly), the version it was recorded at) of each shared tensor
     _shared: list = field(default_factory=list, repr=False, compare=False)
+    # The steps' names, to refuse a second step of one name without a scan (a tiled loop records thousands)
+    _names: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._names = {s.name for s in self.steps}
 
     def record(
         self,
@@ -99,17 +140,18 @@ class Trace:
         ``code``: None takes it from the source (:func:`source_of` the caller ``depth`` frames up, whose
         call has the tensor as positional argument ``arg``). ``kind``, ``note``, ``axes``: None takes them
         from :data:`attn_core.tracing.steps.STEPS` by ``name``; ``fields`` fill the note's ``{names}``."""
-        origin = None
+        origin, flow = None, Flow()
         if code is None:
             frame = sys._getframe(depth)
-            code, origin = source_of(frame.f_code.co_filename, frame.f_lineno, arg)
+            code, origin, flow = _source(frame.f_code.co_filename, frame.f_lineno, arg)
         entry = STEPS.get(name)
         if entry is not None:
             kind = kind or entry.kind
             note = entry.describe(tensor, **fields) if note is None else note
             axes = entry.axes.get(tensor.ndim, ()) if axes is None else axes
-        full = f"{self._scope}.{name}" if self._scope else name
-        if any(s.name == full for s in self.steps):
+        prefix = self.prefix
+        full = f"{prefix}.{name}" if prefix else name
+        if full in self._names:
             raise ValueError(f"trace already has a step named {full!r}")
         self.check()
         last = self._last
@@ -121,6 +163,7 @@ class Trace:
         else:
             copy = tensor.detach().to("cpu", copy=True)
         self._last = (weakref.ref(tensor), tensor._version, copy)
+        self._names.add(full)
         self.steps.append(
             Step(
                 name=full,
@@ -131,8 +174,10 @@ class Trace:
                 axes=tuple(axes or ()),
                 contiguous=tensor.is_contiguous(),
                 stride=tuple(tensor.stride()),
-                scope=self._scope,
+                scope=prefix,
                 origin=origin,
+                scopes=self._scopes,
+                flow=flow,
             )
         )
 
@@ -155,18 +200,21 @@ class Trace:
                                      "call trace.before_change(tensor) before the in-place operation")
 
     @contextmanager
-    def scope(self, prefix: str) -> Iterator[Trace]:
-        """Record the steps of a sub-module under ``prefix`` (e.g. one head of a wrapper)."""
-        outer = self._scope
-        self._scope = f"{outer}.{prefix}" if outer else prefix
+    def scope(self, kind: str, *index: int, name: str | None = None) -> Iterator[Trace]:
+        """Record the steps inside in one ``kind`` scope (``"head", 1``; ``"tile", 0, 2``), named ``name`` in step
+        names (None: as :data:`attn_core.tracing.steps.SCOPES` spells the kind)."""
+        outer, outer_prefix = self._scopes, self.prefix
+        inner = Scope(kind, tuple(index), name or scope_name(kind, *index))
+        self._scopes, self.prefix = (*outer, inner), f"{outer_prefix}.{inner.name}" if outer_prefix else inner.name
         try:
             yield self
         finally:
-            self._scope = outer
+            self._scopes, self.prefix = outer, outer_prefix
 
     def here(self, name: str) -> Step:
         """The step ``name`` recorded in the current scope (a wrapper's head reads its own weights)."""
-        return self[f"{self._scope}.{name}" if self._scope else name]
+        prefix = self.prefix
+        return self[f"{prefix}.{name}" if prefix else name]
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
@@ -198,8 +246,16 @@ class Trace:
         return self.steps[-1]
 
     def scopes(self) -> list[str]:
-        """Distinct non-empty scopes, in first-seen order (e.g. one per layer of a GPT model)."""
+        """Distinct non-empty scopes' names, in first-seen order (e.g. one per layer of a GPT model)."""
         return list(dict.fromkeys(s.scope for s in self.steps if s.scope))
+
+    def scope_kinds(self) -> list[str]:
+        """The kinds of scope the steps were recorded in ("layer", "head", "tile", ...), in first-seen order."""
+        return list(dict.fromkeys(sc.kind for s in self.steps for sc in s.scopes))
+
+    def scopes_of(self, kind: str) -> list[Scope]:
+        """Every distinct scope of one kind, in first-seen order (one per head of a wrapper, per computed tile)."""
+        return list(dict.fromkeys(sc for s in self.steps for sc in s.scopes if sc.kind == kind))
 
     def scoped(self, prefix: str) -> Trace:
         """The steps recorded under ``prefix`` as a trace of their own, names and scopes relative
@@ -209,7 +265,9 @@ class Trace:
         for s in self.steps:
             if s.scope == prefix or s.scope.startswith(head):
                 scope = s.scope[len(head):] if s.scope.startswith(head) else ""
-                steps.append(replace(s, name=s.name[len(head):], scope=scope))
+                names = [sc.name for sc in s.scopes]
+                outer = next((k for k in range(len(names) + 1) if ".".join(names[:k]) == prefix), 0)
+                steps.append(replace(s, name=s.name[len(head):], scope=scope, scopes=s.scopes[outer:]))
         if not steps:
             raise KeyError(f"no steps under {prefix!r}; scopes: {', '.join(self.scopes())}")
         return Trace(steps)
@@ -224,9 +282,9 @@ def record(trace: Trace | None, name: str, tensor: torch.Tensor, code: str | Non
         trace.record(name, tensor, code, note, depth=depth + 1, arg=arg, **kw)  # type: ignore[arg-type]
 
 
-def scope(trace: Trace | None, prefix: str):
-    """``trace.scope(prefix)`` when tracing, a no-op context otherwise."""
-    return nullcontext() if trace is None else trace.scope(prefix)
+def scope(trace: Trace | None, kind: str, *index: int, name: str | None = None):
+    """``trace.scope(kind, *index)`` when tracing, a no-op context otherwise: ``with scope(trace, "tile", i, j):``."""
+    return nullcontext() if trace is None else trace.scope(kind, *index, name=name)
 
 
 # --- The code line of a step, read from the source -------------------------------------------------------
@@ -252,34 +310,55 @@ def _writes(stmt: ast.stmt, var: str) -> bool:
     return False
 
 
-@functools.cache
+def _reads(node: ast.AST) -> tuple[str, ...]:
+    """The names ``node`` reads, in source order."""
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return tuple(n.id for n in sorted(names, key=lambda n: (n.lineno, n.col_offset)))
+
+
+def _flow(stmt: ast.stmt, var: str) -> Flow:
+    """What statement ``stmt``, which writes ``var``, reads."""
+    read: ast.AST = stmt
+    if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+        read = stmt.value  # not its targets
+    parts = frozenset(ast.dump(n) for n in ast.walk(read) if isinstance(n, ast.expr))
+    return Flow(var, _reads(read), parts=parts)
+
+
 def source_of(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str, int] | None]:
     """(code, (file, line)) of the step recorded by the call on ``filename:lineno``: the nearest statement
     above it, in the same function, that writes the variable passed as the call's positional argument
     ``arg`` (``record(trace, "attn_scores", attn_scores)`` -> ``attn_scores = queries @ keys.transpose(2, 3)``).
     An expression passed instead of a variable is its own code. Cached: a forward pays this once per line."""
+    return _source(filename, lineno, arg)[:2]
+
+
+@functools.cache
+def _source(filename: str, lineno: int, arg: int = 2) -> tuple[str, tuple[str, int] | None, Flow]:
+    """:func:`source_of` and the :class:`Flow` of the statement it found."""
     parsed = _module_tree(filename)
     if parsed is None:
-        return "", None
+        return "", None, Flow()
     tree, lines = parsed
     funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
              and n.lineno <= lineno <= (n.end_lineno or n.lineno)]
     if not funcs:
-        return "", None
+        return "", None, Flow()
     func = max(funcs, key=lambda n: n.lineno)  # the innermost
     call = next((n for n in ast.walk(func) if isinstance(n, ast.Call) and n.lineno == lineno and len(n.args) > arg),
                 None)
     if call is None:
-        return "", None
+        return "", None, Flow()
     target = call.args[arg]
     if not isinstance(target, ast.Name):
-        return ast.get_source_segment("".join(lines), target) or "", (filename, lineno)
+        flow = Flow(reads=_reads(target), expr=ast.dump(target))
+        return ast.get_source_segment("".join(lines), target) or "", (filename, lineno), flow
     writers = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s.lineno < lineno and _writes(s, target.id)]
     if not writers:
-        return target.id, None
+        return target.id, None, Flow(reads=(target.id,))
     stmt = max(writers, key=lambda s: s.lineno)
     text = textwrap.dedent("".join(lines[stmt.lineno - 1:stmt.end_lineno or stmt.lineno])).strip()
-    return text, (filename, stmt.lineno)
+    return text, (filename, stmt.lineno), _flow(stmt, target.id)
 
 
 def function_at(origin: tuple[str, int]) -> tuple[str, int, list[str]] | None:

@@ -1,8 +1,10 @@
 """Read a Trace the way a page shows it: one head's 2-d matrix, or one cell's story.
 
-A Trace's layout depends on the module: ``MultiHeadAttention`` keeps heads in axis 1
-(b, num_heads, ...), the wrapper records each head under ``heads[i]``, single-head modules
-have (b, ...). These helpers hide that, so pages stay free of attention logic.
+A Trace's layout depends on the module: ``MultiHeadAttention`` keeps heads in its ``num_heads`` axis
+(b, num_heads, ...), the wrapper records each head in a ``"head"`` scope, single-head modules
+have (b, ...). These helpers read what the trace declares (its scopes, its steps' axis names) and hide
+the difference, so pages stay free of attention logic. Steps inside other scopes (a tiled loop's tiles) are
+parts of the whole, not heads: the helpers leave them out.
 
 Any shape: weights may be (b, h, T_q, T_k) with T_q != T_k (a KV cache's new queries over every cached
 key), and keys/values may have fewer heads than the queries (grouped K/V heads: query head ``h`` reads
@@ -11,7 +13,6 @@ K/V head ``h // (num_heads // num_kv_heads)``, the order ``repeat_interleave`` m
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,55 +24,60 @@ from attn_core.tracing.trace import Step, Trace
 _PER_HEAD_KIND = {"queries": "queries_per_head", "keys": "keys_per_head", "values": "values_per_head"}
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-
-
 def _variable(step: Step) -> str:
-    """The variable a step's code line writes: ``queries = queries.view(...)`` -> "queries",
-    ``attn_scores.masked_fill_(...)`` -> "attn_scores"; else the step's name up to its first dot."""
-    code = step.code.splitlines()[0] if step.code else ""
-    lhs = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\s*=[^=]", code)
-    if lhs:
-        return lhs.group(1)
-    inplace = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\.\w+_\(", code)
-    if inplace:
-        return inplace.group(1)
-    return step.name.split(".")[0]
+    """The variable a step's tensor is in (its statement writes it: ``queries = queries.view(...)`` -> "queries",
+    ``attn_scores.masked_fill_(...)`` -> "attn_scores"); else the step's name up to its first dot."""
+    return step.flow.var or step.name.split(".")[0]
 
 
 def previous_form(steps: Sequence[Step], i: int) -> tuple[str, Step] | None:
     """The same tensor one step earlier, as (variable, step): for ``queries.view`` the projected
     ``queries``, for ``queries.transpose`` its ``.view``. A new tensor (``attn_weights =
     torch.softmax(attn_scores ...)``) is compared with the first recorded variable it is computed
-    from. None for the first step or when nothing recorded feeds it."""
+    from. None for the first step or when nothing recorded feeds it. Read from what each step's statement
+    writes and reads (:class:`attn_core.tracing.trace.Flow`), not from its code's text."""
     step = steps[i]
-    var = _variable(step)
-    code = step.code.splitlines()[0] if step.code else ""
-    rhs = code.split("=", 1)[1] if re.match(r"\s*\w+\s*=[^=]", code) else code
+    var, reads = _variable(step), step.flow.reads
     written = {}  # variable -> the last step (before i) that wrote it
     for s in steps[:i]:
         written[_variable(s)] = s
-    if var in written and re.search(rf"\b{var}\b", rhs):  # the variable rewritten from itself
+    if var in written and var in reads:  # the variable rewritten from itself
         return var, written[var]
     for s in reversed(steps[:i]):  # an unnamed expression fed in whole: softmax(attn_scores / ...)
-        expr = s.code.splitlines()[0].strip() if s.code else ""
-        if expr and "=" not in expr and expr in rhs:
+        if s.flow.expr and s.flow.expr in step.flow.parts:
             return s.name, s
-    for name in _NAME.findall(rhs):
+    for name in reads:
         if name in written and name != "self":
             return name, written[name]
     return None
 
 
+# The axis that counts heads in a tensor holding several (query heads; grouped K/V heads).
+HEAD_AXES = ("num_heads", "num_kv_groups")
+
+
+def _own(trace: Trace, kind: str) -> list[Step]:
+    """The steps of ``kind`` at the module's own level or in one head's scope (not a tile's: a part of the whole)."""
+    return [s for s in trace.of_kind(kind) if s.within("head")]
+
+
+def _heads_in(step: Step) -> int | None:
+    """How many heads one step's tensor holds side by side (its head axis), None if it holds no head axis."""
+    axis = next((step.axes.index(a) for a in HEAD_AXES if a in step.axes), None)
+    if axis is None and not step.axes and step.tensor.ndim == 4:  # no axis names: (b, heads, rows, cols)
+        axis = 1
+    return None if axis is None else int(step.tensor.shape[axis])
+
+
 def num_heads(trace: Trace) -> int:
-    """How many (query) heads the traced module has (1 for single-head modules)."""
-    scopes = {s.scope for s in trace.of_kind("weights") if s.scope}  # a wrapper's heads (not a tiled loop's tiles)
-    if scopes:
-        return len(scopes)
-    weights = trace.of_kind("weights")
-    if weights and weights[-1].tensor.ndim == 4:
-        return int(weights[-1].tensor.shape[1])
-    return 1
+    """How many (query) heads the traced module has (1 for single-head modules): its "head" scopes, else the head
+    axis of its attention weights."""
+    heads = trace.scopes_of("head")
+    if heads:
+        return len(heads)
+    weights = _own(trace, "weights")
+    n = _heads_in(weights[-1]) if weights else None
+    return n or 1
 
 
 def kv_head(trace: Trace, head: int, kind: str = "keys") -> int:
@@ -79,21 +85,20 @@ def kv_head(trace: Trace, head: int, kind: str = "keys") -> int:
     are query heads (grouped-query attention), then ``head // group size``."""
     step = head_step(trace, kind, 0)
     H = num_heads(trace)
-    if step is None or step.tensor.ndim != 4 or len(trace.of_kind(step.kind)) > 1:
-        return head
-    kv = int(step.tensor.shape[1])
-    if kv >= H or H % kv:
+    kv = None if step is None or step.index("head") is not None else _heads_in(step)  # a head's own keys: itself
+    if kv is None or kv >= H or H % kv:
         return head
     return head // (H // kv)
 
 
 def head_step(trace: Trace, kind: str, head: int = 0) -> Step | None:
     """The step of ``kind`` that holds ``head`` (None if the module has no such step)."""
-    kind = _PER_HEAD_KIND[kind] if kind in _PER_HEAD_KIND and trace.of_kind(_PER_HEAD_KIND[kind]) else kind
-    steps = trace.of_kind(kind)
-    if not steps:
-        return None
-    return steps[head] if len(steps) > 1 else steps[0]
+    kind = _PER_HEAD_KIND[kind] if kind in _PER_HEAD_KIND and _own(trace, _PER_HEAD_KIND[kind]) else kind
+    steps = _own(trace, kind)
+    per_head = [s for s in steps if s.index("head") is not None]
+    if per_head:  # one step in each head's scope
+        return next((s for s in per_head if s.index("head") == (head,)), None)
+    return steps[0] if steps else None
 
 
 def head_matrix(trace: Trace, kind: str, head: int = 0, batch: int = 0) -> np.ndarray | None:

@@ -30,7 +30,7 @@ from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room
 from dashboard.drawing.text import sentence
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.state import models
-from dashboard.state.controls import MASK_NAMES, settings
+from dashboard.state.controls import MASK_NAMES, Settings, settings
 from dashboard.state.links import md_escape
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
@@ -173,9 +173,9 @@ def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
 
 
 @st.fragment
-def weights_and_story(head: int, wscale: str) -> None:
-    """The weights heatmap and the story of one cell. A fragment: clicking a cell reruns only this."""
-    s = settings()
+def weights_and_story(s: Settings, head: int, wscale: str) -> None:
+    """The weights heatmap and the story of one cell. A fragment: clicking a cell reruns only this (with the
+    settings of the page's last full run, which Streamlit keeps with the fragment's arguments)."""
     run = load_run(s, quiet=True)
     if run is None:
         return
@@ -243,7 +243,7 @@ def compare_methods(v: View) -> None:
 
 def weights_section(v: View) -> None:
     uniform_note(v)
-    weights_and_story(v.head, v.wscale)
+    weights_and_story(v.s, v.head, v.wscale)
     if v.run.cfg.spec.uses("mask_method") and v.run.cfg.mask_kind.hides_anything:
         compare_methods(v)
 

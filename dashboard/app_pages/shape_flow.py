@@ -23,7 +23,7 @@ from dashboard.drawing.sizes import cap, content_px, fit
 from dashboard.drawing.text import plural, show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.state import models
-from dashboard.state.controls import settings
+from dashboard.state.controls import Settings, settings
 from dashboard.state.links import md_escape
 from dashboard.state.models import INPUT_NAME
 from dashboard.state.runs import _set_state, load_run
@@ -82,9 +82,9 @@ def shape_text(step) -> str:
 
 
 @st.fragment
-def step_view() -> None:
-    """The stepper and the step it points at. A fragment: Previous / Next rerun only this part."""
-    s = settings()
+def step_view(s: Settings) -> None:
+    """The stepper and the step it points at. A fragment: Previous / Next rerun only this part (with the settings
+    of the page's last full run, kept with the fragment's arguments)."""
     run = load_run(s, flow_config(s.cfg), quiet=True)
     if run is None:
         return
@@ -180,7 +180,7 @@ def render() -> None:
     if cfg.d_out // cfg.num_heads == 1 and not s.pretrained:
         head_dim_one(cfg.num_heads)
     ask_the_class(st, "shape_flow", run.trace, labels, kinds=("view_shape", "attends_most"))
-    step_view()
+    step_view(s)
 
     spec = cfg.spec
     if spec.kv_heads is not None and spec.num_kv_heads(cfg) < spec.heads(cfg):

@@ -11,6 +11,7 @@ import torch
 
 from attn_core.attention.flash import flash_attention, tile_plan
 from attn_core.attention.masks import causal_mask
+from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, kv_head, num_heads
 from dashboard.drawing.present import presenting
@@ -42,21 +43,13 @@ def _grew(trace: Trace, tile: str) -> torch.Tensor:
 
 
 def _corrections(trace: Trace) -> int:
-    return sum(int(_grew(trace, tile).sum()) for tile in _tiles(trace))
+    return sum(int(_grew(trace, tile.name).sum()) for tile in trace.scopes_of("tile"))
 
 
 def _corrected_tiles(trace: Trace) -> list[str]:
-    shown = []
-    for tile in _tiles(trace):
-        if bool(_grew(trace, tile).any()):
-            i, j = (int(n) for n in tile[len("tile["):-1].split(","))
-            shown.append(f"tile ({i + 1},{j + 1})")
-    return shown
-
-
-def _tiles(trace: Trace) -> list[str]:
-    """The computed tiles' scopes, in the loop's order: ``tile[i,j]``."""
-    return [s.scope for s in trace if s.name.endswith(".alpha")]
+    """The tiles (the loop's computed ones, in its order) where some row's max grew: "tile (1,2)"."""
+    return [f"tile ({tile.index[0] + 1},{tile.index[1] + 1})" for tile in trace.scopes_of("tile")
+            if bool(_grew(trace, tile.name).any())]
 
 
 def _block(labels: list[str], rows: range, cols: list[str], tensor: torch.Tensor) -> pd.DataFrame:
@@ -130,7 +123,7 @@ def render() -> None:
                           width="content")
     else:
         left.caption(f"The grid is drawn for up to {MAX_GRID_TOKENS} tokens; your text has {T}.")
-    tile = f"tile[{i},{j}]"
+    tile = scope_name("tile", i, j)
     col_names = [labels[c] for c in cols]
     if not computed:
         right.markdown(f"**Tile ({i + 1},{j + 1}) is skipped.** Every key in it is hidden from every query in it "

@@ -21,7 +21,7 @@ from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.drawing.text import NUMBERS_KEY, sentence, show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
-from dashboard.state.controls import settings
+from dashboard.state.controls import Settings, settings
 from dashboard.state.links import md_escape
 from dashboard.state.steppers import stepper
 
@@ -139,10 +139,9 @@ BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
 
 
 @st.fragment
-def step_view() -> None:
+def step_view(s: Settings) -> None:
     """The stepper, the step it points at, and the same step on the user's sentence. A fragment:
-    Previous / Next rerun only this part of the page."""
-    s = settings()
+    Previous / Next rerun only this part of the page (with the settings of the page's last full run)."""
     steps = memo(("walkthrough",), book_walkthrough)
     i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
     step = steps[i]
@@ -246,6 +245,6 @@ def render() -> None:
                      expanded=False):
         show_table(st, summary, hide_index=True, width="stretch")
 
-    step_view()
+    step_view(settings())
 
 render()

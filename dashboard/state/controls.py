@@ -1,8 +1,8 @@
 """The shared sidebar: every knob, each with a stable key, and the URL that restores them.
 
-``render_sidebar()`` draws the controls and returns a :class:`Settings`; pages call
-``settings()`` to read it. Invalid combinations are turned into messages here, never into
-exceptions: pages show them with st.error / st.warning.
+``render_sidebar()`` draws the controls and makes the run's :class:`Settings`, once; a page's ``render()``
+reads them with ``settings()`` and passes them down (a fragment gets them as an argument). Invalid combinations
+are turned into messages here, never into exceptions: pages show them with st.error / st.warning.
 
 The URL is kept by hand rather than with ``bind="query-params"``, so that a link carries the plain
 identifiers (``?variant=MultiHeadAttention&mask_method=renormalize``), every value read from a
@@ -13,7 +13,6 @@ out of it (``URL_TEXT_LIMIT``) instead of making a link that cannot load.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict
 
 import streamlit as st
 
@@ -244,13 +243,13 @@ KNOB_PAGES = "Explore, Shape flow, Masking lab and Book walkthrough"  # the page
 APPLY_HINT = "Ctrl+Enter (⌘+Enter on a Mac) or a click outside the box applies it."
 
 
-def render_sidebar(uses: str = "all") -> Settings:
+def render_sidebar(uses: str = "all") -> Settings | None:
     """Draw the shared controls in the sidebar and return the resulting Settings. A knob the chosen variant does
     not use (its registry entry's ``knobs``) is greyed out.
 
     ``uses``: what the page reads. "all": every knob; "none" (a page with its own controls: Learn, Generate, KV cache
-    cost, Benchmark): no knob at all, each setting kept for the link and the way back. The Sentence comes first, so
-    it is above the fold of a 1280x720 screen (issue 33: it started at y 704)."""
+    cost, Benchmark): no knob at all, each setting kept for the link and the way back, and no Settings. The
+    Sentence comes first, so it is above the fold of a 1280x720 screen (issue 33: it started at y 704)."""
     devices = available_devices()
     messages = _seed_from_url(devices)
     _hand_back_kept()
@@ -322,20 +321,20 @@ def render_sidebar(uses: str = "all") -> Settings:
     return settings
 
 
-def _no_knobs(sb, messages: list[tuple[str, str]]) -> Settings:
-    """A page with its own controls: the sidebar says where the knobs are; every setting stays for the link."""
+def _no_knobs(sb, messages: list[tuple[str, str]]) -> None:
+    """A page with its own controls: the sidebar says where the knobs are; every setting stays for the link. The
+    page reads no Settings, so none are made (nor an earlier page's left to be read)."""
     _keep_state(*SCHEMA)
     sb.caption(f"This page has its own controls. The sentence and the attention knobs are on {KNOB_PAGES}: "
                "they keep their values meanwhile.")
-    text = str(st.session_state["sentence"] or "")
-    _finish_link(sb, text)
-    state = st.session_state
-    cfg = AttentionConfig(**{k: SCHEMA[k].coerce(state[k]) for k in asdict(AttentionConfig()) if k in SCHEMA})
-    settings = Settings(text, str(state["input_mode"]), cfg, messages)
-    st.session_state["_settings"] = settings
-    return settings
+    _finish_link(sb, str(st.session_state["sentence"] or ""))
+    st.session_state.pop("_settings", None)
 
 
 def settings() -> Settings:
-    """The Settings the sidebar produced in this run."""
-    return st.session_state["_settings"]
+    """The Settings the sidebar made in this run (a fragment's rerun: in the page's last full run). A page's
+    ``render()`` reads them once and passes them to what it draws."""
+    try:
+        return st.session_state["_settings"]
+    except KeyError:
+        raise LookupError("this page's sidebar draws no knobs (render_sidebar(\"none\")): it has no Settings") from None
