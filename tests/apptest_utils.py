@@ -19,10 +19,12 @@ TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
 
 def clear_caches() -> None:
     from dashboard.state.compute import clear_caches as clear_runs
+    from dashboard.state.models import forget_found
 
     st.cache_data.clear()
     st.cache_resource.clear()
     clear_runs()
+    forget_found()  # a test that hid a model's files must not leave the next one a stale list for FIND_EVERY_S
 
 
 def new_app(**query: str) -> AppTest:
