@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from attn_core import AttentionConfig
 from attn_core.labs.lab import (
     DTYPES,
     SCALING_SAMPLES,
@@ -28,6 +29,8 @@ from dashboard.drawing.text import show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.state.controls import settings
 from dashboard.state.runs import load_run
+from dashboard.state.settings_schema import Settings
+from dashboard.state.steppers import section_steps
 from dashboard.state.url_state import url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
@@ -38,8 +41,28 @@ HALF_CAP_PX = 240  # one heatmap in half the page, at most
 ERROR_PREFIX = "PyTorch error: "
 
 
+SECTIONS = ("Two methods", "Mistakes", "Precision", "Dropout", "√d_k scaling")
+
+
+@dataclasses.dataclass
+class Lab:
+    """What every section draws from: one head's scores on the sentence and the run they came from."""
+
+    s: Settings  # the sidebar's
+    cfg: AttentionConfig  # the run's (causal, a variant with mask methods)
+    labels: list[str]
+    rk: tuple  # the run's cache key
+    scores: torch.Tensor  # (T, T) head 1's scores before masking
+    d_k: int
+    pair: int  # the px of each of two panels across the page
+
+    def variants(self) -> list:
+        return memo((self.rk, "variants"), lambda: masking_variants(self.scores, self.d_k))
+
+
 def render() -> None:
-    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    """Draw the page: one section at a time, picked in a row of buttons kept in the link (``?lab_section=``), so
+    each fits about a screen at 1280x720. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
     st.title("Masking lab")
     cfg = s.cfg if s.cfg.spec.uses("mask_method") else dataclasses.replace(s.cfg, variant="CausalAttention")
@@ -49,22 +72,33 @@ def render() -> None:
     run = load_run(s, cfg)
     if run is None:
         st.stop()
-    labels, trace, rk = run.labels, run.trace, run.key
+    labels, trace = run.labels, run.trace
     slide_settings(cfg.variant, len(labels))
     ask_the_class(st, "masking_lab", trace, labels, kinds=("masking", "attends_most"))
-    scores_np = head_matrix(trace, "scores", 0)
-    d_k = int(head_matrix(trace, "keys", 0).shape[-1])
-    scores = torch.from_numpy(np.array(scores_np))
-    variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
-    right_a, right_b = variants[0], variants[1]
-    pair = fit(cap(PAIR_CAP_PX), labels, panels=2)  # two panels across the page
+    scores = torch.from_numpy(np.array(head_matrix(trace, "scores", 0)))
+    lab = Lab(s, cfg, labels, run.key, scores, int(head_matrix(trace, "keys", 0).shape[-1]),
+              fit(cap(PAIR_CAP_PX), labels, panels=2))
+    del run, trace
+    url_choice("lab_section", SECTIONS, SECTIONS[0])
+    # an older link that names a mistake opens the mistakes
+    first = SECTIONS[1] if "mistake" in st.query_params and "lab_section" not in st.query_params else SECTIONS[0]
+    name = st.segmented_control("Section", SECTIONS, key="lab_section", bind="query-params", default=first,
+                                required=True, label_visibility="collapsed", width="stretch")
+    name = name if name in SECTIONS else SECTIONS[0]
+    _, downloads = section_steps("lab_section", SECTIONS)
+    PARTS[name](lab)
+    page_downloads(downloads, page="masking-lab")
 
-    # 1. The two correct methods ----------------------------------------------------------------------
+
+def _methods(lab: Lab) -> None:
+    """1. The two correct methods give the same weights."""
+    labels, rk = lab.labels, lab.rk
+    right_a, right_b = lab.variants()[:2]
     st.header("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
                 "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-                max_px=pair, cache_key=(rk, "two_methods"), name="two_correct_masks",
+                max_px=lab.pair, cache_key=(rk, "two_methods"), name="two_correct_masks",
                 title="Two correct causal masks, the same weights")
     c1, c2 = st.columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
@@ -83,7 +117,11 @@ def render() -> None:
         "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
         "exactly softmax over the past keys, which is what (a) computes.")
 
-    # 2. Mistakes -----------------------------------------------------------------------------------------
+
+def _mistakes(lab: Lab) -> None:
+    """2. The classic mistakes beside the right answer."""
+    labels, rk, variants = lab.labels, lab.rk, lab.variants()
+    right_a = variants[0]
     st.header("2 · Classic mistakes, beside the right answer")
     names = [v.name for v in variants[2:]]
     url_choice("mistake", names, names[0])
@@ -91,7 +129,7 @@ def render() -> None:
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                key="mistake_pair", scale="weights", columns=2, max_px=pair, cache_key=(rk, "mistake", pick),
+                key="mistake_pair", scale="weights", columns=2, max_px=lab.pair, cache_key=(rk, "mistake", pick),
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     if note := charts.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
@@ -107,9 +145,12 @@ def render() -> None:
                 title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=cap(300),
                 cache_key=(rk, "mistake_diff", pick), name=f"{pick}_minus_right")
 
-    # 3. Precision ---------------------------------------------------------------------------------------
+
+def _precision(lab: Lab) -> None:
+    """3. float32, float16, bfloat16; −∞ against finfo.min; the fully masked row."""
+    cfg, rk, scores = lab.cfg, lab.rk, lab.scores
     st.header("3 · Precision: float32, float16, bfloat16")
-    rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, d_k, cfg.device))
+    rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, lab.d_k, cfg.device))
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
         "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
         "fully_masked_row": "a fully masked row becomes", "finite": "finite (all rows)"})
@@ -136,11 +177,14 @@ def render() -> None:
     st.caption(f"guarded_softmax on a row of all −∞ → {guarded_softmax(demo)[0].tolist()} (plain softmax: "
                f"{torch.softmax(demo, -1)[0].tolist()})")
 
-    # 4. Dropout after masking -----------------------------------------------------------------------------
+
+def _dropout(lab: Lab) -> None:
+    """4. Dropout after masking, on the same sentence in training mode."""
+    cfg, labels = lab.cfg, lab.labels
     st.header("4 · Dropout after masking")
     p = cfg.dropout if cfg.dropout > 0 else 0.5
     dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
-    drun = load_run(s, dcfg, quiet=True)
+    drun = load_run(lab.s, dcfg, quiet=True)
     if drun is not None:
         dmask = head_matrix(drun.trace, "dropout_mask", 0)
         dropped = head_matrix(drun.trace, "dropped_weights", 0)
@@ -161,11 +205,13 @@ def render() -> None:
                         f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
                         "(`model.eval()`) dropout does nothing.")
         show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=pair,
+                    labels, key="dropout_lab", scale=charts.weights_scale(top), columns=2, max_px=lab.pair,
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
                     title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
 
-    # 5. Scaling --------------------------------------------------------------------------------------------
+
+def _scaling(lab: Lab) -> None:
+    """5. Why divide by √d_k: random unit-variance q and k, the same for every sentence."""
     st.header("5 · Why divide by √d_k")
     st.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
@@ -182,9 +228,10 @@ def render() -> None:
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                key="scaling", scale="weights", columns=2, max_px=pair, cache_key=("scaling", dk),
+                key="scaling", scale="weights", columns=2, max_px=lab.pair, cache_key=("scaling", dk),
                 name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
-    page_downloads(page="masking-lab")
 
+
+PARTS = dict(zip(SECTIONS, (_methods, _mistakes, _precision, _dropout, _scaling), strict=True))
 
 render()
