@@ -281,7 +281,7 @@ def test_masking_lab_draws_one_section_at_a_time_kept_in_the_link():
     for i, name in enumerate(SECTIONS):
         assert at.session_state["lab_section"] == name
         assert not messages(at)["exception"]
-        headers = [h.value for h in at.header if h.value[:1].isdigit()]  # the sidebar has a header too
+        headers = [h.value for h in at.subheader if h.value[:1].isdigit()]
         assert len(headers) == 1 and headers[0].startswith(f"{i + 1} · "), headers
         seen.append(headers[0])
         assert at.query_params.get("lab_section") == (name if i else None)  # the first: no parameter

@@ -94,7 +94,7 @@ def _methods(lab: Lab) -> None:
     """1. The two correct methods give the same weights."""
     labels, rk = lab.labels, lab.rk
     right_a, right_b = lab.variants()[:2]
-    st.header("1 · Two correct ways, the same weights")
+    st.subheader("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
                 "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
@@ -122,10 +122,11 @@ def _mistakes(lab: Lab) -> None:
     """2. The classic mistakes beside the right answer."""
     labels, rk, variants = lab.labels, lab.rk, lab.variants()
     right_a = variants[0]
-    st.header("2 · Classic mistakes, beside the right answer")
+    st.subheader("2 · Classic mistakes, beside the right answer")
     names = [v.name for v in variants[2:]]
     url_choice("mistake", names, names[0])
-    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params") or names[0]
+    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params",
+                                label_visibility="collapsed") or names[0]
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
@@ -133,23 +134,23 @@ def _mistakes(lab: Lab) -> None:
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     if note := charts.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
-    c2, c3 = st.columns([1, 1])
-    c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
-    with c3:
-        m1, m2, m3 = st.columns(3)
-        m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
-        m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
-        m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
+    # the code and its three numbers beside the cell-by-cell difference: one row, not two (issue 33 item 10)
+    c_code, c_diff = st.columns([1, 1])
+    c_code.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
+    m1, m2, m3 = c_code.columns(3)
+    m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
+    m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
+    m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
     what_wrong = (wrong.weights - right_a.weights).numpy()
-    show_matrix(st, what_wrong, labels, labels, key="mistake_diff", scale="scores",
-                title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=cap(300),
-                cache_key=(rk, "mistake_diff", pick), name=f"{pick}_minus_right")
-
+    show_matrix(c_diff, what_wrong, labels, labels, key="mistake_diff", scale="scores",
+                title=f"{pick} − right answer (what is wrong, cell by cell)",
+                max_px=fit(cap(300), labels, [1, 1], 1), cache_key=(rk, "mistake_diff", pick),
+                name=f"{pick}_minus_right")
 
 def _precision(lab: Lab) -> None:
     """3. float32, float16, bfloat16; −∞ against finfo.min; the fully masked row."""
     cfg, rk, scores = lab.cfg, lab.rk, lab.scores
-    st.header("3 · Precision: float32, float16, bfloat16")
+    st.subheader("3 · Precision: float32, float16, bfloat16")
     rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, lab.d_k, cfg.device))
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
         "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
@@ -181,7 +182,7 @@ def _precision(lab: Lab) -> None:
 def _dropout(lab: Lab) -> None:
     """4. Dropout after masking, on the same sentence in training mode."""
     cfg, labels = lab.cfg, lab.labels
-    st.header("4 · Dropout after masking")
+    st.subheader("4 · Dropout after masking")
     p = cfg.dropout if cfg.dropout > 0 else 0.5
     dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
     drun = load_run(lab.s, dcfg, quiet=True)
@@ -212,18 +213,20 @@ def _dropout(lab: Lab) -> None:
 
 def _scaling(lab: Lab) -> None:
     """5. Why divide by √d_k: random unit-variance q and k, the same for every sentence."""
-    st.header("5 · Why divide by √d_k")
-    st.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
+    st.subheader("5 · Why divide by √d_k")
+    # the reason and the d_k knob beside the table: one row, not three (issue 33 item 10)
+    c_why, c_table = st.columns([2, 3])
+    c_why.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
                 "Dividing by √d_k brings the variance back to 1.")
     srows = memo(("scaling_table", SCALING_SAMPLES), scaling_table)  # the same numbers for every sentence
-    show_table(st, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
+    show_table(c_table, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
         "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
         "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch",
         formats={"std of q·k": "%.2f", "mean max weight, no scaling": "%.3f", "mean max weight, ÷√d_k": "%.3f"})
-    st.caption(f"Each row: random unit-variance q and k for 8 tokens, averaged over {SCALING_SAMPLES} seeded samples "
-               "(one sample jumped about from row to row). The panels below show one of them.")
-    dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
+    c_table.caption(f"Each row: random unit-variance q and k for 8 tokens, averaged over {SCALING_SAMPLES} seeded "
+                    "samples (one sample jumped about from row to row). The panels below show one of them.")
+    dk = c_why.select_slider("d_k (the panels below)", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
