@@ -84,8 +84,10 @@ def mean_distance(weights: np.ndarray) -> np.ndarray:
     w = _check(weights)
     T = w.shape[-1]
     j = np.arange(T, dtype=w.dtype)
-    # sum_j w_ij (i - j) = i * (row i's sum) - (w @ j)_i: a matrix-vector product, not a (T, T) product (10x faster)
-    return (j * w.sum(axis=-1) - w @ j).mean(axis=-1)
+    # sum_j w_ij (i - j) = i * (row i's sum) - (w @ j)_i: a matrix-vector product, not a (T, T) product (10x faster).
+    # einsum, not ``w @ j``: numpy's matmul calls OpenBLAS, whose threads fight the server's for 2 cores (a model view
+    # of SmolLM2 at T = 1,024 spent 1.5 s here, 49 ms a layer, against ~1 ms with einsum's own loop; issue 33).
+    return (j * w.sum(axis=-1) - np.einsum("...ij,j->...i", w, j)).mean(axis=-1)
 
 
 def entropy(weights: np.ndarray) -> np.ndarray:
