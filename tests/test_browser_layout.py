@@ -326,6 +326,8 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
              + f" (main area {found['main_width']} px)")
     if page_name in ("explore", "shape-flow", "masking-lab", "learn", "generate", "kv-cache"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
+    if page_name == "masking-lab":  # each of its five sections was opened and measured
+        assert len(found["section_charts"]) == 5, f"{where}: measured {found['section_charts']}"
     if page_name == "explore" and len(tokenize(SETTINGS[setting].get("sentence", BOOK_SENTENCE))) <= TRAINED_MAX_TOKENS:
         # the Trained section is measured with a trained model's heads drawn, not as a blank picker
         drawn = found["section_charts"]
