@@ -121,7 +121,7 @@ def test_masking_lab_scaling_table_is_the_seeded_average_and_says_so():
     """Issue 33 item 10: the √d_k table was one 8 x 8 sample; the page shows the average and how many samples."""
     from attn_core.labs.lab import SCALING_SAMPLES, scaling_table
 
-    at = open_page(LAB, lab_section="√d_k scaling")
+    at = open_page(LAB, lab_section="Scaling")
     table = next(d.value for d in at.dataframe if "d_k" in d.value.columns)
     expected = scaling_table()
     assert list(table["d_k"]) == [r.d_k for r in expected]

@@ -149,7 +149,7 @@ def test_the_zip_holds_svg_png_and_csv_of_every_chart_named_by_what_and_settings
     from dashboard.export import formats as export
 
     every = []
-    for section in ("Two methods", "Mistakes", "Dropout", "√d_k scaling"):  # the lab draws one section at a time
+    for section in ("Methods", "Mistakes", "Dropout", "Scaling"):  # the lab draws one section at a time
         run_page(LAB, registered, variant="CausalAttention", lab_section=section)
         entries = registered["offered"][-1]
         every += entries
@@ -241,7 +241,7 @@ def test_large_matrices_are_held_by_the_bounded_cache_not_the_session(registered
     chart_cache._DRAWN.clear()  # a busy server's cache lets it go: the session does not keep it alive ...
     gc.collect()
     assert entry.table() == slides.GONE_CSV  # ... and the CSV says so instead of failing
-    run_page(LAB, registered, sentence=LONG, input_mode="learned", lab_section="√d_k scaling")
+    run_page(LAB, registered, sentence=LONG, input_mode="learned", lab_section="Scaling")
     small = next(e for e in registered["offered"][-1] if e.what == "scaling")  # 8 x 8: kept by the session
     assert small.table().startswith(b'"panel"')
 

@@ -41,7 +41,9 @@ HALF_CAP_PX = 240  # one heatmap in half the page, at most
 ERROR_PREFIX = "PyTorch error: "
 
 
-SECTIONS = ("Two methods", "Mistakes", "Precision", "Dropout", "√d_k scaling")
+# short names: the Previous / Next buttons that name them fit one line at 1280x720 ("◀ Two methods" and
+# "Precision ▶" took two)
+SECTIONS = ("Methods", "Mistakes", "Precision", "Dropout", "Scaling")
 
 
 @dataclasses.dataclass
@@ -111,7 +113,8 @@ def _methods(lab: Lab) -> None:
         st.caption(" ".join(filter(None, [
             "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
             "rounding.", charts.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
-    st.markdown(
+    # beside the difference, under the metric: one row, not two (issue 33 item 10)
+    c1.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
         "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
