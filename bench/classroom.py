@@ -153,7 +153,7 @@ def memory(browser, base: str, pid: int, args) -> None:
     time.sleep(ttl_wait)
     after = rss_mb(pid)
     row(f"{ttl_wait:.0f} s after the last session closed")
-    print(f"peak {peak:.0f} MB (goal <= 1536 MB); after sessions gone {after:.0f} MB = "
+    print(f"peak {peak:.0f} MB (goal <= 1,400 MB, issue 33); after sessions gone {after:.0f} MB = "
           f"{after / warm:.2f}x post-warm-up (goal <= 1.10x)", flush=True)
 
 

@@ -77,6 +77,7 @@ def test_shape_flow_steps_show_contiguity():
 def test_masking_lab_methods_agree_and_every_mistake_differs():
     at = open_page(LAB)
     assert float(metric(at, "max |(a) − (b)|")) < 1e-6
+    at.button_group(key="lab_section").set_value("Mistakes").run()  # one section at a time (issue 33)
     names = ["mistake: zeros in the scores", "mistake: renormalize raw scores", "mistake: no renormalization",
              "large negative instead of −∞"]
     for name in names:
@@ -95,7 +96,7 @@ def test_masking_lab_methods_agree_and_every_mistake_differs():
 
 
 def test_masking_lab_precision_table_has_every_dtype():
-    at = open_page(LAB)
+    at = open_page(LAB, lab_section="Precision")
     table = at.dataframe[0].value
     assert set(table["dtype"]) == {"float32", "float16", "bfloat16"}
     nan_rows = table[table["mask value"] == "−∞"]["a fully masked row becomes"]
@@ -120,7 +121,7 @@ def test_masking_lab_scaling_table_is_the_seeded_average_and_says_so():
     """Issue 33 item 10: the √d_k table was one 8 x 8 sample; the page shows the average and how many samples."""
     from attn_core.labs.lab import SCALING_SAMPLES, scaling_table
 
-    at = open_page(LAB)
+    at = open_page(LAB, lab_section="Scaling")
     table = next(d.value for d in at.dataframe if "d_k" in d.value.columns)
     expected = scaling_table()
     assert list(table["d_k"]) == [r.d_k for r in expected]
@@ -167,9 +168,9 @@ def test_walkthrough_tables_escape_markdown_in_token_labels():
 def test_presentation_mode_draws_result_tables_as_static_tables():
     """st.dataframe's canvas grid keeps ~12 px text; in presentation mode the shared helper draws st.table, with
     the same numbers formatted as the grid formats them."""
-    at = open_page(LAB)
+    at = open_page(LAB, lab_section="Precision")
     assert at.dataframe and not at.table
-    at = open_page(LAB, present="true")
+    at = open_page(LAB, present="true", lab_section="Precision")
     assert not at.dataframe, "presentation mode still draws a data grid"
     precision = table_text(at.table[0])
     assert set(precision["dtype"]) == {"float32", "float16", "bfloat16"}
@@ -268,3 +269,27 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
         at.button(key="walk_step_next").click().run()
         assert at.session_state["walk_step"] == i
         assert not [b for b in built if b != chart_cache.PREFETCH_THREAD], f"step {i + 1} built its chart on the click"
+
+
+def test_masking_lab_draws_one_section_at_a_time_kept_in_the_link():
+    """Issue 33 item 10: the lab was 7.5 screens tall; each part is now a section picked in the link, and
+    Page Down walks through them in order."""
+    at = open_page(LAB)
+    SECTIONS = list(at.button_group(key="lab_section").options)
+    assert len(SECTIONS) == 5
+    seen = []
+    for i, name in enumerate(SECTIONS):
+        assert at.session_state["lab_section"] == name
+        assert not messages(at)["exception"]
+        headers = [h.value for h in at.subheader if h.value[:1].isdigit()]
+        assert len(headers) == 1 and headers[0].startswith(f"{i + 1} · "), headers
+        seen.append(headers[0])
+        assert at.query_params.get("lab_section") == (name if i else None)  # the first: no parameter
+        if i < len(SECTIONS) - 1:
+            at.button(key="lab_section_next").click().run()
+    assert len(set(seen)) == len(SECTIONS)
+    at.button(key="lab_section_prev").click().run()
+    assert at.session_state["lab_section"] == SECTIONS[-2]
+    at = open_page(LAB, mistake="mistake: no renormalization")  # a link made before the sections
+    assert at.session_state["lab_section"] == "Mistakes" and at.button_group(key="mistake").value == (
+        "mistake: no renormalization")

@@ -130,6 +130,7 @@ def test_teaching_pages_step_through(page, server, tmp_path):
 
     page.goto(f"{server}/masking-lab")
     wait_idle(page, timeout=STEP_TIMEOUT_MS)
+    page.get_by_role("button", name="Mistakes ▶").click()  # the lab draws one section at a time
     page.get_by_text("mistake: renormalize raw scores", exact=True).first.click()
     page.get_by_text("Wrong: raw scores can be negative").first.wait_for()
     wait_drawn(page, timeout=STEP_TIMEOUT_MS)

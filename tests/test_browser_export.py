@@ -39,7 +39,7 @@ def download(page, label: str) -> tuple[str, bytes]:
 
 
 def test_a_page_zip_and_a_step_drawn_by_a_fragment_download_from_the_real_server(page, server):
-    page.goto(f"{server}/masking-lab")
+    page.goto(f"{server}/masking-lab")  # its first section: the two methods and their difference
     wait_idle(page, timeout=TIMEOUT_MS)
     wait_drawn(page, timeout=TIMEOUT_MS)
     open_control(page)
@@ -47,7 +47,7 @@ def test_a_page_zip_and_a_step_drawn_by_a_fragment_download_from_the_real_server
     assert name == "masking-lab_charts_CausalAttention_T6.zip"
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         names = z.namelist()
-        assert len(names) == 3 * 7 and "two_correct_masks_CausalAttention_T6.svg" in names
+        assert len(names) == 3 * 2 and "two_correct_masks_CausalAttention_T6.svg" in names
         with Image.open(io.BytesIO(z.read("two_correct_masks_CausalAttention_T6.png"))) as img:
             assert img.format == "PNG" and img.size[0] > 600  # 2x
 

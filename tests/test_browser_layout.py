@@ -250,13 +250,13 @@ def set_sidebar(page, *, collapsed: bool) -> None:
     wait_still(page)
 
 
-def measure(page, every_section: bool = True) -> dict:
+def measure(page, every_section: bool = True, key: str = "section") -> dict:
     """CHECK_JS on the page as drawn and, for a page of sections (Explore's row of section buttons), on each
     section in turn: only the chosen section is drawn, so every one is opened and measured (problems outside the
     sections are reported once). ``found["section_charts"]`` counts the charts each section drew."""
     found = page.evaluate(CHECK_JS, TOL_PX)
     seen = set(found["cut"] + found["overlap"])
-    sections = page.locator('.st-key-section [role="radio"]')
+    sections = page.locator(f'.st-key-{key} [role="radio"]')
     names = [" ".join(sections.nth(i).inner_text().split()) for i in range(sections.count())]
     found["section_charts"] = {name: found["charts"] for i, name in enumerate(names)
                            if sections.nth(i).get_attribute("aria-checked") == "true"}
@@ -269,10 +269,10 @@ def measure(page, every_section: bool = True) -> dict:
         # drawn when the Previous button names the section before this one (a rerun draws the chosen section)
         page.wait_for_function("""(want) => {
             const app = document.querySelector('[data-testid="stApp"]');
-            const label = document.querySelector('.st-key-section_prev button [data-testid="stMarkdownContainer"]');
+            const label = document.querySelector(`.st-key-${want[1]}_prev button [data-testid="stMarkdownContainer"]`);
             return app && app.getAttribute('data-test-script-state') === 'notRunning' && label
-                && label.innerText.replace(/\\s+/g, ' ').trim() === want;  // the label, not its "PageUp" hint
-        }""", arg=f"◀ {names[i - 1]}" if i else "◀ Previous", timeout=LOAD_TIMEOUT_MS)
+                && label.innerText.replace(/\\s+/g, ' ').trim() === want[0];  // the label, not its "PageUp" hint
+        }""", arg=[f"◀ {names[i - 1]}" if i else "◀ Previous", key], timeout=LOAD_TIMEOUT_MS)
         wait_still(page)
         more = page.evaluate(CHECK_JS, TOL_PX)
         found["section_charts"][name] = more["charts"]
@@ -317,13 +317,17 @@ def test_charts_stay_in_their_columns_and_overlap_nothing(browser_page, server, 
     if screen.startswith("present"):  # read from the back of the room: tables and code as large as the axis labels
         small = page.evaluate(SMALL_TEXT_JS, MIN_PRESENT_PX)
         assert not small, f"{page_name} in presentation mode: text under {MIN_PRESENT_PX} px: {small}"
-    found = measure(page, every_section=setting not in TRAINED)  # a TRAINED case opens on the section it is for
+    # a TRAINED case opens on the section it is for; the Masking lab's sections are measured one by one too
+    found = measure(page, every_section=setting not in TRAINED,
+                    key="lab_section" if page_name == "masking-lab" else "section")
     where = (f"{page_name} with {setting} settings at {viewport}, "
              + ("presentation mode" if screen == "present" else "presentation mode, sidebar open"
                 if screen == "present_open" else f"sidebar {screen}")
              + f" (main area {found['main_width']} px)")
     if page_name in ("explore", "shape-flow", "masking-lab", "learn", "generate", "kv-cache"):
         assert found["charts"] > 0, f"{where}: no chart was drawn, so nothing was measured"
+    if page_name == "masking-lab":  # each of its five sections was opened and measured
+        assert len(found["section_charts"]) == 5, f"{where}: measured {found['section_charts']}"
     if page_name == "explore" and len(tokenize(SETTINGS[setting].get("sentence", BOOK_SENTENCE))) <= TRAINED_MAX_TOKENS:
         # the Trained section is measured with a trained model's heads drawn, not as a blank picker
         drawn = found["section_charts"]

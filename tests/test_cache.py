@@ -42,3 +42,31 @@ def test_holds_tells_a_cached_object_by_identity():
     assert cache.holds(a) and not cache.holds(np.zeros(4))  # equal is not the same object
     rows = cache.get("rows", lambda: list(np.ones((3, 4))))  # a list of views, as a page memoizes heads
     assert cache.holds(rows[1])
+
+
+def test_with_no_tab_connected_the_caches_let_go_sooner(monkeypatch):
+    """Issue 33: a class's memory comes back soon after it closes its tabs, not after the caches' idle time."""
+    import dashboard.state.cache as cache
+
+    now = [0.0]
+    c = ByteLRU(1000, sizeof=len, idle_s=120, clock=lambda: now[0])
+    kept = ByteLRU(1000, sizeof=len)  # no idle time: never swept
+    monkeypatch.setattr(cache, "_SWEPT", [c, kept])
+    c.get("a", lambda: "a")
+    kept.get("k", lambda: "k")
+    now[0] = cache.QUIET_IDLE_S + 1
+    monkeypatch.setattr(cache, "connected_sessions", lambda: 2)  # tabs open: the idle time holds
+    cache.sweep_all()
+    assert len(c) == 1
+    monkeypatch.setattr(cache, "connected_sessions", lambda: None)  # no server (a script): the same
+    cache.sweep_all()
+    assert len(c) == 1
+    monkeypatch.setattr(cache, "connected_sessions", lambda: 0)  # every tab closed
+    cache.sweep_all()
+    assert len(c) == 0 and len(kept) == 1
+
+
+def test_connected_sessions_is_none_outside_a_server():
+    from dashboard.state.cache import connected_sessions
+
+    assert connected_sessions() is None

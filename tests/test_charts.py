@@ -161,6 +161,22 @@ def test_pooling_keeps_peaks_and_masks():
     assert np.isnan(pooled[0, 200])  # a fully masked block stays masked
 
 
+def test_max_pooling_equals_the_block_max_with_or_without_masked_cells_and_padding():
+    """pool's shortcuts (no copy for an all-finite matrix whose side k divides) give the plain block max."""
+    rng = np.random.default_rng(0)
+    for n in (1024, 1000):  # k = 16 divides 1024, not 1000 (padded)
+        m = rng.random((n, n), dtype=np.float32)
+        original = m.copy()
+        pooled, k = rasters.pool(m, 64)
+        pad = (-n) % k
+        blocks = np.pad(m, ((0, pad), (0, pad)), constant_values=-np.inf).reshape(-1, k, (n + pad) // k, k)
+        assert np.array_equal(pooled, blocks.max(axis=(1, 3)))
+        assert np.array_equal(m, original)  # the caller's matrix is left as it was
+        m[np.triu_indices(n, 1)] = -np.inf
+        masked, _ = rasters.pool(m, 64)
+        assert np.isnan(masked[0, -1]) and masked[-1, 0] == pooled[-1, 0]
+
+
 def test_heads_grid_is_one_faceted_chart():
     chart = heatmaps.heads_grid(np.random.rand(4, 5, 5), LABELS)
     assert isinstance(chart, alt.FacetChart)

@@ -54,7 +54,7 @@ PAGE_KEYS = {
     "app_pages/explore.py": ("head", "cell", "compare_methods", "row_scale", "weights_zoom_size",
                              "weights_zoom_start"),
     "app_pages/shape_flow.py": ("flow_step",),
-    "app_pages/masking_lab.py": ("mistake",),
+    "app_pages/masking_lab.py": ("mistake", "lab_section"),
     "app_pages/walkthrough.py": ("walk_step",),
 }
 

@@ -53,6 +53,14 @@ def test_perfect_previous_token_head_scores_one_and_uniform_scores_one_over_t():
     assert mean_distance(np.eye(T)) == pytest.approx(0.0)
 
 
+def test_mean_distance_of_stacked_heads_is_the_weighted_mean_of_i_minus_j():
+    rng = np.random.default_rng(1)
+    w = rng.random((2, 3, 12, 12), dtype=np.float32)  # (layers, heads, T, T), rows not normalised: any weights
+    i, j = np.indices((12, 12))
+    direct = (w * (i - j)).sum(axis=-1).mean(axis=-1)  # the definition, cell by cell
+    assert mean_distance(w) == pytest.approx(direct, abs=1e-4)  # tokens; float32 sums
+
+
 def test_induction_score_finds_the_token_after_the_earlier_copy():
     tokens = [5, 1, 2, 3, 9, 1, 2, 3]  # "1 2 3" repeats at 5: query 5 (token 1) should look at 2 (after 1)
     assert induction_targets(tokens) == [(5, 2), (6, 3), (7, 4)]

@@ -148,24 +148,27 @@ def test_the_closed_control_draws_only_its_button(registered):
 def test_the_zip_holds_svg_png_and_csv_of_every_chart_named_by_what_and_settings(registered):
     from dashboard.export import formats as export
 
-    run_page(LAB, registered, variant="CausalAttention")
-    entries = registered["offered"][-1]
-    with zipfile.ZipFile(io.BytesIO(export.page_zip(entries))) as z:
-        names = set(z.namelist())
-        assert len(names) == 3 * len(entries)  # every chart of this page has numbers
-        for stem in export.unique_stems(entries):
-            assert re.search(r"_CausalAttention_T6$|_d_k128$", stem), stem  # which settings
-            svg, png = z.read(f"{stem}.svg").decode(), z.read(f"{stem}.png")
-            assert svg.startswith("<svg") and ("CausalAttention · 6 tokens" in svg or "d_k 128" in svg)
-            with Image.open(io.BytesIO(png)) as img:
-                assert img.format == "PNG" and min(img.size) > 100
-            rows = list(csv.reader(io.StringIO(z.read(f"{stem}.csv").decode())))
-            assert len(rows) > 6 and all(len(r) == len(rows[0]) for r in rows)
-    stems = export.unique_stems(entries)
+    every = []
+    for section in ("Methods", "Mistakes", "Dropout", "Scaling"):  # the lab draws one section at a time
+        run_page(LAB, registered, variant="CausalAttention", lab_section=section)
+        entries = registered["offered"][-1]
+        every += entries
+        with zipfile.ZipFile(io.BytesIO(export.page_zip(entries))) as z:
+            names = set(z.namelist())
+            assert len(names) == 3 * len(entries)  # every chart of this page has numbers
+            for stem in export.unique_stems(entries):
+                assert re.search(r"_CausalAttention_T6$|_d_k128$", stem), stem  # which settings
+                svg, png = z.read(f"{stem}.svg").decode(), z.read(f"{stem}.png")
+                assert svg.startswith("<svg") and ("CausalAttention · 6 tokens" in svg or "d_k 128" in svg)
+                with Image.open(io.BytesIO(png)) as img:
+                    assert img.format == "PNG" and min(img.size) > 100
+                rows = list(csv.reader(io.StringIO(z.read(f"{stem}.csv").decode())))
+                assert len(rows) > 6 and all(len(r) == len(rows[0]) for r in rows)
+    stems = export.unique_stems(every)
     assert "two_correct_masks_CausalAttention_T6" in stems  # what it is, then which settings
     assert "right_vs_mistake-zeros-in-the-scores_CausalAttention_T6" in stems
     # A chart drawn without a title on screen gets one in its export: what it is and the settings.
-    grid = next(e for e in entries if e.what == "two_correct_masks")
+    grid = next(e for e in every if e.what == "two_correct_masks")
     svg = export.entry_svg(grid).decode()
     assert "Two correct causal masks" in svg and "CausalAttention · 6 tokens" in svg
 
@@ -238,6 +241,7 @@ def test_large_matrices_are_held_by_the_bounded_cache_not_the_session(registered
     chart_cache._DRAWN.clear()  # a busy server's cache lets it go: the session does not keep it alive ...
     gc.collect()
     assert entry.table() == slides.GONE_CSV  # ... and the CSV says so instead of failing
+    run_page(LAB, registered, sentence=LONG, input_mode="learned", lab_section="Scaling")
     small = next(e for e in registered["offered"][-1] if e.what == "scaling")  # 8 x 8: kept by the session
     assert small.table().startswith(b'"panel"')
 

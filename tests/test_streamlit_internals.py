@@ -99,3 +99,17 @@ def test_chart_cache_converts_like_streamlit_without_schema_validation(monkeypat
     monkeypatch.setattr(schemapi, "validate_jsonschema", no_validation)
     assert chart_cache._to_spec(chart) == expected
     assert "to_dict" not in vars(chart)
+
+
+def test_the_runtime_still_counts_connected_sessions():
+    """dashboard/state/cache.py (connected_sessions) reads ``Runtime.instance()._session_mgr.num_active_sessions()``
+    to let the caches go once every tab is closed."""
+    import inspect
+
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.session_manager import SessionManager
+
+    assert hasattr(Runtime, "exists") and hasattr(Runtime, "instance"), "Streamlit's Runtime lost exists()/instance()"
+    assert "self._session_mgr" in inspect.getsource(Runtime.__init__), "Runtime no longer holds _session_mgr"
+    assert callable(getattr(SessionManager, "num_active_sessions", None)), \
+        "SessionManager.num_active_sessions is gone: port dashboard/state/cache.py's connected_sessions"

@@ -48,7 +48,7 @@ def test_dropout_survivors_are_coloured_on_a_scale_that_reaches_them(p, top):
 
 
 def test_masking_lab_dropout_uses_the_scaled_range_too():
-    at = open_app(LAB, **SMALL)
+    at = open_app(LAB, lab_section="Dropout", **SMALL)
     spec, rows = chart(at, "after dropout (training)")
     assert color_domain(spec) == [0, 2]  # the lab's p = 0.5
     assert max(r["value"] for r in rows if r["panel"] == "after dropout (training)") > 1
@@ -68,7 +68,7 @@ def test_method_difference_shows_true_magnitudes_not_zeros():
 
 # Item 5 -----------------------------------------------------------------------------------------------
 def test_precision_table_does_not_tick_a_nan_row():
-    at = open_app(LAB, **SMALL)
+    at = open_app(LAB, lab_section="Precision", **SMALL)
     table = at.dataframe[0].value
     col = "finite (all rows)"
     assert col in table.columns
@@ -116,7 +116,8 @@ def test_explore_compares_both_masking_methods_on_the_users_settings():
 
 # Item 8 -----------------------------------------------------------------------------------------------
 def test_masking_lab_shows_each_note_once_and_book_note_is_one_line():
-    at = open_app(LAB, sentence="the cat sat on the mat and then it slept")  # the lab runs twice (dropout on)
+    # the Dropout section runs the lab twice (dropout on)
+    at = open_app(LAB, sentence="the cat sat on the mat and then it slept", lab_section="Dropout")
     notes = [c.value for c in at.caption if "book's fixed inputs" in c.value]
     assert len(notes) == 1 and not any("fixed 3-d inputs" in i for i in messages(at)["info"])
 

@@ -84,8 +84,9 @@ def mean_distance(weights: np.ndarray) -> np.ndarray:
     w = _check(weights)
     T = w.shape[-1]
     j = np.arange(T, dtype=w.dtype)
-    # sum_j w_ij (i - j) = i * (row i's sum) - (w @ j)_i: a matrix-vector product, not a (T, T) product
-    return (j * w.sum(axis=-1) - w @ j).mean(axis=-1)
+    # sum_j w_ij (i - j) = i * (row i's sum) - (w @ j)_i: a matrix-vector product, not a (T, T) product;
+    # einsum, not ``w @ j``: numpy's matmul starts OpenBLAS threads that fight the server's (docs/measurements.md)
+    return (j * w.sum(axis=-1) - np.einsum("...ij,j->...i", w, j)).mean(axis=-1)
 
 
 def entropy(weights: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from attn_core import AttentionConfig
 from attn_core.labs.lab import (
     DTYPES,
     SCALING_SAMPLES,
@@ -28,6 +29,8 @@ from dashboard.drawing.text import show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.state.controls import settings
 from dashboard.state.runs import load_run
+from dashboard.state.settings_schema import Settings
+from dashboard.state.steppers import section_steps
 from dashboard.state.url_state import url_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
@@ -38,8 +41,30 @@ HALF_CAP_PX = 240  # one heatmap in half the page, at most
 ERROR_PREFIX = "PyTorch error: "
 
 
+# short names: the Previous / Next buttons that name them fit one line at 1280x720 ("◀ Two methods" and
+# "Precision ▶" took two)
+SECTIONS = ("Methods", "Mistakes", "Precision", "Dropout", "Scaling")
+
+
+@dataclasses.dataclass
+class Lab:
+    """What every section draws from: one head's scores on the sentence and the run they came from."""
+
+    s: Settings  # the sidebar's
+    cfg: AttentionConfig  # the run's (causal, a variant with mask methods)
+    labels: list[str]
+    rk: tuple  # the run's cache key
+    scores: torch.Tensor  # (T, T) head 1's scores before masking
+    d_k: int
+    pair: int  # the px of each of two panels across the page
+
+    def variants(self) -> list:
+        return memo((self.rk, "variants"), lambda: masking_variants(self.scores, self.d_k))
+
+
 def render() -> None:
-    """Draw the page. Everything it computes stays local, so nothing outlives the run."""
+    """Draw the page: one section at a time, picked in a row of buttons kept in the link (``?lab_section=``), so
+    each fits about a screen at 1280x720. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
     st.title("Masking lab")
     cfg = s.cfg if s.cfg.spec.uses("mask_method") else dataclasses.replace(s.cfg, variant="CausalAttention")
@@ -49,22 +74,33 @@ def render() -> None:
     run = load_run(s, cfg)
     if run is None:
         st.stop()
-    labels, trace, rk = run.labels, run.trace, run.key
+    labels, trace = run.labels, run.trace
     slide_settings(cfg.variant, len(labels))
     ask_the_class(st, "masking_lab", trace, labels, kinds=("masking", "attends_most"))
-    scores_np = head_matrix(trace, "scores", 0)
-    d_k = int(head_matrix(trace, "keys", 0).shape[-1])
-    scores = torch.from_numpy(np.array(scores_np))
-    variants = memo((rk, "variants"), lambda: masking_variants(scores, d_k))
-    right_a, right_b = variants[0], variants[1]
-    pair = fit(cap(PAIR_CAP_PX), labels, panels=2)  # two panels across the page
+    scores = torch.from_numpy(np.array(head_matrix(trace, "scores", 0)))
+    lab = Lab(s, cfg, labels, run.key, scores, int(head_matrix(trace, "keys", 0).shape[-1]),
+              fit(cap(PAIR_CAP_PX), labels, panels=2))
+    del run, trace
+    url_choice("lab_section", SECTIONS, SECTIONS[0])
+    # an older link that names a mistake opens the mistakes
+    first = SECTIONS[1] if "mistake" in st.query_params and "lab_section" not in st.query_params else SECTIONS[0]
+    name = st.segmented_control("Section", SECTIONS, key="lab_section", bind="query-params", default=first,
+                                required=True, label_visibility="collapsed", width="stretch")
+    name = name if name in SECTIONS else SECTIONS[0]
+    _, downloads = section_steps("lab_section", SECTIONS)
+    PARTS[name](lab)
+    page_downloads(downloads, page="masking-lab")
 
-    # 1. The two correct methods ----------------------------------------------------------------------
-    st.header("1 · Two correct ways, the same weights")
+
+def _methods(lab: Lab) -> None:
+    """1. The two correct methods give the same weights."""
+    labels, rk = lab.labels, lab.rk
+    right_a, right_b = lab.variants()[:2]
+    st.subheader("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
                 "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-                max_px=pair, cache_key=(rk, "two_methods"), name="two_correct_masks",
+                max_px=lab.pair, cache_key=(rk, "two_methods"), name="two_correct_masks",
                 title="Two correct causal masks, the same weights")
     c1, c2 = st.columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
@@ -77,39 +113,48 @@ def render() -> None:
         st.caption(" ".join(filter(None, [
             "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
             "rounding.", scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
-    st.markdown(
+    # beside the difference, under the metric: one row, not two (issue 33 item 10)
+    c1.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
         "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
         "exactly softmax over the past keys, which is what (a) computes.")
 
-    # 2. Mistakes -----------------------------------------------------------------------------------------
-    st.header("2 · Classic mistakes, beside the right answer")
+
+def _mistakes(lab: Lab) -> None:
+    """2. The classic mistakes beside the right answer."""
+    labels, rk, variants = lab.labels, lab.rk, lab.variants()
+    right_a = variants[0]
+    st.subheader("2 · Classic mistakes, beside the right answer")
     names = [v.name for v in variants[2:]]
     url_choice("mistake", names, names[0])
-    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params") or names[0]
+    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params",
+                                label_visibility="collapsed") or names[0]
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                key="mistake_pair", scale="weights", columns=2, max_px=pair, cache_key=(rk, "mistake", pick),
+                key="mistake_pair", scale="weights", columns=2, max_px=lab.pair, cache_key=(rk, "mistake", pick),
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     if note := scales.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
-    c2, c3 = st.columns([1, 1])
-    c2.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
-    with c3:
-        m1, m2, m3 = st.columns(3)
-        m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
-        m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
-        m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
+    # the code and its three numbers beside the cell-by-cell difference: one row, not two (issue 33 item 10)
+    c_code, c_diff = st.columns([1, 1])
+    c_code.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
+    m1, m2, m3 = c_code.columns(3)
+    m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
+    m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
+    m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
     what_wrong = (wrong.weights - right_a.weights).numpy()
-    show_matrix(st, what_wrong, labels, labels, key="mistake_diff", scale="scores",
-                title=f"{pick} − right answer (what is wrong, cell by cell)", max_px=cap(300),
-                cache_key=(rk, "mistake_diff", pick), name=f"{pick}_minus_right")
+    show_matrix(c_diff, what_wrong, labels, labels, key="mistake_diff", scale="scores",
+                title=f"{pick} − right answer (what is wrong, cell by cell)",
+                max_px=fit(cap(300), labels, [1, 1], 1), cache_key=(rk, "mistake_diff", pick),
+                name=f"{pick}_minus_right")
 
-    # 3. Precision ---------------------------------------------------------------------------------------
-    st.header("3 · Precision: float32, float16, bfloat16")
-    rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, d_k, cfg.device))
+def _precision(lab: Lab) -> None:
+    """3. float32, float16, bfloat16; −∞ against finfo.min; the fully masked row."""
+    cfg, rk, scores = lab.cfg, lab.rk, lab.scores
+    st.subheader("3 · Precision: float32, float16, bfloat16")
+    rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, lab.d_k, cfg.device))
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
         "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
         "fully_masked_row": "a fully masked row becomes", "finite": "finite (all rows)"})
@@ -136,11 +181,14 @@ def render() -> None:
     st.caption(f"guarded_softmax on a row of all −∞ → {guarded_softmax(demo)[0].tolist()} (plain softmax: "
                f"{torch.softmax(demo, -1)[0].tolist()})")
 
-    # 4. Dropout after masking -----------------------------------------------------------------------------
-    st.header("4 · Dropout after masking")
+
+def _dropout(lab: Lab) -> None:
+    """4. Dropout after masking, on the same sentence in training mode."""
+    cfg, labels = lab.cfg, lab.labels
+    st.subheader("4 · Dropout after masking")
     p = cfg.dropout if cfg.dropout > 0 else 0.5
     dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
-    drun = load_run(s, dcfg, quiet=True)
+    drun = load_run(lab.s, dcfg, quiet=True)
     if drun is not None:
         dmask = head_matrix(drun.trace, "dropout_mask", 0)
         dropped = head_matrix(drun.trace, "dropped_weights", 0)
@@ -161,30 +209,35 @@ def render() -> None:
                         f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
                         "(`model.eval()`) dropout does nothing.")
         show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=scales.weights_scale(top), columns=2, max_px=pair,
+                    labels, key="dropout_lab", scale=scales.weights_scale(top), columns=2, max_px=lab.pair,
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
                     title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
 
-    # 5. Scaling --------------------------------------------------------------------------------------------
-    st.header("5 · Why divide by √d_k")
-    st.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
+
+def _scaling(lab: Lab) -> None:
+    """5. Why divide by √d_k: random unit-variance q and k, the same for every sentence."""
+    st.subheader("5 · Why divide by √d_k")
+    # the reason and the d_k knob beside the table: one row, not three (issue 33 item 10)
+    c_why, c_table = st.columns([2, 3])
+    c_why.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
                 "Dividing by √d_k brings the variance back to 1.")
     srows = memo(("scaling_table", SCALING_SAMPLES), scaling_table)  # the same numbers for every sentence
-    show_table(st, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
+    show_table(c_table, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
         "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
         "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch",
         formats={"std of q·k": "%.2f", "mean max weight, no scaling": "%.3f", "mean max weight, ÷√d_k": "%.3f"})
-    st.caption(f"Each row: random unit-variance q and k for 8 tokens, averaged over {SCALING_SAMPLES} seeded samples "
-               "(one sample jumped about from row to row). The panels below show one of them.")
-    dk = st.select_slider("d_k", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
+    c_table.caption(f"Each row: random unit-variance q and k for 8 tokens, averaged over {SCALING_SAMPLES} seeded "
+                    "samples (one sample jumped about from row to row). The panels below show one of them.")
+    dk = c_why.select_slider("d_k (the panels below)", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                key="scaling", scale="weights", columns=2, max_px=pair, cache_key=("scaling", dk),
+                key="scaling", scale="weights", columns=2, max_px=lab.pair, cache_key=("scaling", dk),
                 name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
-    page_downloads(page="masking-lab")
 
+
+PARTS = dict(zip(SECTIONS, (_methods, _mistakes, _precision, _dropout, _scaling), strict=True))
 
 render()

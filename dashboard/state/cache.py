@@ -118,13 +118,15 @@ class ByteLRU(Generic[V]):
             self._entries[key] = (value, size, self.clock())
             return True, value
 
-    def sweep(self) -> int:
-        """Drop the entries unused for ``idle_s`` seconds; return how many went."""
-        if self.idle_s is None:
+    def sweep(self, idle_s: float | None = None) -> int:
+        """Drop the entries unused for the cache's idle time, or for ``idle_s`` seconds if that is shorter; return
+        how many went."""
+        if self.idle_s is None:  # a cache without an idle time keeps its entries
             return 0
+        limit = self.idle_s if idle_s is None else min(self.idle_s, idle_s)
         now = self.clock()
         with self._lock:
-            stale = [k for k, (_, _, used) in self._entries.items() if now - used > self.idle_s]
+            stale = [k for k, (_, _, used) in self._entries.items() if now - used > limit]
             for k in stale:
                 del self._entries[k]
         if stale:
@@ -153,18 +155,41 @@ class ByteLRU(Generic[V]):
 
 _SWEPT: weakref.WeakSet = weakref.WeakSet()
 _SWEEPER: threading.Thread | None = None
+SWEEP_EVERY_S = 15.0
+# With no browser tab connected, an entry unused this long goes (not after the caches' own idle time): the
+# server's memory comes back within ~30 s of a class closing its tabs (issue 33: <= 1.10x post-warm-up).
+QUIET_IDLE_S = 15.0
+
+
+def connected_sessions() -> int | None:
+    """How many browser tabs are connected to this Streamlit server now; None outside a server (tests, scripts)
+    or if Streamlit's runtime no longer says (tests/test_streamlit_internals.py)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return None
+        return int(Runtime.instance()._session_mgr.num_active_sessions())
+    except Exception:  # noqa: BLE001 - a memory preference, never worth failing over
+        return None
+
+
+def sweep_all() -> None:
+    """One sweep of every cache: idle entries go, and all unused for QUIET_IDLE_S once no tab is connected."""
+    quiet = QUIET_IDLE_S if connected_sessions() == 0 else None
+    for c in list(_SWEPT):
+        c.sweep(quiet)
 
 
 def _sweeper(cache: ByteLRU) -> None:
-    """Register ``cache`` with the one daemon thread that sweeps idle entries every 15 s."""
+    """Register ``cache`` with the one daemon thread that sweeps idle entries every SWEEP_EVERY_S seconds."""
     global _SWEEPER
     _SWEPT.add(cache)
     if _SWEEPER is None or not _SWEEPER.is_alive():
         def loop() -> None:
             while True:
-                time.sleep(15)
-                for c in list(_SWEPT):
-                    c.sweep()
+                time.sleep(SWEEP_EVERY_S)
+                sweep_all()
 
         _SWEEPER = threading.Thread(target=loop, name="attention-lab-cache-sweeper", daemon=True)
         _SWEEPER.start()
