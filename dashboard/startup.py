@@ -39,7 +39,7 @@ def _import_all() -> None:
     import dashboard.state.controls  # noqa: F401
     from attn_core.text.tokens import bpe_encoding
 
-    bpe_encoding()  # 50,257 ranks parsed and the BPE tables built (~50 ms)
+    bpe_encoding()  # 50,257 ranks parsed and the BPE tables built, before the first visitor
 
 
 def prepare() -> None:

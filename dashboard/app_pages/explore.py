@@ -357,8 +357,8 @@ def render() -> None:
     parts = sections(v)
     names = list(parts)
     url_choice("section", names, WEIGHTS)
-    # A row of buttons, one per section, not st.tabs: a tab bar redrawn with every run cost the browser ~25 ms of a
-    # 32-token sentence change (~12 %, measured); the page draws only the chosen section either way.
+    # A row of buttons, one per section, not st.tabs: a tab bar redrawn with every run slowed a sentence change
+    # (docs/measurements.md); the page draws only the chosen section either way.
     name = st.segmented_control("Section", names, key="section", bind="query-params", default=WEIGHTS, required=True,
                                 label_visibility="collapsed", width="stretch")
     name = name if name in parts else WEIGHTS

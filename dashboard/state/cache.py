@@ -157,7 +157,7 @@ _SWEPT: weakref.WeakSet = weakref.WeakSet()
 _SWEEPER: threading.Thread | None = None
 SWEEP_EVERY_S = 15.0
 # With no browser tab connected, an entry unused this long goes (not after the caches' own idle time): the
-# server's memory comes back within ~30 s of a class closing its tabs (issue 33: <= 1.10x post-warm-up).
+# server's memory comes back soon after a class closes its tabs (docs/measurements.md).
 QUIET_IDLE_S = 15.0
 
 

@@ -91,8 +91,8 @@ def stepper(key: str, labels: Sequence[str]) -> int:
                     "</style>")
         middle.markdown(f"**Step {i + 1} of {n}** · {md_escape(labels[i])}", width="stretch")
         # A new slider each time the step is moved other than by the slider (the buttons, a test): a slider whose
-        # value the script changes shows it only after the run (its thumb moved ~20 ms after the rest of the
-        # page, measured), a new one is drawn at its value. Dragging keeps the slider (and the keyboard focus).
+        # value the script changes shows it only after the run (its thumb moved after the rest of the page),
+        # a new one is drawn at its value. Dragging keeps the slider (and the keyboard focus).
         moves = f"{key}_moves"
         if st.session_state.get(f"{key}_slider{st.session_state.get(moves, 0)}", i) != i:
             st.session_state[moves] = st.session_state.get(moves, 0) + 1
