@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attn_core.tracing import views
 from dashboard.drawing import cells, flow_charts, heatmaps, rasters, scales
 
 LABELS = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
@@ -155,7 +156,7 @@ def test_pooling_keeps_peaks_and_masks():
     m = np.zeros((1024, 1024), dtype=np.float32)
     m[500, 10] = 1.0
     m[np.triu_indices(1024, 1)] = -np.inf
-    pooled, k = rasters.pool(m, 256)
+    pooled, k = views.pool(m, 256)
     assert k == 4 and pooled.shape == (256, 256)
     assert pooled[125, 2] == 1.0  # max pooling keeps a single sharp weight
     assert np.isnan(pooled[0, 200])  # a fully masked block stays masked
@@ -167,13 +168,13 @@ def test_max_pooling_equals_the_block_max_with_or_without_masked_cells_and_paddi
     for n in (1024, 1000):  # k = 16 divides 1024, not 1000 (padded)
         m = rng.random((n, n), dtype=np.float32)
         original = m.copy()
-        pooled, k = rasters.pool(m, 64)
+        pooled, k = views.pool(m, 64)
         pad = (-n) % k
         blocks = np.pad(m, ((0, pad), (0, pad)), constant_values=-np.inf).reshape(-1, k, (n + pad) // k, k)
         assert np.array_equal(pooled, blocks.max(axis=(1, 3)))
         assert np.array_equal(m, original)  # the caller's matrix is left as it was
         m[np.triu_indices(n, 1)] = -np.inf
-        masked, _ = rasters.pool(m, 64)
+        masked, _ = views.pool(m, 64)
         assert np.isnan(masked[0, -1]) and masked[-1, 0] == pooled[-1, 0]
 
 

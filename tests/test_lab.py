@@ -1,4 +1,4 @@
-"""attn_core.labs.lab and attn_core.tracing.walkthrough: what the teaching pages show."""
+"""attn_core.labs.lab and attn_core.labs.walkthrough: what the teaching pages show."""
 
 import math
 
@@ -17,7 +17,7 @@ from attn_core.labs.lab import (
     scaling_table,
     wrapper_as_multihead,
 )
-from attn_core.tracing.walkthrough import book_walkthrough, dropout_ok
+from attn_core.labs.walkthrough import book_walkthrough, dropout_ok
 
 
 @pytest.fixture

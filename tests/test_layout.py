@@ -128,6 +128,21 @@ def test_no_import_circle_among_the_projects_modules():
     assert cycles(graph()) == [], "import circles (break them with a one-way dependency)"
 
 
+# Packages that still import each other: a drawn matrix registers its slide (drawing.matrices -> export), and a
+# raster's slide is framed with its colour map (export.formats -> drawing.rasters). Nothing else may.
+TWO_WAY_ALLOWED = {frozenset({"dashboard.drawing", "dashboard.export"})}
+
+
+def test_packages_import_each_other_one_way():
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    pairs = {(package(a), package(b)) for a, deps in graph().items() for b in deps}
+    pairs = {(a, b) for a, b in pairs if a != b and a.count(".") == 1 and b.count(".") == 1}
+    two_way = {frozenset(p) for p in pairs if p[::-1] in pairs}
+    assert two_way <= TWO_WAY_ALLOWED, f"packages that import each other: {sorted(map(sorted, two_way))}"
+
+
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in modules().values()))
 def test_no_module_is_over_400_lines(path):
     lines = len((ROOT / path).read_text(encoding="utf-8").splitlines())

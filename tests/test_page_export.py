@@ -265,7 +265,7 @@ def test_matrices_a_page_already_caches_are_not_cached_twice_for_export(register
 
 
 def test_the_walkthrough_draws_every_step_as_a_chart_beside_its_numbers(registered):
-    from attn_core.tracing.walkthrough import book_walkthrough
+    from attn_core.labs.walkthrough import book_walkthrough
 
     at = run_page(WALK, registered, input_mode="learned")  # learned inputs: "your sentence" is drawn too
     steps = book_walkthrough()

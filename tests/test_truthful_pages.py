@@ -194,7 +194,7 @@ def test_walkthrough_prints_every_steps_own_numbers_to_4_decimals():
     """The tables show the tensors the step computed and the book printed, every value, as the book prints it."""
     import numpy as np
 
-    from attn_core.tracing.walkthrough import book_walkthrough
+    from attn_core.labs.walkthrough import book_walkthrough
 
     def text(t):
         v = t.detach().float().numpy()
@@ -222,7 +222,7 @@ def test_relative_scale_from_a_link_applies_on_the_first_run():
 
 
 def test_error_sentences_keep_code_names_as_written():
-    from dashboard.drawing.text import sentence
+    from dashboard.state.links import sentence
 
     assert sentence("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
     assert sentence("the text is empty.") == "The text is empty."

@@ -1,2 +1,2 @@
-"""Recording what a forward pass computed: the Trace and its steps, views that read a trace per head or cell,
-and the step-by-step walkthrough."""
+"""Recording what a forward pass computed: the Trace and its steps, and views that read a trace per head or
+cell (or pooled to a thumbnail)."""

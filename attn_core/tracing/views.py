@@ -189,3 +189,41 @@ def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> C
     w_used = float(used[i, j])
     return CellStory(i, j, head, q, k, dot, d_k, scaled, masked, row, float(weights[i, j]), w_used, v,
                      w_used * v, context[i], share_all, kept)
+
+
+def pool(matrix: np.ndarray, max_side: int, how: str = "max") -> tuple[np.ndarray, int]:
+    """Shrink a matrix by k x k blocks (k = ceil(longest side / max_side)) so neither side exceeds
+    ``max_side``; returns (pooled, k). ``how`` is "max" (keeps sharp peaks such as attention to one
+    token) or "mean". Masked (-inf/NaN) cells stay masked only where a whole block is masked."""
+    m = np.asarray(matrix, dtype=np.float32)
+    k = int(np.ceil(max(m.shape) / max_side))
+    if k <= 1:
+        return m, 1
+    rows, cols = m.shape
+    pad_r, pad_c = (-rows) % k, (-cols) % k
+    finite = np.isfinite(m)
+    # plain reductions over blocks (NaN-aware ones were slow: docs/measurements.md): masked cells count as -inf for a
+    # max and as nothing for a mean; a block with no finite cell becomes NaN (grey)
+    if how == "max":
+        # weights (no masked cell) and a side that k divides need no copy: the model view pools every head of every
+        # layer (docs/measurements.md)
+        src = m if finite.all() else np.where(finite, m, -np.inf)
+        if pad_r or pad_c:
+            src = np.pad(src, ((0, pad_r), (0, pad_c)), constant_values=-np.inf)
+        pooled = _blocks(src, k, np.maximum)
+        pooled[pooled == -np.inf] = np.nan
+        return pooled, k
+    total = _blocks(np.pad(np.where(finite, m, 0.0), ((0, pad_r), (0, pad_c))), k, np.add)
+    n = _blocks(np.pad(finite.astype(np.float32), ((0, pad_r), (0, pad_c))), k, np.add)
+    return np.divide(total, n, out=np.full_like(total, np.nan), where=n > 0), k
+
+
+def _blocks(padded: np.ndarray, k: int, op: np.ufunc) -> np.ndarray:
+    """``op`` over each k x k block, as k² strided whole-array steps (much faster than
+    ``reshape(...).max(axis=(1, 3))``: docs/measurements.md)."""
+    out = padded[0::k, 0::k].copy()
+    for i in range(k):
+        for j in range(k):
+            if i or j:
+                op(out, padded[i::k, j::k], out=out)
+    return out

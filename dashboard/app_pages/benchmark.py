@@ -12,8 +12,9 @@ from attn_core.labs.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, Benchmark
 from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling, explain, noisy_rows, verdict
 from attn_core.labs.lab import DTYPES
 from dashboard.drawing import measure_charts
-from dashboard.drawing.text import plural, show_table
+from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.state.links import plural
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
 CHILD_START_S = 1.5  # a child process needs about this long to import torch before it measures anything

@@ -27,11 +27,10 @@ from dashboard.drawing.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.drawing.matrices import show_matrix, show_panels
 from dashboard.drawing.present import dark, ink, presenting
 from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room
-from dashboard.drawing.text import sentence
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.state import models
 from dashboard.state.controls import MASK_NAMES, Settings, settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, sentence
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
 from dashboard.state.url_state import url_cell, url_choice

@@ -12,11 +12,10 @@ from attn_core import AttentionConfig
 from attn_core.attention.masks import MaskKind
 from attn_core.tracing.views import CellStory, cell_story, head_matrix, kv_head
 from dashboard.drawing.chart_cache import memo
-from dashboard.drawing.text import plural
 from dashboard.state import models
 from dashboard.state.compute import Run
 from dashboard.state.controls import MASK_NAMES, Settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, plural
 
 
 @dataclasses.dataclass

@@ -24,9 +24,9 @@ from attn_core.text.tokens import readable_piece
 from dashboard.drawing.matrices import show_matrix
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit, room
-from dashboard.drawing.text import markdown_table, plural, sentence
+from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, plural, sentence
 from dashboard.state.steppers import NEXT_KEY
 from dashboard.state.url_state import url_choice
 

@@ -20,11 +20,11 @@ from dashboard.drawing import flow_charts, scales
 from dashboard.drawing.matrices import show_matrix, tensor_slice
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px, fit
-from dashboard.drawing.text import plural, show_table
+from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.state import models
 from dashboard.state.controls import Settings, settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, plural
 from dashboard.state.models import INPUT_NAME
 from dashboard.state.runs import _set_state, load_run
 from dashboard.state.steppers import stepper

@@ -43,11 +43,11 @@ from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import content_px
-from dashboard.drawing.text import sentence, show_table
+from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import code_span, md_escape
+from dashboard.state.links import code_span, md_escape, sentence
 from dashboard.state.runs import load_run
 
 EXPLORE = Path(__file__).resolve().parent / "explore.py"  # absolute: st.switch_page matches main.py's st.Page paths

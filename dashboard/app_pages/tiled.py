@@ -16,11 +16,11 @@ from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, kv_head, num_heads
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap
-from dashboard.drawing.text import plural, show_table
+from dashboard.drawing.text import show_table
 from dashboard.drawing.tile_charts import tile_frame, tile_grid_chart
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, plural
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import stepper
 

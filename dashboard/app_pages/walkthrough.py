@@ -12,17 +12,17 @@ import pandas as pd
 import streamlit as st
 
 from attn_core import BOOK_TOKENS, embed
+from attn_core.labs.walkthrough import book_walkthrough, dropout_ok
 from attn_core.text.embeddings import uses_book_inputs
-from attn_core.tracing.walkthrough import book_walkthrough, dropout_ok
 from dashboard.drawing.chart_cache import memo, prefetch
 from dashboard.drawing.matrices import Look, prepare_matrix, show_matrix
 from dashboard.drawing.present import dark, presenting
 from dashboard.drawing.sizes import cap, column_px, content_px, grow
-from dashboard.drawing.text import NUMBERS_KEY, sentence, show_table
+from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.state.controls import Settings, settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, sentence
 from dashboard.state.steppers import stepper
 
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.

@@ -23,10 +23,9 @@ from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.sizes import cap
-from dashboard.drawing.text import sentence
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, sentence
 
 RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}

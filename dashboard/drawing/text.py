@@ -1,4 +1,4 @@
-"""Text and tables of results: plural words, error messages as sentences, tables that read on a projector."""
+"""Tables of results that read on a projector (plural words and sentences: dashboard/state/links.py)."""
 
 from __future__ import annotations
 
@@ -34,21 +34,6 @@ def show_table(container, df, *, formats: dict[str, str] | None = None, na_rep: 
                                na_rep=na_rep)
     container.table(style, hide_index=hide_index if hide_index is not None else isinstance(df.index, pd.RangeIndex),
                     width="content")
-
-
-def plural(n: int, word: str) -> str:
-    """``1 token``, ``2 tokens``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def sentence(message: object) -> str:
-    """An error message as a sentence: capital first letter, one final full stop. A message that starts
-    with a code name (``d_out``, ``num_heads``) keeps it as written: "D_out" is not the book's name."""
-    text = str(message).strip().rstrip(".")
-    first = text.split(" ", 1)[0]
-    if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
-        return text + "."
-    return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
 def markdown_table(container, df, *, formats: dict[str, str] | None = None) -> None:

@@ -13,8 +13,8 @@ import numpy as np
 import streamlit as st
 
 from dashboard.drawing.chart_cache import fragment_now, holds, memo, run_token, vega
-from dashboard.drawing.text import plural
 from dashboard.export import formats as export
+from dashboard.state.links import plural
 
 # --- Slide export: every chart a page draws, offered by one control -------------------------------------
 # Each drawing helper registers what it drew (a builder, never a built chart) in a list that belongs to

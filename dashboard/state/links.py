@@ -1,4 +1,5 @@
-"""Text that came from a user or a link, made safe to show, and the one warning a bad link value gets.
+"""Text that came from a user or a link, made safe to show, the one warning a bad link value gets, and the words
+messages are made of (``plural``, ``sentence``).
 
 Shared by the sidebar (controls.py) and the pages' own link parameters (url_state.py), so every
 "this link value cannot be used" message reads the same way and is escaped the same way.
@@ -34,3 +35,18 @@ def link_warning(param: str, raw: str, used: str, reason: str = "") -> str:
     why = f" ({md_escape(reason)})" if reason else ""
     return (f"The link's **{md_escape(param)}** = {shown_value(raw)} is not valid here{why}: "
             f"using {md_escape(used[:80])} instead.")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def sentence(message: object) -> str:
+    """An error message as a sentence: capital first letter, one final full stop. A message that starts
+    with a code name (``d_out``, ``num_heads``) keeps it as written: "D_out" is not the book's name."""
+    text = str(message).strip().rstrip(".")
+    first = text.split(" ", 1)[0]
+    if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
+        return text + "."
+    return (text[:1].upper() + text[1:] + ".") if text else ""

@@ -30,7 +30,7 @@ from attn_core.models import registry
 from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.gpt import Walk, walk_layers
 from attn_core.text.tokens import BPETokenizer, readable_piece
-from dashboard.drawing.rasters import pool
+from attn_core.tracing.views import pool
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 

@@ -6,11 +6,10 @@ import streamlit as st
 
 from attn_core import BOOK_SENTENCE, MAX_POSITIONS
 from attn_core.text.embeddings import uses_book_inputs
-from dashboard.drawing.text import plural, sentence
 from dashboard.state import models
 from dashboard.state.compute import Run, cached_tokens, traced_run
 from dashboard.state.controls import Settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import md_escape, plural, sentence
 
 
 def _set_state(key: str, value: object) -> None:
