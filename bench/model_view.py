@@ -99,7 +99,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
         from dashboard.state import models
 
-        names = args.models or [n for n, _ in models.found()]
+        names = args.models or [f.name for f in models.found()]
         print(f"torch {torch.__version__}, {args.threads} thread(s), {args.reps} interleaved repeats, medians")
         print(f"{'model':<24} {'T':>5} {'forward':>9} {'walk':>9} {'explicit':>9} {'model view':>11} "
               f"{'view/forward':>13}")

@@ -82,6 +82,7 @@ def test_run_reports_ratios_to_sdpa():
     (["-m", "bench.generation", "--small", "--tokens", "5"], "same tokens: True"),
     (["-m", "bench.variants", "--sizes", "16", "--reps", "1"], "ratios to MHA 1.00 / 1.00 / 1.00"),
     (["-m", "bench.flash", "--smoke"], "explicit/tiled MB"),
+    (["-m", "bench.model_view", "--tokens", "16", "--reps", "1"], "view/forward"),  # the installed real models
 ])
 def test_bench_scripts_smoke(cmd, expected):
     from browser import browser_missing_reason
