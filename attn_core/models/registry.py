@@ -81,9 +81,9 @@ def find_models() -> list[Found]:
     return found
 
 
-def missing() -> list[Family]:
-    """The families of real weights none of which is on this machine (each says ``how_to_get()``)."""
-    have = {f.family for f in find_models()}
+def missing(found: list[Found] | None = None) -> list[Family]:
+    """The families of real weights none of which is on this machine, or in ``found`` (each says ``how_to_get()``)."""
+    have = {f.family for f in (find_models() if found is None else found)}
     return [fam for fam in families() if fam.pretrained and fam.name not in have]
 
 

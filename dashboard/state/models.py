@@ -66,8 +66,7 @@ def found() -> list[Found]:
 
 def missing() -> list[Family]:
     """The families of real weights with nothing on this machine: each says how to get them (``how_to_get()``)."""
-    have = {f.family for f in found()}
-    return [fam for fam in registry.families() if fam.pretrained and fam.name not in have]
+    return registry.missing(found())
 
 
 def default_model() -> str | None:
