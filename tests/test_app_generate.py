@@ -40,6 +40,8 @@ def test_ten_next_token_steps_grow_the_row_and_the_cache():
     gen = at.session_state["gen_state"]
     assert gen.last.cache_bytes == sum(layer.keys.nbytes + layer.values.nbytes for layer in gen.cache.layers)
     assert f"{gen.last.cache_bytes:,} bytes" in " ".join(c.value for c in at.caption)
+    table = next(m.value for m in at.markdown if m.value.startswith("| layers |"))
+    assert table.count("\n") == 2 and "| 1–4 | \\(1, 4, 14, 64\\) | 28672 |" in table  # 4 alike layers: one row
     timing = next(m.value for m in at.markdown if m.value.startswith("**Timed here:**"))
     assert "with the KV cache" in timing and "without it" in timing and "all 10 steps" in timing
     np.testing.assert_allclose(gen.last.full_weights[-1], gen.last.row[0], atol=1e-5)  # full matrix's last row
@@ -59,6 +61,65 @@ def test_play_stops_at_the_limit(monkeypatch):
     gen = at.session_state["gen_state"]
     assert len(gen.ids) - gen.prompt_len == 3
     assert any("the limit of this page" in i.value for i in at.info) and at.button(key="gen_next").disabled
+
+
+def test_next_takes_the_step_worked_out_ahead_and_draws_what_one_generator_would():
+    """Each step is worked out in the background while the one before is shown; Next takes it. Sampled on copies of
+    the cache and the generator, the tokens are those of one seeded generation, and one cache is kept, not two."""
+    import torch
+
+    from attn_core.attention.kv_cache import KVCache
+    from attn_core.models.decoding import decode_step, prefill
+    from attn_core.models.registry import find_models, load_model
+
+    at = open_page(PAGE)
+    at.segmented_control(key="gen_how").set_value("sample").run()
+    at.number_input(key="gen_seed").set_value(7).run()
+    for _ in range(4):
+        gen = at.session_state["gen_state"]
+        assert gen.ahead.started.wait(60)  # started after the last run, before any click
+        ahead = gen.ahead.take()
+        at.button(key="gen_next").click().run()
+        assert gen.last.token_id == ahead.step.token_id and gen.cache is ahead.cache
+    gen = at.session_state["gen_state"]
+    assert gen.ahead.started.wait(60)
+    after = gen.ahead.take().cache  # the next step's cache; the shown text's is views of it
+    assert gen.cache.length == len(gen.ids) and after.length == len(gen.ids) + 1
+    assert all(a.keys.untyped_storage().data_ptr() == b.keys.untyped_storage().data_ptr()
+               for a, b in zip(gen.cache.layers, after.layers))
+    model = load_model(next(f for f in find_models() if f.name == at.selectbox(key="gen_model").value))
+    ids = list(gen.ids[:gen.prompt_len])
+    cache, generator = KVCache(model.cfg["n_layers"]), torch.Generator().manual_seed(7)
+    logits = prefill(model, ids, cache)
+    for _ in range(4):
+        step, logits = decode_step(model, ids, cache, logits, temperature=1.0, top_k=50, generator=generator,
+                                   compare=False)
+        ids.append(step.token_id)
+    assert ids == gen.ids
+
+
+def test_changing_the_layer_shown_traces_the_step_at_that_layer():
+    """The row and the full matrix are the chosen layer's, also for a step made while another layer was shown."""
+    import torch
+
+    from attn_core.models.gpt import trace_layer
+    from attn_core.models.registry import find_models, load_model
+    from attn_core.tracing.views import all_heads
+
+    at = open_page(PAGE)
+    for _ in range(2):
+        at.button(key="gen_next").click().run()
+    first = at.session_state["gen_state"].last.row
+    at.selectbox(key="gen_layer").set_value(2).run()
+    gen = at.session_state["gen_state"]
+    model = load_model(next(f for f in find_models() if f.name == at.selectbox(key="gen_model").value))
+    want = all_heads(trace_layer(model, torch.tensor([gen.ids]), 2), "weights")[:, -1, :]  # no cache: last row
+    assert gen.last.layer == 2 and not np.allclose(gen.last.row, first)
+    np.testing.assert_allclose(gen.last.row, want, atol=1e-5)
+    np.testing.assert_allclose(gen.last.full_weights[-1], gen.last.row[0], atol=1e-5)
+    assert any(m.value.startswith("**The new query's attention, layer 3**") for m in at.markdown)
+    at.button(key="gen_next").click().run()  # worked out ahead at layer 3 already, or traced again
+    assert at.session_state["gen_state"].last.layer == 2
 
 
 @pytest.mark.parametrize("prompt, message", [

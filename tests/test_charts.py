@@ -353,3 +353,34 @@ def test_many_cells_are_drawn_on_a_canvas_without_a_label_per_cell(build):
     # the renderer is part of the spec template's key: a 15 x 15 and a 16 x 16 chart never share a template
     labels = [str(i) for i in range(16)]
     assert [cells.spec_signature(n, n, labels, 480, False)[-1] for n in (15, 16)] == [False, True]
+
+
+def test_a_growing_chart_keeps_its_spec_while_its_cells_keep_their_size():
+    """Generate's new row, a column longer each step: one cell a column (a Vega step), full-size cells until the
+    columns no longer fit, then halved, so most steps swap only the data in the browser (a new spec is a new Vega
+    view); drawn on a canvas, its cells' values printed while they fit."""
+    def spec(T: int, max_px: int = 560) -> dict:
+        row = np.random.default_rng(T).dirichlet(np.ones(T), size=9)
+        labels = [f"{i + 1}: word" for i in range(T)]  # drawn at -45° from the first step
+        s = heatmaps.heatmap(row, [f"head {h + 1}" for h in range(9)], labels, scale="weights", max_px=max_px,
+                             growing=True).to_dict()
+        return {k: v for k, v in s.items() if k not in ("data", "datasets")}
+
+    full = cells.full_cell_px()
+    fit = 560 // full  # 12 columns of 44 px
+    first = spec(5)
+    assert first["width"] == {"step": full} and first["height"] == 9 * full
+    assert first["usermeta"]["embedOptions"]["renderer"] == "canvas"
+    assert any(layer["mark"]["type"] == "text" for layer in first["layer"])  # values printed in 44 px cells
+    assert all(spec(T) == first for T in range(6, fit + 1))  # one spec from 5 to 12 columns
+    shrunk = spec(fit + 1)  # room for 15 columns: cells a fifth smaller, values still printed
+    assert shrunk["width"] == {"step": 560 // 15} and any(layer["mark"]["type"] == "text" for layer in shrunk["layer"])
+    assert all(spec(T) == shrunk for T in range(fit + 2, 16)) and spec(16) != shrunk
+    news = sum(spec(T) != spec(T - 1) for T in range(6, 101))
+    assert news <= 12, news  # 95 steps, a dozen new Vega views
+    rows_first = spec(5, max_px=300)  # 9 rows in 300 px: 33 px cells, 9 columns of them before they shrink
+    assert rows_first["width"] == {"step": 33} and spec(9, max_px=300) == rows_first != spec(10, max_px=300)
+    plain = heatmaps.heatmap(causal_scores(5), LABELS, LABELS).to_dict()
+    assert isinstance(plain["width"], int)  # other heatmaps keep a width in pixels
+    assert cells.spec_signature(9, 7, ["a"] * 7, 560, False, growing=True) == \
+        cells.spec_signature(9, 12, ["a"] * 12, 560, False, growing=True)

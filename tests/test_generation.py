@@ -138,3 +138,24 @@ def test_a_cache_longer_than_the_context_is_refused(model):
         model(torch.zeros(1, CFG["context_length"], dtype=torch.long), cache=cache)
         with pytest.raises(ValueError, match="do not fit in context_length"):
             model(torch.zeros(1, 1, dtype=torch.long), cache=cache)
+
+
+def test_a_step_made_at_one_layer_shown_at_another_is_that_layers_step(model):
+    """show_layer traces a step again at another layer (the page's layer box changed): the same row and full
+    matrix as a step made at that layer, over views of the cache that leave it unchanged."""
+    from attn_core.models.decoding import decode_step, prefill, prefix, show_layer
+
+    ids = [5, 17, 42, 7]
+    made = {}
+    for layer in (0, 2):
+        cache = KVCache(CFG["n_layers"])
+        logits = prefill(model, ids, cache)
+        made[layer] = decode_step(model, ids, cache, logits, layer=layer)[0], cache
+    step, cache = made[0]
+    before = [layer.keys.clone() for layer in cache.layers]
+    again = show_layer(step, model, ids + [step.token_id], cache, 2)
+    assert again.layer == 2 and again.token_id == made[2][0].token_id
+    torch.testing.assert_close(torch.from_numpy(again.row), torch.from_numpy(made[2][0].row))
+    torch.testing.assert_close(torch.from_numpy(again.full_weights), torch.from_numpy(made[2][0].full_weights))
+    assert all(torch.equal(a, layer.keys) for a, layer in zip(before, cache.layers))  # the views grew, not the cache
+    assert prefix(cache, 3).shapes() == [(1, CFG["n_heads"], 3, 12)] * CFG["n_layers"]

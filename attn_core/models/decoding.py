@@ -10,7 +10,7 @@ in, plain arrays out: the page caches nothing of the model.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ class DecodeStep:
 
     token_id: int  # the token chosen
     position: int  # its position (0-based) in the text
+    layer: int  # the layer ``row`` and ``full_weights`` come from
     top_ids: list[int]  # the TOP most likely next tokens, most likely first
     top_probs: list[float]  # their probabilities (softmax of the last logits, before temperature / top-k)
     row: np.ndarray  # (num_heads, num_keys): the chosen layer's new query row over every cached key, per head
@@ -44,6 +45,17 @@ def fork(cache: KVCache) -> KVCache:
     """A copy of ``cache`` that can grow without changing it (the tensors are shared until a step appends)."""
     copy = KVCache(0)
     copy.layers = [LayerCache(layer.keys, layer.values) for layer in cache.layers]
+    return copy
+
+
+def prefix(cache: KVCache, length: int) -> KVCache:
+    """The first ``length`` positions of ``cache``, as views of its tensors (nothing is copied; it can grow
+    without changing ``cache``). Positions are the second-to-last axis of keys, values and latents alike."""
+    def first(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.narrow(-2, 0, length)
+
+    copy = KVCache(0)
+    copy.layers = [LayerCache(first(layer.keys), first(layer.values)) for layer in cache.layers]
     return copy
 
 
@@ -68,28 +80,37 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     probas = torch.softmax(logits, dim=-1)[0]
     top = torch.topk(probas, min(TOP, probas.numel()))
     token_id = int(next_token(logits, temperature, top_k, generator))
-    new = torch.tensor([[token_id]])
-    one = trace_layer(model, new, layer, cache=fork(cache))  # explicit, on a copy, up to `layer`: the row shown
     with torch.no_grad():
         start = time.perf_counter()
-        next_logits = model(new, cache=cache)[:, -1, :]  # the step itself: the new token alone, with the cache
+        next_logits = model(torch.tensor([[token_id]]), cache=cache)[:, -1, :]  # the step: the new token alone
         seconds_cached = time.perf_counter() - start
-    num_keys = cache.length
-    seconds_full = full = None
+    seconds_full = None
     if compare:
-        text = torch.tensor([ids + [token_id]])
         with torch.no_grad():
             start = time.perf_counter()
-            model(text)  # the same step without a cache: every position again
+            model(torch.tensor([ids + [token_id]]))  # the same step without a cache: every position again
             seconds_full = time.perf_counter() - start
-        full = head_matrix(trace_layer(model, text, layer), "weights", head).copy()  # one head: kept per session
     step = DecodeStep(
-        token_id=token_id, position=len(ids), top_ids=[int(i) for i in top.indices],
-        top_probs=[float(p) for p in top.values], row=all_heads(one, "weights")[:, 0, :],
-        mask_row=one["mask_bool"].tensor[0].numpy().copy(), mask_slice=_mask_code(one["mask_bool"].code, num_keys),
+        token_id=token_id, position=len(ids), layer=layer, top_ids=[int(i) for i in top.indices],
+        top_probs=[float(p) for p in top.values], row=np.empty(0), mask_row=np.empty(0), mask_slice="",
         cache_shapes=cache.shapes(), cache_bytes=cache.nbytes, seconds_cached=seconds_cached,
-        seconds_full=seconds_full, full_weights=full)
-    return step, next_logits
+        seconds_full=seconds_full, full_weights=None)
+    return show_layer(step, model, ids + [token_id], cache, layer, head), next_logits
+
+
+def show_layer(step: DecodeStep, model: GPTModel, ids: list[int], cache: KVCache, layer: int,
+               head: int = 0) -> DecodeStep:
+    """``step`` seen at ``layer``: the new query's row, from a traced run of the last token of ``ids`` over the
+    cache of the ones before it (``cache`` holds all of ``ids``: views of it, nothing copied), and, if the step
+    was compared, ``head``'s full matrix from a traced run of all of ``ids`` without a cache."""
+    num_keys = len(ids)
+    one = trace_layer(model, torch.tensor([ids[-1:]]), layer, cache=prefix(cache, num_keys - 1))
+    full = None
+    if step.seconds_full is not None:
+        full = head_matrix(trace_layer(model, torch.tensor([ids]), layer), "weights", head).copy()  # kept per session
+    return replace(step, layer=layer, row=all_heads(one, "weights")[:, 0, :],
+                   mask_row=one["mask_bool"].tensor[0].numpy().copy(),
+                   mask_slice=_mask_code(one["mask_bool"].code, num_keys), full_weights=full)
 
 
 def _mask_code(code: str, num_keys: int) -> str:

@@ -3,12 +3,14 @@
 Each press of Next token (or Page Down) appends one token: the text so far with the new token marked, the new
 query's attention row over every earlier token (one row per head of the chosen layer, growing to the right), the
 KV cache of every layer growing by one with its bytes, the mask slice used, the ten most likely next tokens, and
-the same step without the cache (the whole T x T matrix again) with both times measured on this machine.
+the same step without the cache (the whole T x T matrix again) with both times measured on this machine. Each step is
+worked out in the background while the one before is on screen, so Next only has to draw it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 import pandas as pd
@@ -17,7 +19,7 @@ import torch
 import torch.nn as nn
 
 from attn_core.attention.kv_cache import KVCache
-from attn_core.models.decoding import PAGE_NEW_TOKENS, DecodeStep, decode_step, prefill
+from attn_core.models.decoding import PAGE_NEW_TOKENS, DecodeStep, decode_step, fork, prefill, prefix, show_layer
 from attn_core.models.family import Found
 from attn_core.models.registry import families, find_models, load_model, model_config
 from attn_core.text.tokens import readable_piece
@@ -26,6 +28,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit, room
 from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.state.ahead import Ahead
 from dashboard.state.links import md_escape, plural, sentence
 from dashboard.state.steppers import NEXT_KEY
 from dashboard.state.url_state import url_choice
@@ -37,6 +40,16 @@ MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
 # so a class of 30 on the 124M shape holds ~1 GB at most
 PROMPT_TOKENS = 200
 PLAY_EVERY_S = 0.6
+
+
+@dataclass(frozen=True)
+class Next:
+    """The next step, worked out while the current one is read: what Next token takes."""
+
+    step: DecodeStep
+    logits: torch.Tensor
+    cache: KVCache
+    generator: torch.Generator
 
 
 @dataclass
@@ -51,6 +64,7 @@ class Generation:
     generator: torch.Generator
     steps: list[tuple[float, float | None]] = field(default_factory=list)  # (cached, uncached) seconds per step
     last: DecodeStep | None = None
+    ahead: Ahead[Next] | None = None  # the next step, being worked out
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -142,25 +156,49 @@ def start(name: str, prompt: str, temperature: float, top_k: int | None, seed: i
                       torch.Generator().manual_seed(seed))
 
 
+def next_step(gen: Generation, model: nn.Module, layer: int, temperature: float, top_k: int | None) -> Next:
+    """The step after ``gen``'s text, made on a copy of its cache and of its random generator, so ``gen`` is
+    unchanged (its cache becomes views of the copy's first positions: one cache in memory, not two)."""
+    cache, generator = fork(gen.cache), torch.Generator().set_state(gen.generator.get_state())
+    step, logits = decode_step(model, gen.ids, cache, gen.logits, layer=layer, temperature=temperature, top_k=top_k,
+                               generator=generator)
+    gen.cache = prefix(cache, len(gen.ids))
+    return Next(step, logits, cache, generator)
+
+
+def look_ahead(gen: Generation, name: str, layer: int, temperature: float, top_k: int | None) -> None:
+    """Start working out the next step in the background, unless it is already or the limit is reached."""
+    if gen.ahead is None and len(gen.ids) - gen.prompt_len < MAX_NEW:
+        model = shared_model(name)
+        gen.ahead = Ahead(lambda: next_step(gen, model, layer, temperature, top_k))
+
+
 def advance(name: str, layer: int, temperature: float, top_k: int | None) -> None:
-    """Button / Play callback: one more token (before the run, so the page draws the new step)."""
+    """Button / Play callback: one more token (before the run, so the page draws the new step): the one worked
+    out ahead (waiting for it if it is being worked out), else worked out now."""
     gen: Generation | None = st.session_state.get(STATE)
     if gen is None or len(gen.ids) - gen.prompt_len >= MAX_NEW:
         st.session_state["gen_playing"] = False
         return
     model = shared_model(name)
+    pending, gen.ahead = gen.ahead, None
     try:
-        step, gen.logits = decode_step(model, gen.ids, gen.cache, gen.logits, layer=layer, temperature=temperature,
-                                       top_k=top_k, generator=gen.generator)
+        ahead = (pending and pending.take()) or next_step(gen, model, layer, temperature, top_k)
     except ValueError as e:
         st.session_state["gen_error"] = sentence(e)
         st.session_state["gen_playing"] = False
         return
-    gen.ids.append(step.token_id)
-    gen.steps.append((step.seconds_cached, step.seconds_full))
-    gen.last = step
+    gen.cache, gen.logits, gen.generator = ahead.cache, ahead.logits, ahead.generator
+    gen.ids.append(ahead.step.token_id)
+    gen.steps.append((ahead.step.seconds_cached, ahead.step.seconds_full))
+    gen.last = shown_layer(gen, model, ahead.step, layer)
     if len(gen.ids) - gen.prompt_len >= MAX_NEW:
         st.session_state["gen_playing"] = False
+
+
+def shown_layer(gen: Generation, model: nn.Module, step: DecodeStep, layer: int) -> DecodeStep:
+    """``step`` as seen at ``layer``: traced again when the layer shown changed since it was worked out."""
+    return step if step.layer == layer else show_layer(step, model, gen.ids, gen.cache, layer)
 
 
 def text_so_far(gen: Generation, model: nn.Module) -> str:
@@ -173,8 +211,8 @@ def text_so_far(gen: Generation, model: nn.Module) -> str:
 
 
 def show_step(gen: Generation, name: str, layer: int) -> None:
-    step = gen.last
     model = shared_model(name)
+    step = gen.last = shown_layer(gen, model, gen.last, layer)
     labels = [f"{i + 1}: {piece(model, t)}" for i, t in enumerate(gen.ids)]
     H = step.row.shape[0]
     st.markdown(f"**Step {len(gen.ids) - gen.prompt_len}: token {step.position + 1} is "
@@ -186,9 +224,11 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     left.markdown(f"**The new query's attention, layer {layer + 1}**: one row per head")
     # as wide as the column allows; on the projector no taller than the room under the cells' top (~500 px)
     cell_room = room(10_000, 500, 10) // H
+    # growing: a third of what Next cost was a new Vega view of this row every step (docs/measurements.md); not on
+    # the projector, where the cells' size follows the room's height over T, not the halvings of a growing chart
     show_matrix(left, step.row, heads, labels, key="gen_row", scale="weights", x_title="key (cached token)",
                 y_title="head", max_px=min(fit(cap(560), heads, (3, 2), 0), cell_room * max(H, len(labels))),
-                name=f"new_row_layer{layer + 1}")
+                name=f"new_row_layer{layer + 1}", growing=not presenting())
     with right:
         n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
         top = pd.DataFrame({"next token": [repr(decode(model, [t])) for t in step.top_ids[:n]],
@@ -205,14 +245,12 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     timing += f" · all {plural(len(gen.steps), 'step')}: **{len(gen.steps) / total_c:.0f} tokens/s**"
     if total_f:
         timing += f" with the cache, {len(gen.steps) / total_f:.0f} without"
-    st.markdown(timing)
+    st.markdown(timing + " (each step is worked out while the one before is on screen, so Next only draws it)")
 
-    st.markdown("**The KV cache, every layer** (keys and values each have this shape; it grows by one token a step)")
+    st.markdown("**The KV cache, every layer** (each layer keeps its own keys and values, each of this shape; it "
+                "grows by one token a step)")
     heads = "num_kv_groups" if model_config(model).grouped else "num_heads"
-    rows = [{"layer": i + 1, f"keys / values shape (b, {heads}, T, head_dim)": str(shape),
-             "bytes": 2 * int(np.prod(shape)) * 4} for i, shape in enumerate(step.cache_shapes)]
-    cache_df = pd.DataFrame(rows)
-    markdown_table(st, cache_df, formats={"bytes": "%d"})
+    markdown_table(st, pd.DataFrame(cache_rows(step.cache_shapes, heads)), formats={"bytes, each layer": "%d"})
     st.caption(f"In all: {step.cache_bytes:,} bytes = {step.cache_bytes / 2**20:.2f} MiB for {len(gen.ids)} tokens "
                f"(float32; the tensors' own nbytes)." + gqa_note(model))
     if step.full_weights is not None:
@@ -227,6 +265,18 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
         st.caption(f"Top left: token 1 “{md_escape(piece(model, gen.ids[0]))}”; bottom row: the new token {T} "
                    f"“{md_escape(piece(model, gen.ids[-1]))}”, the row the cache computed alone. "
                    "Bright = high weight.")
+
+
+def cache_rows(shapes: list[tuple[int, ...]], heads: str) -> list[dict]:
+    """The cache table: one row per run of layers whose keys have the same shape (every layer of these models:
+    one row, not 30 to scroll past on a projector)."""
+    rows = []
+    for shape, run in groupby(enumerate(shapes, 1), key=lambda pair: pair[1]):
+        layers = [i for i, _ in run]
+        rows.append({"layers": f"{layers[0]}–{layers[-1]}" if len(layers) > 1 else str(layers[0]),
+                     f"keys / values shape (b, {heads}, T, head_dim)": str(shape),
+                     "bytes, each layer": 2 * int(np.prod(shape)) * 4})  # keys and values, float32
+    return rows
 
 
 def gqa_note(model: nn.Module) -> str:
@@ -289,8 +339,9 @@ def live(gen: Generation, args: tuple) -> None:
         if gen.last is None:
             st.info(f"The prompt is {plural(gen.prompt_len, 'token')}, all in the cache now. Press **Next token** "
                     "(or Page Down) to generate the next one, or **Play**.")
-            return
-        show_step(gen, args[0], args[1])
+        else:
+            show_step(gen, args[0], args[1])
+        look_ahead(gen, *args)
 
     st.fragment(run_every=PLAY_EVERY_S if playing else None)(body)()
 

@@ -4,6 +4,7 @@ canvas, the token axes and one-dataset layering. Pure: numbers in, sizes or Alta
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -91,10 +92,12 @@ def many_cells(n_cells: int) -> bool:
     return n_cells >= CANVAS_CELLS
 
 
-def drawn_for(chart: alt.TopLevelMixin, n_cells: int) -> alt.TopLevelMixin:
-    """``chart`` with the renderer its cell count calls for: Streamlit reads ``usermeta.embedOptions.renderer``
-    (vl-convert's exports ignore it)."""
-    return chart.properties(usermeta={"embedOptions": {"renderer": "canvas"}}) if many_cells(n_cells) else chart
+def drawn_for(chart: alt.TopLevelMixin, n_cells: int, growing: bool = False) -> alt.TopLevelMixin:
+    """``chart`` with the renderer its cell count (or ``growing``: whatever its size) calls for: Streamlit reads
+    ``usermeta.embedOptions.renderer`` (vl-convert's exports ignore it)."""
+    if growing or many_cells(n_cells):
+        return chart.properties(usermeta={"embedOptions": {"renderer": "canvas"}})
+    return chart
 
 
 def label_expr(labels: Sequence[str]) -> str:
@@ -112,11 +115,19 @@ def layered(df: pd.DataFrame, *layers: alt.Chart) -> alt.LayerChart:
 
 
 def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = False,
-                grow: float = 1.0) -> tuple[int, int, int]:
+                grow: float = 1.0, growing: bool = False) -> tuple[int, int | None, int]:
     """(cell side, width, height) of a heatmap: square cells of up to :func:`full_cell_px`; once cells must
     shrink, the longer side is exactly ``max_px``. A T x T chart's size then no longer depends on T, so a
     sentence one token longer keeps the same chart spec and the browser only swaps the data
-    (docs/measurements.md)."""
+    (docs/measurements.md). ``growing`` (a chart a column longer each step): the width is None, a Vega step of
+    one cell per column, and cells keep their size until the columns no longer fit, then shrink by a fifth, so
+    most steps keep the spec too."""
+    if growing:
+        room = max(1, max_px // cell_px(n_rows, 1, max_px, big, grow))  # columns the first cell size has room for
+        while room < n_cols:
+            room = max(room + 1, math.ceil(room * 1.25))
+        px = cell_px(n_rows, room, max_px, big, grow)
+        return px, None, px * n_rows
     px = cell_px(n_rows, n_cols, max_px, big, grow)
     if px == full_cell_px(big, grow):  # full-size cells: the chart grows with the matrix
         return px, px * n_cols, px * n_rows
@@ -125,10 +136,10 @@ def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = Fa
 
 
 def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: int, big: bool,
-                   grow: float = 1.0) -> tuple:
+                   grow: float = 1.0, growing: bool = False) -> tuple:
     """Everything about a matrix's shape and labels that its heatmap spec depends on (the labels only
     through the angle they are drawn at): charts with the same signature share one spec template."""
-    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow, growing)
     widest = max((len(str(c)) for c in col_labels), default=1)
     return (px, width, height, key_label_angle(round(px / grow), widest), rows_crowded(px, big, grow),
             max(n_rows, n_cols) <= TEXT_MAX_TOKENS, many_cells(n_rows * n_cols))

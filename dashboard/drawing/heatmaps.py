@@ -132,6 +132,7 @@ def heatmap(
     mask_labels: tuple[str, str] = MASK_LABELS,
     grow: float = 1.0,
     dark: bool = False,
+    growing: bool = False,
 ) -> alt.LayerChart:
     """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
     presentation mode's larger cells and 16 px values; ``grow``: cells and values that much larger (a
@@ -139,19 +140,21 @@ def heatmap(
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
     (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
-    With ``scale="mask"`` the legend has two entries, ``mask_labels`` (what 0 and 1 mean).
+    With ``scale="mask"`` the legend has two entries, ``mask_labels`` (what 0 and 1 mean). ``growing``: a chart a
+    column longer each step (Generate's new row): on a canvas whatever its size (SVG rebuilt every mark's DOM node
+    each step), one cell a column (``cells.cell_layout``): a step that keeps the cell size swaps data only.
     """
     m = np.asarray(matrix, dtype=np.float64)
     n_rows, n_cols = m.shape
     if needs_raster(n_rows * n_cols):
         raise ValueError(f"{n_rows} x {n_cols} cells is too many for rect marks: use raster_png")
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
-    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow)
+    px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow, growing)
     font = text_px(px, big, grow=grow, signed=diverging(scale))
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
-    aria = not many_cells(n_rows * n_cols)
+    aria = not (growing or many_cells(n_rows * n_cols))
     # every label while the cells are at least as high as the label (44 tokens on the whole 820 px column);
     # below that Vega drops every other one (issue 33: forced at 24+ tokens, only every 4th label showed)
     crowded = rows_crowded(px, big, grow)
@@ -195,8 +198,9 @@ def heatmap(
         layers.append(symmetric_domain(scale, LEGEND_TITLES[kind]))
     # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
     # would squeeze everything into ``width``)
-    chart = layered(df, *layers).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
-    chart = drawn_for(chart, n_rows * n_cols)
+    chart = layered(df, *layers).properties(width=alt.Step(px) if width is None else width, height=height,
+                                            autosize=alt.AutoSizeParams(type="pad"))
+    chart = drawn_for(chart, n_rows * n_cols, growing)
     return chart.properties(title=title) if title else chart
 
 

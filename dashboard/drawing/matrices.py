@@ -37,6 +37,7 @@ class Look:
     big: bool = False  # presentation mode
     grow: float = 1.0  # the screen's growth over the 1280x720 projector
     dark: bool = False  # the page's theme: a mask's colours follow it
+    growing: bool = False  # a column longer each step (heatmaps.heatmap)
 
     @property
     def night(self) -> bool:
@@ -48,11 +49,13 @@ class Look:
         return heatmaps.heatmap(matrix, row_labels, col_labels, scale=self.scale, x_title=self.x_title,
                               y_title=self.y_title, max_px=self.max_px, selectable=self.selectable,
                               text_format=self.text_format, big=self.big, mask_labels=self.mask_labels, grow=self.grow,
-                              dark=self.night, offset_rows=offset_rows, offset_cols=offset_cols)
+                              dark=self.night, offset_rows=offset_rows, offset_cols=offset_cols,
+                              growing=self.growing)
 
     def structure(self, what: str, n_rows: int, n_cols: int, col_labels: Sequence[str]) -> tuple:
         """The key of the spec template a ``what`` chart of this shape shares."""
-        return (what, cells.spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow), self)
+        return (what, cells.spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow,
+                                           self.growing), self)
 
     def data_key(self, cache_key: Hashable | None) -> Hashable | None:
         """What a chart's data (and raster) is remembered under: the page's key, the colours and the size."""
@@ -83,9 +86,11 @@ def show_matrix(
     name: str | None = None,
     mask_labels: tuple[str, str] = scales.MASK_LABELS,
     raster: bool = False,
+    growing: bool = False,
 ) -> tuple[int, int] | None:
     """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked. The drawing options
-    are a :class:`Look`'s. ``raster``: a PNG whatever the size (a chart redrawn at a new size every step).
+    are a :class:`Look`'s. ``raster``: a PNG whatever the size (a chart redrawn at a new size every step);
+    ``growing``: a chart a column longer each step, drawn so that most steps swap its data only.
 
     Above ``cells.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -96,7 +101,8 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    look = Look(scale, x_title, y_title, max_px, selectable, text_format, mask_labels, presenting(), grow(), dark())
+    look = Look(scale, x_title, y_title, max_px, selectable, text_format, mask_labels, presenting(), grow(), dark(),
+                growing)
     ck = look.data_key(cache_key)
     what = name or key
     slide_title = title or slides.words(what)
