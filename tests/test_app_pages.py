@@ -243,14 +243,15 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
     reads this one, so the click only sends it."""
     import threading
 
-    from dashboard.drawing import chart_cache, heatmaps
+    from dashboard.drawing import heatmaps
+    from dashboard.state import ahead
 
-    monkeypatch.setattr(chart_cache, "PREFETCH_DELAY_S", 0.0)
+    monkeypatch.setattr(ahead, "PAUSE_S", 0.0)
 
-    def settle():
-        for t in threading.enumerate():
-            if t.name == chart_cache.PREFETCH_THREAD:
-                t.join(30)
+    def settle():  # the prefetch started after the last run is done
+        work = at.session_state["walk_ahead"]
+        assert work.started.wait(30)
+        work.take()
 
     built = []
 
@@ -268,7 +269,8 @@ def test_walkthrough_prepares_the_next_steps_charts_while_this_one_is_read(monke
         built.clear()
         at.button(key="walk_step_next").click().run()
         assert at.session_state["walk_step"] == i
-        assert not [b for b in built if b != chart_cache.PREFETCH_THREAD], f"step {i + 1} built its chart on the click"
+        on_click = [b for b in built if not b.startswith(ahead.THREAD_NAME)]
+        assert not on_click, f"step {i + 1} built its chart on the click"
 
 
 def test_masking_lab_draws_one_section_at_a_time_kept_in_the_link():

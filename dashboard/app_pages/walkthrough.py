@@ -14,12 +14,13 @@ import streamlit as st
 from attn_core import BOOK_TOKENS, embed
 from attn_core.labs.walkthrough import book_walkthrough, dropout_ok
 from attn_core.text.embeddings import uses_book_inputs
-from dashboard.drawing.chart_cache import memo, prefetch
+from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import Look, prepare_matrix, show_matrix
 from dashboard.drawing.present import dark, presenting
 from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.state.ahead import prefetch
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.state.controls import Settings, settings
 from dashboard.state.links import md_escape, sentence
@@ -32,6 +33,7 @@ PRESENT_CHART_PX = 270  # presentation mode: 45 px cells hold 16 px values and 1
 TABLE_ROWS = 12  # a longer table scrolls inside TABLE_HEIGHT_PX (the book's 6 rows never do)
 TABLE_COLUMNS = 6  # the book's widest (6 x 6: 424 px at 1280 px with the sidebar open); a wider one scrolls
 TABLE_HEIGHT_PX = 420
+AHEAD = "walk_ahead"  # the next step's charts, being prepared (dashboard/state/ahead.py)
 COLUMNS = [5, 6]  # chart | numbers: at 1280 px with the sidebar open, ~365 px and ~440 px (measured)
 
 
@@ -127,7 +129,7 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cac
 
 
 def prepare_step(step, labels: list[str], cache_key, look: Look, max_px: int) -> None:
-    """Build the step's heatmap spec and data before it is shown (see chart_cache.prefetch); ``look``: presentation
+    """Build the step's heatmap spec and data before it is shown (see dashboard/state/ahead.prefetch); ``look``: presentation
     mode, the screen's growth and the theme, and ``max_px``, read in the script."""
     args = chart_args(step, labels, max_px)
     if args is not None:
@@ -142,6 +144,8 @@ BOOK_LABELS = [f"{i + 1}: {w}" for i, w in enumerate(BOOK_TOKENS)]
 def step_view(s: Settings) -> None:
     """The stepper, the step it points at, and the same step on the user's sentence. A fragment:
     Previous / Next rerun only this part of the page (with the settings of the page's last full run)."""
+    if (ahead := st.session_state.pop(AHEAD, None)) is not None:
+        ahead.take()  # the next step's charts, if they are being prepared: waited for, not built twice
     steps = memo(("walkthrough",), book_walkthrough)
     i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
     step = steps[i]
@@ -180,7 +184,7 @@ def step_view(s: Settings) -> None:
             if yours_next is not None:
                 yours_next(look, px)
 
-        prefetch(prepare_next)
+        st.session_state[AHEAD] = prefetch(prepare_next)
     page_downloads(page="walkthrough")
 
 

@@ -1,14 +1,13 @@
-"""The chart cache: built Vega-Lite specs, Arrow data and PNGs, remembered by what they show and bounded in bytes;
-and prefetching a chart before it is shown. The one file that touches Streamlit's internals (its Altair-to-Vega-Lite
-conversion, Arrow writer and script-run context; tests/test_streamlit_internals.py says when they change)."""
+"""The chart cache: built Vega-Lite specs, Arrow data and PNGs, remembered by what they show and bounded in bytes (a
+chart prepared ahead, ``dashboard/state/ahead.prefetch``, is found here). The one file that touches Streamlit's
+internals (its Altair-to-Vega-Lite conversion, Arrow writer and script-run context; tests/test_streamlit_internals.py
+says when they change)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import logging
-import threading
-import time
 from collections.abc import Callable, Hashable
 
 import altair as alt
@@ -132,25 +131,3 @@ def run_token() -> tuple[bool, object | None]:
 def holds(value: object) -> bool:
     """Whether the cache holds ``value`` itself (a page's memo'd matrix is not cached twice for the export)."""
     return _DRAWN.holds(value)
-
-
-PREFETCH_DELAY_S = 0.3  # after the run: the browser draws the page it was sent first (2 cores)
-PREFETCH_THREAD = "attention-lab-prefetch"
-
-
-def prefetch(work: Callable[[], None]) -> threading.Thread:
-    """Run ``work`` (e.g. :func:`prepare_matrix` for the next step of a stepper) on a daemon thread after
-    ``PREFETCH_DELAY_S``, while the user reads the page; a failure only costs the prefetch (the page builds on a
-    miss). Returns the thread."""
-    delay_s = PREFETCH_DELAY_S
-
-    def run() -> None:
-        time.sleep(delay_s)
-        try:
-            work()
-        except Exception:  # noqa: BLE001 - a prefetch must never fail a page
-            _LOG.debug("prefetch failed", exc_info=True)
-
-    thread = threading.Thread(target=run, name=PREFETCH_THREAD, daemon=True)
-    thread.start()
-    return thread

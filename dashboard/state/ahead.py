@@ -1,5 +1,5 @@
-"""Work done ahead: a step a page will most likely be asked for next (Generate's next token), worked out in the
-background once the page is drawn, so the click that asks for it only draws it.
+"""Work done ahead: a step a page will most likely be asked for next (Generate's next token, the walkthrough's next
+chart), worked out in the background once the page is drawn, so the click that asks for it only draws it.
 
 The work waits ``pause`` seconds first: on one machine (a teacher's laptop running the server and the projector's
 browser) the browser is still drawing the page on the same cores. The click that wants it cuts the pause short, and
@@ -9,6 +9,7 @@ yield to the reruns somebody is waiting for.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -16,6 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+PAUSE_S = 0.3  # after a run: the browser draws the page it was sent first (2 cores)
+THREAD_NAME = "work-ahead"
+_LOG = logging.getLogger(__name__)
 
 
 def _lower_priority() -> None:
@@ -27,16 +31,17 @@ def _lower_priority() -> None:
 
 
 # every session's work ahead, server-wide: up to two computing at once (one per core) beside two pausing
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="work-ahead", initializer=_lower_priority)
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix=THREAD_NAME, initializer=_lower_priority)
 
 
 class Ahead(Generic[T]):
-    """``work()`` started in the background after ``pause`` seconds; :meth:`take` gets its result."""
+    """``work()`` started in the background after ``pause`` seconds (default ``PAUSE_S``); :meth:`take` gets its
+    result."""
 
-    def __init__(self, work: Callable[[], T], pause: float = 0.25):
+    def __init__(self, work: Callable[[], T], pause: float | None = None):
         self._now = threading.Event()
         self.started = threading.Event()  # set once a thread has picked the work up (its pause begins)
-        self._future = _POOL.submit(self._run, work, pause)
+        self._future = _POOL.submit(self._run, work, PAUSE_S if pause is None else pause)
 
     def _run(self, work: Callable[[], T], pause: float) -> T:
         self.started.set()
@@ -53,3 +58,15 @@ class Ahead(Generic[T]):
 
     def done(self) -> bool:
         return self._future.done()
+
+
+def prefetch(work: Callable[[], None]) -> Ahead[None]:
+    """``work`` done ahead for its side effect (e.g. ``prepare_matrix``: the next step's chart into the chart cache);
+    a failure only costs the prefetch (the page builds on a miss)."""
+    def quiet() -> None:
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - a prefetch must never fail a page
+            _LOG.debug("prefetch failed", exc_info=True)
+
+    return Ahead(quiet)
