@@ -129,7 +129,7 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cac
 
 
 def prepare_step(step, labels: list[str], cache_key, look: Look, max_px: int) -> None:
-    """Build the step's heatmap spec and data before it is shown (see dashboard/state/ahead.prefetch); ``look``: presentation
+    """Build the step's heatmap spec and data before it is shown (state.ahead.prefetch); ``look``: presentation
     mode, the screen's growth and the theme, and ``max_px``, read in the script."""
     args = chart_args(step, labels, max_px)
     if args is not None:
