@@ -377,9 +377,19 @@ def test_a_growing_chart_keeps_its_spec_while_its_cells_keep_their_size():
     assert shrunk["width"] == {"step": 560 // 15} and any(layer["mark"]["type"] == "text" for layer in shrunk["layer"])
     assert all(spec(T) == shrunk for T in range(fit + 2, 16)) and spec(16) != shrunk
     news = sum(spec(T) != spec(T - 1) for T in range(6, 101))
-    assert news <= 12, news  # 95 steps, a dozen new Vega views
+    assert news <= 13, news  # 95 steps, a dozen new Vega views
     rows_first = spec(5, max_px=300)  # 9 rows in 300 px: 33 px cells, 9 columns of them before they shrink
     assert rows_first["width"] == {"step": 33} and spec(9, max_px=300) == rows_first != spec(10, max_px=300)
+
+    def values(T: int, max_px: int, growing: bool) -> bool:
+        row = np.full((9, T), 1 / T)
+        chart = heatmaps.heatmap(row, [f"head {h + 1}" for h in range(9)], [f"{i}: word" for i in range(T)],
+                                 scale="weights", max_px=max_px, growing=growing).to_dict()
+        return any(layer["mark"]["type"] == "text" and {"filter": "!datum.masked"} in layer.get("transform", [])
+                   for layer in chart["layer"])  # the values' text (the masked cells' "−∞" is another)
+
+    for max_px in (300, 560):  # its cells print their values for exactly as many steps as a chart sized each step
+        assert [values(T, max_px, True) for T in range(5, 31)] == [values(T, max_px, False) for T in range(5, 31)]
     plain = heatmaps.heatmap(causal_scores(5), LABELS, LABELS).to_dict()
     assert isinstance(plain["width"], int)  # other heatmaps keep a width in pixels
     assert cells.spec_signature(9, 7, ["a"] * 7, 560, False, growing=True) == \

@@ -120,12 +120,14 @@ def cell_layout(n_rows: int, n_cols: int, max_px: int = CHART_PX, big: bool = Fa
     shrink, the longer side is exactly ``max_px``. A T x T chart's size then no longer depends on T, so a
     sentence one token longer keeps the same chart spec and the browser only swaps the data
     (docs/measurements.md). ``growing`` (a chart a column longer each step): the width is None, a Vega step of
-    one cell per column, and cells keep their size until the columns no longer fit, then shrink by a fifth, so
-    most steps keep the spec too."""
+    one cell per column, and cells keep their size until the columns no longer fit, then shrink by a fifth (the
+    smallest cells that still print their values are one of the sizes), so most steps keep the spec too."""
     if growing:
         room = max(1, max_px // cell_px(n_rows, 1, max_px, big, grow))  # columns the first cell size has room for
+        valued = max_px // math.ceil(value_cell_px(big, grow, signed=False))  # the most columns with values
         while room < n_cols:
-            room = max(room + 1, math.ceil(room * 1.25))
+            wider = max(room + 1, math.ceil(room * 1.25))
+            room = valued if room < valued < wider else wider
         px = cell_px(n_rows, room, max_px, big, grow)
         return px, None, px * n_rows
     px = cell_px(n_rows, n_cols, max_px, big, grow)
