@@ -257,11 +257,7 @@ class GPTModel(nn.Module):
         steps of every layer (or of the layers in ``trace_layers``) are recorded under ``trf_blocks[i].att``. With a
         KV ``cache``, the tokens come after the cached ones: their positions continue from ``cache.length``, and the
         cache grows."""
-        start = 0 if cache is None else cache.length
-        if cache is not None and len(cache.layers) != len(self.trf_blocks):
-            raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
-                             "make it with KVCache(model.cfg['n_layers'])")
-        self.check_ids(in_idx, start)
+        start = self.start_after(cache, in_idx)
         traced = self.traced_layers(trace, trace_layers)
         x, _ = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
         if not traced and cache is None:
@@ -279,6 +275,16 @@ class GPTModel(nn.Module):
         pos_embeds = self.pos_emb(torch.arange(start, start + in_idx.shape[1], device=in_idx.device))
         x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
         return self.drop_emb(x), ()
+
+    def start_after(self, cache: KVCache | None, in_idx: torch.Tensor) -> int:
+        """The position the tokens ``in_idx`` start at: after the ``cache``'s (0 without one); a ``ValueError`` for
+        a cache made for another model or ids that do not fit."""
+        start = 0 if cache is None else cache.length
+        if cache is not None and len(cache.layers) != len(self.trf_blocks):
+            raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
+                             "make it with KVCache(model.cfg['n_layers'])")
+        self.check_ids(in_idx, start)
+        return start
 
     def check_ids(self, in_idx: torch.Tensor, start: int = 0) -> None:
         """A ``ValueError`` saying what is wrong with token ids (batch, num_tokens) placed after ``start`` others."""

@@ -256,16 +256,13 @@ class LlamaModel(nn.Module):
         self.register_buffer("sin", sin, persistent=False)
 
     check_ids = GPTModel.check_ids
+    start_after = GPTModel.start_after
     traced_layers = GPTModel.traced_layers
 
     def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None,
                 trace_layers: Collection[int] | None = None) -> torch.Tensor:
         """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size), as ``GPTModel.forward``."""
-        start = 0 if cache is None else cache.length
-        if cache is not None and len(cache.layers) != len(self.trf_blocks):
-            raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
-                             "make it with KVCache(model.cfg['n_layers'])")
-        self.check_ids(in_idx, start)
+        start = self.start_after(cache, in_idx)
         traced = self.traced_layers(trace, trace_layers)
         x, block_args = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
         x = run_blocks(self, x, block_args, cache=cache, trace=trace, traced=traced)
