@@ -50,13 +50,22 @@ def catalog(code: str) -> gettext.NullTranslations:
     if mo.exists() and (not po.exists() or mo.stat().st_mtime_ns >= po.stat().st_mtime_ns):
         with mo.open("rb") as f:
             return gettext.GNUTranslations(f)
-    if not po.exists():
+    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))  # work in progress, folded into the .po
+    if not po.exists() and not fragments:
         return gettext.NullTranslations()
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 
-    with po.open("rb") as f:
-        cat = read_po(f, locale=LOCALES[code])
+    cat = None
+    for path in [p for p in [po] if p.exists()] + fragments:
+        with path.open("rb") as f:
+            part = read_po(f, locale=LOCALES[code])
+        if cat is None:
+            cat = part
+            continue
+        for m in part:
+            if m.id and (m.id not in cat or not cat[m.id].string):
+                cat[m.id] = m
     buf = io.BytesIO()
     write_mo(buf, cat)
     buf.seek(0)
@@ -108,3 +117,18 @@ def message(error: BaseException | Msg | str) -> str:
     if isinstance(error, Msg):
         return _(error)
     return str(error)
+
+
+def start_run() -> str:
+    """Set this script run's language, once, first thing: the link's ``?lang=`` (kept for the session), else the
+    session's choice, else the browser's language (``st.context.locale``)."""
+    import streamlit as st
+
+    asked = st.query_params.get("lang")
+    if asked in LANGS:
+        st.session_state["lang"] = asked
+    code = st.session_state.get("lang")
+    if code not in LANGS:
+        code = from_locale(st.context.locale)
+    use(code)
+    return code

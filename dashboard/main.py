@@ -33,6 +33,9 @@ from dashboard.state.controls import render_sidebar, write_link_early  # noqa: E
 PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
+from dashboard.i18n import start_run as start_language  # noqa: E402
+
+start_language()  # before any text: every string of this run is in the session's language
 tune_allocator()
 tune_torch()
 present = presentation_requested()  # a prepared link opens on the projector with the sidebar out of the way
