@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from attn_core.messages import Problem
+
 
 def _mps_usable() -> bool:
     mps = getattr(torch.backends, "mps", None)
@@ -36,7 +38,6 @@ def pick_device(preference: str = "auto") -> torch.device:
     if pref == "cuda":
         pref = "cuda:0"
     if pref not in available:
-        raise ValueError(
-            f"device {preference!r} is not available here; choose one of: {', '.join(available)}"
-        )
+        raise Problem("device {device!r} is not available here; choose one of: {devices}", device=preference,
+                      devices=", ".join(available))
     return torch.device(pref)

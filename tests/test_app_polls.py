@@ -36,7 +36,7 @@ def test_teacher_asks_students_answer_teacher_reveals():
     teacher.button(key="poll_ask_explore").click().run()
     assert not messages(teacher)["exception"], messages(teacher)
     code = teacher.session_state["poll_room"]["code"]
-    q = Question.from_dict(teacher.session_state["poll_current"]["question"])
+    q = Question.from_dict(teacher.session_state["poll_current"]["question"]).in_words(str)
     assert q.kind == "attends_most" and "starts" in q.prompt  # the book's sentence: "Which token does starts ..."
     assert any(f"Code {code}" in h.value for h in teacher.subheader)
     assert len(teacher.get("image")) + len(teacher.get("imgs")) >= 1  # the QR code
@@ -94,7 +94,7 @@ def test_shape_flow_and_masking_lab_ask_their_questions():
     at = open_page("app_pages/shape_flow.py", variant="MultiHeadAttention")
     at.radio(key="poll_kind_shape_flow").set_value(at.radio(key="poll_kind_shape_flow").options[0]).run()
     at.button(key="poll_ask_shape_flow").click().run()
-    q = Question.from_dict(at.session_state["poll_current"]["question"])
+    q = Question.from_dict(at.session_state["poll_current"]["question"]).in_words(str)
     assert q.kind == "view_shape" and q.choices[q.answer].startswith("(1, 6, ")
     at = open_page("app_pages/masking_lab.py")
     at.button(key="poll_ask_masking_lab").click().run()

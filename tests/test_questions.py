@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -27,7 +29,7 @@ def traced(seed: int, variant: str = "MultiHeadAttention", text: str = TEXTS[0],
 def check_choices(question: q.Question) -> None:
     assert q.MIN_CHOICES <= len(question.choices) <= q.MAX_CHOICES
     assert len(set(question.choices)) == len(question.choices)
-    assert q.Question.from_dict(question.to_dict()) == question
+    assert q.Question.from_dict(json.loads(json.dumps(question.to_dict()))) == question  # a poll store keeps JSON
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7, 123, 2024])
@@ -42,6 +44,7 @@ def test_attends_most_is_the_rows_argmax(seed, variant):
         for query in (None, len(labels) - 1):
             question = q.attends_most(trace, labels, head, query)
             check_choices(question)
+            question = question.in_words(str)
             i = q.default_query(trace, head) if query is None else query
             assert question.choices[question.answer] == labels[int(torch.argmax(w[i]))]
             assert f"'{labels[i].split(': ')[1]}'" in question.prompt
@@ -71,6 +74,7 @@ def test_view_shape_is_the_recorded_shape(seed, heads):
     trace, _ = traced(seed, heads=heads, text=TEXTS[seed % len(TEXTS)])
     question = q.view_shape(trace, "keys")
     check_choices(question)
+    question = question.in_words(str)
     step = next(s for s in trace.steps if s.name == "keys.view")
     assert question.choices[question.answer] == str(tuple(step.tensor.shape))
     assert ".view(" in question.prompt
@@ -88,6 +92,7 @@ def test_masking_answer_is_the_method_that_gives_the_row(seed, method):
     trace, labels = traced(seed, text=TEXTS[seed % len(TEXTS)], method=method)
     question = q.masking(trace, labels, head=seed % 4, seed=seed)
     check_choices(question)
+    question = question.in_words(str)
     rows = question.proof["rows"]
     shown = np.array(question.proof["values"])
     assert [c for c in question.choices if np.allclose(rows[c], shown, atol=1e-5)] == \
@@ -106,6 +111,7 @@ def test_previous_token_head_is_the_highest_mean_on_the_diagonal_below():
         w /= w.sum(-1, keepdims=True)
         question = q.previous_token_head(w, layer=seed)
         check_choices(question)
+        question = question.in_words(str)
         manual = [np.mean([w[h, i, i - 1] for i in range(1, T)]) for h in range(H)]
         assert question.choices[question.answer] == f"head {int(np.argmax(manual)) + 1}"
         assert f"layer {seed + 1}" in question.prompt
@@ -118,6 +124,6 @@ def test_previous_token_head_of_a_trace_and_a_planted_head():
     planted = w.copy()
     planted[2] = np.eye(len(labels), k=-1)
     planted[2, 0, 0] = 1.0
-    assert q.previous_token_head(planted).answer == q.previous_token_head(planted).choices.index("head 3")
+    assert q.previous_token_head(planted).answer == q.previous_token_head(planted).in_words(str).choices.index("head 3")
     with pytest.raises(ValueError, match="3 or more heads"):
         q.previous_token_head(w[:2])

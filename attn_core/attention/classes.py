@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import MaskKind, causal_mask
+from attn_core.messages import Problem
 from attn_core.tracing.trace import Trace, record
 
 MASK_METHODS = ("neg_inf", "renormalize")
@@ -38,45 +39,41 @@ def check_sizes(
 ) -> None:
     """Raise ``ValueError`` with a plain message for sizes the classes cannot use."""
     if window is not None and (not isinstance(window, int) or window < 1):
-        raise ValueError(f"the sliding window must be a whole number of at least 1 key (1 = each token sees only "
-                         f"itself; None = no window); got {window!r}")
+        raise Problem("the sliding window must be a whole number of at least 1 key (1 = each token sees only "
+                      "itself; None = no window); got {window!r}", window=window)
     for name, value in (("d_in", d_in), ("d_out", d_out), ("context_length", context_length),
                         ("num_heads", num_heads)):
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a whole number of at least 1; got {value!r}")
+            raise Problem("{name} must be a whole number of at least 1; got {value!r}", name=name, value=value)
     if dropout is not None and not (0.0 <= float(dropout) < 1.0):
-        raise ValueError(
-            f"dropout must be at least 0 and below 1 (it is the fraction of weights zeroed); "
-            f"got {dropout!r}"
-        )
+        raise Problem("dropout must be at least 0 and below 1 (it is the fraction of weights zeroed); "
+                      "got {dropout!r}", dropout=dropout)
     if mask_method is not None and mask_method not in MASK_METHODS:
-        raise ValueError(
-            f"unknown mask method {mask_method!r}: use 'neg_inf' (-inf before softmax) "
-            "or 'renormalize' (zero after softmax, then renormalize)"
-        )
+        raise Problem("unknown mask method {mask_method!r}: use 'neg_inf' (-inf before softmax) "
+                      "or 'renormalize' (zero after softmax, then renormalize)", mask_method=mask_method)
     if num_heads is not None and d_out % num_heads != 0:
         fits = [h for h in range(1, min(d_out, 16) + 1) if d_out % h == 0]
-        raise ValueError(
-            f"d_out ({d_out}) must be divisible by num_heads ({num_heads}) so that each head "
-            f"gets head_dim = d_out / num_heads columns; with d_out = {d_out} use num_heads in "
-            f"{fits}, or pick d_out as a multiple of {num_heads} (e.g. {num_heads * max(1, round(d_out / num_heads))})"
+        raise Problem(
+            "d_out ({d_out}) must be divisible by num_heads ({num_heads}) so that each head "
+            "gets head_dim = d_out / num_heads columns; with d_out = {d_out} use num_heads in "
+            "{fits}, or pick d_out as a multiple of {num_heads} (e.g. {example})",
+            d_out=d_out, num_heads=num_heads, fits=fits, example=num_heads * max(1, round(d_out / num_heads)),
         )
 
 
 def check_inputs(x: torch.Tensor, d_in: int, context_length: int | None = None) -> None:
     """Raise ``ValueError`` unless ``x`` is (b, num_tokens, d_in) with num_tokens in [1, context_length]."""
     if x.ndim != 3 or x.shape[-1] != d_in:
-        raise ValueError(
-            f"expected inputs of shape (batch, num_tokens, d_in={d_in}); got {tuple(x.shape)}"
-        )
+        raise Problem("expected inputs of shape (batch, num_tokens, d_in={d_in}); got {shape}",
+                      d_in=d_in, shape=tuple(x.shape))
     num_tokens = x.shape[1]
     if num_tokens == 0:
-        raise ValueError("the input has no tokens: type at least one word")
+        raise Problem("the input has no tokens: type at least one word")
     if context_length is not None and num_tokens > context_length:
-        raise ValueError(
-            f"{num_tokens} tokens do not fit in context_length = {context_length}: the causal "
-            f"mask is only {context_length} x {context_length}. Raise context_length to at least "
-            f"{num_tokens}, or shorten the text"
+        raise Problem(
+            "{num_tokens} tokens do not fit in context_length = {context_length}: the causal "
+            "mask is only {context_length} x {context_length}. Raise context_length to at least "
+            "{num_tokens}, or shorten the text", num_tokens=num_tokens, context_length=context_length,
         )
 
 
@@ -227,7 +224,8 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         check_sizes(d_in, d_out, context_length, dropout, mask_method, num_heads=None, window=window)
         if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"num_heads must be a whole number of at least 1; got {num_heads!r}")
+            raise Problem("{name} must be a whole number of at least 1; got {value!r}", name="num_heads",
+                          value=num_heads)
         self.heads = nn.ModuleList(
             [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, mask_method, causal, window)
              for _ in range(num_heads)]

@@ -20,6 +20,7 @@ import torch.nn as nn
 
 from attn_core.attention.classes import check_inputs, check_sizes
 from attn_core.attention.masks import causal_mask
+from attn_core.messages import Problem
 from attn_core.tracing.trace import Trace, record, scope
 
 
@@ -59,7 +60,7 @@ def check_blocks(block_q: object, block_k: object) -> None:
     """``ValueError`` unless both block sizes are whole numbers of at least 1."""
     for name, block in (("block_q", block_q), ("block_k", block_k)):
         if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-            raise ValueError(f"{name} must be a whole number of at least 1 token; got {block!r}")
+            raise Problem("{name} must be a whole number of at least 1 token; got {block!r}", name=name, block=block)
 
 
 def tile_plan(mask_bool: torch.Tensor | None, num_queries: int, num_keys: int, block_q: int,
@@ -110,14 +111,17 @@ def weights_from_tiles(trace: Trace, plan: TilePlan, batch_heads: tuple[int, int
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"queries, keys and values must be (b, heads, num_tokens, head_dim); got shapes "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise Problem("queries, keys and values must be (b, heads, num_tokens, head_dim); got shapes "
+                      "{q_shape}, {k_shape}, {v_shape}", q_shape=tuple(q.shape), k_shape=tuple(k.shape),
+                      v_shape=tuple(v.shape))
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"keys and values must have one shape, and the same batch and head_dim as the queries; "
-                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise Problem("keys and values must have one shape, and the same batch and head_dim as the queries; "
+                      "got {q_shape}, {k_shape}, {v_shape}", q_shape=tuple(q.shape), k_shape=tuple(k.shape),
+                      v_shape=tuple(v.shape))
     if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
-        raise ValueError(f"{q.shape[1]} query heads cannot share {k.shape[1]} K/V heads evenly: the number of "
-                         "query heads must be a multiple of the number of K/V heads")
+        raise Problem("{num_heads} query heads cannot share {kv_heads} K/V heads evenly: the number of "
+                      "query heads must be a multiple of the number of K/V heads", num_heads=q.shape[1],
+                      kv_heads=k.shape[1])
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_q: int = 2, block_k: int = 2,

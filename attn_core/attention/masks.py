@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attn_core.messages import Msg, Problem
+
 
 def causal_mask(
     num_queries: int,
@@ -35,8 +37,9 @@ def causal_mask(
     num_keys = num_queries if num_keys is None else num_keys
     offset = num_keys - num_queries if offset is None else offset
     if num_queries < 0 or num_keys < 0 or offset < 0:
-        raise ValueError(f"a mask needs sizes and an offset of at least 0; got num_queries={num_queries}, "
-                         f"num_keys={num_keys}, offset={offset}")
+        raise Problem("a mask needs sizes and an offset of at least 0; got num_queries={num_queries}, "
+                      "num_keys={num_keys}, offset={offset}", num_queries=num_queries, num_keys=num_keys,
+                      offset=offset)
     MaskKind(causal, window, sinks)  # validates the window and the sinks
     query_pos = torch.arange(offset, offset + num_queries, device=device)[:, None]  # (num_queries, 1)
     key_pos = torch.arange(num_keys, device=device)[None, :]  # (1, num_keys)
@@ -58,9 +61,9 @@ class MaskKind:
 
     def __post_init__(self) -> None:
         if self.window is not None and (not isinstance(self.window, int) or self.window < 1):
-            raise ValueError(f"the window must be a whole number of at least 1 key; got {self.window!r}")
+            raise Problem("the window must be a whole number of at least 1 key; got {window!r}", window=self.window)
         if not isinstance(self.sinks, int) or self.sinks < 0:
-            raise ValueError(f"sinks must be a whole number of at least 0; got {self.sinks!r}")
+            raise Problem("sinks must be a whole number of at least 0; got {sinks!r}", sinks=self.sinks)
 
     @classmethod
     def of(cls, causal: bool = True, window: int | None = None, sinks: int = 0) -> MaskKind:

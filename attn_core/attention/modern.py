@@ -15,6 +15,7 @@ import torch.nn as nn
 from attn_core.attention.classes import check_inputs, check_sizes, fused_attention, masked_softmax, record_dropout
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import MaskKind, causal_mask
+from attn_core.messages import Problem
 from attn_core.tracing.trace import Trace, record
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")  # the axes of grouped K/V tensors
@@ -25,16 +26,17 @@ def check_groups(num_heads: int, num_kv_groups: int) -> None:
     """Raise ``ValueError`` unless ``num_kv_groups`` divides ``num_heads`` (listing the values that do)."""
     fits = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
     if not isinstance(num_kv_groups, int) or num_kv_groups < 1 or num_heads % num_kv_groups:
-        raise ValueError(f"num_kv_groups ({num_kv_groups!r}) must divide num_heads ({num_heads}) so that every K/V "
-                         f"head serves the same number of query heads: use one of {fits} (1 = multi-query, "
-                         f"{num_heads} = multi-head attention)")
+        raise Problem("num_kv_groups ({num_kv_groups!r}) must divide num_heads ({num_heads}) so that every K/V "
+                      "head serves the same number of query heads: use one of {fits} (1 = multi-query, "
+                      "{num_heads} = multi-head attention)", num_kv_groups=num_kv_groups, num_heads=num_heads,
+                      fits=fits)
 
 
 def check_latent(latent_dim: int, d_out: int) -> None:
     """Raise ``ValueError`` unless 1 <= latent_dim <= d_out."""
     if not isinstance(latent_dim, int) or not 1 <= latent_dim <= d_out:
-        raise ValueError(f"latent_dim must be a whole number from 1 to d_out ({d_out}): the latent is a compression "
-                         f"of the keys and values; got {latent_dim!r}")
+        raise Problem("latent_dim must be a whole number from 1 to d_out ({d_out}): the latent is a compression "
+                      "of the keys and values; got {latent_dim!r}", d_out=d_out, latent_dim=latent_dim)
 
 
 def attend(module: nn.Module, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, num_cached: int,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attn_core.messages import Problem
 from attn_core.tracing.trace import Trace, record
 
 NORMALIZATIONS = ("softmax", "softmax_naive", "sum")
@@ -38,14 +39,11 @@ def simplified_attention(
     choice), ``"softmax_naive"`` (exp / sum exp), or ``"sum"`` (scores / their sum).
     """
     if normalize not in NORMALIZATIONS:
-        raise ValueError(
-            f"unknown normalization {normalize!r}: choose one of {', '.join(NORMALIZATIONS)}"
-        )
+        raise Problem("unknown normalization {normalize!r}: choose one of {choices}", normalize=normalize,
+                      choices=", ".join(NORMALIZATIONS))
     if inputs.ndim not in (2, 3) or inputs.shape[-2] == 0:
-        raise ValueError(
-            "simplified attention needs inputs of shape (num_tokens, d) or (b, num_tokens, d) "
-            f"with at least one token; got {tuple(inputs.shape)}"
-        )
+        raise Problem("simplified attention needs inputs of shape (num_tokens, d) or (b, num_tokens, d) "
+                      "with at least one token; got {shape}", shape=tuple(inputs.shape))
     attn_scores = inputs @ inputs.transpose(-2, -1)  # (.., num_tokens, num_tokens); book: inputs @ inputs.T
     record(trace, "attn_scores", attn_scores, note="omega[i, j] = x(i) . x(j): how similar token j is to query i")
     normalized = "each row normalized to sum to 1"

@@ -28,6 +28,7 @@ from attn_core.attention.flash import MultiHeadAttentionTiled
 from attn_core.attention.masks import MaskKind
 from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
 from attn_core.devices import pick_device
+from attn_core.messages import Problem
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ def register(variant: Variant) -> Variant:
     """Add ``variant`` (or replace the entry of that id); it shows in every list from then on."""
     unknown = set(variant.knobs) - set(KNOBS)
     if unknown:
-        raise ValueError(f"unknown knobs {sorted(unknown)} for {variant.id!r}: use some of {', '.join(KNOBS)}")
+        raise Problem("unknown knobs {unknown} for {variant!r}: use some of {knobs}", unknown=sorted(unknown),
+                      variant=variant.id, knobs=", ".join(KNOBS))
     REGISTRY[variant.id] = variant
     return variant
 
@@ -158,7 +160,8 @@ def variant(variant_id: str) -> Variant:
     try:
         return REGISTRY[variant_id]
     except KeyError:
-        raise ValueError(f"unknown variant {variant_id!r}: choose one of {', '.join(REGISTRY)}") from None
+        raise Problem("unknown variant {variant!r}: choose one of {variants}", variant=variant_id,
+                      variants=", ".join(REGISTRY)) from None
 
 
 class _Live(Mapping):

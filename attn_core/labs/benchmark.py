@@ -32,6 +32,7 @@ from attn_core.attention.masks import causal_mask
 from attn_core.devices import pick_device
 from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling, noisy_rows, quartiles  # noqa: F401 - re-exported
 from attn_core.labs.lab import DTYPES
+from attn_core.messages import Problem
 
 IMPLEMENTATIONS = (
     "MultiHeadAttentionWrapper",
@@ -128,7 +129,8 @@ def build(name: str, size: Size, device: torch.device, dtype: torch.dtype, seed:
         w = [mha.W_query.weight, mha.W_key.weight, mha.W_value.weight, mha.out_proj.weight]
         b_out = mha.out_proj.bias
         return lambda x: sdpa_attention(x, *w, b_out, size.num_heads)
-    raise ValueError(f"unknown implementation {name!r}: choose from {', '.join(IMPLEMENTATIONS)}")
+    raise Problem("unknown implementation {name!r}: choose from {implementations}", name=name,
+                  implementations=", ".join(IMPLEMENTATIONS))
 
 
 def _sync(device: torch.device) -> None:
@@ -223,7 +225,7 @@ def run(sizes: Iterable[Size], implementations: Iterable[str] = IMPLEMENTATIONS,
     its implementations are measured together, round by round)."""
     dev = pick_device(device)
     if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+        raise Problem("unknown dtype {dtype!r}: choose one of {dtypes}", dtype=dtype, dtypes=", ".join(DTYPES))
     dt = DTYPES[dtype]
     impls = list(dict.fromkeys([BASELINE, *implementations]))  # the baseline first: a run cut short keeps ratios
     groups = [(s, p) for s in sizes for p in passes]

@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from attn_core.messages import Problem
+
 MIN_DIFFERENCE = 0.05  # medians closer than 5% are "the same" whatever the spread: nobody should act on less
 NOISY_IQR = 0.25  # a time whose middle half of repeats spans more than 25% of its median is too noisy to trust
 NOISY_SPREAD = 0.5  # rows without quartiles: (slowest - fastest) / median above this is too noisy
@@ -22,7 +24,7 @@ NOISY_SPREAD = 0.5  # rows without quartiles: (slowest - fastest) / median above
 def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
     """(first quartile, median, third quartile); one value is all three."""
     if not values:
-        raise ValueError("no timings: measure at least one repeat")
+        raise Problem("no timings: measure at least one repeat")
     if len(values) == 1:
         return values[0], values[0], values[0]
     q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
@@ -89,7 +91,7 @@ class Verdict:
 def verdict(times: Mapping[str, Sequence[float]]) -> Verdict:
     """Which implementation was fastest, and which are indistinguishable from it, from each one's repeats."""
     if not times:
-        raise ValueError("no implementations were measured")
+        raise Problem("no implementations were measured")
     medians = {name: quartiles(ts)[1] for name, ts in times.items()}
     fastest = min(medians, key=medians.get)
     ties = tuple(n for n in sorted(medians, key=medians.get) if n != fastest

@@ -23,6 +23,7 @@ import torch
 
 from attn_core.labs.learn import TASKS, Snapshot, Trainer, get_task, probe_attention
 from attn_core.labs.scores import head_scores
+from attn_core.messages import Problem
 from attn_core.models.gpt import GPTModel
 from attn_core.paths import asset
 from attn_core.tracing.trace import Trace
@@ -72,7 +73,8 @@ def load(task: str, path: Path | None = None) -> Trainer:
     """A finished :class:`Trainer` from a shipped checkpoint: weights, losses and snapshots restored."""
     path = checkpoint_path(task) if path is None else path
     if not path.exists():
-        raise ValueError(f"no trained model for task {task!r} at {path}: run python -m attn_core.labs.checkpoints")
+        raise Problem("no trained model for task {task!r} at {path}: run python -m attn_core.labs.checkpoints",
+                      task=task, path=path)
     p = torch.load(path, map_location="cpu", weights_only=True)
     base = get_task(p["task"])
     overrides = {k: v for k, v in p["config"].items() if base.model.get(k) != v}
@@ -163,8 +165,8 @@ def to_symbols(token_ids: Sequence[int], vocab_size: int) -> list[int]:
     for t in token_ids:
         mapping.setdefault(int(t), len(mapping))
     if len(mapping) > vocab_size:
-        raise ValueError(f"{len(mapping)} distinct tokens, but this trained model knows only {vocab_size} symbols: "
-                         "shorten the text")
+        raise Problem("{distinct} distinct tokens, but this trained model knows only {vocab_size} symbols: "
+                      "shorten the text", distinct=len(mapping), vocab_size=vocab_size)
     return [mapping[int(t)] for t in token_ids]
 
 
@@ -179,10 +181,11 @@ def run_task_model(model: GPTModel, token_ids: Sequence[int]) -> tuple[Trace, li
     trace of every layer; returns the trace and the symbols. The model is only read (no train/eval switch)."""
     cfg = model.cfg
     if not token_ids:
-        raise ValueError("no tokens: type at least one word")
+        raise Problem("no tokens: type at least one word")
     if len(token_ids) > cfg["context_length"]:
-        raise ValueError(f"{len(token_ids)} tokens, but this trained model reads at most {cfg['context_length']} "
-                         "(its context_length): shorten the text")
+        raise Problem("{num_tokens} tokens, but this trained model reads at most {context_length} "
+                      "(its context_length): shorten the text", num_tokens=len(token_ids),
+                      context_length=cfg["context_length"])
     symbols = to_symbols(token_ids, cfg["vocab_size"])
     trace = Trace()
     with torch.no_grad():

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from attn_core.messages import Problem
+
 if TYPE_CHECKING:
     from attn_core.labs.learn import Trainer
 
@@ -43,7 +45,7 @@ def queue_waits(running_left: Sequence[float], queued_need: Sequence[float], slo
     ``running_left``: how long each running job still needs; ``queued_need``: how long each queued job will run, in
     queue order; ``slots``: jobs that may run at once. Each queued job takes the first slot to free up."""
     if slots < 1:
-        raise ValueError("slots must be at least 1")
+        raise Problem("slots must be at least 1")
     left = sorted(max(0.0, t) for t in running_left)
     # more running than slots (the cap was lowered): the first extra finishes only bring the count down to the cap
     free = left[max(0, len(left) - slots):] + [0.0] * max(0, slots - len(left))

@@ -9,6 +9,7 @@ import torch
 
 from attn_core.attention.classes import MultiHeadAttention, MultiHeadAttentionWrapper, masked_softmax
 from attn_core.attention.masks import causal_mask
+from attn_core.messages import Problem
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -148,7 +149,7 @@ def scaling_table(d_ks: tuple[int, ...] = (2, 8, 32, 128, 512), num_tokens: int 
     """Softmax sharpens as d_k grows unless scores are divided by sqrt(d_k): per d_k, the std of q.k and the mean
     largest weight of a row, over ``samples`` seeded draws of (num_tokens, d_k) queries and keys."""
     if samples < 1:
-        raise ValueError(f"samples must be at least 1 (got {samples})")
+        raise Problem("samples must be at least 1 (got {samples})", samples=samples)
     rows = []
     for d_k in d_ks:
         scores = torch.stack([_random_scores(d_k, num_tokens, seed + i) for i in range(samples)])
@@ -186,7 +187,7 @@ class Reshape:
 def reshape_demo(num_tokens: int, d_out: int, num_heads: int) -> Reshape:
     """Run the real .view/.transpose on numbered columns, and the .view-after-transpose error."""
     if d_out % num_heads:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        raise Problem("d_out ({d_out}) must be divisible by num_heads ({num_heads})", d_out=d_out, num_heads=num_heads)
     head_dim = d_out // num_heads
     b = 1
     flat = torch.arange(num_tokens * d_out, dtype=torch.float32).view(b, num_tokens, d_out)

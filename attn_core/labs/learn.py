@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from attn_core.labs.scores import head_scores
+from attn_core.messages import Problem
 from attn_core.models.gpt import GPTModel, layer_scope
 from attn_core.paths import asset
 from attn_core.tracing.trace import Trace
@@ -88,7 +89,7 @@ class Task:
             x = torch.stack([ids[i:i + T] for i in starts.tolist()])  # (b, T) windows of the story
             y = torch.stack([ids[i + 1:i + T + 1] for i in starts.tolist()])  # the next character everywhere
         else:
-            raise ValueError(f"unknown task {self.name!r}")
+            raise Problem("unknown task {task!r}; choose one of {tasks}", task=self.name, tasks=", ".join(TASKS))
         return x, y
 
     def labels(self, tokens: list[int]) -> list[str]:
@@ -178,7 +179,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 
 def get_task(name: str) -> Task:
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+        raise Problem("unknown task {task!r}; choose one of {tasks}", task=name, tasks=", ".join(TASKS))
     return TASKS[name]
 
 
@@ -225,7 +226,7 @@ class Trainer:
         self.snapshot_every = self.task.snapshot_every if self.snapshot_every is None else int(self.snapshot_every)
         self.batch_size = self.task.batch_size if self.batch_size is None else int(self.batch_size)
         if self.steps < 1 or self.snapshot_every < 1 or self.lr <= 0:
-            raise ValueError("steps and snapshot_every must be at least 1, and the learning rate above 0")
+            raise Problem("steps and snapshot_every must be at least 1, and the learning rate above 0")
         self.config = self.task.model | self.model_overrides
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)

@@ -13,13 +13,14 @@ import math
 
 import torch
 
+from attn_core.messages import Problem
 from attn_core.models.llama import apply_rope, compute_rope_params
 
 
 def rope_frequencies(head_dim: int, base: float) -> torch.Tensor:
     """θ_i = base^(-2i/head_dim) for each of the head_dim/2 pairs: the angle (radians) a pair turns per token."""
     if head_dim < 2 or head_dim % 2:
-        raise ValueError(f"RoPE needs an even head_dim of at least 2; got {head_dim}")
+        raise Problem("RoPE needs an even head_dim of at least 2; got {head_dim}", head_dim=head_dim)
     return 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
 
 
@@ -44,7 +45,7 @@ def shift_invariance(queries: torch.Tensor, keys: torch.Tensor, shift: int, base
     """Largest change of the causal scores when the whole text moves ``shift`` positions later: queries, keys
     (heads, T, head_dim) unrotated, as a traced layer recorded them before RoPE (grouped K/V repeated here)."""
     if shift < 0:
-        raise ValueError(f"a shift is a number of positions, 0 or more; got {shift}")
+        raise Problem("a shift is a number of positions, 0 or more; got {shift}", shift=shift)
     T, d = queries.shape[-2], queries.shape[-1]
     keys = keys.repeat_interleave(queries.shape[0] // keys.shape[0], dim=0)
     cos, sin = compute_rope_params(d, base, T + shift)

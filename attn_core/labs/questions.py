@@ -5,18 +5,22 @@ Each generator reads a :class:`Trace` (through :mod:`attn_core.tracing.views`) o
 weights, the shapes, the rows each masking method gives). The wrong choices come from the same tensor (the
 runners-up of a row, the other reshapes of the same sizes, the classic masking mistakes on the same scores),
 so they are plausible. A question that the tensor cannot answer unambiguously (a tie) raises ``ValueError``
-saying what to change. Questions are plain data (:meth:`Question.to_dict`): a poll store keeps them as JSON.
+saying what to change. Questions are plain data (:meth:`Question.to_dict`): a poll store keeps them as JSON, their
+sentences as :class:`~attn_core.messages.Msg` (message id and values), so each reader sees them in their own
+language (:meth:`Question.in_words`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from attn_core.labs.lab import masking_variants
 from attn_core.labs.scores import previous_token_score
+from attn_core.messages import N_, Msg, Problem
 from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, head_step, num_heads
 
@@ -29,30 +33,70 @@ class Question:
     """One multiple-choice question and its true answer, read from a tensor."""
 
     kind: str  # "attends_most" | "view_shape" | "masking" | "previous_token_head"
-    prompt: str  # plain text (never Markdown): the page escapes it
-    choices: tuple[str, ...]
+    prompt: Msg | str  # plain text (never Markdown): the page escapes it
+    choices: tuple[Msg | str, ...]  # token labels and shapes as written; words as Msg
     answer: int  # index into choices
-    explain: str  # one sentence: why the answer is right
-    # The numbers that prove it: {"title": str, "labels": [str], "values": [float], "highlight": int}
+    explain: Msg | str  # one sentence: why the answer is right
+    # The numbers that prove it: {"title": Msg, "labels": [str | Msg], "values": [float], "highlight": int}, and
+    # for masking {"rows": {choice's msgid: [float]}, "answer_row": msgid}
     proof: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not MIN_CHOICES <= len(self.choices) <= MAX_CHOICES:
-            raise ValueError(f"a question needs {MIN_CHOICES}-{MAX_CHOICES} choices; got {len(self.choices)}")
+            raise Problem("a question needs {low}-{high} choices; got {n}", low=MIN_CHOICES, high=MAX_CHOICES,
+                          n=len(self.choices))
         if len(set(self.choices)) != len(self.choices):
-            raise ValueError(f"the choices must be distinct; got {list(self.choices)}")
+            raise Problem("the choices must be distinct; got {choices}", choices=[str(c) for c in self.choices])
         if not 0 <= self.answer < len(self.choices):
-            raise ValueError(f"answer {self.answer} is not one of the {len(self.choices)} choices")
+            raise Problem("answer {answer} is not one of the {n} choices", answer=self.answer, n=len(self.choices))
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["choices"] = list(self.choices)
-        return d
+        """JSON-ready: each Msg as ``{"msgid": ..., "values": {...}}``."""
+        return {"kind": self.kind, "prompt": _to_json(self.prompt), "choices": [_to_json(c) for c in self.choices],
+                "answer": self.answer, "explain": _to_json(self.explain), "proof": _to_json(self.proof)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Question:
-        return cls(kind=d["kind"], prompt=d["prompt"], choices=tuple(d["choices"]), answer=int(d["answer"]),
-                   explain=d.get("explain", ""), proof=dict(d.get("proof") or {}))
+        return cls(kind=d["kind"], prompt=_from_json(d["prompt"]), choices=tuple(map(_from_json, d["choices"])),
+                   answer=int(d["answer"]), explain=_from_json(d.get("explain", "")),
+                   proof=_from_json(dict(d.get("proof") or {})))
+
+    def in_words(self, render: Callable[[Msg | str], str]) -> Question:
+        """This question with every sentence rendered by ``render`` (``str``: English; the dashboard passes its
+        translator); a masking proof's row names are message ids, rendered too."""
+        def words(x):
+            if isinstance(x, Msg | str):
+                return render(x)
+            if isinstance(x, list):
+                return [words(v) for v in x]
+            return x
+        proof = {k: words(v) for k, v in self.proof.items() if k not in ("rows", "answer_row")}
+        if "rows" in self.proof:
+            proof["rows"] = {render(Msg(name)): row for name, row in self.proof["rows"].items()}
+        if "answer_row" in self.proof:
+            proof["answer_row"] = render(Msg(self.proof["answer_row"]))
+        return replace(self, prompt=render(self.prompt), choices=tuple(map(render, self.choices)),
+                       explain=render(self.explain), proof=proof)
+
+
+def _to_json(x):
+    if isinstance(x, Msg):
+        return {"msgid": x.msgid, "values": dict(x.values)}
+    if isinstance(x, dict):
+        return {k: _to_json(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_to_json(v) for v in x]
+    return x
+
+
+def _from_json(x):
+    if isinstance(x, dict):
+        if set(x) == {"msgid", "values"}:
+            return Msg(x["msgid"], **x["values"])
+        return {k: _from_json(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_from_json(v) for v in x]
+    return x
 
 
 def _piece(label: str) -> str:
@@ -63,10 +107,10 @@ def _piece(label: str) -> str:
 def _weights(trace: Trace, head: int) -> np.ndarray:
     H = num_heads(trace)
     if not 0 <= head < H:
-        raise ValueError(f"head {head + 1} does not exist: this module has {H} head(s); pick 1-{H}")
+        raise Problem("head {head} does not exist: this module has {H} head(s); pick 1-{H}", head=head + 1, H=H)
     w = head_matrix(trace, "weights", head)
     if w is None:
-        raise ValueError("this trace records no attention weights: pick a variant that has them")
+        raise Problem("this trace records no attention weights: pick a variant that has them")
     return w
 
 
@@ -82,7 +126,7 @@ def default_query(trace: Trace, head: int = 0) -> int:
         if visible >= MIN_CHOICES and gap > TIE and gap >= best_gap:
             best, best_gap = i, gap
     if best is None:
-        raise ValueError("no query row has one clear largest weight over 3 or more keys: type a longer sentence")
+        raise Problem("no query row has one clear largest weight over 3 or more keys: type a longer sentence")
     return best
 
 
@@ -92,31 +136,41 @@ def attends_most(trace: Trace, labels: list[str], head: int = 0, query: int | No
     w = _weights(trace, head)
     T = w.shape[-1]
     if len(labels) != w.shape[0] or w.shape[0] != T:
-        raise ValueError(f"{len(labels)} labels for a {w.shape[0]} x {T} weight matrix: pass the run's token labels")
+        raise Problem("{n_labels} labels for a {rows} x {T} weight matrix: pass the run's token labels",
+                      n_labels=len(labels), rows=w.shape[0], T=T)
     if T < MIN_CHOICES:
-        raise ValueError(f"a question needs {MIN_CHOICES} tokens to choose from; this input has {T}: type more")
+        raise Problem("a question needs {low} tokens to choose from; this input has {T}: type more", low=MIN_CHOICES,
+                      T=T)
     i = default_query(trace, head) if query is None else query
     if not 0 <= i < T:
-        raise ValueError(f"query {i + 1} is not a token of this {T}-token input")
+        raise Problem("query {query} is not a token of this {T}-token input", query=i + 1, T=T)
     row = np.nan_to_num(w[i].astype(np.float64), nan=0.0)
     order = np.argsort(-row, kind="stable")
     if int((row > 0).sum()) < 2:
-        raise ValueError(f"'{_piece(labels[i])}' sees only one token (the causal mask hides the rest): "
-                         "ask about a later token")
+        raise Problem("'{token}' sees only one token (the causal mask hides the rest): ask about a later token",
+                      token=_piece(labels[i]))
     if row[order[0]] - row[order[1]] <= TIE:
-        raise ValueError(f"'{_piece(labels[i])}' attends equally to two tokens in head {head + 1}: "
-                         "ask about another token")
+        raise Problem("'{token}' attends equally to two tokens in head {head}: ask about another token",
+                      token=_piece(labels[i]), head=head + 1)
     picked = sorted(int(k) for k in order[:min(4, T)])
     choices = tuple(labels[k] for k in picked)
-    heads = f" in head {head + 1}" if num_heads(trace) > 1 else ""
+    words = {"token": _piece(labels[i]), "position": labels[i].split(":")[0], "label": labels[i],
+             "head": head + 1, "best": float(row[order[0]]), "best_label": labels[int(order[0])],
+             "next": float(row[order[1]])}
+    if num_heads(trace) > 1:
+        prompt = Msg("Which token does '{token}' ({position}) attend to most in head {head}?", **words)
+        explain = Msg("Row '{label}' of the weights in head {head}: its largest weight, {best:.3f}, is on "
+                      "'{best_label}' (next: {next:.3f}).", **words)
+        title = Msg("weights in head {head}, row '{label}'", label=labels[i], head=head + 1)
+    else:
+        prompt = Msg("Which token does '{token}' ({position}) attend to most?", **words)
+        explain = Msg("Row '{label}' of the weights: its largest weight, {best:.3f}, is on '{best_label}' "
+                      "(next: {next:.3f}).", **words)
+        title = Msg("weights, row '{label}'", label=labels[i])
     return Question(
-        kind="attends_most",
-        prompt=f"Which token does '{_piece(labels[i])}' ({labels[i].split(':')[0]}) attend to most{heads}?",
-        choices=choices, answer=picked.index(int(order[0])),
-        explain=f"Row '{labels[i]}' of the weights{heads}: its largest weight, {row[order[0]]:.3f}, is on "
-                f"'{labels[int(order[0])]}' (next: {row[order[1]]:.3f}).",
-        proof={"title": f"weights{heads}, row '{labels[i]}'", "labels": list(labels),
-               "values": [float(v) for v in row], "highlight": int(order[0])},
+        kind="attends_most", prompt=prompt, choices=choices, answer=picked.index(int(order[0])), explain=explain,
+        proof={"title": title, "labels": list(labels), "values": [float(v) for v in row],
+               "highlight": int(order[0])},
     )
 
 
@@ -129,8 +183,8 @@ def view_shape(trace: Trace, name: str = "keys") -> Question:
     step's shape; the wrong choices are the shapes one step before and after (un-split, transposed) and a swap."""
     step = next((s for s in trace.steps if s.name == f"{name}.view"), None)
     if step is None or len(step.shape) != 4:
-        raise ValueError(f"this module records no `{name}.view`: pick MultiHeadAttention (or a variant that splits "
-                         "heads with .view) to ask about its shape")
+        raise Problem("this module records no `{name}.view`: pick MultiHeadAttention (or a variant that splits "
+                      "heads with .view) to ask about its shape", name=name)
     b, T, h, hd = step.shape
     right = _fmt((b, T, h, hd))
     wrong = [_fmt((b, h, T, hd)), _fmt((b, T, h * hd)), _fmt((b, T, hd, h)), _fmt((b, h, hd, T)),
@@ -141,23 +195,23 @@ def view_shape(trace: Trace, name: str = "keys") -> Question:
                                                                    "head_dim)"
     return Question(
         kind="view_shape",
-        prompt=f"What is the shape of `{name}` after `{code}`?",
+        prompt=Msg("What is the shape of `{name}` after `{code}`?", name=name, code=code),
         choices=tuple(choices), answer=choices.index(right),
-        explain=f".view splits the last axis (d_out = {h * hd}) into num_heads x head_dim = {h} x {hd}; "
-                f"the token axis stays second until .transpose(1, 2).",
-        proof={"title": f"the trace's `{name}` step by step", "labels": [s.name for s in trace.steps
+        explain=Msg(".view splits the last axis (d_out = {d_out}) into num_heads x head_dim = {h} x {hd}; "
+                    "the token axis stays second until .transpose(1, 2).", d_out=h * hd, h=h, hd=hd),
+        proof={"title": Msg("the trace's `{name}` step by step", name=name), "labels": [s.name for s in trace.steps
                                                                           if s.name.split(".")[0] == name],
                "values": [_fmt(s.shape) for s in trace.steps if s.name.split(".")[0] == name],
                "highlight": [s.name for s in trace.steps if s.name.split(".")[0] == name].index(step.name)},
     )
 
 
-MASKING_CHOICES = {  # lab variant name -> the choice a student sees; the two correct methods are one choice
-    "−∞ before softmax": "−∞ or renormalize (the same row)",
-    "softmax, zero, renormalize": "−∞ or renormalize (the same row)",
-    "mistake: zeros in the scores": "zeros in the scores (not −∞)",
-    "mistake: renormalize raw scores": "renormalize raw scores (no softmax)",
-    "mistake: no renormalization": "softmax, zero the future, no renormalizing",
+MASKING_CHOICES = {  # lab variant name -> the choice a student sees (a msgid); the two correct methods are one choice
+    "−∞ before softmax": N_("−∞ or renormalize (the same row)"),
+    "softmax, zero, renormalize": N_("−∞ or renormalize (the same row)"),
+    "mistake: zeros in the scores": N_("zeros in the scores (not −∞)"),
+    "mistake: renormalize raw scores": N_("renormalize raw scores (no softmax)"),
+    "mistake: no renormalization": N_("softmax, zero the future, no renormalizing"),
 }
 
 
@@ -168,10 +222,10 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
     scores = head_matrix(trace, "scores", head)
     keys = head_matrix(trace, "keys", head)
     if scores is None or keys is None or scores.shape[0] != scores.shape[1]:
-        raise ValueError("this trace records no square attention scores: pick a variant with a causal mask")
+        raise Problem("this trace records no square attention scores: pick a variant with a causal mask")
     T = scores.shape[0]
     if T < MIN_CHOICES:
-        raise ValueError(f"a masking question needs {MIN_CHOICES} or more tokens; this input has {T}")
+        raise Problem("a masking question needs {low} or more tokens; this input has {T}", low=MIN_CHOICES, T=T)
     rows = {}  # choice -> that method's weights
     for v in masking_variants(torch.from_numpy(np.array(scores, dtype=np.float32)), keys.shape[-1]):
         if v.name in MASKING_CHOICES:
@@ -183,20 +237,24 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
             shown = rows[target][i]
             matching = [c for c in choices if np.allclose(rows[c][i], shown, rtol=0, atol=1e-5, equal_nan=True)]
             if matching == [target]:
-                heads = f" (head {head + 1})" if num_heads(trace) > 1 else ""
                 numbers = ", ".join("nan" if np.isnan(x) else f"{x:.3f}" for x in shown)
+                if num_heads(trace) > 1:
+                    prompt = Msg("Row '{label}' of these scores (head {head}), masked causally, came out as "
+                                 "[{numbers}]. Which masking gives this row?", label=labels[i], head=head + 1,
+                                 numbers=numbers)
+                else:
+                    prompt = Msg("Row '{label}' of these scores, masked causally, came out as [{numbers}]. Which "
+                                 "masking gives this row?", label=labels[i], numbers=numbers)
                 return Question(
-                    kind="masking",
-                    prompt=f"Row '{labels[i]}' of these scores{heads}, masked causally, came out as [{numbers}]. "
-                           "Which masking gives this row?",
-                    choices=tuple(choices), answer=choices.index(target),
-                    explain="Each method computed on the same scores; only this one gives that row. Masking with −∞ "
-                            "and renormalizing after softmax give the very same weights.",
-                    proof={"title": f"row '{labels[i]}' by each method", "labels": list(labels),
+                    kind="masking", prompt=prompt, choices=tuple(Msg(c) for c in choices),
+                    answer=choices.index(target),
+                    explain=Msg("Each method computed on the same scores; only this one gives that row. Masking "
+                                "with −∞ and renormalizing after softmax give the very same weights."),
+                    proof={"title": Msg("row '{label}' by each method", label=labels[i]), "labels": list(labels),
                            "values": [float(x) for x in np.nan_to_num(shown)], "highlight": -1, "answer_row": target,
                            "rows": {c: [float(x) for x in np.nan_to_num(rows[c][i])] for c in choices}},
                 )
-    raise ValueError("every row is the same under two masking methods: type a longer sentence")
+    raise Problem("every row is the same under two masking methods: type a longer sentence")
 
 
 def previous_token_head(weights: np.ndarray, layer: int | None = None) -> Question:
@@ -205,22 +263,28 @@ def previous_token_head(weights: np.ndarray, layer: int | None = None) -> Questi
     choices are the runners-up, listed by head number."""
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 3 or w.shape[0] < MIN_CHOICES:
-        raise ValueError(f"a head question needs {MIN_CHOICES} or more heads; got weights of shape {w.shape}")
+        raise Problem("a head question needs {low} or more heads; got weights of shape {shape}", low=MIN_CHOICES,
+                      shape=w.shape)
     score = np.nan_to_num(previous_token_score(w), nan=-1.0)
     order = np.argsort(-score, kind="stable")
     if score[order[0]] - score[order[1]] <= TIE:
-        raise ValueError("two heads attend to the previous token equally: pick another layer")
+        raise Problem("two heads attend to the previous token equally: pick another layer")
     picked = sorted(int(h) for h in order[:MAX_CHOICES - 1])
-    where = f" of layer {layer + 1}" if layer is not None else ""
+    if layer is not None:
+        prompt = Msg("Which head of layer {layer} is the previous-token head (puts most weight on the token just "
+                     "before)?", layer=layer + 1)
+        title = Msg("mean weight on the previous token, each head of layer {layer}", layer=layer + 1)
+    else:
+        prompt = Msg("Which head is the previous-token head (puts most weight on the token just before)?")
+        title = Msg("mean weight on the previous token, each head")
     return Question(
-        kind="previous_token_head",
-        prompt=f"Which head{where} is the previous-token head (puts most weight on the token just before)?",
-        choices=tuple(f"head {h + 1}" for h in picked), answer=picked.index(int(order[0])),
-        explain=f"Mean weight on the previous token: head {order[0] + 1} {score[order[0]]:.2f}, the next "
-                f"best head {order[1] + 1} {score[order[1]]:.2f}.",
-        proof={"title": f"mean weight on the previous token, each head{where}",
-               "labels": [f"head {h + 1}" for h in range(len(score))], "values": [float(s) for s in score],
-               "highlight": int(order[0])},
+        kind="previous_token_head", prompt=prompt,
+        choices=tuple(Msg("head {head}", head=h + 1) for h in picked), answer=picked.index(int(order[0])),
+        explain=Msg("Mean weight on the previous token: head {best} {best_score:.2f}, the next best head {next} "
+                    "{next_score:.2f}.", best=int(order[0]) + 1, best_score=float(score[order[0]]),
+                    next=int(order[1]) + 1, next_score=float(score[order[1]])),
+        proof={"title": title, "labels": [Msg("head {head}", head=h + 1) for h in range(len(score))],
+               "values": [float(s) for s in score], "highlight": int(order[0])},
     )
 
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attn_core.messages import Problem
+
 SCORE_NAMES = ("previous_token", "induction", "first_token", "mean_distance", "entropy")
 SCORE_TITLES = {"previous_token": "previous-token", "induction": "induction", "first_token": "first-token",
                 "mean_distance": "mean distance", "entropy": "entropy"}
@@ -33,7 +35,7 @@ def _check(weights: np.ndarray) -> np.ndarray:
     if w.dtype not in (np.float32, np.float64):
         w = w.astype(np.float64)
     if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f"expected attention weights of shape (..., T, T); got {w.shape}")
+        raise Problem("expected attention weights of shape (..., T, T); got {shape}", shape=w.shape)
     return w
 
 
@@ -72,7 +74,7 @@ def induction_score(weights: np.ndarray, tokens: Sequence[int]) -> np.ndarray:
     w = _check(weights)
     pairs = induction_targets(tokens)
     if len(tokens) != w.shape[-1]:
-        raise ValueError(f"{len(tokens)} token ids for {w.shape[-1]} x {w.shape[-1]} attention weights")
+        raise Problem("{n_ids} token ids for {T} x {T} attention weights", n_ids=len(tokens), T=w.shape[-1])
     if not pairs:
         return np.full(w.shape[:-2], np.nan)
     q, k = np.array(pairs).T

@@ -21,6 +21,7 @@ from attn_core.attention.classes import (
     SelfAttention_v2,
 )
 from attn_core.attention.simplified import simplified_attention, softmax_naive
+from attn_core.messages import Problem
 
 ATOL = 1e-4  # the book prints 4 decimals
 
@@ -101,7 +102,7 @@ def book_walkthrough(inputs: torch.Tensor | None = None) -> list[BookStep]:
     book = inputs is None
     x = BOOK_INPUTS if book else inputs.detach().float().cpu()
     if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] < 1:
-        raise ValueError(f"the walkthrough needs (num_tokens, 3) inputs; got {tuple(x.shape)}")
+        raise Problem("the walkthrough needs (num_tokens, 3) inputs; got {shape}", shape=tuple(x.shape))
     i = min(1, x.shape[0] - 1)  # the book's query is x(2), "journey"
     T = x.shape[0]
     batch = torch.stack((x, x))  # (2, num_tokens, 3), as in the book

@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attn_core.attention.masks import causal_mask
+from attn_core.messages import Problem
 
 MASK_METHODS = ("neg_inf", "renormalize")
 
@@ -41,15 +42,16 @@ def _light_copy(module: nn.Module) -> nn.Module:
 def check_window(num_tokens: int, window: int | None, sinks: int, mask_method: str = "neg_inf") -> None:
     """``ValueError`` naming what works unless ``window``/``sinks``/``mask_method`` fit ``num_tokens`` tokens."""
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-        raise ValueError(f"the window must be a whole number of at least 1 key (or None for full attention); "
-                         f"got {window!r}")
+        raise Problem("the window must be a whole number of at least 1 key (or None for full attention); "
+                      "got {window!r}", window=window)
     if isinstance(sinks, bool) or not isinstance(sinks, int) or sinks < 0:
-        raise ValueError(f"sinks must be a whole number of tokens, 0 or more; got {sinks!r}")
+        raise Problem("sinks must be a whole number of tokens, 0 or more; got {sinks!r}", sinks=sinks)
     if sinks and sinks >= num_tokens:
-        raise ValueError(f"{sinks} sinks leave no token to predict in a {num_tokens}-token text: use fewer than "
-                         f"{num_tokens} sinks")
+        raise Problem("{sinks} sinks leave no token to predict in a {num_tokens}-token text: use fewer than "
+                      "{num_tokens} sinks", sinks=sinks, num_tokens=num_tokens)
     if mask_method not in MASK_METHODS:
-        raise ValueError(f"mask_method must be one of {', '.join(MASK_METHODS)}; got {mask_method!r}")
+        raise Problem("mask_method must be one of {methods}; got {mask_method!r}", methods=", ".join(MASK_METHODS),
+                      mask_method=mask_method)
 
 
 def masked_like(model: nn.Module, num_tokens: int, window: int | None = None, sinks: int = 0,
@@ -60,7 +62,7 @@ def masked_like(model: nn.Module, num_tokens: int, window: int | None = None, si
     view = _light_copy(model)
     layers = _masked_modules(view)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no attention layer with a causal mask buffer to change")
+        raise Problem("{model} has no attention layer with a causal mask buffer to change", model=type(model).__name__)
     mask = causal_mask(num_tokens, window=window, sinks=sinks).float()  # True (1.0) where a key is hidden
     for att in layers:
         if "mask" in att._buffers:
@@ -80,8 +82,8 @@ def token_losses(model: nn.Module, idx: torch.Tensor, window: int | None = None,
     """Each next-token loss (num_tokens - 1,) of the first sequence of ``idx`` (batch, num_tokens) under the
     causal mask with ``window`` keys (query i sees keys i-window+1 … i) plus the first ``sinks`` tokens."""
     if idx.ndim != 2 or idx.shape[1] < 2:
-        raise ValueError(f"perplexity needs token ids shaped (batch, num_tokens) with at least 2 tokens; got "
-                         f"{tuple(idx.shape)}")
+        raise Problem("perplexity needs token ids shaped (batch, num_tokens) with at least 2 tokens; got {shape}",
+                      shape=tuple(idx.shape))
     view = masked_like(model, idx.shape[1], window, sinks, mask_method)
     view.eval()
     with torch.inference_mode():

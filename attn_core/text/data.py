@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from attn_core.messages import Problem
 from attn_core.text.tokens import bpe_encoding
 
 
@@ -14,14 +15,16 @@ class GPTDatasetV1(Dataset):
 
     def __init__(self, txt: str, tokenizer, max_length: int, stride: int):
         if not isinstance(max_length, int) or max_length < 1 or not isinstance(stride, int) or stride < 1:
-            raise ValueError(f"max_length and stride must be whole numbers of at least 1; got {max_length}, {stride}")
+            raise Problem("max_length and stride must be whole numbers of at least 1; got {max_length}, {stride}",
+                          max_length=max_length, stride=stride)
         self.input_ids = []
         self.target_ids = []
 
         # Tokenize the entire text
         token_ids = tokenizer.encode(txt, allowed_special={"<|endoftext|>"})
         if len(token_ids) <= max_length:
-            raise ValueError(f"the text has {len(token_ids)} tokens: it needs more than max_length = {max_length}")
+            raise Problem("the text has {n_tokens} tokens: it needs more than max_length = {max_length}",
+                          n_tokens=len(token_ids), max_length=max_length)
 
         # Use a sliding window to chunk the text into overlapping sequences of max_length
         for i in range(0, len(token_ids) - max_length, stride):

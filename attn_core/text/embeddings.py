@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from attn_core.attention.book import BOOK_INPUTS, BOOK_SENTENCE
+from attn_core.messages import Problem
 from attn_core.text.tokens import VOCAB_SIZE, tokenize
 
 INPUT_MODES = ("book", "learned", "sinusoidal", "onehot")
@@ -100,32 +101,34 @@ def embed(
     ids = [int(t) for t in token_ids]
     num_tokens = len(ids)
     if num_tokens == 0:
-        raise ValueError("there are no tokens to embed: type at least one word")
+        raise Problem("there are no tokens to embed: type at least one word")
     if mode not in INPUT_MODES:
-        raise ValueError(f"unknown input mode {mode!r}: choose one of {', '.join(INPUT_MODES)}")
+        raise Problem("unknown input mode {mode!r}: choose one of {modes}", mode=mode, modes=", ".join(INPUT_MODES))
     if not isinstance(d_in, int) or d_in < 1:
-        raise ValueError(f"d_in must be a whole number of at least 1; got {d_in!r}")
+        raise Problem("d_in must be a whole number of at least 1; got {d_in!r}", d_in=d_in)
     if mode == "book":
         if d_in != BOOK_INPUTS.shape[1] or not uses_book_inputs(ids):
-            raise ValueError(
-                f"the book's fixed inputs are its vectors for the book's sentence ('{BOOK_SENTENCE}'), 6 tokens of "
-                f"3 numbers each; this text ({num_tokens} tokens, d_in = {d_in}) is not that. Use that sentence "
-                "with d_in = 3, or choose learned / sinusoidal / one-hot inputs"
+            raise Problem(
+                "the book's fixed inputs are its vectors for the book's sentence ('{sentence}'), 6 tokens of "
+                "3 numbers each; this text ({num_tokens} tokens, d_in = {d_in}) is not that. Use that sentence "
+                "with d_in = 3, or choose learned / sinusoidal / one-hot inputs",
+                sentence=BOOK_SENTENCE, num_tokens=num_tokens, d_in=d_in,
             )
         x = BOOK_INPUTS.clone()
     elif mode == "onehot":
         distinct = list(dict.fromkeys(ids))
         if d_in < len(distinct):
-            raise ValueError(
-                f"one-hot inputs need d_in >= the number of distinct tokens ({len(distinct)}); "
-                f"d_in is {d_in}. Raise d_in or choose another input mode"
+            raise Problem(
+                "one-hot inputs need d_in >= the number of distinct tokens ({distinct}); "
+                "d_in is {d_in}. Raise d_in or choose another input mode", distinct=len(distinct), d_in=d_in,
             )
         x = torch.zeros(num_tokens, d_in)
         x[torch.arange(num_tokens), torch.tensor([distinct.index(t) for t in ids])] = 1.0
     else:
         if num_tokens > MAX_POSITIONS:
-            raise ValueError(
-                f"{num_tokens} tokens is more than the {MAX_POSITIONS} positions GPT-2 has; shorten the text"
+            raise Problem(
+                "{num_tokens} tokens is more than the {max_positions} positions GPT-2 has; shorten the text",
+                num_tokens=num_tokens, max_positions=MAX_POSITIONS,
             )
         token_embedding_layer, pos_embedding_layer = _embedding_layers(d_in, seed)
         with torch.no_grad():

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attn_core.messages import Problem
+
 
 def normalize_key(text: str) -> str:
     return " ".join(str(text).lower().split())
@@ -70,10 +72,10 @@ def soft_lookup(query: np.ndarray, keys: np.ndarray, temperature: float,
                 values: np.ndarray | None = None) -> SoftLookup:
     """Attention for one query: ``weights = softmax(keys @ query / temperature)``, ``blend = weights @ values``."""
     if not temperature > 0:
-        raise ValueError(f"temperature is {temperature}: it must be above 0 (small: a hard lookup; large: an even "
-                         "average)")
+        raise Problem("temperature is {temperature}: it must be above 0 (small: a hard lookup; large: an even "
+                      "average)", temperature=temperature)
     if keys.ndim != 2 or keys.shape[0] == 0:
-        raise ValueError("the table has no keys: add at least one row")
+        raise Problem("the table has no keys: add at least one row")
     scores = keys @ query  # (n_keys, d) @ (d,) -> (n_keys,)
     weights = softmax(scores / temperature)
     blend = None if values is None else weights @ values  # (n_keys,) @ (n_keys, …) -> (…)
@@ -83,7 +85,7 @@ def soft_lookup(query: np.ndarray, keys: np.ndarray, temperature: float,
 def table_lookup(query: str, keys: list[str], temperature: float, values: np.ndarray | None = None) -> SoftLookup:
     """:func:`soft_lookup` on words: the query and keys as trigram vectors (scores are cosine similarities)."""
     if not normalize_key(query):
-        raise ValueError("the query is empty: type a key to look up (for example an author's name)")
+        raise Problem("the query is empty: type a key to look up (for example an author's name)")
     vectors, _ = trigram_vectors([query, *keys])
     return soft_lookup(vectors[0], vectors[1:], temperature, values)
 
@@ -101,10 +103,10 @@ def head_lookup(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, i: in
                 causal: bool = True) -> HeadLookup:
     """Token ``i``'s query against every key of one head (queries, keys, values: (T, d_head) each)."""
     if not temperature > 0:
-        raise ValueError(f"temperature is {temperature}: it must be above 0")
+        raise Problem("temperature is {temperature}: it must be above 0", temperature=temperature)
     T = keys.shape[0]
     if not 0 <= i < queries.shape[0]:
-        raise ValueError(f"token {i + 1} is outside the {queries.shape[0]} tokens")
+        raise Problem("token {token} is outside the {num_tokens} tokens", token=i + 1, num_tokens=queries.shape[0])
     d_k = keys.shape[-1]
     scores = (keys @ queries[i]) / np.sqrt(d_k)  # (T, d_k) @ (d_k,) -> (T,)
     if causal:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from attn_core.messages import Problem
 from attn_core.text.data import create_dataloader_v1
 from attn_core.text.tokens import ENDOFTEXT, MAX_TEXT_CHARS, bpe_encoding
 
@@ -29,19 +30,21 @@ def check_window(n_tokens: int, max_length: int, stride: int, batch_size: int | 
     """How many windows (input/target pairs) ``n_tokens`` ids give; ValueError saying what to change when none
     would, or when fewer than one batch would (the book's loader drops an incomplete last batch)."""
     if max_length < 1:
-        raise ValueError(f"max_length is {max_length}: a window needs at least 1 token")
+        raise Problem("max_length is {max_length}: a window needs at least 1 token", max_length=max_length)
     if stride < 1:
-        raise ValueError(f"stride is {stride}: the window must move by at least 1 token each step (stride 0 "
-                         "would take the same window forever)")
+        raise Problem("stride is {stride}: the window must move by at least 1 token each step (stride 0 "
+                      "would take the same window forever)", stride=stride)
     if n_tokens <= max_length:
-        raise ValueError(f"the text has {n_tokens:,} tokens, but a window of max_length = {max_length} needs "
-                         f"{max_length + 1} (its targets reach one token further): lower max_length to at most "
-                         f"{max(n_tokens - 1, 0)} or use a longer text")
+        raise Problem("the text has {n_tokens:,} tokens, but a window of max_length = {max_length} needs "
+                      "{needed} (its targets reach one token further): lower max_length to at most "
+                      "{fits} or use a longer text", n_tokens=n_tokens, max_length=max_length,
+                      needed=max_length + 1, fits=max(n_tokens - 1, 0))
     n_windows = len(range(0, n_tokens - max_length, stride))
     if batch_size is not None and batch_size > n_windows:
-        raise ValueError(f"max_length {max_length} with stride {stride} gives {n_windows} windows, fewer than "
-                         f"batch_size = {batch_size} (the loader drops an incomplete batch): lower batch_size to "
-                         f"{n_windows}, or lower stride or max_length")
+        raise Problem("max_length {max_length} with stride {stride} gives {n_windows} windows, fewer than "
+                      "batch_size = {batch_size} (the loader drops an incomplete batch): lower batch_size to "
+                      "{n_windows}, or lower stride or max_length", max_length=max_length, stride=stride,
+                      n_windows=n_windows, batch_size=batch_size)
     return n_windows
 
 
@@ -59,10 +62,10 @@ def sliding_windows(token_ids: list[int], max_length: int, stride: int, limit: i
 def bpe_ids(text: str) -> list[int]:
     """The text's GPT-2 ids, as the book's loader reads them (``<|endoftext|>`` allowed)."""
     if text is None or not text.strip():
-        raise ValueError("The text is empty: type or paste some text (or choose The Verdict)")
+        raise Problem("The text is empty: type or paste some text (or choose The Verdict)")
     if len(text) > MAX_TEXT_CHARS + 1_000:  # The Verdict (20,479 characters) must fit
-        raise ValueError(f"Your text is {len(text):,} characters long; this page takes up to "
-                         f"{MAX_TEXT_CHARS + 1_000:,}. Shorten it")
+        raise Problem("Your text is {chars:,} characters long; this page takes up to {max_chars:,}. Shorten it",
+                      chars=len(text), max_chars=MAX_TEXT_CHARS + 1_000)
     return bpe_encoding().encode(text, allowed_special={ENDOFTEXT})
 
 
@@ -79,8 +82,8 @@ def first_batch(text: str, batch_size: int, max_length: int, stride: int) -> tup
 def one_hot(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """(…, vocab_size) rows with a single 1 at each id."""
     if token_ids.numel() and (int(token_ids.min()) < 0 or int(token_ids.max()) >= vocab_size):
-        raise ValueError(f"ids must run from 0 to {vocab_size - 1}; got {int(token_ids.min())} to "
-                         f"{int(token_ids.max())}")
+        raise Problem("ids must run from 0 to {last}; got {low} to {high}", last=vocab_size - 1,
+                      low=int(token_ids.min()), high=int(token_ids.max()))
     return nn.functional.one_hot(token_ids, vocab_size).to(torch.float32)
 
 
@@ -117,7 +120,7 @@ def input_embeddings(inputs: torch.Tensor, vocab_size: int = 50257, output_dim: 
     """The book's ``token_embedding_layer(inputs) + pos_embedding_layer(torch.arange(max_length))`` on one batch,
     with seeded random layers (an untrained model's; GPT-2's are learned)."""
     if output_dim < 1:
-        raise ValueError(f"output_dim is {output_dim}: the embedding needs at least 1 dimension")
+        raise Problem("output_dim is {output_dim}: the embedding needs at least 1 dimension", output_dim=output_dim)
     context_length = inputs.shape[-1]
     gen = torch.Generator().manual_seed(seed)
     token_embedding_layer = nn.Embedding(vocab_size, output_dim, _weight=torch.randn(vocab_size, output_dim,

@@ -16,6 +16,7 @@ from functools import lru_cache
 import tiktoken
 from tiktoken_ext.openai_public import r50k_pat_str
 
+from attn_core.messages import Problem
 from attn_core.paths import asset
 
 RANKS_PATH = asset("r50k_base.tiktoken")
@@ -30,14 +31,14 @@ MAX_TEXT_CHARS = 20_000  # longer texts are refused before any work (1,024 GPT-2
 @lru_cache(maxsize=1)
 def bpe_encoding() -> tiktoken.Encoding:
     """The GPT-2 (r50k_base) encoding, built from the shipped ranks without any network access."""
-    damaged = (f"The GPT-2 vocabulary that ships with Attention Lab (assets/{RANKS_PATH.name}) is missing or "
-               "damaged: restore that file from the project's repository")
+    damaged = Problem("The GPT-2 vocabulary that ships with Attention Lab (assets/{file}) is missing or damaged: "
+                      "restore that file from the project's repository", file=RANKS_PATH.name)
     try:
         data = RANKS_PATH.read_bytes()
     except OSError:  # missing, a directory, unreadable: say so without a server path
-        raise ValueError(damaged) from None
+        raise damaged from None
     if hashlib.sha256(data).hexdigest() != RANKS_SHA256:
-        raise ValueError(damaged)
+        raise damaged
     fields = data.split()  # "<base64 token> <rank>" per line; split at once: faster than line by line
     ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
     return tiktoken.Encoding(
@@ -80,15 +81,17 @@ def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
     Input is bounded before any work: texts over ``MAX_TEXT_CHARS`` characters, and (with
     ``max_tokens``) texts of more tokens, raise ValueError saying how much to cut."""
     if text is None or not text.strip():
-        raise ValueError("The text is empty: type a sentence (for example: Your journey starts with one step)")
+        raise Problem("The text is empty: type a sentence (for example: Your journey starts with one step)")
     if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"Your text is {len(text):,} characters long; Attention Lab takes up to "
-                         f"{MAX_TEXT_CHARS:,} characters. Shorten it by {len(text) - MAX_TEXT_CHARS:,} characters")
+        raise Problem("Your text is {chars:,} characters long; Attention Lab takes up to {max_chars:,} characters. "
+                      "Shorten it by {cut:,} characters", chars=len(text), max_chars=MAX_TEXT_CHARS,
+                      cut=len(text) - MAX_TEXT_CHARS)
     enc = bpe_encoding()
     ids = enc.encode(text, allowed_special={ENDOFTEXT})
     if max_tokens is not None and len(ids) > max_tokens:
-        raise ValueError(f"Your text is {len(ids)} tokens long; Attention Lab shows up to {max_tokens} tokens "
-                         f"(GPT-2's context length). Shorten the text by about {len(ids) - max_tokens} tokens")
+        raise Problem("Your text is {n_tokens} tokens long; Attention Lab shows up to {max_tokens} tokens (GPT-2's "
+                      "context length). Shorten the text by about {cut} tokens", n_tokens=len(ids),
+                      max_tokens=max_tokens, cut=len(ids) - max_tokens)
     tokens = []
     pending = codecs.getincrementaldecoder("utf-8")(errors="replace")  # characters split over several tokens
     for i, tid in enumerate(ids):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from attn_core.messages import Problem
 from attn_core.paths import asset
 
 BOOK_PATTERN = r'([,.:;?_!"()\']|--|\s)'  # section 2.2's final pattern
@@ -29,8 +30,8 @@ def verdict_text() -> str:
     try:
         return VERDICT_PATH.read_text(encoding="utf-8")
     except OSError:
-        raise ValueError("The Verdict (assets/the-verdict.txt) is missing: restore it from the project's "
-                         "repository") from None
+        raise Problem("The Verdict (assets/the-verdict.txt) is missing: restore it from the project's "
+                      "repository") from None
 
 
 def split_words(text: str, pattern: str = BOOK_PATTERN) -> list[str]:
@@ -46,7 +47,7 @@ def build_vocab(text: str, pattern: str = BOOK_PATTERN, specials: Iterable[str] 
     all_words = sorted(set(split_words(text, pattern)))
     all_words.extend(s for s in specials if s not in all_words)
     if not all_words:
-        raise ValueError("The text has no words to build a vocabulary from: type or paste some text")
+        raise Problem("The text has no words to build a vocabulary from: type or paste some text")
     return {token: integer for integer, token in enumerate(all_words)}
 
 
@@ -63,16 +64,17 @@ class SimpleTokenizerV1:
         unknown = [s for s in preprocessed if s not in self.str_to_int]
         if unknown:  # the book's code fails here with KeyError: 'Hello'
             words = ", ".join(repr(w) for w in dict.fromkeys(unknown))
-            raise ValueError(f"SimpleTokenizerV1 has no id for {words}: the word is not in its "
-                             f"{len(self.str_to_int):,}-word vocabulary (built from the training text). Use "
-                             f"SimpleTokenizerV2, which maps unknown words to {UNK}, or add the word to the text")
+            raise Problem("SimpleTokenizerV1 has no id for {words}: the word is not in its {vocab_size:,}-word "
+                          "vocabulary (built from the training text). Use SimpleTokenizerV2, which maps unknown "
+                          "words to {unk}, or add the word to the text", words=words,
+                          vocab_size=len(self.str_to_int), unk=UNK)
         ids = [self.str_to_int[s] for s in preprocessed]
         return ids
 
     def decode(self, ids: list[int]) -> str:
         missing = [i for i in ids if i not in self.int_to_str]
         if missing:
-            raise ValueError(f"no word has id {missing[0]}: ids run from 0 to {len(self.int_to_str) - 1}")
+            raise Problem("no word has id {id}: ids run from 0 to {last}", id=missing[0], last=len(self.int_to_str) - 1)
         text = " ".join([self.int_to_str[i] for i in ids])
         # Replace spaces before the specified punctuations
         text = re.sub(r'\s+([,.?!"()\'])', r"\1", text)
@@ -84,8 +86,8 @@ class SimpleTokenizerV2(SimpleTokenizerV1):
 
     def __init__(self, vocab: dict[str, int], pattern: str = BOOK_PATTERN):
         if UNK not in vocab:
-            raise ValueError(f"SimpleTokenizerV2 needs {UNK} in its vocabulary: build it with "
-                             f"build_vocab(text, specials=SPECIAL_TOKENS)")
+            raise Problem("SimpleTokenizerV2 needs {unk} in its vocabulary: build it with "
+                          "build_vocab(text, specials=SPECIAL_TOKENS)", unk=UNK)
         super().__init__(vocab, pattern)
 
     def encode(self, text: str) -> list[int]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attn_core.messages import Problem
 from attn_core.tracing.trace import Step, Trace
 
 # MultiHeadAttention records per-head queries/keys/values after its transpose.
@@ -170,7 +171,7 @@ def cell_story(trace: Trace, i: int, j: int, head: int = 0, batch: int = 0) -> C
     mask = head_matrix(trace, "mask", head, batch)
     n_q, n_k = weights.shape
     if not (0 <= i < n_q and 0 <= j < n_k):
-        raise ValueError(f"cell ({i}, {j}) is outside the {n_q} x {n_k} weights")
+        raise Problem("cell ({i}, {j}) is outside the {n_q} x {n_k} weights", i=i, j=j, n_q=n_q, n_k=n_k)
     q, k, v = q_all[i], k_all[j], v_all[j]
     dot = float(q @ k)
     d_k = int(k_all.shape[-1])

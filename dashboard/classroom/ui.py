@@ -21,6 +21,7 @@ from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
 from dashboard.classroom.charts import proof_chart, tally_chart
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, default_url, normalize_code
+from dashboard.i18n import message
 from dashboard.state.links import md_escape
 
 REFRESH_S = 1.0  # the teacher's tally: answers show within ~1 s (the goal is 2 s)
@@ -104,7 +105,7 @@ def ask_the_class(where, page: str, trace: Trace, labels: list[str], **options) 
             try:
                 _ask(page, menu[pick]())
             except ValueError as e:
-                st.warning(str(e))
+                st.warning(message(e))
     current = st.session_state.get("poll_current")
     if current and current.get("page") == page:
         with where.container(border=True, key=f"poll_panel_{page}"):
@@ -163,7 +164,7 @@ _live_tally = st.fragment(run_every=REFRESH_S)(_tally)
 def teacher_panel() -> None:
     """Code, link and QR code; the live tally; close / reveal / end; after the reveal the answer and its proof."""
     room, current = st.session_state["poll_room"], st.session_state["poll_current"]
-    code, seq, q = room["code"], current["seq"], Question.from_dict(current["question"])
+    code, seq, q = room["code"], current["seq"], Question.from_dict(current["question"]).in_words(message)
     msg = st.session_state.pop("poll_msg", None)
     if msg:
         st.warning(msg)
@@ -256,7 +257,7 @@ def _student_live(code: str, session: str) -> None:
     if poll is None:
         st.info(f"Class {code}: waiting for the teacher's first question…")
         return
-    q = Question.from_dict(poll.question)
+    q = Question.from_dict(poll.question).in_words(message)
     mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
     revealed = poll.state == "revealed"
     st.caption(f"Class {code} · question {poll.seq}")
