@@ -101,6 +101,7 @@ def _(msgid: str | Msg, /, **values: object) -> str:
     """``msgid`` in this run's language, its named placeholders filled from ``values``."""
     if isinstance(msgid, Msg):
         msgid, values = msgid.msgid, {**msgid.values, **values}
+    values = {k: _(v) if isinstance(v, Msg) else v for k, v in values.items()}  # a mask's name inside a note
     return fill(catalog(lang()).gettext(msgid), values)
 
 

@@ -184,7 +184,7 @@ def test_causal_off_with_a_window_hides_only_the_far_past():
     _, trace = run_attention(cfg, torch.randn(1, 5, 4))
     mask = head_matrix(trace, "mask", 0)
     assert np.array_equal(mask.astype(bool), causal_mask(5, causal=False, window=2).numpy())
-    assert "window 2, not causal" in trace["mask_bool"].note
+    assert "window 2, not causal" in str(trace["mask_bool"].note)
 
 # --- views for any shape --------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import MaskKind, causal_mask
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.tracing.trace import Trace, record
 
 MASK_METHODS = ("neg_inf", "renormalize")
@@ -106,7 +106,7 @@ def masked_softmax(
     record(trace, "attn_weights_zeroed", masked_simple)
     attn_weights = masked_simple / masked_simple.sum(dim=-1, keepdim=True)
     record(trace, "attn_weights", attn_weights,
-           note="renormalized: rows sum to 1 again, equal to softmax over the past keys only")
+           note=Msg("renormalized: rows sum to 1 again, equal to softmax over the past keys only"))
     return attn_weights
 
 
@@ -118,10 +118,10 @@ def record_dropout(trace: Trace | None, dropout: nn.Dropout, attn_weights: torch
         weights = trace.here("attn_weights").tensor  # before dropout
         dropout_mask = (attn_weights == 0) & (weights != 0)
         record(trace, "dropout_mask", dropout_mask, p=dropout.p)
-        note = (f"zeroed at random with p = {dropout.p:g}, survivors scaled by 1/(1-p) = "
-                f"{1 / (1 - dropout.p):.3g}; rows no longer sum to 1")
+        note = Msg("zeroed at random with p = {p:g}, survivors scaled by 1/(1-p) = {scale:.3g}; rows no longer sum "
+                   "to 1", p=dropout.p, scale=1 / (1 - dropout.p))
     else:
-        note = "dropout inactive (eval mode or p = 0): weights unchanged"
+        note = Msg("dropout inactive (eval mode or p = 0): weights unchanged")
     record(trace, "attn_weights_dropout", attn_weights, note=note, depth=2)
 
 
@@ -143,7 +143,7 @@ class SelfAttention_v1(nn.Module):
         record(trace, "keys", keys)
         record(trace, "values", values)
         attn_scores = queries @ keys.transpose(-2, -1)  # omega; book: keys.T for 2-d x
-        record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j)")
+        record(trace, "attn_scores", attn_scores, note=Msg("omega[i, j] = q(i) . k(j)"))
         attn_weights = masked_softmax(attn_scores, None, keys.shape[-1], trace=trace)
         context_vec = attn_weights @ values
         record(trace, "context_vec", context_vec)
@@ -168,7 +168,7 @@ class SelfAttention_v2(nn.Module):
         record(trace, "keys", keys)
         record(trace, "values", values)
         attn_scores = queries @ keys.transpose(-2, -1)  # book: keys.T for 2-d x
-        record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j)")
+        record(trace, "attn_scores", attn_scores, note=Msg("omega[i, j] = q(i) . k(j)"))
         attn_weights = masked_softmax(attn_scores, None, keys.shape[-1], trace=trace)
         context_vec = attn_weights @ values
         record(trace, "context_vec", context_vec)
@@ -202,7 +202,7 @@ class CausalAttention(nn.Module):
         record(trace, "keys", keys)
         record(trace, "values", values)
         attn_scores = queries @ keys.transpose(1, 2)  # (b, num_tokens, num_tokens)
-        record(trace, "attn_scores", attn_scores, note="omega[i, j] = q(i) . k(j), for every pair of tokens")
+        record(trace, "attn_scores", attn_scores, note=Msg("omega[i, j] = q(i) . k(j), for every pair of tokens"))
         mask_bool = self.mask.bool()[:num_tokens, :num_tokens] if self.causal or self.window else None
         record(trace, "mask_bool", mask_bool, **MaskKind.of(self.causal, self.window).fields())  # none: causal=False
         attn_weights = masked_softmax(attn_scores, mask_bool, keys.shape[-1], self.mask_method, trace)
@@ -240,8 +240,8 @@ class MultiHeadAttentionWrapper(nn.Module):
                 context_vecs.append(head(x, trace))
         context_vec = torch.cat(context_vecs, dim=-1)  # (b, num_tokens, num_heads * d_out)
         record(trace, "context_vec", context_vec, kind="output", axes=("b", "num_tokens", "num_heads * d_out"),
-               note=f"the {len(self.heads)} heads' context vectors side by side: width d_out x num_heads = "
-                    f"{context_vec.shape[-1]}")
+               note=Msg("the {num_heads} heads' context vectors side by side: width d_out x num_heads = {width}",
+                        num_heads=len(self.heads), width=context_vec.shape[-1]))
         return context_vec
 
 
@@ -310,7 +310,7 @@ class MultiHeadAttention(nn.Module):
         # Compute scaled dot-product attention (aka self-attention) with a causal mask
         attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
         record(trace, "attn_scores", attn_scores,
-               note="one batched matmul computes every head's num_tokens x num_tokens scores")
+               note=Msg("one batched matmul computes every head's num_tokens x num_tokens scores"))
 
         # Original mask truncated to the number of tokens and converted to boolean
         # (with a KV cache: the rows of this call's positions, over every cached key)
@@ -325,7 +325,7 @@ class MultiHeadAttention(nn.Module):
 
         # Shape: (b, num_heads, num_tokens, head_dim)
         context_vec = attn_weights @ values
-        record(trace, "context_vec", context_vec, note="each head's context vectors")
+        record(trace, "context_vec", context_vec, note=Msg("each head's context vectors"))
         # Shape: (b, num_tokens, num_heads, head_dim)
         context_vec = context_vec.transpose(1, 2)
         record(trace, "context_vec.transpose", context_vec)

@@ -20,7 +20,7 @@ import torch.nn as nn
 
 from attn_core.attention.classes import check_inputs, check_sizes
 from attn_core.attention.masks import causal_mask
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.tracing.trace import Trace, record, scope
 
 
@@ -183,14 +183,14 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
         record(trace, "mask_bool", mask_bool)
         attn_scores_scaled = assemble_tiles(trace, plan, q.shape[:2], "S", -torch.inf)
         record(trace, "attn_scores_scaled", attn_scores_scaled, d_k=head_dim, sqrt_d_k=head_dim**0.5,
-               note="for display only: the tiles' S blocks side by side, skipped tiles −∞ (never computed)")
+               note=Msg("for display only: the tiles' S blocks side by side, skipped tiles −∞ (never computed)"))
         attn_weights = weights_from_tiles(trace, plan, q.shape[:2])
         record(trace, "attn_weights", attn_weights,
-               note="for display only: each tile's P rescaled by exp(m_tile - m_final) / l_final (the tiled loop "
-                    "never holds this matrix)")
+               note=Msg("for display only: each tile's P rescaled by exp(m_tile - m_final) / l_final (the tiled "
+                        "loop never holds this matrix)"))
     record(trace, "context_vec", context_vec,
-           note=f"every query tile's accumulator divided by its running sum: {plan.num_computed} of "
-                f"{plan.num_tiles} tiles computed")
+           note=Msg("every query tile's accumulator divided by its running sum: {computed} of {tiles} tiles "
+                    "computed", computed=plan.num_computed, tiles=plan.num_tiles))
     return context_vec
 
 

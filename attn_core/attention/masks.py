@@ -77,46 +77,96 @@ class MaskKind:
     @property
     def name(self) -> str:
         """"causal", "causal, window 3", "causal, window 3 + 4 sinks", "window 3, not causal" or "none"."""
-        if self.window is None:
-            return "causal" if self.causal else "none"
-        band = f"window {self.window}" + (f" + {self.sinks} sink{'s' * (self.sinks != 1)}" if self.sinks else "")
-        return f"causal, {band}" if self.causal else f"{band}, not causal"
+        return str(self.name_msg)
+
+    @property
+    def name_msg(self) -> Msg:
+        """:attr:`name` as a message the pages translate."""
+        w, s = self.window, self.sinks
+        if w is None:
+            return Msg("causal") if self.causal else Msg("none")
+        if self.causal:
+            if not s:
+                return Msg("causal, window {window}", window=w)
+            if s == 1:
+                return Msg("causal, window {window} + 1 sink", window=w)
+            return Msg("causal, window {window} + {sinks} sinks", window=w, sinks=s)
+        if not s:
+            return Msg("window {window}, not causal", window=w)
+        if s == 1:
+            return Msg("window {window} + 1 sink, not causal", window=w)
+        return Msg("window {window} + {sinks} sinks, not causal", window=w, sinks=s)
 
     @property
     def where(self) -> str:
         """Where the hidden cells of a square mask lie: "above the diagonal", "above the diagonal and 3 or more
         below it", ... ("nowhere" without a mask)."""
-        if self.causal and self.window == 1 and not self.sinks:
-            return "everywhere but the diagonal"
-        parts = ["above the diagonal"] if self.causal else []
-        if self.window is not None:
-            far = f"{self.window} or more below it" if self.causal else f"{self.window} or more below the diagonal"
-            parts.append(far + (f" (except {_first(self.sinks)})" if self.sinks else ""))
-        return " and ".join(parts) or "nowhere"
+        return str(self.where_msg)
 
-    def fields(self) -> dict[str, str]:
+    @property
+    def where_msg(self) -> Msg:
+        """:attr:`where` as a message the pages translate."""
+        w, s = self.window, self.sinks
+        if self.causal and w == 1 and not s:
+            return Msg("everywhere but the diagonal")
+        if w is None:
+            return Msg("above the diagonal") if self.causal else Msg("nowhere")
+        if self.causal:
+            if not s:
+                return Msg("above the diagonal and {window} or more below it", window=w)
+            if s == 1:
+                return Msg("above the diagonal and {window} or more below it (except the first key)", window=w)
+            return Msg("above the diagonal and {window} or more below it (except the first {sinks} keys)", window=w,
+                       sinks=s)
+        if not s:
+            return Msg("{window} or more below the diagonal", window=w)
+        if s == 1:
+            return Msg("{window} or more below the diagonal (except the first key)", window=w)
+        return Msg("{window} or more below the diagonal (except the first {sinks} keys)", window=w, sinks=s)
+
+    def fields(self) -> dict[str, Msg]:
         """The mask's words as a recorded step's note fields (``{mask}``, ``{where}``)."""
-        return {"mask": self.name, "where": self.where}
+        return {"mask": self.name_msg, "where": self.where_msg}
 
     def sees(self, query: int) -> str:
         """Which keys query ``query`` (1-based, square mask) sees: "keys 1–6", "keys 4–6", "keys 1–2 and 5–6"."""
+        return str(self.sees_msg(query))
+
+    def sees_msg(self, query: int) -> Msg:
+        """:meth:`sees` as a message the pages translate."""
         if self.window is None:
-            return f"keys 1–{query}" if self.causal else "every key"
+            return Msg("keys 1–{query}", query=query) if self.causal else Msg("every key")
         first = max(query - self.window + 1, 1)
-        band = (f"only key {query}" if first == query else f"keys {first}–{query}") if self.causal \
-            else f"keys {first} and after"
         sinks = min(self.sinks, first - 1)
-        return band if sinks == 0 else f"{_first(sinks)} (sinks) and {band.removeprefix('only ')}"
+        if not self.causal:
+            if sinks == 0:
+                return Msg("keys {first} and after", first=first)
+            if sinks == 1:
+                return Msg("the first key (sinks) and keys {first} and after", first=first)
+            return Msg("the first {sinks} keys (sinks) and keys {first} and after", sinks=sinks, first=first)
+        if first == query:
+            if sinks == 0:
+                return Msg("only key {query}", query=query)
+            if sinks == 1:
+                return Msg("the first key (sinks) and key {query}", query=query)
+            return Msg("the first {sinks} keys (sinks) and key {query}", sinks=sinks, query=query)
+        if sinks == 0:
+            return Msg("keys {first}–{query}", first=first, query=query)
+        if sinks == 1:
+            return Msg("the first key (sinks) and keys {first}–{query}", first=first, query=query)
+        return Msg("the first {sinks} keys (sinks) and keys {first}–{query}", sinks=sinks, first=first, query=query)
 
     def why_hidden(self, query: int, key: int) -> str:
         """Why key ``key`` is hidden from query ``query`` (both 1-based, square mask); "" if it is not."""
+        msg = self.why_hidden_msg(query, key)
+        return "" if msg is None else str(msg)
+
+    def why_hidden_msg(self, query: int, key: int) -> Msg | None:
+        """:meth:`why_hidden` as a message the pages translate (None: the key is not hidden)."""
         if self.causal and key > query:
-            return f"key {key} comes after query {query} (causal: no token sees the future)"
+            return Msg("key {key} comes after query {query} (causal: no token sees the future)", key=key, query=query)
         if self.window is not None and key <= query - self.window and key > self.sinks:
-            return (f"key {key} is {query - key} tokens before query {query}, outside its window of {self.window} "
-                    f"(query {query} sees {self.sees(query)})")
-        return ""
-
-
-def _first(n: int) -> str:
-    return "the first key" if n == 1 else f"the first {n} keys"
+            return Msg("key {key} is {distance} tokens before query {query}, outside its window of {window} "
+                       "(query {query} sees {sees})", key=key, distance=query - key, query=query,
+                       window=self.window, sees=self.sees_msg(query))
+        return None

@@ -15,7 +15,7 @@ import torch.nn as nn
 from attn_core.attention.classes import check_inputs, check_sizes, fused_attention, masked_softmax, record_dropout
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import MaskKind, causal_mask
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.tracing.trace import Trace, record
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")  # the axes of grouped K/V tensors
@@ -55,7 +55,7 @@ def attend(module: nn.Module, queries: torch.Tensor, keys: torch.Tensor, values:
     record_dropout(trace, module.dropout, attn_weights)
 
     context_vec = attn_weights @ values  # Shape: (b, num_heads, num_tokens, head_dim)
-    record(trace, "context_vec", context_vec, note="each head's context vectors")
+    record(trace, "context_vec", context_vec, note=Msg("each head's context vectors"))
     context_vec = context_vec.transpose(1, 2)  # Shape: (b, num_tokens, num_heads, head_dim)
     record(trace, "context_vec.transpose", context_vec)
     context_vec = context_vec.contiguous().view(b, num_tokens, module.d_out)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.tracing.trace import Trace, record
 
 NORMALIZATIONS = ("softmax", "softmax_naive", "sum")
@@ -45,8 +45,8 @@ def simplified_attention(
         raise Problem("simplified attention needs inputs of shape (num_tokens, d) or (b, num_tokens, d) "
                       "with at least one token; got {shape}", shape=tuple(inputs.shape))
     attn_scores = inputs @ inputs.transpose(-2, -1)  # (.., num_tokens, num_tokens); book: inputs @ inputs.T
-    record(trace, "attn_scores", attn_scores, note="omega[i, j] = x(i) . x(j): how similar token j is to query i")
-    normalized = "each row normalized to sum to 1"
+    record(trace, "attn_scores", attn_scores, note=Msg("omega[i, j] = x(i) . x(j): how similar token j is to query i"))
+    normalized = Msg("each row normalized to sum to 1")
     if normalize == "softmax":
         attn_weights = torch.softmax(attn_scores, dim=-1)
         record(trace, "attn_weights", attn_weights, note=normalized)
@@ -58,5 +58,5 @@ def simplified_attention(
         record(trace, "attn_weights", attn_weights, note=normalized)
     all_context_vecs = attn_weights @ inputs  # (.., num_tokens, d)
     record(trace, "context_vec", all_context_vecs,
-           note="z(i) = sum_j alpha[i, j] x(j): a weighted mix of all inputs")
+           note=Msg("z(i) = sum_j alpha[i, j] x(j): a weighted mix of all inputs"))
     return SimplifiedAttention(attn_scores, attn_weights, all_context_vecs)

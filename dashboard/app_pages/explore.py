@@ -28,6 +28,7 @@ from dashboard.drawing.matrices import show_matrix, show_panels
 from dashboard.drawing.present import dark, ink, presenting
 from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.i18n import _
 from dashboard.state import models
 from dashboard.state.controls import MASK_NAMES, Settings, settings
 from dashboard.state.links import md_escape, sentence
@@ -79,7 +80,8 @@ def qkv_section(v: View) -> None:
 
 def scores_section(v: View) -> None:
     mk = v.run.cfg.mask_kind  # what the mask is (causal, window W, ...): attn_core/attention/masks.py words it
-    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mk.name})"),
+    mask_name, mask_where = _(mk.name_msg), _(mk.where_msg)
+    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mask_name})"),
                    ("scaled_scores", "scaled scores  ÷ √d_k")]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
@@ -93,14 +95,14 @@ def scores_section(v: View) -> None:
                     ("weights", "÷ row sum = the weights")]
     renormalized = v.mat("unmasked_weights") is not None
     st.caption("Diverging colours centred on 0: blue is negative, orange positive. " + (
-        f"The renormalize method masks nothing before softmax: it sees every score, and the hidden keys ({mk.where}) "
+        f"The renormalize method masks nothing before softmax: it sees every score, and the hidden keys ({mask_where}) "
         "are zeroed after it (below)." if renormalized
-        else f"Grey cells marked −∞ are masked ({mk.name} mask: {mk.where})." if mask is not None else ""))
+        else f"Grey cells marked −∞ are masked ({mask_name} mask: {mask_where})." if mask is not None else ""))
     weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None] if renormalized else []
     if mask is None:
         return
     c_mask, c_rest = st.columns([1, 2])
-    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title=f"mask: {mk.name} (1 = hidden)",
+    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title=f"mask: {mask_name} (1 = hidden)",
                 max_px=fit(cap(220), v.labels, [1, 2], 0, legend=False),  # its legend is below
                 cache_key=(v.run.key, "mask"))
     if weight_mats:

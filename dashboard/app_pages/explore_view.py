@@ -12,6 +12,7 @@ from attn_core import AttentionConfig
 from attn_core.attention.masks import MaskKind
 from attn_core.tracing.views import CellStory, cell_story, head_matrix, kv_head
 from dashboard.drawing.chart_cache import memo
+from dashboard.i18n import _
 from dashboard.state import models
 from dashboard.state.compute import Run
 from dashboard.state.controls import MASK_NAMES, Settings
@@ -71,7 +72,7 @@ def mask_words(cfg: AttentionConfig) -> str:
     spec, mk = cfg.spec, cfg.mask_kind
     words = ""
     if spec.masks:
-        words = (f" · mask: **{mk.name}** ({MASK_NAMES[cfg.mask_method]})" if mk.hides_anything
+        words = (f" · mask: **{_(mk.name_msg)}** ({MASK_NAMES[cfg.mask_method]})" if mk.hides_anything
                  else " · **no mask** (causal off)")
     if spec.uses("qkv_bias") and cfg.qkv_bias:
         words += " · q/k/v biases"
@@ -117,7 +118,8 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
 def step3(story: CellStory, mk: MaskKind) -> str:
     """The cell story's masking / softmax step, in the words of the method that ran and of the mask it used."""
     i, j, n = story.i + 1, story.j + 1, story.row_scaled.size
-    why = mk.why_hidden(i, j) or f"key {j} is hidden from query {i}"  # the mask's own words
+    why = mk.why_hidden_msg(i, j)  # the mask's own words
+    why = _(why) if why is not None else f"key {j} is hidden from query {i}"
     hidden = "the future" if mk == MaskKind() else "the hidden keys"
     if story.renormalized:
         if story.masked:

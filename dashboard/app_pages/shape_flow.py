@@ -22,6 +22,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px, fit
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.i18n import _
 from dashboard.state import models
 from dashboard.state.controls import Settings, settings
 from dashboard.state.links import md_escape, plural
@@ -105,7 +106,7 @@ def step_view(s: Settings) -> None:
             change = ("same shape" if before.shape == step.shape
                       else f"{shape_text(before)} → {shape_text(step)}")
             st.markdown(f"**Before this step** {what}: {change}")
-        st.markdown(f"**Why:** {step.note}")
+        st.markdown(f"**Why:** {_(step.note)}")
         st.markdown(f"**Contiguous:** {'yes' if step.contiguous else 'no'} · **strides** {step.stride}")
         if not step.contiguous:
             st.caption("Not contiguous: the elements are not in row-major order for this shape, so `.view` "
