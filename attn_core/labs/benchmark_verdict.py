@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from attn_core.messages import Problem
+from attn_core.messages import N_, Msg, Problem
 
 MIN_DIFFERENCE = 0.05  # medians closer than 5% are "the same" whatever the spread: nobody should act on less
 NOISY_IQR = 0.25  # a time whose middle half of repeats spans more than 25% of its median is too noisy to trust
@@ -52,13 +52,19 @@ class Comparison:
 
     def sentence(self) -> str:
         """One sentence from the numbers: which took less time, by how much, or that the difference is noise."""
-        times = f"{self.ms_a:.3g} ms vs {self.ms_b:.3g} ms"
-        band = f"per-round ratio {self.low:.2f}–{self.high:.2f}"
+        return str(self.sentence_msg())
+
+    def sentence_msg(self) -> Msg:
+        """:meth:`sentence` as a message the pages translate."""
+        numbers = {"a": self.a, "b": self.b, "ms_a": self.ms_a, "ms_b": self.ms_b, "low": self.low, "high": self.high}
         if self.outcome == "same":
-            return f"{self.a} and {self.b} took the same time within noise ({times}; {band})."
-        factor = 1 / self.ratio if self.outcome == "faster" else self.ratio
-        word = "faster" if self.outcome == "faster" else "slower"
-        return f"{self.a} was {factor:.2f}× {word} than {self.b} ({times}; {band})."
+            return Msg("{a} and {b} took the same time within noise ({ms_a:.3g} ms vs {ms_b:.3g} ms; per-round ratio "
+                       "{low:.2f}–{high:.2f}).", **numbers)
+        if self.outcome == "faster":
+            return Msg("{a} was {factor:.2f}× faster than {b} ({ms_a:.3g} ms vs {ms_b:.3g} ms; per-round ratio "
+                       "{low:.2f}–{high:.2f}).", factor=1 / self.ratio, **numbers)
+        return Msg("{a} was {factor:.2f}× slower than {b} ({ms_a:.3g} ms vs {ms_b:.3g} ms; per-round ratio "
+                   "{low:.2f}–{high:.2f}).", factor=self.ratio, **numbers)
 
 
 def compare(a: str, a_times: Sequence[float], b: str, b_times: Sequence[float]) -> Comparison:
@@ -85,7 +91,11 @@ class Verdict:
     fastest: str
     ties: tuple[str, ...]  # within noise of the fastest
     noisy: tuple[str, ...]  # middle half of the repeats wider than NOISY_IQR, or fewer than 3 repeats
-    text: str
+    sentences: tuple[Msg, ...]  # each a whole sentence; pages translate each and join them
+
+    @property
+    def text(self) -> str:
+        return " ".join(map(str, self.sentences))
 
 
 def verdict(times: Mapping[str, Sequence[float]]) -> Verdict:
@@ -97,24 +107,25 @@ def verdict(times: Mapping[str, Sequence[float]]) -> Verdict:
     ties = tuple(n for n in sorted(medians, key=medians.get) if n != fastest
                  and compare(n, times[n], fastest, times[fastest]).outcome == "same")
     noisy = tuple(n for n, ts in times.items() if len(ts) < 3 or relative_noise(ts) > NOISY_IQR)
-    text = f"Fastest: {fastest} ({medians[fastest]:.3g} ms)."
+    sentences = [Msg("Fastest: {fastest} ({ms:.3g} ms).", fastest=fastest, ms=medians[fastest])]
     if ties:
-        text += f" Within noise of it: {', '.join(ties)}."
+        sentences.append(Msg("Within noise of it: {ties}.", ties=", ".join(ties)))
     if noisy:
-        text += (f" Too noisy to rank: {', '.join(noisy)} (their repeats varied by more than {NOISY_IQR:.0%} of the "
-                 "median, or fewer than 3 fit the budget).")
-    return Verdict(fastest, ties, noisy, text)
+        sentences.append(Msg("Too noisy to rank: {noisy} (their repeats varied by more than {iqr:.0%} of the median, "
+                             "or fewer than 3 fit the budget).", noisy=", ".join(noisy), iqr=NOISY_IQR))
+    return Verdict(fastest, ties, noisy, tuple(sentences))
 
 
 # Each reason the page gives for a speed-up, as (the faster one, the slower one, the reason).
 REASONS = (
     ("MultiHeadAttention (explicit)", "MultiHeadAttentionWrapper",
-     "**One matmul for all heads.** The wrapper runs one small `CausalAttention` per head, one after the other; "
-     "`MultiHeadAttention` projects all heads with one big matmul and computes every head's scores with one "
-     "batched matmul (`queries @ keys.transpose(2, 3)`)."),
+     N_("**One matmul for all heads.** The wrapper runs one small `CausalAttention` per head, one after the other; "
+        "`MultiHeadAttention` projects all heads with one big matmul and computes every head's scores with one "
+        "batched matmul (`queries @ keys.transpose(2, 3)`).")),
     ("MultiHeadAttention (efficient)", "MultiHeadAttention (explicit)",
-     "**Fused kernels.** `scaled_dot_product_attention` does scaling, masking, softmax and the weighted sum in one "
-     "kernel (FlashAttention or memory-efficient attention on GPUs), instead of one pass over memory per step."),
+     N_("**Fused kernels.** `scaled_dot_product_attention` does scaling, masking, softmax and the weighted sum in "
+        "one kernel (FlashAttention or memory-efficient attention on GPUs), instead of one pass over memory per "
+        "step.")),
 )
 
 
@@ -123,6 +134,11 @@ def explain(groups: Mapping[str, Mapping[str, Sequence[float]]]) -> list[str]:
 
     ``groups`` maps a label (a size and pass) to each implementation's repeats. A reason whose pair was not
     measured is left out; one the run contradicts says so, and one within noise says that the saving did not show."""
+    return [" ".join(map(str, paragraph)) for paragraph in explain_msg(groups)]
+
+
+def explain_msg(groups: Mapping[str, Mapping[str, Sequence[float]]]) -> list[list[Msg]]:
+    """:func:`explain` as messages: one list of whole sentences per reason, for the page to translate and join."""
     out = []
     for fast, slow, reason in REASONS:
         found = []
@@ -131,17 +147,18 @@ def explain(groups: Mapping[str, Mapping[str, Sequence[float]]]) -> list[str]:
                 found.append((label, compare(fast, times[fast], slow, times[slow])))
         if not found:
             continue
-        lines = []
+        lines = [Msg(reason), Msg("**Measured in this run:**")]
         for label, c in found:
             if c.outcome == "faster":
-                lines.append(f"{label}: as expected, {c.sentence()}")
+                lines.append(Msg("{label}: as expected, {comparison}", label=label, comparison=c.sentence_msg()))
             elif c.outcome == "same":
-                lines.append(f"{label}: no measurable gain here. {c.sentence()} At this size the saving is smaller "
-                             "than the machine's noise.")
+                lines.append(Msg("{label}: no measurable gain here. {comparison} At this size the saving is smaller "
+                                 "than the machine's noise.", label=label, comparison=c.sentence_msg()))
             else:
-                lines.append(f"{label}: **the opposite of the reason above.** {c.sentence()} At this size the "
-                             "overhead it removes is not what the time is spent on.")
-        out.append(reason + " **Measured in this run:** " + " ".join(lines))
+                lines.append(Msg("{label}: **the opposite of the reason above.** {comparison} At this size the "
+                                 "overhead it removes is not what the time is spent on.", label=label,
+                                 comparison=c.sentence_msg()))
+        out.append(lines)
     return out
 
 
@@ -166,21 +183,31 @@ def noisy_rows(rows: Iterable[dict]) -> list[dict]:
 def describe_scaling(rows: Iterable[dict], implementation: str = "MultiHeadAttention (explicit)") -> str:
     """One or two sentences, written from the measured time-vs-T rows: how ``implementation``'s ratio
     to raw SDPA changed from the smallest to the largest T, and whether its times grew steadily."""
+    return " ".join(map(str, describe_scaling_msg(rows, implementation)))
+
+
+def describe_scaling_msg(rows: Iterable[dict], implementation: str = "MultiHeadAttention (explicit)") -> list[Msg]:
+    """:func:`describe_scaling` as whole sentences the page translates."""
     mine = sorted((r for r in rows if r["implementation"] == implementation and r.get("ratio_to_sdpa")),
                   key=lambda r: r["num_tokens"])
     if len(mine) < 2:
-        return f"Too few sizes were measured for {implementation} to say how it scales."
+        return [Msg("Too few sizes were measured for {implementation} to say how it scales.",
+                    implementation=implementation)]
     first, last = mine[0], mine[-1]
     a, b = first["ratio_to_sdpa"], last["ratio_to_sdpa"]
-    span = f"{a:.2f}× raw SDPA at T = {first['num_tokens']} and {b:.2f}× at T = {last['num_tokens']}"
+    span = {"implementation": implementation, "a": a, "t_first": first["num_tokens"], "b": b,
+            "t_last": last["num_tokens"]}
     if b > 1.15 * a:
-        text = f"In this run {implementation} took {span}: it falls further behind as T grows."
+        text = [Msg("In this run {implementation} took {a:.2f}× raw SDPA at T = {t_first} and {b:.2f}× at "
+                    "T = {t_last}: it falls further behind as T grows.", **span)]
     elif b < a / 1.15:
-        text = f"In this run {implementation} took {span}: the gap shrank, unlike the expected T² trend."
+        text = [Msg("In this run {implementation} took {a:.2f}× raw SDPA at T = {t_first} and {b:.2f}× at "
+                    "T = {t_last}: the gap shrank, unlike the expected T² trend.", **span)]
     else:
-        text = f"In this run {implementation} took {span}: no clear trend."
+        text = [Msg("In this run {implementation} took {a:.2f}× raw SDPA at T = {t_first} and {b:.2f}× at "
+                    "T = {t_last}: no clear trend.", **span)]
     times = [r["ms"] for r in mine]
     if any(t2 < t1 for t1, t2 in zip(times, times[1:])):
-        text += (" Its time did not grow steadily with T (a longer input ran faster), so the machine was busy "
-                 "during this run: run it again before drawing conclusions.")
+        text.append(Msg("Its time did not grow steadily with T (a longer input ran faster), so the machine was busy "
+                        "during this run: run it again before drawing conclusions."))
     return text

@@ -9,7 +9,7 @@ import torch
 
 from attn_core.attention.classes import MultiHeadAttention, MultiHeadAttentionWrapper, masked_softmax
 from attn_core.attention.masks import causal_mask
-from attn_core.messages import Problem
+from attn_core.messages import N_, Msg, Problem
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -30,17 +30,17 @@ def mask_renormalize(attn_scores: torch.Tensor, d_k: int) -> torch.Tensor:
 class Variant:
     """One way of masking: its weights, the code, and what is right or wrong with it."""
 
-    name: str
+    name: str  # a msgid (N_) that also names the variant in links and questions
     code: str
     weights: torch.Tensor
-    verdict: str
+    verdict: Msg
     correct: bool
     future_weight: float  # largest weight on a future key
     row_sum_error: float  # largest |row sum - 1|
     min_weight: float  # most negative weight
 
 
-def _variant(name: str, code: str, weights: torch.Tensor, verdict: str, correct: bool) -> Variant:
+def _variant(name: str, code: str, weights: torch.Tensor, verdict: Msg, correct: bool) -> Variant:
     w = weights.detach().float()
     mask = causal_mask(w.shape[-1], device=w.device)
     future = float(w.masked_select(mask).abs().max()) if mask.any() else 0.0
@@ -58,26 +58,26 @@ def masking_variants(attn_scores: torch.Tensor, d_k: int) -> list[Variant]:
     no_renorm = torch.softmax(scaled, dim=-1).masked_fill(mask, 0.0)
     big_negative = torch.softmax(attn_scores.masked_fill(mask, -1e9) / d_k**0.5, dim=-1)
     return [
-        _variant("−∞ before softmax", "attn_scores.masked_fill_(mask, -torch.inf)\n"
+        _variant(N_("−∞ before softmax"), "attn_scores.masked_fill_(mask, -torch.inf)\n"
                  "torch.softmax(attn_scores / d_k**0.5, dim=-1)", mask_neg_inf(attn_scores, d_k),
-                 "Correct: exp(−∞) = 0, so future keys get exactly zero weight.", True),
-        _variant("softmax, zero, renormalize", "w = torch.softmax(attn_scores / d_k**0.5, dim=-1)\n"
+                 Msg("Correct: exp(−∞) = 0, so future keys get exactly zero weight."), True),
+        _variant(N_("softmax, zero, renormalize"), "w = torch.softmax(attn_scores / d_k**0.5, dim=-1)\n"
                  "w = w.masked_fill(mask, 0.0)\nw / w.sum(dim=-1, keepdim=True)", mask_renormalize(attn_scores, d_k),
-                 "Correct: renormalizing leaves softmax over the past keys only (no leak).", True),
-        _variant("mistake: zeros in the scores", "attn_scores.masked_fill(mask, 0.0)  # not -inf\n"
+                 Msg("Correct: renormalizing leaves softmax over the past keys only (no leak)."), True),
+        _variant(N_("mistake: zeros in the scores"), "attn_scores.masked_fill(mask, 0.0)  # not -inf\n"
                  "torch.softmax(attn_scores / d_k**0.5, dim=-1)", zero_scores,
-                 "Wrong: a score of 0 is not 'nothing': exp(0) = 1, so future tokens still get weight.", False),
-        _variant("mistake: renormalize raw scores", "s = attn_scores.masked_fill(mask, 0.0)\n"
+                 Msg("Wrong: a score of 0 is not 'nothing': exp(0) = 1, so future tokens still get weight."), False),
+        _variant(N_("mistake: renormalize raw scores"), "s = attn_scores.masked_fill(mask, 0.0)\n"
                  "s / s.sum(dim=-1, keepdim=True)  # no softmax", raw_renorm,
-                 "Wrong: raw scores can be negative, so 'weights' can be negative or explode.", False),
-        _variant("mistake: no renormalization", "w = torch.softmax(attn_scores / d_k**0.5, dim=-1)\n"
+                 Msg("Wrong: raw scores can be negative, so 'weights' can be negative or explode."), False),
+        _variant(N_("mistake: no renormalization"), "w = torch.softmax(attn_scores / d_k**0.5, dim=-1)\n"
                  "w.masked_fill(mask, 0.0)  # rows no longer sum to 1", no_renorm,
-                 "Wrong: rows sum to less than 1, so context vectors shrink for early tokens.", False),
-        _variant("large negative instead of −∞", "attn_scores.masked_fill(mask, -1e9)\n"
+                 Msg("Wrong: rows sum to less than 1, so context vectors shrink for early tokens."), False),
+        _variant(N_("large negative instead of −∞"), "attn_scores.masked_fill(mask, -1e9)\n"
                  "torch.softmax(attn_scores / d_k**0.5, dim=-1)", big_negative,
-                 "Works in float32 (exp(−1e9) underflows to 0) and keeps fully masked rows finite; "
-                 "but −1e9 does not fit in float16 (max 65504): `masked_fill` raises an error (the precision "
-                 "table below), and a too-small number leaks.", True),
+                 Msg("Works in float32 (exp(−1e9) underflows to 0) and keeps fully masked rows finite; "
+                     "but −1e9 does not fit in float16 (max 65504): `masked_fill` raises an error (the precision "
+                     "table below), and a too-small number leaks."), True),
     ]
 
 

@@ -18,15 +18,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attn_core.messages import Problem
+from attn_core.messages import N_, Msg, Problem
 
 SCORE_NAMES = ("previous_token", "induction", "first_token", "mean_distance", "entropy")
-SCORE_TITLES = {"previous_token": "previous-token", "induction": "induction", "first_token": "first-token",
-                "mean_distance": "mean distance", "entropy": "entropy"}
+SCORE_TITLES = {"previous_token": N_("previous-token"), "induction": N_("induction"), "first_token": N_("first-token"),
+                "mean_distance": N_("mean distance"), "entropy": N_("entropy")}
 # A head gets a name when its score reaches this (the verdict's pattern scores, 0-1).
 PATTERN_THRESHOLDS = {"induction": 0.4, "previous_token": 0.4, "first_token": 0.5}
-PATTERN_NAMES = {"induction": "induction head", "previous_token": "previous-token head",
-                 "first_token": "first-token (sink) head"}
+PATTERN_NAMES = {"induction": N_("induction head"), "previous_token": N_("previous-token head"),
+                 "first_token": N_("first-token (sink) head")}
+PATTERN_LINES = {  # a head's verdict with its pattern, one whole sentence per pattern
+    "induction": N_("layer {layer} head {head}: induction head, {score:.2f}"),
+    "previous_token": N_("layer {layer} head {head}: previous-token head, {score:.2f}"),
+    "first_token": N_("layer {layer} head {head}: first-token (sink) head, {score:.2f}"),
+}
 
 
 def _check(weights: np.ndarray) -> np.ndarray:
@@ -113,6 +118,12 @@ def head_scores(weights: np.ndarray, tokens: Sequence[int] | None = None) -> dic
 
 def verdict(scores: dict[str, np.ndarray], layer: int, head: int) -> tuple[str, str, float]:
     """(pattern key or "", plain words, score) for one head: the pattern score furthest above its threshold."""
+    key, words, value = verdict_msg(scores, layer, head)
+    return key, str(words), value
+
+
+def verdict_msg(scores: dict[str, np.ndarray], layer: int, head: int) -> tuple[str, Msg, float]:
+    """:func:`verdict` with its words as a message the pages translate."""
     best, best_margin = "", 0.0
     for name, threshold in PATTERN_THRESHOLDS.items():
         value = float(scores[name][layer, head])
@@ -120,22 +131,27 @@ def verdict(scores: dict[str, np.ndarray], layer: int, head: int) -> tuple[str, 
             best, best_margin = name, value - threshold
     if best:
         value = float(scores[best][layer, head])
-        return best, f"layer {layer + 1} head {head + 1}: {PATTERN_NAMES[best]}, {value:.2f}", value
+        return best, Msg(PATTERN_LINES[best], layer=layer + 1, head=head + 1, score=value), value
     dist = float(scores["mean_distance"][layer, head])
     ent = float(scores["entropy"][layer, head])
-    return "", (f"layer {layer + 1} head {head + 1}: no clear pattern (entropy {ent:.2f}, "
-                f"distance {dist:.1f})"), float("nan")
+    return "", Msg("layer {layer} head {head}: no clear pattern (entropy {entropy:.2f}, distance {distance:.1f})",
+                   layer=layer + 1, head=head + 1, entropy=ent, distance=dist), float("nan")
 
 
 def verdicts(scores: dict[str, np.ndarray]) -> list[str]:
     """One line per head, layer by layer."""
+    return [str(m) for m in verdicts_msg(scores)]
+
+
+def verdicts_msg(scores: dict[str, np.ndarray]) -> list[Msg]:
+    """:func:`verdicts` as messages the pages translate."""
     n_layers, n_heads = scores["entropy"].shape
-    return [verdict(scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
+    return [verdict_msg(scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
 
 
 # What the model view calls a head (``head_type``): a named pattern first, else by where and how widely it looks.
-HEAD_TYPES = {"previous_token": "previous-token", "first_token": "first-token (sink)", "induction": "induction",
-              "local": "local", "broad": "broad", "": "mixed"}
+HEAD_TYPES = {"previous_token": N_("previous-token"), "first_token": N_("first-token (sink)"),
+              "induction": N_("induction"), "local": N_("local"), "broad": N_("broad"), "": N_("mixed")}
 LOCAL_DISTANCE = 3.0  # tokens: a head whose attention sits this close to the query on average is local
 BROAD_ENTROPY = 0.7  # of a uniform causal row's entropy: a head spreading at least this much is broad
 

@@ -21,7 +21,7 @@ from attn_core.attention.classes import (
     SelfAttention_v2,
 )
 from attn_core.attention.simplified import simplified_attention, softmax_naive
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 
 ATOL = 1e-4  # the book prints 4 decimals
 
@@ -70,12 +70,12 @@ class BookStep:
 
     key: str
     section: str
-    title: str
+    title: Msg  # words: str() is the English, pages translate them
     code: str
-    explanation: str
+    explanation: Msg
     value: torch.Tensor
     printed: torch.Tensor | None  # None for the user's own inputs, or where the book's value is version-dependent
-    check: str  # what "agrees" means for this step
+    check: Msg  # what "agrees" means for this step
 
     @property
     def agrees(self) -> bool | None:
@@ -108,42 +108,45 @@ def book_walkthrough(inputs: torch.Tensor | None = None) -> list[BookStep]:
     batch = torch.stack((x, x))  # (2, num_tokens, 3), as in the book
     steps: list[BookStep] = []
 
-    def add(key, section, title, code, explanation, value, check="equal to 4 decimals", printed_ok=True):
+    def add(key, section, title, code, explanation, value, check=None, printed_ok=True):
+        check = Msg("equal to 4 decimals") if check is None else check
         printed = torch.tensor(PRINTED[key]) if book and printed_ok and key in PRINTED else None
         steps.append(BookStep(key, section, title, code, explanation, value.detach(), printed, check))
 
     with torch.no_grad():
         simple = {n: simplified_attention(x, n) for n in ("sum", "softmax_naive", "softmax")}
-        add("scores_2", "3.3.1", f"Dot products with query x({i + 1})",
+        add("scores_2", "3.3.1", Msg("Dot products with query x({query})", query=i + 1),
             f"query = inputs[{i}]\nattn_scores_2 = torch.empty(inputs.shape[0])\n"
             "for i, x_i in enumerate(inputs):\n    attn_scores_2[i] = torch.dot(x_i, query)",
-            "Each score says how well an input token matches the query: a dot product.", simple["softmax"].scores[i])
-        add("sum_2", "3.3.1", "Normalize by the sum", "attn_weights_2_tmp = attn_scores_2 / attn_scores_2.sum()",
-            "Weights that sum to 1, but a simple sum misbehaves with negative or extreme scores.",
+            Msg("Each score says how well an input token matches the query: a dot product."),
+            simple["softmax"].scores[i])
+        add("sum_2", "3.3.1", Msg("Normalize by the sum"), "attn_weights_2_tmp = attn_scores_2 / attn_scores_2.sum()",
+            Msg("Weights that sum to 1, but a simple sum misbehaves with negative or extreme scores."),
             simple["sum"].weights[i])
-        add("naive_2", "3.3.1", "Naive softmax",
+        add("naive_2", "3.3.1", Msg("Naive softmax"),
             "def softmax_naive(x):\n    return torch.exp(x) / torch.exp(x).sum(dim=0)",
-            "Softmax keeps every weight positive and emphasises large scores.", simple["softmax_naive"].weights[i])
-        add("softmax_2", "3.3.1", "torch.softmax", "attn_weights_2 = torch.softmax(attn_scores_2, dim=0)",
-            "PyTorch's softmax: the same numbers, and stable for large inputs.", simple["softmax"].weights[i])
+            Msg("Softmax keeps every weight positive and emphasises large scores."), simple["softmax_naive"].weights[i])
+        add("softmax_2", "3.3.1", Msg("torch.softmax"), "attn_weights_2 = torch.softmax(attn_scores_2, dim=0)",
+            Msg("PyTorch's softmax: the same numbers, and stable for large inputs."), simple["softmax"].weights[i])
         big = torch.tensor([1000.0, 1001.0])
         overflow = torch.stack([softmax_naive(big), torch.softmax(big, dim=0)])
-        steps.append(BookStep("overflow", "3.3.1", "Naive softmax overflows",
+        steps.append(BookStep("overflow", "3.3.1", Msg("Naive softmax overflows"),
                               "softmax_naive(torch.tensor([1000., 1001.]))  # exp(1000) = inf\n"
                               "torch.softmax(torch.tensor([1000., 1001.]), dim=0)",
-                              "exp(1000) is inf in float32, and inf / inf is NaN; torch.softmax subtracts the "
-                              "maximum first, so it stays finite.", overflow,
+                              Msg("exp(1000) is inf in float32, and inf / inf is NaN; torch.softmax subtracts "
+                                  "the maximum first, so it stays finite."), overflow,
                               torch.tensor([[float("nan"), float("nan")], [0.2689, 0.7311]]),
-                              "first row NaN, second row finite"))
-        add("z_2", "3.3.1", f"Context vector z({i + 1})",
+                              Msg("first row NaN, second row finite")))
+        add("z_2", "3.3.1", Msg("Context vector z({query})", query=i + 1),
             "context_vec_2 = torch.zeros(query.shape)\nfor i, x_i in enumerate(inputs):\n"
             "    context_vec_2 += attn_weights_2[i] * x_i",
-            "The weighted sum of all inputs: what the query token 'sees'.", simple["softmax"].context[i])
-        add("weights", "3.3.2", "All attention weights",
+            Msg("The weighted sum of all inputs: what the query token 'sees'."), simple["softmax"].context[i])
+        add("weights", "3.3.2", Msg("All attention weights"),
             "attn_scores = inputs @ inputs.T\nattn_weights = torch.softmax(attn_scores, dim=-1)",
-            "One matrix multiplication gives every score; each row is softmax-normalized.", simple["softmax"].weights)
-        add("context", "3.3.2", "All context vectors", "all_context_vecs = attn_weights @ inputs",
-            "Every token's context vector at once.", simple["softmax"].context)
+            Msg("One matrix multiplication gives every score; each row is softmax-normalized."),
+            simple["softmax"].weights)
+        add("context", "3.3.2", Msg("All context vectors"), "all_context_vecs = attn_weights @ inputs",
+            Msg("Every token's context vector at once."), simple["softmax"].context)
 
         sa_v1 = _seeded(123, lambda: SelfAttention_v1(3, 2))
         query_2 = x[i] @ sa_v1.W_query
@@ -151,57 +154,57 @@ def book_walkthrough(inputs: torch.Tensor | None = None) -> list[BookStep]:
         values = x @ sa_v1.W_value
         attn_scores_2 = query_2 @ keys.T
         attn_weights_2 = torch.softmax(attn_scores_2 / keys.shape[-1] ** 0.5, dim=-1)
-        add("query_2", "3.4.1", "Trainable weights: query_2 (seed 123)",
+        add("query_2", "3.4.1", Msg("Trainable weights: query_2 (seed 123)"),
             "torch.manual_seed(123)\nW_query = torch.nn.Parameter(torch.rand(d_in, d_out), requires_grad=False)\n"
-            "query_2 = x_2 @ W_query", "Queries, keys and values are projections by trainable matrices.", query_2)
-        add("v1_scores_2", "3.4.1", "Scores of query 2 against every key", "attn_scores_2 = query_2 @ keys.T",
-            "The same dot products, now between a query and keys.", attn_scores_2)
-        add("v1_weights_2", "3.4.1", "Scaled softmax",
+            "query_2 = x_2 @ W_query", Msg("Queries, keys and values are projections by trainable matrices."), query_2)
+        add("v1_scores_2", "3.4.1", Msg("Scores of query 2 against every key"), "attn_scores_2 = query_2 @ keys.T",
+            Msg("The same dot products, now between a query and keys."), attn_scores_2)
+        add("v1_weights_2", "3.4.1", Msg("Scaled softmax"),
             "d_k = keys.shape[-1]\nattn_weights_2 = torch.softmax(attn_scores_2 / d_k**0.5, dim=-1)",
-            "Dividing by sqrt(d_k) keeps softmax from saturating as the dimension grows.", attn_weights_2)
-        add("v1_context_2", "3.4.1", "Context vector 2", "context_vec_2 = attn_weights_2 @ values",
-            "The weighted sum of value vectors.", attn_weights_2 @ values)
-        add("v1", "3.4.2", "SelfAttention_v1 (seed 123)",
+            Msg("Dividing by sqrt(d_k) keeps softmax from saturating as the dimension grows."), attn_weights_2)
+        add("v1_context_2", "3.4.1", Msg("Context vector 2"), "context_vec_2 = attn_weights_2 @ values",
+            Msg("The weighted sum of value vectors."), attn_weights_2 @ values)
+        add("v1", "3.4.2", Msg("SelfAttention_v1 (seed 123)"),
             "torch.manual_seed(123)\nsa_v1 = SelfAttention_v1(d_in, d_out)\nprint(sa_v1(inputs))",
-            "The same computation as a module, for every token.", sa_v1(x))
+            Msg("The same computation as a module, for every token."), sa_v1(x))
         sa_v2 = _seeded(789, lambda: SelfAttention_v2(3, 2))
-        add("v2", "3.4.2", "SelfAttention_v2 (seed 789)",
+        add("v2", "3.4.2", Msg("SelfAttention_v2 (seed 789)"),
             "torch.manual_seed(789)\nsa_v2 = SelfAttention_v2(d_in, d_out)\nprint(sa_v2(inputs))",
-            "nn.Linear layers instead of raw parameters: better initialization, different numbers.", sa_v2(x))
+            Msg("nn.Linear layers instead of raw parameters: better initialization, different numbers."), sa_v2(x))
         q2, k2 = sa_v2.W_query(x), sa_v2.W_key(x)
         scores = q2 @ k2.T
         mask = torch.triu(torch.ones(T, T), diagonal=1)
         masked = torch.softmax(scores.masked_fill(mask.bool(), -torch.inf) / k2.shape[-1] ** 0.5, dim=-1)
-        add("masked", "3.5.1", "Causal mask with −∞",
+        add("masked", "3.5.1", Msg("Causal mask with −∞"),
             "mask = torch.triu(torch.ones(context_length, context_length), diagonal=1)\n"
             "masked = attn_scores.masked_fill(mask.bool(), -torch.inf)\n"
             "attn_weights = torch.softmax(masked / keys.shape[-1]**0.5, dim=1)",
-            "Each token may only attend to itself and earlier tokens.", masked)
+            Msg("Each token may only attend to itself and earlier tokens."), masked)
         dropout = torch.nn.Dropout(0.5)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(123)
             dropped = dropout(torch.ones(6, 6))
-        steps.append(BookStep("dropout", "3.5.2", "Dropout on a 6×6 matrix of ones",
+        steps.append(BookStep("dropout", "3.5.2", Msg("Dropout on a 6×6 matrix of ones"),
                               "torch.manual_seed(123)\ndropout = torch.nn.Dropout(0.5)\n"
                               "example = torch.ones(6, 6)\nprint(dropout(example))",
-                              "About half the entries become 0, the others 1/(1-0.5) = 2. The exact pattern "
-                              "depends on the PyTorch version, so the check is on the values, not the print.",
-                              dropped, None, "every entry is 0 or 2"))
+                              Msg("About half the entries become 0, the others 1/(1-0.5) = 2. The exact pattern "
+                                  "depends on the PyTorch version, so the check is on the values, not the print."),
+                              dropped, None, Msg("every entry is 0 or 2")))
         ca = _seeded(123, lambda: CausalAttention(3, 2, T, 0.0))
-        add("causal", "3.5.3", "CausalAttention (seed 123)",
+        add("causal", "3.5.3", Msg("CausalAttention (seed 123)"),
             "torch.manual_seed(123)\ncontext_length = batch.shape[1]\n"
             "ca = CausalAttention(d_in, d_out, context_length, 0.0)\ncontext_vecs = ca(batch)",
-            "Masking and dropout in one class, for batches: output (2, 6, 2).", ca(batch)[0])
+            Msg("Masking and dropout in one class, for batches: output (2, 6, 2)."), ca(batch)[0])
         mhw = _seeded(123, lambda: MultiHeadAttentionWrapper(3, 2, T, 0.0, num_heads=2))
-        add("wrapper", "3.6.1", "MultiHeadAttentionWrapper (seed 123)",
+        add("wrapper", "3.6.1", Msg("MultiHeadAttentionWrapper (seed 123)"),
             "torch.manual_seed(123)\nmha = MultiHeadAttentionWrapper(d_in, d_out, context_length, 0.0, num_heads=2)\n"
             "context_vecs = mha(batch)",
-            "Two heads side by side: the output is d_out × num_heads = 4 wide.", mhw(batch)[0])
+            Msg("Two heads side by side: the output is d_out × num_heads = 4 wide."), mhw(batch)[0])
         mha = _seeded(123, lambda: MultiHeadAttention(3, 2, T, 0.0, num_heads=2))
-        add("mha", "3.6.2", "MultiHeadAttention (seed 123)",
+        add("mha", "3.6.2", Msg("MultiHeadAttention (seed 123)"),
             "torch.manual_seed(123)\nmha = MultiHeadAttention(d_in, d_out, context_length, 0.0, num_heads=2)\n"
             "context_vecs = mha(batch)",
-            "One set of big projections split into heads: output d_out = 2 wide.", mha(batch)[0])
+            Msg("One set of big projections split into heads: output d_out = 2 wide."), mha(batch)[0])
     return steps
 
 

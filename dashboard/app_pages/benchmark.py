@@ -9,11 +9,12 @@ import streamlit as st
 
 from attn_core import available_devices
 from attn_core.labs.benchmark import BASELINE, IMPLEMENTATIONS, SIZES, BenchmarkTimeout, Size, run_isolated
-from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling, explain, noisy_rows, verdict
+from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling_msg, explain_msg, noisy_rows, verdict
 from attn_core.labs.lab import DTYPES
 from dashboard.drawing import measure_charts
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.i18n import _, message
 from dashboard.state.links import plural
 
 BUDGET_S = 10.0  # never keep a classroom waiting longer than this
@@ -110,7 +111,7 @@ def render() -> None:
                 cut_short = True
             except RuntimeError as e:
                 progress.empty()
-                st.error(f"The benchmark could not run: {e}. Try a smaller size or another dtype.")
+                st.error(f"The benchmark could not run: {message(e)}. Try a smaller size or another dtype.")
                 st.stop()
         st.session_state["bench_meta"] = dict(seconds=time.monotonic() - start, done=done, total=total,
                                               cut_short=cut_short)
@@ -149,7 +150,8 @@ def render() -> None:
                        title=f"Median time per implementation: {size}, {pass_} (ms; line: fastest to slowest)")
             show_table(st, results_table(part), hide_index=True, formats=TABLE_FORMATS)
             if "times" in part and part["times"].notna().all():
-                st.markdown(verdict(dict(zip(part["implementation"], part["times"]))).text)  # our names only
+                v = verdict(dict(zip(part["implementation"], part["times"])))
+                st.markdown(" ".join(_(m) for m in v.sentences))  # our names only
         st.caption("Bars and their numbers: the median of the repeats; the thin line on each bar runs from the fastest "
                    "to the slowest repeat. Repeats are interleaved (one of each implementation per round), and a "
                    "difference is called only when the per-round ratios' middle half lies on one side of 1 and the "
@@ -164,14 +166,14 @@ def render() -> None:
         ratios = scaling_table(sdf)
         show_table(st, ratios, hide_index=True, width="content", na_rep="–",
                    formats={c: "%.3f" if c.endswith("(ms)") else "%.2f" for c in ratios.columns if c != "T (tokens)"})
-        st.markdown(describe_scaling(scaling_rows))
+        st.markdown(" ".join(_(m) for m in describe_scaling_msg(scaling_rows)))
 
     st.header("Why one implementation can be faster, and whether it was here")
     groups = {f"{r['size']}, {r['pass']}": {} for r in rows}
     for r in rows:
         if r.get("times"):
             groups[f"{r['size']}, {r['pass']}"][r["implementation"]] = r["times"]
-    reasons = explain(groups)
+    reasons = [" ".join(_(m) for m in paragraph) for paragraph in explain_msg(groups)]
     st.markdown("\n".join(f"- {line}" for line in reasons) if reasons else
                 "Run the wrapper, both `MultiHeadAttention` paths and raw SDPA to see each reason measured.")
     st.markdown(

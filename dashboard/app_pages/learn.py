@@ -17,6 +17,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import column_px
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, register_images, slide_settings
+from dashboard.i18n import message
 from dashboard.state.links import md_escape
 
 POLL_S = 1.0  # the live view redraws this often while training runs
@@ -29,7 +30,7 @@ def load_trained() -> None:
     try:
         tr = checkpoints.load(st.session_state["learn_task"])
     except ValueError as exc:
-        st.session_state["learn_error"] = str(exc)
+        st.session_state["learn_error"] = message(exc)
         return
     st.session_state.update(learn_layers=tr.config["n_layers"], learn_heads=tr.config["n_heads"],
                             learn_emb=tr.config["emb_dim"], learn_lr=tr.lr, learn_steps=tr.steps)
@@ -82,7 +83,7 @@ def controls() -> TrainingJob | None:
                 try:
                     job = TrainingJob(Trainer(task, lr=lr, steps=int(steps), model_overrides=overrides))
                 except ValueError as exc:
-                    st.error(f"Cannot build this model: {exc}")
+                    st.error(f"Cannot build this model: {message(exc)}")
                     st.stop()
                 st.session_state[JOB] = job
             job.start()  # runs now, or waits in the server's queue and starts by itself

@@ -27,6 +27,7 @@ from dashboard.drawing.matrices import show_matrix, show_panels
 from dashboard.drawing.sizes import cap, fit
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.i18n import _
 from dashboard.state.controls import settings
 from dashboard.state.runs import load_run
 from dashboard.state.settings_schema import Settings
@@ -87,7 +88,7 @@ def render() -> None:
     name = st.segmented_control("Section", SECTIONS, key="lab_section", bind="query-params", default=first,
                                 required=True, label_visibility="collapsed", width="stretch")
     name = name if name in SECTIONS else SECTIONS[0]
-    _, downloads = section_steps("lab_section", SECTIONS)
+    _unused, downloads = section_steps("lab_section", SECTIONS)
     PARTS[name](lab)
     page_downloads(downloads, page="masking-lab")
 
@@ -131,7 +132,7 @@ def _mistakes(lab: Lab) -> None:
     pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params",
                                 label_visibility="collapsed") or names[0]
     wrong = next(v for v in variants if v.name == pick)
-    st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
+    st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{_(wrong.verdict)}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
                 key="mistake_pair", scale="weights", columns=2, max_px=lab.pair, cache_key=(rk, "mistake", pick),
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")

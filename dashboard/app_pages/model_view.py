@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attn_core.labs.scores import HEAD_TYPES, head_type, verdict
+from attn_core.labs.scores import HEAD_TYPES, head_type, verdict_msg
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, column_px, grow
 from dashboard.export.slides import draw_chart
+from dashboard.i18n import _, lang, message
 from dashboard.state import models
 from dashboard.state.links import md_escape
 
@@ -78,13 +79,13 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
         view = models.model_view(name, shown, progress)
     except ValueError as e:
         bar.empty()
-        left.error(str(e))
+        left.error(message(e))
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]
     types = np.array([[HEAD_TYPES[head_type(view.scores, layer, h, view.T)] for h in range(n_heads)]
                       for layer in range(n_layers)])
-    lines = [verdict(view.scores, layer, h)[1] for layer in range(n_layers) for h in range(n_heads)]
+    lines = [_(verdict_msg(view.scores, layer, h)[1]) for layer in range(n_layers) for h in range(n_heads)]
     px = cell_px(n_layers, n_heads)
     flip = transposed(n_layers, n_heads)
     view_key = (models.source_key(name), shown)
@@ -95,7 +96,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
         draw_chart(st, lambda: grid_charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
                    lambda: grid_charts.model_grid_frame(url, types, lines, opened, transpose=flip),
                    ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
-                   (view_key, "grid", *opened), key=GRID_KEY, selectable=True, selection="head_pick",
+                   (view_key, "grid", lang(), *opened), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
                    title=f"{models.label(name)}: every head on the sentence")
     with right:

@@ -11,13 +11,14 @@ import streamlit as st
 from attn_core.labs import checkpoints
 from attn_core.labs.jobs import TrainingJob
 from attn_core.labs.learn import TASKS
-from attn_core.labs.scores import head_scores, verdicts
+from attn_core.labs.scores import head_scores, verdicts_msg
 from attn_core.models.gpt import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import show_panels
 from dashboard.drawing.sizes import cap, fit
+from dashboard.i18n import _, message
 from dashboard.state.links import md_escape
 
 LEARN_JOB = "learn_job"  # where the Learn page keeps this session's training (app_pages/learn.py: JOB)
@@ -85,7 +86,7 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     try:
         weights, symbols = (session_attention(job, ids) if choice == SESSION else trained_attention(choice, ids))
     except ValueError as exc:
-        st.warning(f"This trained model cannot read the sentence: {exc}")
+        st.warning(f"This trained model cannot read the sentence: {message(exc)}")
         return
     task = job.trainer.task.name if choice == SESSION else choice
     mapping = dict.fromkeys(zip(symbols, (md_escape(t.text) for t in tokens)))
@@ -97,7 +98,7 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
         "type a phrase twice to watch its induction heads.")
     n_layers, n_heads = weights.shape[:2]
     scores = head_scores(weights, symbols)
-    lines = verdicts(scores)
+    lines = [_(m) for m in verdicts_msg(scores)]
     for layer in range(n_layers):
         show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
                     key=f"trained_{layer}", scale="weights", columns=n_heads,

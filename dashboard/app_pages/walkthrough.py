@@ -20,6 +20,7 @@ from dashboard.drawing.present import dark, presenting
 from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
+from dashboard.i18n import _
 from dashboard.state.ahead import prefetch
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.state.controls import Settings, settings
@@ -124,7 +125,7 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cac
     args = chart_args(step, labels, chart_px())
     if args is not None:
         m, rows, cols, options = args
-        show_matrix(st, m, rows, cols, key=key, title=f"§{step.section} {step.title}{whose}", name=name,
+        show_matrix(st, m, rows, cols, key=key, title=f"§{step.section} {_(step.title)}{whose}", name=name,
                     cache_key=cache_key, **options)
 
 
@@ -147,10 +148,10 @@ def step_view(s: Settings) -> None:
     if (ahead := st.session_state.pop(AHEAD, None)) is not None:
         ahead.take()  # the next step's charts, if they are being prepared: waited for, not built twice
     steps = memo(("walkthrough",), book_walkthrough)
-    i = stepper("walk_step", [f"§{x.section} {x.title}" for x in steps])
+    i = stepper("walk_step", [f"§{x.section} {_(x.title)}" for x in steps])
     step = steps[i]
-    st.header(f"§{step.section} · {step.title}", anchor=False)  # an anchor id re-written every step
-    st.markdown(step.explanation)
+    st.header(f"§{step.section} · {_(step.title)}", anchor=False)  # an anchor id re-written every step
+    st.markdown(_(step.explanation))
     st.code(step.code, language="python")
 
     ok = agrees(step)
@@ -165,13 +166,13 @@ def step_view(s: Settings) -> None:
         if step.printed is not None:
             show(st, step.printed, BOOK_LABELS, "walk_book")
         else:
-            st.markdown(f"_(no fixed print: {step.check})_")
+            st.markdown(f"_(no fixed print: {_(step.check)})_")
     if ok:
         diff = step.max_abs_diff
-        st.success(f"Agrees with the book ({step.check})" + (f": max |difference| {diff:.1e}." if diff is not None
+        st.success(f"Agrees with the book ({_(step.check)})" + (f": max |difference| {diff:.1e}." if diff is not None
                                                                else "."), icon=":material/check_circle:")
     else:
-        st.error(f"Does not agree with the book ({step.check}).", icon=":material/cancel:")
+        st.error(f"Does not agree with the book ({_(step.check)}).", icon=":material/cancel:")
 
     # Now with your sentence ---------------------------------------------------------------------------------
     st.subheader("Now with your sentence")
@@ -243,7 +244,7 @@ def render() -> None:
         st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the "
                    "book's seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
     steps = memo(("walkthrough",), book_walkthrough)
-    summary = pd.DataFrame({"section": [x.section for x in steps], "step": [x.title for x in steps],
+    summary = pd.DataFrame({"section": [x.section for x in steps], "step": [_(x.title) for x in steps],
                             "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
     with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
                      expanded=False):

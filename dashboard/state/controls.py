@@ -18,6 +18,7 @@ import streamlit as st
 
 from attn_core import MAX_TEXT_CHARS, AttentionConfig, available_devices, variant
 from attn_core.attention.variants import KNOBS as VARIANT_KNOBS
+from dashboard.i18n import message
 from dashboard.state import models
 from dashboard.state.links import link_warning, md_escape
 from dashboard.state.settings_schema import (  # noqa: F401  (names pages import from here)
@@ -186,7 +187,7 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
             models.model(name)
         except ValueError as e:
             shown = md_escape(models.label(name))
-            messages.append(("error", f"{shown} cannot be used: {md_escape(str(e))} Showing random weights."))
+            messages.append(("error", f"{shown} cannot be used: {md_escape(message(e))} Showing random weights."))
             return models.RANDOM, None
     return name, models.model_config(name, AttentionConfig())
 
