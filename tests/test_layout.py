@@ -188,3 +188,55 @@ def test_the_readmes_python_examples_import_from_attn_core_itself():
                 assert node.module == "attn_core", f"README imports from {node.module}: export it from attn_core"
                 missing = [a.name for a in node.names if a.name not in attn_core.__all__]
                 assert not missing, f"attn_core does not export {missing}"
+
+
+def _message_calls(tree: ast.AST, names: set[str]) -> list[ast.Call]:
+    return [n for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names]
+
+
+def test_every_error_attn_core_raises_for_a_person_has_a_message_id():
+    """What attn_core says to a person is a whole template with named values (``Problem("... {layer}", layer=...)``),
+    so the dashboard can show it in the reader's language: no ``raise ValueError(...)`` anywhere in attn_core
+    (``Problem`` is the ValueError), and each ``Problem`` names its template as a literal (extractable by Babel)."""
+    bare, not_literal = [], []
+    for name, path in modules().items():
+        if not name.startswith("attn_core"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = str(path.relative_to(ROOT))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if isinstance(exc, ast.Name) and exc.id == "ValueError":
+                    bare.append(f"{where}:{node.lineno}")
+        for call in _message_calls(tree, {"Problem"}):
+            if not (call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+                not_literal.append(f"{where}:{call.lineno}")
+    assert not bare, f"raise Problem('template {{value}}', value=...) instead of ValueError at {sorted(bare)}"
+    assert not not_literal, f"a Problem's message id must be a string literal (an f-string cannot be translated): " \
+                            f"{not_literal}"
+
+
+def test_every_message_template_gets_the_values_it_names():
+    """A ``Problem``/``Msg`` literal's placeholders are named (never ``{}``) and each is passed as a keyword, so the
+    English and the translation fill the same way (a missing value would fail only when the error happens)."""
+    import string
+
+    wrong, checked = [], 0
+    for name, path in modules().items():
+        if not name.startswith("attn_core"):
+            continue
+        for call in _message_calls(ast.parse(path.read_text(encoding="utf-8")), {"Problem", "Msg"}):
+            if not (call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+                continue  # Msg(CONSTANT): a template marked with N_ where it is written
+            checked += 1
+            keywords = {k.arg for k in call.keywords}
+            if None in keywords:  # **values: checked where they are built
+                continue
+            fields = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(call.args[0].value)
+                      if f is not None}
+            if "" in fields or fields - keywords:
+                wrong.append(f"{path.relative_to(ROOT)}:{call.lineno}: {sorted(fields - keywords) or '{}'}")
+    assert checked > 100, "the templates moved: this test reads Problem(...) and Msg(...) calls"
+    assert not wrong, f"templates whose values are not all given by name: {wrong}"
