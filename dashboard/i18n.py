@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from attn_core.messages import Msg, N_, Problem, fill  # noqa: F401  (N_ is re-exported for the pages)
+from attn_core.messages import N_, Msg, Problem, fill  # noqa: F401  (N_ is re-exported for the pages)
 
 LANGS = {"en": "English", "zh": "中文"}  # code -> its own name, as the switch shows it
 DEFAULT = "en"
@@ -32,7 +32,11 @@ HTML_LANG = {"en": "en", "zh": "zh-CN"}  # code -> <html lang>
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "messages"
 
-_current: ContextVar[str] = ContextVar("attention_lab_lang", default=DEFAULT)
+SESSION_KEY = "lang"  # the session's language, kept across runs (fragment reruns read it: they skip main.py)
+SWITCH_KEY = "lang_switch"  # the sidebar's / phone page's switch widget
+URL_KEY = "lang"  # ?lang=zh
+
+_current: ContextVar[str | None] = ContextVar("attention_lab_lang", default=None)
 
 
 def po_path(code: str) -> Path:
@@ -73,8 +77,18 @@ def catalog(code: str) -> gettext.NullTranslations:
 
 
 def lang() -> str:
-    """The language of this run (``"en"`` or ``"zh"``)."""
-    return _current.get()
+    """The language of this run (``"en"`` or ``"zh"``). A fragment's rerun (which skips main.py's
+    :func:`start_run`, on a thread of its own) reads the session's choice."""
+    code = _current.get()
+    if code is not None:
+        return code
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return DEFAULT
+    code = ctx.session_state[SESSION_KEY] if SESSION_KEY in ctx.session_state else DEFAULT
+    return code if code in LANGS else DEFAULT
 
 
 def use(code: str) -> None:
@@ -109,6 +123,11 @@ def ngettext(singular: str, plural: str, n: int, /, **values: object) -> str:
     return fill(catalog(lang()).ngettext(singular, plural, n), {"n": n, **values})
 
 
+def sentences(*parts: str) -> str:
+    """Whole sentences, each translated on its own, joined as the language writes them (Chinese: no space)."""
+    return ("" if lang() == "zh" else " ").join(p for p in parts if p)
+
+
 def message(error: BaseException | Msg | str) -> str:
     """What an error says, in this run's language: an ``attn_core`` :class:`Problem` by its message id, anything
     else as its English text."""
@@ -119,16 +138,57 @@ def message(error: BaseException | Msg | str) -> str:
     return str(error)
 
 
-def start_run() -> str:
+def start_run() -> str | None:
     """Set this script run's language, once, first thing: the link's ``?lang=`` (kept for the session), else the
-    session's choice, else the browser's language (``st.context.locale``)."""
+    session's choice, else the browser's language (``st.context.locale``). The language is then written into the
+    link, so every link the app makes (a prepared link, a poll's join link) carries it. Returns a bad ``?lang=``
+    value (for the bad-link warning), else None."""
     import streamlit as st
 
-    asked = st.query_params.get("lang")
+    asked = st.query_params.get(URL_KEY)
+    bad = None
     if asked in LANGS:
-        st.session_state["lang"] = asked
-    code = st.session_state.get("lang")
+        st.session_state[SESSION_KEY] = asked
+    elif asked is not None and not st.session_state.get("_lang_warned"):
+        bad = asked
+        st.session_state["_lang_warned"] = True  # warned once, like the sidebar's link values
+    code = st.session_state.get(SESSION_KEY)
     if code not in LANGS:
         code = from_locale(st.context.locale)
+        st.session_state[SESSION_KEY] = code
     use(code)
-    return code
+    if st.query_params.get(URL_KEY) != code:
+        st.query_params[URL_KEY] = code
+    return bad
+
+
+def _switched() -> None:
+    """The switch was flipped: the session's language and the link follow (the rerun draws in it)."""
+    import streamlit as st
+
+    code = st.session_state.get(SWITCH_KEY)
+    if code in LANGS:
+        st.session_state[SESSION_KEY] = code
+        st.query_params[URL_KEY] = code
+
+
+def switch(container) -> None:
+    """The language switch ("English" / "中文") in ``container``; switching is a rerun in the other language."""
+    import streamlit as st
+
+    st.session_state[SWITCH_KEY] = lang()  # what the link or the session chose, also before the first click
+    container.segmented_control(_("Language"), list(LANGS), format_func=LANGS.get, key=SWITCH_KEY,
+                                on_change=_switched, label_visibility="collapsed", width="stretch")
+
+
+def html_lang_script(code: str) -> str:
+    """The script that declares the page's language (``<html lang="zh-CN">``) to the browser, screen readers and
+    fonts: Streamlit has no setting for it, and ``st.html`` runs the script in the page itself."""
+    return f'<script>document.documentElement.lang = "{HTML_LANG[code]}";</script>'
+
+
+def declare_html_lang() -> None:
+    """Set ``<html lang>`` to this run's language (every run: a switch back to English resets it)."""
+    import streamlit as st
+
+    st.html(html_lang_script(lang()), unsafe_allow_javascript=True)
