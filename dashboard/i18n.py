@@ -129,10 +129,11 @@ def sentences(*parts: str) -> str:
 
 
 def message(error: BaseException | Msg | str) -> str:
-    """What an error says, in this run's language: an ``attn_core`` :class:`Problem` by its message id, anything
-    else as its English text."""
-    if isinstance(error, Problem):
-        return _(error.msgid, **error.values)
+    """What an error says, in this run's language: an ``attn_core`` :class:`Problem` (or any error that carries a
+    ``msgid`` and ``values`` the same way, e.g. a poll's) by its message id, anything else as its English text."""
+    if isinstance(error, Problem) or (isinstance(error, BaseException) and isinstance(getattr(error, "msgid", None),
+                                                                                         str)):
+        return _(error.msgid, **getattr(error, "values", {}))
     if isinstance(error, Msg):
         return _(error)
     return str(error)
