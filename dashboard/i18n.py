@@ -6,11 +6,12 @@ head=h)``, with named placeholders and whole sentences (never glued from pieces)
 ``_`` also takes an ``attn_core`` :class:`~attn_core.messages.Msg`, and :func:`message` renders any error
 (an ``attn_core`` :class:`~attn_core.messages.Problem` in the session's language).
 
-The catalogs are gettext ``.po`` files under ``dashboard/locale/`` (made with Babel: ``python -m dashboard.i18n
-extract`` / ``update`` / ``compile``); a ``.mo`` older than its ``.po`` (or missing) is compiled in memory once per
-process. The language is set once per script run by :func:`start_run` (the link's ``?lang=``, else the sidebar's
-choice, else the browser's) and read by :func:`lang`; code outside a run (a worker thread, a test) gets English
-unless it enters :func:`language`.
+The catalogs are gettext ``.po`` files under ``dashboard/locale/`` (made with Babel: ``python -m
+dashboard.i18n_tools extract`` / ``update`` / ``compile`` / ``check``). The ``.mo`` is not committed: one missing, or
+older than its ``.po`` or a fragment, is compiled in memory once per process. The language is set once per script
+run by :func:`start_run` (the link's ``?lang=``, else the switch's choice, else the browser's) and written back into
+the link; :func:`lang` reads it (a fragment's rerun: the session's); code outside a run (a worker thread, a test)
+gets English unless it enters :func:`language`.
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ def catalog(code: str) -> gettext.NullTranslations:
         return gettext.NullTranslations()
     po = po_path(code)
     mo = po.with_suffix(".mo")
-    if mo.exists() and (not po.exists() or mo.stat().st_mtime_ns >= po.stat().st_mtime_ns):
+    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))  # work in progress, folded into the .po
+    sources = [p.stat().st_mtime_ns for p in [po, *fragments] if p.exists()]
+    if mo.exists() and mo.stat().st_mtime_ns >= max(sources, default=0):  # compiled after every source changed
         with mo.open("rb") as f:
             return gettext.GNUTranslations(f)
-    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))  # work in progress, folded into the .po
     if not po.exists() and not fragments:
         return gettext.NullTranslations()
     from babel.messages.mofile import write_mo

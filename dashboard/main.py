@@ -33,7 +33,7 @@ from dashboard.state.controls import render_sidebar, write_link_early  # noqa: E
 PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
-from dashboard.i18n import N_, _, declare_html_lang, start_run  # noqa: E402
+from dashboard.i18n import LANGS, N_, _, declare_html_lang, lang, start_run  # noqa: E402
 from dashboard.i18n import switch as language_switch  # noqa: E402
 from dashboard.state.links import link_warning, shown_value  # noqa: E402
 
@@ -46,12 +46,13 @@ st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="w
 declare_html_lang()
 foreign = foreign_host(dict(st.context.headers))
 if foreign is not None:
+    variable = f"`{ALLOWED_HOSTS_ENV}`"
     st.error(_("This server does not answer to the host name {host}. Open it by this machine's name or IP address, "
                "or add the name to {variable} when starting the server.", host=shown_value(foreign),
-               variable=f"`{ALLOWED_HOSTS_ENV}`"))
+               variable=variable))
     st.stop()
 if bad_lang is not None:
-    st.warning(link_warning("lang", bad_lang, _("the language of your browser")))
+    st.warning(link_warning("lang", bad_lang, LANGS[lang()]))
 write_link_early()  # first: the browser's redraw for a new link falls before the page's own
 
 # Each page, and whether it reads the sidebar's knobs (False: a page with its own controls; the sidebar keeps every

@@ -241,7 +241,8 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
                            lambda: _in(code, export.page_zip, offered.charts),
                            file_name=zip_name, mime="application/zip", key=f"{key}_zip", on_click="ignore",
                            icon=":material/folder_zip:", width="stretch")
-        st.caption(_("Files are named by what and which settings, e.g. {example}.", example=f"`{stem}.svg`"))
+        example = f"`{stem}.svg`"
+        st.caption(_("Files are named by what and which settings, e.g. {example}.", example=example))
 
 
 def _in(code: str, build: Callable[[object], bytes | None], what: object) -> bytes | None:
