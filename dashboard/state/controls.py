@@ -126,8 +126,9 @@ def _select(container, label: str, key: str, **kw):
     setting = SCHEMA[key]
     options = list(setting.labels)
     current = _now(key)
+    shown = {ident: _(text) for ident, text in setting.labels.items()}  # in this run's language, once
     return container.selectbox(label, options, index=options.index(current) if current in options else 0,
-                               format_func=lambda ident: _(setting.labels[ident]), key=key, **kw)
+                               format_func=shown.get, key=key, **kw)
 
 
 def _number(container, label: str, key: str, **kw):
