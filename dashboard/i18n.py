@@ -57,11 +57,24 @@ def catalog(code: str) -> gettext.NullTranslations:
     if mo.exists() and mo.stat().st_mtime_ns >= max(sources, default=0):  # compiled after every source changed
         with mo.open("rb") as f:
             return gettext.GNUTranslations(f)
-    if not po.exists() and not fragments:
+    cat = merged(code)
+    if cat is None:
         return gettext.NullTranslations()
     from babel.messages.mofile import write_mo
+
+    buf = io.BytesIO()
+    write_mo(buf, cat)
+    buf.seek(0)
+    return gettext.GNUTranslations(buf)
+
+
+def merged(code: str):
+    """A language's ``.po`` with the helpers' fragments beside it folded in (a message the ``.po`` leaves
+    untranslated takes a fragment's translation), as a Babel catalog; None when there is none."""
     from babel.messages.pofile import read_po
 
+    po = po_path(code)
+    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))
     cat = None
     for path in [p for p in [po] if p.exists()] + fragments:
         with path.open("rb") as f:
@@ -72,10 +85,7 @@ def catalog(code: str) -> gettext.NullTranslations:
         for m in part:
             if m.id and (m.id not in cat or not cat[m.id].string):
                 cat[m.id] = m
-    buf = io.BytesIO()
-    write_mo(buf, cat)
-    buf.seek(0)
-    return gettext.GNUTranslations(buf)
+    return cat
 
 
 def lang() -> str:

@@ -23,7 +23,7 @@ from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
-from dashboard.i18n import DEFAULT, LANGS, LOCALE_DIR, LOCALES, po_path
+from dashboard.i18n import DEFAULT, LANGS, LOCALE_DIR, LOCALES, merged, po_path
 
 ROOT = LOCALE_DIR.parent.parent
 POT = LOCALE_DIR / "messages.pot"
@@ -137,11 +137,17 @@ def update(codes: Iterable[str]) -> None:
 
 
 def compile_mo(codes: Iterable[str]) -> None:
+    """Each language's ``.mo``: its ``.po`` with the fragments folded in, as the app reads them."""
     for code in codes:
-        po = po_path(code)
-        with po.with_suffix(".mo").open("wb") as f:
-            write_mo(f, read(po, code))
-        print(f"wrote {po.with_suffix('.mo').relative_to(ROOT)}")
+        mo = po_path(code).with_suffix(".mo")
+        cat = merged(code)
+        if cat is None:
+            print(f"no catalog for {code}")
+            continue
+        mo.parent.mkdir(parents=True, exist_ok=True)
+        with mo.open("wb") as f:
+            write_mo(f, cat)
+        print(f"wrote {mo.relative_to(ROOT)}")
 
 
 def main(argv: list[str]) -> int:
