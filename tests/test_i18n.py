@@ -260,6 +260,26 @@ def test_the_phone_page_is_chinese_with_its_own_switch():
     assert at.get("segmented_control") and english_left(at) == []
 
 
+def test_a_models_caption_is_made_from_its_config_in_both_languages():
+    from attn_core.models.family import ModelConfig
+    from dashboard.state.controls import model_caption
+
+    sizes = dict(n_layers=12, head_dim=64, emb_dim=576, context_length=1024, vocab_size=50257)
+    llama_like = ModelConfig(label="M", n_heads=9, n_kv_heads=3, positions="rope", norm="RMSNorm", qkv_bias=False,
+                             attention="GroupedQueryAttention", **sizes)
+    gpt_like = ModelConfig(label="G", n_heads=12, n_kv_heads=12, positions="learned", norm="LayerNorm", qkv_bias=True,
+                           attention="MultiHeadAttention", **sizes)
+    assert model_caption(llama_like, "M", 3) == (
+        "M's own sizes: GroupedQueryAttention, 9 query heads sharing 3 K/V heads, causal. RoPE rotates its queries "
+        "and keys. Its q/k/v projections have no biases. Its input vectors are layer 3's input: the residual stream "
+        "after RMSNorm. The chapter's masking method and dropout below act on this layer's copy only.")
+    with language("zh"):
+        assert model_caption(gpt_like, "G", 1) == (
+            "G 自己的尺寸：MultiHeadAttention，12 个头，因果。它的 token 带有学习得到的位置嵌入。"
+            "它的 q/k/v 投影有偏置。它的输入向量就是第 1 层的输入：经过 LayerNorm 的残差流。"
+            "下面本章的掩码方法和 dropout 只作用于这一层的副本。")
+
+
 # --- exported charts draw Chinese ---------------------------------------------------------------------------------
 
 def test_an_exported_png_draws_chinese_glyphs():

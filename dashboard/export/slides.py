@@ -141,7 +141,7 @@ def register_images(what: str, title: str, images: Sequence[tuple[str, bytes]], 
     table = None
     if matrices is not None:
         held = [hold(m, None) for m in matrices]
-        table = panels_table(held, [c for c, _ in images], row_labels, col_labels)
+        table = panels_table(held, [c for c, _png in images], row_labels, col_labels)
     register_chart(export.PageChart(what, title, images=tuple(images), scale=scale, x_title=x_title,
                                     y_title=y_title, note=note, table=table, columns=columns))
 
