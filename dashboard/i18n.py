@@ -200,8 +200,14 @@ def html_lang_script(code: str) -> str:
     return f'<script>document.documentElement.lang = "{HTML_LANG[code]}";</script>'
 
 
+HTML_LANG_KEY = "html_lang"
+_HIDDEN = f"<style>.st-key-{HTML_LANG_KEY} {{display: none;}}</style>"  # in no layout: no gap above the page
+
+
 def declare_html_lang() -> None:
     """Set ``<html lang>`` to this run's language (every run: a switch back to English resets it)."""
     import streamlit as st
 
-    st.html(html_lang_script(lang()), unsafe_allow_javascript=True)
+    st.html(_HIDDEN)
+    with st.container(key=HTML_LANG_KEY):
+        st.html(html_lang_script(lang()), unsafe_allow_javascript=True)

@@ -236,7 +236,7 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
                            mime="text/csv",
                            key=f"{key}_csv", on_click="ignore", icon=":material/download:", width="stretch",
                            disabled=e.table is None)
-        st.download_button(ngettext("The {n} chart on this page (zip)", "All {n} charts on this page (zip)",
+        st.download_button(ngettext("All {n} chart on this page (zip)", "All {n} charts on this page (zip)",
                                     len(entries)),
                            lambda: _in(code, export.page_zip, offered.charts),
                            file_name=zip_name, mime="application/zip", key=f"{key}_zip", on_click="ignore",
