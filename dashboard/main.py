@@ -88,7 +88,7 @@ page = st.navigation([p for p, _knobs in pages], position="top" if present else 
 if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
     page.run()
     st.stop()
-language_switch(st.sidebar)
+language_switch(st.sidebar)  # at the top, with presentation mode: how the whole app is shown
 presentation_controls(st.sidebar)
 measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
 uses_knobs = next(knobs for p, knobs in pages if p.url_path == page.url_path)

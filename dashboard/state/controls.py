@@ -268,8 +268,7 @@ def render_sidebar(uses: str = "all", knob_pages: Sequence[str] = ()) -> Setting
     _hand_back_kept()
     if st.session_state.get("device") not in devices:
         st.session_state["device"] = "cpu"
-    sb = st.sidebar
-    sb.header("Attention Lab")
+    sb = st.sidebar  # no "Attention Lab" header: the language switch took its 60 px, the Sentence stays in view
     if uses == "none":
         return _no_knobs(sb, knob_pages)
     text = sb.text_area(_("Sentence"), value=_now("sentence"), key="sentence", height=90,
