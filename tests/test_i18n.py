@@ -166,6 +166,21 @@ def test_the_browsers_locale_picks_the_language():
     assert [from_locale(x) for x in ("en-US", "de-DE", "", None, "zu")] == ["en"] * 5
 
 
+def test_a_fragments_rerun_speaks_the_sessions_language(monkeypatch):
+    """A fragment's rerun skips main.py (no start_run) on a thread of its own: lang() reads the session's choice."""
+    import contextvars
+    import types
+
+    import streamlit.runtime.scriptrunner as runner
+
+    session = types.SimpleNamespace(session_state={"lang": "zh"})
+    monkeypatch.setattr(runner, "get_script_run_ctx", lambda suppress_warning=False: session)
+    fresh = contextvars.Context()  # no language set in it, as on the fragment's new thread
+    assert fresh.run(i18n.lang) == "zh" and fresh.run(_, "Masking method") == "掩码方法"
+    session.session_state = {}
+    assert fresh.run(i18n.lang) == "en"
+
+
 def test_the_page_declares_its_language():
     assert i18n.html_lang_script("zh") == '<script>document.documentElement.lang = "zh-CN";</script>'
     assert 'lang = "en"' in i18n.html_lang_script("en")
