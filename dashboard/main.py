@@ -33,7 +33,7 @@ from dashboard.state.controls import render_sidebar, write_link_early  # noqa: E
 PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
-from dashboard.i18n import LANGS, N_, _, declare_html_lang, lang, start_run  # noqa: E402
+from dashboard.i18n import LANGS, _, declare_html_lang, lang, start_run  # noqa: E402
 from dashboard.i18n import switch as language_switch  # noqa: E402
 from dashboard.state.links import link_warning, shown_value  # noqa: E402
 
@@ -55,35 +55,28 @@ if bad_lang is not None:
     st.warning(link_warning("lang", bad_lang, LANGS[lang()]))
 write_link_early()  # first: the browser's redraw for a new link falls before the page's own
 
-# Each page, and whether it reads the sidebar's knobs (False: a page with its own controls; the sidebar keeps every
-# setting for the link and the way back, and says which pages use them). Titles are translated; url paths are not.
-PAGE_LIST: list[tuple[dict, bool]] = [
-    (dict(page="text_to_vectors.py", title=N_("Text → vectors"), icon=":material/text_fields:",
-          url_path="text-to-vectors"), True),
-    (dict(page="explore.py", title=N_("Explore"), icon=":material/search:", default=True), True),
-    (dict(page="shape_flow.py", title=N_("Shape flow"), icon=":material/account_tree:", url_path="shape-flow"), True),
-    (dict(page="masking_lab.py", title=N_("Masking lab"), icon=":material/visibility_off:", url_path="masking-lab"),
+# Each page beside its uses_knobs flag: whether it reads the sidebar's knobs (False: a page with its own controls;
+# the sidebar keeps every setting for the link and the way back, and names the pages that use them). Titles are in
+# this run's language; url paths are not translated.
+pages: list[tuple[st.Page, bool]] = [
+    (st.Page(PAGES / "text_to_vectors.py", title=_("Text → vectors"), icon=":material/text_fields:",
+             url_path="text-to-vectors"), True),
+    (st.Page(PAGES / "explore.py", title=_("Explore"), icon=":material/search:", default=True), True),
+    (st.Page(PAGES / "shape_flow.py", title=_("Shape flow"), icon=":material/account_tree:", url_path="shape-flow"),
      True),
-    (dict(page="tiled.py", title=N_("Tiled attention"), icon=":material/grid_view:", url_path="tiled"), True),
-    (dict(page="windows.py", title=N_("Windows & sinks"), icon=":material/view_week:", url_path="windows"), True),
-    (dict(page="walkthrough.py", title=N_("Book walkthrough"), icon=":material/menu_book:", url_path="walkthrough"),
-     True),
-    (dict(page="learn.py", title=N_("Learn"), icon=":material/school:", url_path="learn"), False),
-    (dict(page="generate.py", title=N_("Generate"), icon=":material/keyboard_double_arrow_right:",
-          url_path="generate"), False),
-    (dict(page="kv_cost.py", title=N_("KV cache cost"), icon=":material/memory:", url_path="kv-cache"), False),
-    (dict(page="benchmark.py", title=N_("Benchmark"), icon=":material/timer:", url_path="benchmark"), False),
-    (dict(page="answer.py", title=N_("Answer a poll"), icon=":material/how_to_vote:", url_path="answer"), False),
+    (st.Page(PAGES / "masking_lab.py", title=_("Masking lab"), icon=":material/visibility_off:",
+             url_path="masking-lab"), True),
+    (st.Page(PAGES / "tiled.py", title=_("Tiled attention"), icon=":material/grid_view:", url_path="tiled"), True),
+    (st.Page(PAGES / "windows.py", title=_("Windows & sinks"), icon=":material/view_week:", url_path="windows"), True),
+    (st.Page(PAGES / "walkthrough.py", title=_("Book walkthrough"), icon=":material/menu_book:",
+             url_path="walkthrough"), True),
+    (st.Page(PAGES / "learn.py", title=_("Learn"), icon=":material/school:", url_path="learn"), False),
+    (st.Page(PAGES / "generate.py", title=_("Generate"), icon=":material/keyboard_double_arrow_right:",
+             url_path="generate"), False),
+    (st.Page(PAGES / "kv_cost.py", title=_("KV cache cost"), icon=":material/memory:", url_path="kv-cache"), False),
+    (st.Page(PAGES / "benchmark.py", title=_("Benchmark"), icon=":material/timer:", url_path="benchmark"), False),
+    (st.Page(PAGES / "answer.py", title=_("Answer a poll"), icon=":material/how_to_vote:", url_path="answer"), False),
 ]
-
-
-def _st_page(spec: dict) -> st.Page:
-    """The page with its title in this run's language."""
-    rest = {k: v for k, v in spec.items() if k not in ("page", "title")}
-    return st.Page(PAGES / spec["page"], title=_(spec["title"]), **rest)
-
-
-pages = [(_st_page(spec), uses_knobs) for spec, uses_knobs in PAGE_LIST]
 page = st.navigation([p for p, _knobs in pages], position="top" if present else "sidebar")
 if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
     page.run()
