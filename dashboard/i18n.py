@@ -6,11 +6,12 @@ head=h)``, with named placeholders and whole sentences (never glued from pieces)
 ``_`` also takes an ``attn_core`` :class:`~attn_core.messages.Msg`, and :func:`message` renders any error
 (an ``attn_core`` :class:`~attn_core.messages.Problem` in the session's language).
 
-The catalogs are gettext ``.po`` files under ``dashboard/locale/`` (made with Babel: ``python -m dashboard.i18n
-extract`` / ``update`` / ``compile``); a ``.mo`` older than its ``.po`` (or missing) is compiled in memory once per
-process. The language is set once per script run by :func:`start_run` (the link's ``?lang=``, else the sidebar's
-choice, else the browser's) and read by :func:`lang`; code outside a run (a worker thread, a test) gets English
-unless it enters :func:`language`.
+The catalogs are gettext ``.po`` files under ``dashboard/locale/`` (made with Babel: ``python -m
+dashboard.i18n_tools extract`` / ``update`` / ``compile`` / ``check``). The ``.mo`` is not committed: one missing, or
+older than its ``.po`` or a fragment, is compiled in memory once per process. The language is set once per script
+run by :func:`start_run` (the link's ``?lang=``, else the switch's choice, else the browser's) and written back into
+the link; :func:`lang` reads it (a fragment's rerun: the session's); code outside a run (a worker thread, a test)
+gets English unless it enters :func:`language`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ HTML_LANG = {"en": "en", "zh": "zh-CN"}  # code -> <html lang>
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "messages"
 
-_current: ContextVar[str] = ContextVar("attention_lab_lang", default=DEFAULT)
+SESSION_KEY = "lang"  # the session's language, kept across runs (fragment reruns read it: they skip main.py)
+SWITCH_KEY = "lang_switch"  # the sidebar's / phone page's switch widget
+URL_KEY = "lang"  # ?lang=zh
+
+_current: ContextVar[str | None] = ContextVar("attention_lab_lang", default=None)
 
 
 def po_path(code: str) -> Path:
@@ -47,15 +52,29 @@ def catalog(code: str) -> gettext.NullTranslations:
         return gettext.NullTranslations()
     po = po_path(code)
     mo = po.with_suffix(".mo")
-    if mo.exists() and (not po.exists() or mo.stat().st_mtime_ns >= po.stat().st_mtime_ns):
+    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))  # work in progress, folded into the .po
+    sources = [p.stat().st_mtime_ns for p in [po, *fragments] if p.exists()]
+    if mo.exists() and mo.stat().st_mtime_ns >= max(sources, default=0):  # compiled after every source changed
         with mo.open("rb") as f:
             return gettext.GNUTranslations(f)
-    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))  # work in progress, folded into the .po
-    if not po.exists() and not fragments:
+    cat = merged(code)
+    if cat is None:
         return gettext.NullTranslations()
     from babel.messages.mofile import write_mo
+
+    buf = io.BytesIO()
+    write_mo(buf, cat)
+    buf.seek(0)
+    return gettext.GNUTranslations(buf)
+
+
+def merged(code: str):
+    """A language's ``.po`` with the helpers' fragments beside it folded in (a message the ``.po`` leaves
+    untranslated takes a fragment's translation), as a Babel catalog; None when there is none."""
     from babel.messages.pofile import read_po
 
+    po = po_path(code)
+    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))
     cat = None
     for path in [p for p in [po] if p.exists()] + fragments:
         with path.open("rb") as f:
@@ -66,15 +85,22 @@ def catalog(code: str) -> gettext.NullTranslations:
         for m in part:
             if m.id and (m.id not in cat or not cat[m.id].string):
                 cat[m.id] = m
-    buf = io.BytesIO()
-    write_mo(buf, cat)
-    buf.seek(0)
-    return gettext.GNUTranslations(buf)
+    return cat
 
 
 def lang() -> str:
-    """The language of this run (``"en"`` or ``"zh"``)."""
-    return _current.get()
+    """The language of this run (``"en"`` or ``"zh"``). A fragment's rerun (which skips main.py's
+    :func:`start_run`, on a thread of its own) reads the session's choice."""
+    code = _current.get()
+    if code is not None:
+        return code
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return DEFAULT
+    code = ctx.session_state[SESSION_KEY] if SESSION_KEY in ctx.session_state else DEFAULT
+    return code if code in LANGS else DEFAULT
 
 
 def use(code: str) -> None:
@@ -110,26 +136,79 @@ def ngettext(singular: str, plural: str, n: int, /, **values: object) -> str:
     return fill(catalog(lang()).ngettext(singular, plural, n), {"n": n, **values})
 
 
+def sentences(*parts: str) -> str:
+    """Whole sentences, each translated on its own, joined as the language writes them (Chinese: no space)."""
+    return ("" if lang() == "zh" else " ").join(p for p in parts if p)
+
+
 def message(error: BaseException | Msg | str) -> str:
-    """What an error says, in this run's language: an ``attn_core`` :class:`Problem` by its message id, anything
-    else as its English text."""
-    if isinstance(error, Problem):
-        return _(error.msgid, **error.values)
+    """What an error says, in this run's language: an ``attn_core`` :class:`Problem` (or any error that carries a
+    ``msgid`` and ``values`` the same way, e.g. a poll's) by its message id, anything else as its English text."""
+    if isinstance(error, Problem) or (isinstance(error, BaseException) and isinstance(getattr(error, "msgid", None),
+                                                                                         str)):
+        return _(error.msgid, **getattr(error, "values", {}))
     if isinstance(error, Msg):
         return _(error)
     return str(error)
 
 
-def start_run() -> str:
+def start_run() -> str | None:
     """Set this script run's language, once, first thing: the link's ``?lang=`` (kept for the session), else the
-    session's choice, else the browser's language (``st.context.locale``)."""
+    session's choice, else the browser's language (``st.context.locale``). The language is then written into the
+    link, so every link the app makes (a prepared link, a poll's join link) carries it. Returns a bad ``?lang=``
+    value (for the bad-link warning), else None."""
     import streamlit as st
 
-    asked = st.query_params.get("lang")
+    asked = st.query_params.get(URL_KEY)
+    bad = None
     if asked in LANGS:
-        st.session_state["lang"] = asked
-    code = st.session_state.get("lang")
+        st.session_state[SESSION_KEY] = asked
+    elif asked is not None and not st.session_state.get("_lang_warned"):
+        bad = asked
+        st.session_state["_lang_warned"] = True  # warned once, like the sidebar's link values
+    code = st.session_state.get(SESSION_KEY)
     if code not in LANGS:
         code = from_locale(st.context.locale)
+        st.session_state[SESSION_KEY] = code
     use(code)
-    return code
+    if st.query_params.get(URL_KEY) != code:
+        st.query_params[URL_KEY] = code
+    return bad
+
+
+def _switched() -> None:
+    """The switch was flipped: the session's language and the link follow (the rerun draws in it)."""
+    import streamlit as st
+
+    code = st.session_state.get(SWITCH_KEY)
+    if code in LANGS:
+        st.session_state[SESSION_KEY] = code
+        st.query_params[URL_KEY] = code
+
+
+def switch(container) -> None:
+    """The language switch ("English" / "中文") in ``container``; switching is a rerun in the other language."""
+    import streamlit as st
+
+    st.session_state[SWITCH_KEY] = lang()  # what the link or the session chose, also before the first click
+    container.segmented_control(_("Language"), list(LANGS), format_func=LANGS.get, key=SWITCH_KEY,
+                                on_change=_switched, label_visibility="collapsed", width="stretch")
+
+
+def html_lang_script(code: str) -> str:
+    """The script that declares the page's language (``<html lang="zh-CN">``) to the browser, screen readers and
+    fonts: Streamlit has no setting for it, and ``st.html`` runs the script in the page itself."""
+    return f'<script>document.documentElement.lang = "{HTML_LANG[code]}";</script>'
+
+
+HTML_LANG_KEY = "html_lang"
+_HIDDEN = f"<style>.st-key-{HTML_LANG_KEY} {{display: none;}}</style>"  # in no layout: no gap above the page
+
+
+def declare_html_lang() -> None:
+    """Set ``<html lang>`` to this run's language (every run: a switch back to English resets it)."""
+    import streamlit as st
+
+    st.html(_HIDDEN)
+    with st.container(key=HTML_LANG_KEY):
+        st.html(html_lang_script(lang()), unsafe_allow_javascript=True)

@@ -33,43 +33,57 @@ from dashboard.state.controls import render_sidebar, write_link_early  # noqa: E
 PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
-from dashboard.i18n import start_run as start_language  # noqa: E402
+from dashboard.i18n import LANGS, _, declare_html_lang, lang, start_run  # noqa: E402
+from dashboard.i18n import switch as language_switch  # noqa: E402
+from dashboard.state.links import link_warning, shown_value  # noqa: E402
 
-start_language()  # before any text: every string of this run is in the session's language
+bad_lang = start_run()  # before any text: every string of this run is in the session's language
 tune_allocator()
 tune_torch()
 present = presentation_requested()  # a prepared link opens on the projector with the sidebar out of the way
 st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")
+declare_html_lang()
 foreign = foreign_host(dict(st.context.headers))
 if foreign is not None:
-    from dashboard.state.links import shown_value
-
-    st.error(f"This server does not answer to the host name {shown_value(foreign)}. Open it by this "
-             f"machine's name or IP address, or add the name to {ALLOWED_HOSTS_ENV} when starting the server.")
+    variable = f"`{ALLOWED_HOSTS_ENV}`"
+    st.error(_("This server does not answer to the host name {host}. Open it by this machine's name or IP address, "
+               "or add the name to {variable} when starting the server.", host=shown_value(foreign),
+               variable=variable))
     st.stop()
+if bad_lang is not None:
+    st.warning(link_warning("lang", bad_lang, LANGS[lang()]))
 write_link_early()  # first: the browser's redraw for a new link falls before the page's own
-page = st.navigation([
-    st.Page(PAGES / "text_to_vectors.py", title="Text → vectors", icon=":material/text_fields:",
-            url_path="text-to-vectors"),
-    st.Page(PAGES / "explore.py", title="Explore", icon=":material/search:", default=True),
-    st.Page(PAGES / "shape_flow.py", title="Shape flow", icon=":material/account_tree:", url_path="shape-flow"),
-    st.Page(PAGES / "masking_lab.py", title="Masking lab", icon=":material/visibility_off:", url_path="masking-lab"),
-    st.Page(PAGES / "tiled.py", title="Tiled attention", icon=":material/grid_view:", url_path="tiled"),
-    st.Page(PAGES / "windows.py", title="Windows & sinks", icon=":material/view_week:", url_path="windows"),
-    st.Page(PAGES / "walkthrough.py", title="Book walkthrough", icon=":material/menu_book:", url_path="walkthrough"),
-    st.Page(PAGES / "learn.py", title="Learn", icon=":material/school:", url_path="learn"),
-    st.Page(PAGES / "generate.py", title="Generate", icon=":material/keyboard_double_arrow_right:",
-            url_path="generate"),
-    st.Page(PAGES / "kv_cost.py", title="KV cache cost", icon=":material/memory:", url_path="kv-cache"),
-    st.Page(PAGES / "benchmark.py", title="Benchmark", icon=":material/timer:", url_path="benchmark"),
-    st.Page(PAGES / "answer.py", title="Answer a poll", icon=":material/how_to_vote:", url_path="answer"),
-], position="top" if present else "sidebar")
+
+# Each page beside its uses_knobs flag: whether it reads the sidebar's knobs (False: a page with its own controls;
+# the sidebar keeps every setting for the link and the way back, and names the pages that use them). Titles are in
+# this run's language; url paths are not translated.
+pages: list[tuple[st.Page, bool]] = [
+    (st.Page(PAGES / "text_to_vectors.py", title=_("Text → vectors"), icon=":material/text_fields:",
+             url_path="text-to-vectors"), True),
+    (st.Page(PAGES / "explore.py", title=_("Explore"), icon=":material/search:", default=True), True),
+    (st.Page(PAGES / "shape_flow.py", title=_("Shape flow"), icon=":material/account_tree:", url_path="shape-flow"),
+     True),
+    (st.Page(PAGES / "masking_lab.py", title=_("Masking lab"), icon=":material/visibility_off:",
+             url_path="masking-lab"), True),
+    (st.Page(PAGES / "tiled.py", title=_("Tiled attention"), icon=":material/grid_view:", url_path="tiled"), True),
+    (st.Page(PAGES / "windows.py", title=_("Windows & sinks"), icon=":material/view_week:", url_path="windows"), True),
+    (st.Page(PAGES / "walkthrough.py", title=_("Book walkthrough"), icon=":material/menu_book:",
+             url_path="walkthrough"), True),
+    (st.Page(PAGES / "learn.py", title=_("Learn"), icon=":material/school:", url_path="learn"), False),
+    (st.Page(PAGES / "generate.py", title=_("Generate"), icon=":material/keyboard_double_arrow_right:",
+             url_path="generate"), False),
+    (st.Page(PAGES / "kv_cost.py", title=_("KV cache cost"), icon=":material/memory:", url_path="kv-cache"), False),
+    (st.Page(PAGES / "benchmark.py", title=_("Benchmark"), icon=":material/timer:", url_path="benchmark"), False),
+    (st.Page(PAGES / "answer.py", title=_("Answer a poll"), icon=":material/how_to_vote:", url_path="answer"), False),
+]
+page = st.navigation([p for p, _knobs in pages], position="top" if present else "sidebar")
 if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
     page.run()
     st.stop()
+language_switch(st.sidebar)  # at the top, with presentation mode: how the whole app is shown
 presentation_controls(st.sidebar)
 measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
-OWN_CONTROLS = {"learn", "generate", "kv-cache", "benchmark"}  # pages that read none of the sidebar's knobs
-render_sidebar("none" if page.url_path in OWN_CONTROLS else "all")
+uses_knobs = next(knobs for p, knobs in pages if p.url_path == page.url_path)
+render_sidebar("all" if uses_knobs else "none", knob_pages=[p.title for p, knobs in pages if knobs])
 page.run()

@@ -38,8 +38,11 @@ def _import_all() -> None:
     import dashboard.drawing.screen  # noqa: F401
     import dashboard.state.controls  # noqa: F401
     from attn_core.text.tokens import bpe_encoding
+    from dashboard.i18n import LANGS, catalog
 
     bpe_encoding()  # 50,257 ranks parsed and the BPE tables built, before the first visitor
+    for code in LANGS:  # a catalog without its .mo is compiled here, not in the first Chinese visitor's run
+        catalog(code)
 
 
 def prepare() -> None:

@@ -79,7 +79,7 @@ def test_book_example_resets_every_setting_that_changes_its_numbers():
     t = Trace()
     MultiHeadAttention(3, 2, 1024, 0.0, 2)(BOOK_INPUTS.unsqueeze(0), t)
     np.testing.assert_allclose(weights_matrix(at), t["attn_weights"].tensor[0, 0].numpy(), atol=1e-6)
-    assert dict(at.query_params) == {"variant": "MultiHeadAttention"}
+    assert dict(at.query_params) == {"variant": "MultiHeadAttention", "lang": "en"}  # the language: always written
 
 
 @pytest.mark.parametrize("query,words,absent", [

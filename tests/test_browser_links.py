@@ -69,7 +69,8 @@ def weight_texts(page) -> list[str]:
 @pytest.mark.parametrize("link,size", [(ITEM1, DESKTOP), (ITEM1, PHONE), (ITEM1.replace("present=true&", ""), PHONE)],
                          ids=["present-1280x720", "present-390x844", "phone-390x844"])
 def test_a_prepared_link_keeps_every_setting(server, link, size):
-    wanted = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    # the app writes the language it chose (the browser's: Chromium's is en-US) into the link
+    wanted = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()} | {"lang": "en"}
     with chromium_page(*size) as page:
         open_link(page, server, link)
         assert query(page) == wanted
@@ -141,7 +142,7 @@ def test_book_example_resets_what_changes_the_books_numbers(server):
             page.get_by_role("button", name="Book example").click()
             page.wait_for_function("() => !new URLSearchParams(location.search).has('window')", timeout=LOAD_MS)
             wait_drawn(page, timeout=LOAD_MS)
-            assert query(page) == {"variant": "MultiHeadAttention"}, page.url
+            assert query(page) == {"variant": "MultiHeadAttention", "lang": "en"}, page.url
             shown = summary(page)
             assert "mask: causal (−∞ before softmax)" in shown and "bias" not in shown, shown
             assert story(page) == book_story

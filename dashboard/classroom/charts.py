@@ -9,9 +9,10 @@ RIGHT, OTHER, PENDING = "#1a9850", "#9e9e9e", "#4575b4"  # colour-blind-safe eno
 
 
 def tally_chart(choices: list[str], counts: list[int], answer: int | None = None,
-                width: int | None = None) -> alt.Chart:
+                width: int | None = None, x_title: str = "answers") -> alt.Chart:
     """Horizontal bars, one per choice in the question's order; after the reveal (``answer`` given) the right
-    choice is green and marked ✓, the others grey. The counts are written at the bars' ends."""
+    choice is green and marked ✓, the others grey. The counts are written at the bars' ends. ``x_title``: the
+    axis's title, in the page's language (a pure builder translates nothing)."""
     total = max(1, sum(counts))
     names = [("✓ " if answer == k else "") + c for k, c in enumerate(choices)]
     frame = pd.DataFrame({"choice": names, "order": range(len(choices)), "count": counts,
@@ -21,7 +22,7 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
     y = alt.Y("choice:N", sort=alt.EncodingSortField("order", op="min"), title=None,
               axis=alt.Axis(labelLimit=180, labelFontSize=14))
     x_max = max(1, max(counts)) * 1.2
-    bars = alt.Chart().mark_bar().encode(y=y, x=alt.X("count:Q", title="answers",
+    bars = alt.Chart().mark_bar().encode(y=y, x=alt.X("count:Q", title=x_title,
                                                           scale=alt.Scale(domain=[0, x_max]),
                                                           axis=alt.Axis(tickMinStep=1, format="d")),
                                          color=alt.Color("colour:N", scale=None),

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from attn_core.messages import N_, fill
+
 DB_ENV = "ATTENTION_LAB_CLASS_DB"
 DEFAULT_PATH = Path.home() / ".cache" / "attention-lab" / "classroom.sqlite3"
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L: read off a projector
@@ -48,7 +50,14 @@ STATES = ("open", "closed", "revealed")
 
 
 class PollError(Exception):
-    """Something a student or teacher should read: the message says what happened and what to do."""
+    """Something a student or teacher should read: the message says what happened and what to do. Like
+    ``attn_core``'s ``Problem``: a template with named values (``str()`` is the English), shown translated with
+    ``dashboard.i18n.message``."""
+
+    def __init__(self, msgid: str, /, **values: object):
+        self.msgid = msgid
+        self.values = values
+        super().__init__(fill(msgid, values))
 
 
 class NoSuchPoll(PollError):
@@ -158,8 +167,8 @@ class PollStore:
                 raise
             except Exception as e:  # sqlite3.Error, psycopg.Error, OSError: the store, not the input
                 self._drop()
-                raise StoreDown(f"the class's answer store is not reachable ({type(e).__name__}): nothing was "
-                                "saved. Try again in a moment") from e
+                raise StoreDown(N_("the class's answer store is not reachable ({error}): nothing was saved. Try "
+                                   "again in a moment"), error=type(e).__name__) from e
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -225,16 +234,16 @@ class PollStore:
     def _room(self, run, code: str, secret: str | None = None) -> None:
         rows = run("SELECT secret_hash, expires FROM rooms WHERE code = ?", code)
         if not rows or rows[0][1] < self.clock():
-            raise NoSuchPoll(f"there is no open poll with the code {code or '(empty)'}: check the code on the "
-                             "screen (polls end a few hours after the last question)")
+            raise NoSuchPoll(N_("there is no open poll with the code {code}: check the code on the screen (polls "
+                                "end a few hours after the last question)"), code=code or "—")
         if secret is not None and not secrets.compare_digest(rows[0][0], _hash(secret)):
-            raise NotTeacher("only the teacher who opened this poll can change it")
+            raise NotTeacher(N_("only the teacher who opened this poll can change it"))
 
     def ask(self, code: str, secret: str, question: dict) -> int:
         """Put a new question to the room (closing the one before); its number. The code stays the same."""
         n = len(question.get("choices", ()))
         if not 2 <= n <= 8:
-            raise BadChoice(f"a question needs 2-8 choices; got {n}")
+            raise BadChoice(N_("a question needs 2-8 choices; got {n}"), n=n)
         now = self.clock()
         with self._tx() as run:
             self._room(run, code, secret)
@@ -279,7 +288,7 @@ class PollStore:
         with self._tx() as run:
             n = run("SELECT n_choices FROM polls WHERE code = ? AND seq = ?", code, seq)
             if not n:
-                raise NoSuchPoll(f"question {seq} of {code} does not exist")
+                raise NoSuchPoll(N_("question {seq} of {code} does not exist"), seq=seq, code=code)
             counts = [0] * int(n[0][0])
             for choice, count in run("SELECT choice, COUNT(*) FROM answers WHERE code = ? AND seq = ? "
                                      "GROUP BY choice", code, seq):
@@ -290,25 +299,26 @@ class PollStore:
         """Record (or change) one session's answer to poll ``seq``: counted once however often it is sent."""
         code = normalize_code(code)
         if not session or len(session) > 64:
-            raise BadChoice("this browser session has no id: reload the page")
+            raise BadChoice(N_("this browser session has no id: reload the page"))
         now = self.clock()
         with self._tx() as run:
             self._room(run, code)
             rows = run("SELECT n_choices, state, (SELECT MAX(seq) FROM polls WHERE code = ?) FROM polls "
                        "WHERE code = ? AND seq = ?", code, code, seq)
             if not rows:
-                raise NoSuchPoll(f"question {seq} of {code} does not exist: reload the page")
+                raise NoSuchPoll(N_("question {seq} of {code} does not exist: reload the page"), seq=seq, code=code)
             n, state, latest = rows[0]
             if state != "open" or seq != latest:
-                raise PollClosed("this question is closed: answers are no longer taken")
+                raise PollClosed(N_("this question is closed: answers are no longer taken"))
             if not isinstance(choice, int) or not 0 <= choice < n:
-                raise BadChoice(f"choice {choice!r} is not one of this question's {n} choices")
+                raise BadChoice(N_("choice {choice} is not one of this question's {n} choices"), choice=repr(choice),
+                                n=n)
             minute = int(now // 60)
             run("INSERT INTO rate (session, minute, count) VALUES (?, ?, 1) ON CONFLICT (session, minute) "
                 "DO UPDATE SET count = rate.count + 1", session, minute)
             if run("SELECT count FROM rate WHERE session = ? AND minute = ?", session, minute)[0][0] \
                     > RATE_PER_MINUTE:
-                raise TooManyAnswers("too many answers from this browser in a minute: wait a moment")
+                raise TooManyAnswers(N_("too many answers from this browser in a minute: wait a moment"))
             run("INSERT INTO answers (code, seq, session, choice, updated) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (code, seq, session) DO UPDATE SET choice = excluded.choice, updated = excluded.updated",
                 code, seq, session, choice, now)

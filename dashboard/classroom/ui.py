@@ -21,8 +21,9 @@ from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
 from dashboard.classroom.charts import proof_chart, tally_chart
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, default_url, normalize_code
-from dashboard.i18n import message
-from dashboard.state.links import md_escape
+from dashboard.i18n import _, lang, message, ngettext
+from dashboard.i18n import switch as language_switch
+from dashboard.state.links import error_text, md_escape
 
 REFRESH_S = 1.0  # the teacher's tally: answers show within ~1 s (the goal is 2 s)
 STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the next question
@@ -46,10 +47,12 @@ def store() -> PollStore:
 
 
 def join_link(code: str) -> str:
-    """The students' link, on the host the teacher's browser used (behind the balancer: the balancer's)."""
+    """The students' link, on the host the teacher's browser used (behind the balancer: the balancer's), in the
+    teacher's language (``&lang=``: a student can switch on the phone)."""
     url = getattr(st.context, "url", None) or "http://localhost:8501/"
     parts = urlsplit(url)
-    return f"{parts.scheme or 'http'}://{parts.netloc or 'localhost:8501'}/{ANSWER_PATH}?code={quote(code)}"
+    return (f"{parts.scheme or 'http'}://{parts.netloc or 'localhost:8501'}/{ANSWER_PATH}?code={quote(code)}"
+            f"&lang={lang()}")
 
 
 def qr_png(text: str) -> bytes:
@@ -70,7 +73,6 @@ def question_options(trace: Trace, labels: list[str], *, head: int = 0, query: i
                      ) -> dict[str, Callable[[], Question]]:
     """What the teacher can ask about this trace: a menu label -> the generator (run only when asked)."""
     H = qs.num_heads(trace)
-    heads = f" in head {head + 1}" if H > 1 else ""
     out: dict[str, Callable[[], Question]] = {}
     for kind in kinds:
         if kind == "attends_most":
@@ -78,18 +80,22 @@ def question_options(trace: Trace, labels: list[str], *, head: int = 0, query: i
                 i = qs.default_query(trace, head) if query is None else query
             except ValueError:
                 i = len(labels) - 1
-            out[f"Which token does '{_piece(labels[i])}' attend to most{heads}?"] = (
-                lambda i=i: qs.attends_most(trace, labels, head, i))
+            token = md_escape(_piece(labels[i]))
+            asked = (_("Which token does '{token}' attend to most in head {head}?", token=token, head=head + 1)
+                     if H > 1 else _("Which token does '{token}' attend to most?", token=token))
+            out[asked] = lambda i=i: qs.attends_most(trace, labels, head, i)
         elif kind == "view_shape":
             for name in ("keys", "queries"):
                 if any(s.name == f"{name}.view" for s in trace.steps):
-                    out[f"The shape of `{name}` after .view"] = lambda name=name: qs.view_shape(trace, name)
+                    out[_("The shape of `{name}` after .view", name=name)] = (
+                        lambda name=name: qs.view_shape(trace, name))
         elif kind == "masking":
-            out["Renormalize or −∞: which masking gives this row?"] = (
+            out[_("Renormalize or −∞: which masking gives this row?")] = (
                 lambda: qs.masking(trace, labels, head, seed=secrets.randbelow(1000)))
         elif kind == "previous_token_head" and H >= qs.MIN_CHOICES:
-            where = f" of layer {layer + 1}" if layer is not None else ""
-            out[f"Which head{where} is the previous-token head?"] = (
+            asked = (_("Which head of layer {layer} is the previous-token head?", layer=layer + 1)
+                     if layer is not None else _("Which head is the previous-token head?"))
+            out[asked] = (
                 lambda: qs.previous_token_head(qs.trace_heads(trace), layer))
     return out
 
@@ -97,15 +103,15 @@ def question_options(trace: Trace, labels: list[str], *, head: int = 0, query: i
 def ask_the_class(where, page: str, trace: Trace, labels: list[str], **options) -> None:
     """The "Ask the class" control in ``where`` (a column or the page) and, once asked, the teacher's panel
     under it. ``options``: :func:`question_options`'s (head, query, kinds, layer)."""
-    with where.popover("Ask the class", icon=":material/how_to_vote:"):
+    with where.popover(_("Ask the class"), icon=":material/how_to_vote:"):
         menu = question_options(trace, labels, **options)
-        pick = st.radio("Question", list(menu), key=f"poll_kind_{page}", label_visibility="collapsed")
-        st.caption("The class answers on their phones; the true answer is read from this trace.")
-        if st.button("Ask", key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
+        pick = st.radio(_("Question"), list(menu), key=f"poll_kind_{page}", label_visibility="collapsed")
+        st.caption(_("The class answers on their phones; the true answer is read from this trace."))
+        if st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
             try:
                 _ask(page, menu[pick]())
             except ValueError as e:
-                st.warning(message(e))
+                st.warning(error_text(e))
     current = st.session_state.get("poll_current")
     if current and current.get("page") == page:
         with where.container(border=True, key=f"poll_panel_{page}"):
@@ -125,7 +131,7 @@ def _ask(page: str, question: Question) -> None:
             room = st.session_state["poll_room"] = {"code": code, "secret": secret}
             seq = store().ask(code, secret, question.to_dict())
     except PollError as e:
-        st.warning(str(e))
+        st.warning(error_text(e))
         return
     st.session_state["poll_current"] = {"page": page, "seq": seq, "question": question.to_dict()}
 
@@ -135,7 +141,7 @@ def _set_state(state: str) -> None:
     try:
         store().set_state(room.get("code", ""), room.get("secret", ""), state)
     except PollError as e:
-        st.session_state["poll_msg"] = str(e)
+        st.session_state["poll_msg"] = error_text(e)
 
 
 def _end() -> None:
@@ -144,18 +150,22 @@ def _end() -> None:
     try:
         store().delete_room(room.get("code", ""), room.get("secret", ""))
     except PollError as e:
-        st.session_state["poll_msg"] = str(e)
+        st.session_state["poll_msg"] = error_text(e)
 
 
 def _tally(code: str, seq: int, choices: list[str], answer: int | None) -> None:
     try:
         counts = store().tally(code, seq)
     except PollError as e:
-        st.warning(str(e))
+        st.warning(error_text(e))
         return
-    st.altair_chart(tally_chart(choices, counts, answer), width="stretch", key=f"tally_{code}_{seq}")
-    st.caption(f"{sum(counts)} answer{'s' if sum(counts) != 1 else ''}" +
-               (" · refreshed every second" if answer is None else ""))
+    st.altair_chart(tally_chart(choices, counts, answer, x_title=_("answers")), width="stretch",
+                    key=f"tally_{code}_{seq}_{lang()}")
+    n = sum(counts)
+    if answer is None:
+        st.caption(ngettext("{n} answer · refreshed every second", "{n} answers · refreshed every second", n))
+    else:
+        st.caption(ngettext("{n} answer", "{n} answers", n))
 
 
 _live_tally = st.fragment(run_every=REFRESH_S)(_tally)
@@ -171,35 +181,37 @@ def teacher_panel() -> None:
     try:
         poll = store().current(code)
     except PollError as e:
-        st.warning(f"{e}. The page keeps working; the poll shows again once the store answers.")
+        st.warning(_("{problem} The page keeps working; the poll shows again once the store answers.",
+                     problem=error_text(e)))
         return
     state = poll.state if poll is not None and poll.seq == seq else "closed"
-    st.markdown(f"**Ask the class** · question {seq} · " + {"open": ":green[open]", "closed": ":orange[closed]",
-                                                           "revealed": ":blue[revealed]"}[state])
+    st.markdown({"open": _("**Ask the class** · question {seq} · :green[open]", seq=seq),
+                 "closed": _("**Ask the class** · question {seq} · :orange[closed]", seq=seq),
+                 "revealed": _("**Ask the class** · question {seq} · :blue[revealed]", seq=seq)}[state])
     st.markdown(f"#### {md_escape(q.prompt)}")
     left, right = st.columns([1, 2])
     link = join_link(code)
     left.image(qr_png(link), width=150)
     with right:
-        st.subheader(f"Code {code}", anchor=False)
+        st.subheader(_("Code {code}", code=code), anchor=False)
         st.code(link, language=None, wrap_lines=True)
     b1, b2, b3 = st.columns(3)
     if state == "open":
-        b1.button("Close", key="poll_close", icon=":material/lock:", on_click=_set_state, args=("closed",),
+        b1.button(_("Close"), key="poll_close", icon=":material/lock:", on_click=_set_state, args=("closed",),
                   width="stretch")
     else:
-        b1.button("Reopen", key="poll_reopen", icon=":material/lock_open:", on_click=_set_state, args=("open",),
+        b1.button(_("Reopen"), key="poll_reopen", icon=":material/lock_open:", on_click=_set_state, args=("open",),
                   width="stretch")
-    b2.button("Reveal", key="poll_reveal", type="primary", icon=":material/visibility:", width="stretch",
+    b2.button(_("Reveal"), key="poll_reveal", type="primary", icon=":material/visibility:", width="stretch",
               disabled=state == "revealed", on_click=_set_state, args=("revealed",))
-    b3.button("End", key="poll_end", icon=":material/close:", on_click=_end, width="stretch",
-              help="End the poll: its code stops working")
+    b3.button(_("End"), key="poll_end", icon=":material/close:", on_click=_end, width="stretch",
+              help=_("End the poll: its code stops working"))
     if state == "revealed":
         _tally(code, seq, list(q.choices), q.answer)
     else:
         _live_tally(code, seq, list(q.choices), None)
     if state == "revealed":
-        st.success(f"Right answer: **{md_escape(q.choices[q.answer])}**")
+        st.success(_("Right answer: **{answer}**", answer=md_escape(q.choices[q.answer])))
         st.caption(md_escape(q.explain))
         show_proof(q)
 
@@ -210,18 +222,19 @@ def show_proof(q: Question, width: int | None = None) -> None:
     if chart is not None:
         st.altair_chart(chart, width="content", key=f"proof_{q.kind}")
     elif q.proof.get("labels"):
-        st.table({"step": q.proof["labels"], "shape": q.proof["values"]})
+        st.table({_("step"): q.proof["labels"], _("shape"): q.proof["values"]})
 
 
 # -- the students' page ----------------------------------------------------------------------------------------
 def student_page() -> None:
     """One question, big buttons, the reveal when the teacher reveals. No login, nothing personal stored."""
     st.html(STUDENT_CSS)
+    language_switch(st)  # the teacher's language comes with the link; a student may read the other
     code = normalize_code(st.query_params.get("code", ""))
     if not code:
-        st.header("Answer the class's question")
-        typed = st.text_input("Join code (on the teacher's screen)", max_chars=12, key="join_code")
-        if st.button("Join", type="primary", width="stretch") and normalize_code(typed):
+        st.header(_("Answer the class's question"))
+        typed = st.text_input(_("Join code (on the teacher's screen)"), max_chars=12, key="join_code")
+        if st.button(_("Join"), type="primary", width="stretch") and normalize_code(typed):
             st.query_params["code"] = normalize_code(typed)
             st.rerun()
         return
@@ -244,7 +257,7 @@ def _send(code: str, seq: int, session: str, choice: int) -> None:
         store().answer(code, seq, session, choice)
         st.session_state[f"poll_mine_{code}_{seq}"] = choice
     except PollError as e:
-        st.session_state["poll_msg"] = str(e)
+        st.session_state["poll_msg"] = error_text(e)
 
 
 @st.fragment(run_every=STUDENT_REFRESH_S)
@@ -252,20 +265,21 @@ def _student_live(code: str, session: str) -> None:
     try:
         poll = store().current(code)
     except PollError as e:
-        st.error(str(e))
+        st.error(error_text(e))
         return
     if poll is None:
-        st.info(f"Class {code}: waiting for the teacher's first question…")
+        st.info(_("Class {code}: waiting for the teacher's first question…", code=code))
         return
     q = Question.from_dict(poll.question).in_words(message)
     mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
     revealed = poll.state == "revealed"
-    st.caption(f"Class {code} · question {poll.seq}")
+    st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
     st.markdown(f"### {md_escape(q.prompt)}")
     with st.container(key="poll_choices"):
         for k, choice in enumerate(q.choices):
             mark = ("✓ " if revealed and k == q.answer else "") + ("● " if mine == k else "")
-            label = mark + md_escape(choice) + (" (yours)" if revealed and mine == k else "")
+            label = mark + (_("{choice} (yours)", choice=md_escape(choice)) if revealed and mine == k
+                            else md_escape(choice))
             st.button(label, key=f"choice_{poll.seq}_{k}", width="stretch",
                       type="primary" if mine == k else "secondary", disabled=poll.state != "open",
                       on_click=_send, args=(code, poll.seq, session, k))
@@ -273,21 +287,23 @@ def _student_live(code: str, session: str) -> None:
     if msg:
         st.warning(msg)
     if poll.state == "open":
-        until = "You can change it until the teacher closes the question."
-        st.caption(f"Tap your answer. {until}" if mine is None else
-                   f"Your answer: {md_escape(q.choices[mine])}. {until}")
+        st.caption(_("Tap your answer. You can change it until the teacher closes the question.") if mine is None
+                   else _("Your answer: {answer}. You can change it until the teacher closes the question.",
+                          answer=md_escape(q.choices[mine])))
     elif poll.state == "closed":
-        st.info("The teacher closed this question: the answer comes next.")
+        st.info(_("The teacher closed this question: the answer comes next."))
     else:
-        right = q.choices[q.answer]
+        right = md_escape(q.choices[q.answer])
         if mine == q.answer:
-            st.success(f"Right: **{md_escape(right)}**")
+            st.success(_("Right: **{answer}**", answer=right))
+        elif mine is None:
+            st.error(_("The answer is **{answer}**", answer=right))
         else:
-            st.error(f"The answer is **{md_escape(right)}**" + (f"; you chose {md_escape(q.choices[mine])}"
-                                                                    if mine is not None else ""))
+            st.error(_("The answer is **{answer}**; you chose {mine}", answer=right,
+                       mine=md_escape(q.choices[mine])))
         st.caption(md_escape(q.explain))
         try:
             counts = store().tally(code, poll.seq)
-            st.altair_chart(tally_chart(list(q.choices), counts, q.answer), width="stretch")
+            st.altair_chart(tally_chart(list(q.choices), counts, q.answer, x_title=_("answers")), width="stretch")
         except PollError as e:
-            st.warning(str(e))
+            st.warning(error_text(e))

@@ -15,7 +15,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 import re
+import threading
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,8 +26,33 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dashboard.i18n import N_, _, ngettext
+
 PNG_SCALE = 2
 SLIDE_PADDING = {"left": 10, "top": 10, "right": 24, "bottom": 24}
+# Where a machine keeps a font with Chinese glyphs (Debian's fonts-noto-cjk, macOS, Windows): registered with
+# vl-convert before its first picture, so a Chinese title or token label is drawn, never a row of empty boxes.
+CJK_FONT_DIRS = ("/usr/share/fonts/opentype/noto", "/usr/share/fonts/truetype/noto", "/usr/share/fonts/noto-cjk",
+                 "/System/Library/Fonts", "C:\\Windows\\Fonts")
+SLIDE_FONTS = "Liberation Sans, Arial, Helvetica, Noto Sans CJK SC, PingFang SC, Microsoft YaHei, sans-serif"
+_fonts_lock = threading.Lock()
+_fonts_done: list[str] = []
+
+
+def register_cjk_fonts(dirs: Sequence[str] = CJK_FONT_DIRS) -> list[str]:
+    """Register the first existing CJK font folders with vl-convert, once per process; the folders registered.
+    Without one, Chinese text in an exported chart falls back to whatever vl-convert finds (often nothing:
+    empty boxes); the app itself is unaffected (the browser draws its own text)."""
+    with _fonts_lock:
+        if not _fonts_done:
+            import vl_convert as vlc
+
+            for d in dirs:
+                if os.path.isdir(d):
+                    vlc.register_font_directory(d)
+                    _fonts_done.append(d)
+            _fonts_done.append("")  # tried: never again in this process
+        return [d for d in _fonts_done if d]
 
 
 def slide_name(what: str, variant: str, num_tokens: int | None, ext: str, head: int | None = None,
@@ -44,6 +71,7 @@ def chart_svg(chart: alt.TopLevelMixin) -> bytes:
     """The chart as an SVG document (text stays text: sharp at any size, editable in a slide tool)."""
     import vl_convert as vlc
 
+    register_cjk_fonts()
     return vlc.vegalite_to_svg(chart.to_dict()).encode()
 
 
@@ -51,6 +79,7 @@ def chart_png(chart: alt.TopLevelMixin, scale: float = PNG_SCALE) -> bytes:
     """The chart as a PNG at ``scale`` x its on-screen size."""
     import vl_convert as vlc
 
+    register_cjk_fonts()
     return vlc.vegalite_to_png(chart.to_dict(), scale=scale)
 
 
@@ -126,9 +155,8 @@ class SlideSettings:
         return re.sub(r"(?<=\d) +| +(?=\d)", "", text)
 
     def words(self) -> str:
-        """``MultiHeadAttention · 10 tokens · dropout 0.1`` (for a subtitle)."""
-        tokens = "" if self.num_tokens is None else f"{self.num_tokens} token" + ("" if self.num_tokens == 1
-                                                                                   else "s")
+        """``MultiHeadAttention · 10 tokens · dropout 0.1`` (for a subtitle, in this run's language)."""
+        tokens = "" if self.num_tokens is None else ngettext("{n} token", "{n} tokens", self.num_tokens)
         return " · ".join(p for p in (self.variant, tokens, self.extra) if p)
 
 
@@ -147,8 +175,8 @@ class PageChart:
     images: Sequence[tuple[str, bytes]] = ()
     scale: str = "scores"  # the rasters' colour scale (scales.scale_parts), for their legend
     bound: float | None = None  # a diverging raster's colour range is -bound..bound
-    x_title: str = "key"
-    y_title: str = "query"
+    x_title: str = N_("key")  # translated where drawn (a page may pass its own words, translated already)
+    y_title: str = N_("query")
     note: str = ""  # a line under a raster (e.g. how it was pooled)
     table: Callable[[], bytes] | None = None
     columns: int = 4  # rasters side by side before a new row starts
@@ -160,7 +188,7 @@ class PageChart:
 
     def label(self) -> str:
         """The picker's line: title and, for rasters, that it is an image."""
-        return self.title + (" (image)" if self.images and self.chart is None else "")
+        return _("{title} (image)", title=self.title) if self.images and self.chart is None else self.title
 
     def stem(self) -> str:
         s = self.settings or SlideSettings()
@@ -200,7 +228,7 @@ def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], st
     rgb = rasters.raster_rgb(values[:, None], scale)
     buf = io.BytesIO()
     Image.fromarray(np.repeat(rgb, 8, axis=1), mode="RGB").save(buf, format="PNG")
-    return buf.getvalue(), ends, scales.LEGEND_TITLES.get(kind, "value")
+    return buf.getvalue(), ends, _(scales.LEGEND_TITLES.get(kind, N_("value")))
 
 
 def _png_size(png: bytes) -> tuple[int, int]:
@@ -222,13 +250,13 @@ def raster_svg(entry: PageChart) -> bytes:
     cols = min(entry.columns, len(images)) or 1
     cap = 480 if len(images) == 1 else 220  # the longer side of each image on the slide, in pixels
     sizes = []
-    for _, png in images:
+    for _caption, png in images:
         w, h = _png_size(png)
         f = cap / max(w, h)
         sizes.append((round(w * f), round(h * f)))
-    cell_w = max(w for w, _ in sizes)
-    cell_h = max(h for _, h in sizes)
-    has_caps = any(c for c, _ in images)
+    cell_w = max(w for w, _h in sizes)
+    cell_h = max(h for _w, h in sizes)
+    has_caps = any(c for c, _png in images)
     pad, gap, top = 16, 14, 64 if entry.subtitle else 44
     rows = -(-len(images) // cols)
     grid_w = cols * cell_w + (cols - 1) * gap
@@ -236,9 +264,10 @@ def raster_svg(entry: PageChart) -> bytes:
     legend_png, ends, legend_title = _legend_strip(entry.scale, entry.bound)
     bar_h = min(200, max(80, cell_h))
     width = pad + grid_w + 24 + 110 + pad
-    lines = [f"rows: {entry.y_title} · columns: {entry.x_title}"] + ([entry.note] if entry.note else [])
+    lines = [_("rows: {rows} · columns: {columns}", rows=_(entry.y_title), columns=_(entry.x_title))] + (
+        [entry.note] if entry.note else [])
     height = top + grid_h + 12 + 18 * len(lines) + pad
-    font = 'font-family="Liberation Sans, Arial, Helvetica, sans-serif"'
+    font = f'font-family="{SLIDE_FONTS}"'
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" {font}>',
            f'<rect width="{width}" height="{height}" fill="white"/>',
@@ -281,6 +310,7 @@ def entry_png(entry: PageChart, scale: float = PNG_SCALE) -> bytes:
         return chart_png(titled(entry.chart(), entry.title, entry.subtitle), scale=scale)
     import vl_convert as vlc
 
+    register_cjk_fonts()
     return vlc.svg_to_png(raster_svg(entry).decode(), scale=scale)
 
 

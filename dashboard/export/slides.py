@@ -14,7 +14,7 @@ import streamlit as st
 
 from dashboard.drawing.chart_cache import fragment_now, holds, memo, run_token, vega
 from dashboard.export import formats as export
-from dashboard.state.links import plural
+from dashboard.i18n import _, lang, language, ngettext
 
 # --- Slide export: every chart a page draws, offered by one control -------------------------------------
 # Each drawing helper registers what it drew (a builder, never a built chart) in a list that belongs to
@@ -141,7 +141,7 @@ def register_images(what: str, title: str, images: Sequence[tuple[str, bytes]], 
     table = None
     if matrices is not None:
         held = [hold(m, None) for m in matrices]
-        table = panels_table(held, [c for c, _ in images], row_labels, col_labels)
+        table = panels_table(held, [c for c, _png in images], row_labels, col_labels)
     register_chart(export.PageChart(what, title, images=tuple(images), scale=scale, x_title=x_title,
                                     y_title=y_title, note=note, table=table, columns=columns))
 
@@ -213,30 +213,42 @@ def _download_panel(offered: _Offered, zip_name: str, key: str) -> None:
     contents are drawn only while it is open (Streamlit's lazy popover: ``on_change="rerun"``)."""
     entries = tuple(offered.charts)
     # short: "Download charts (1)" wrapped onto two lines at 1280×720
-    popover = st.popover(f"Download ({len(entries)})", icon=":material/download:", key=f"{key}_open",
-                         on_change="rerun", help="Every chart on this page as a slide: SVG or 2x PNG with its "
-                                                 "title, labels and legend, and its numbers as CSV.")
+    popover = st.popover(_("Download ({n})", n=len(entries)), icon=":material/download:", key=f"{key}_open",
+                         on_change="rerun", help=_("Every chart on this page as a slide: SVG or 2x PNG with its "
+                                                   "title, labels and legend, and its numbers as CSV."))
     if not popover.open:  # closed (as on most reruns): its contents are not even drawn
         return
     stems = export.unique_stems(entries)
     labels = [e.label() for e in entries]
+    code = lang()  # a download is built when clicked, maybe outside this run: in the language it was offered in
     with popover:
-        i = st.selectbox("Chart", range(len(entries)), format_func=labels.__getitem__, key=f"{key}_pick")
+        i = st.selectbox(_("Chart"), range(len(entries)), format_func=labels.__getitem__, key=f"{key}_pick")
         i = min(int(i or 0), len(entries) - 1)
         e, stem = entries[i], stems[i]
         c1, c2, c3 = st.columns(3)
-        c1.download_button("SVG", lambda: export.entry_svg(e), file_name=f"{stem}.svg", mime="image/svg+xml",
+        c1.download_button("SVG", lambda: _in(code, export.entry_svg, e), file_name=f"{stem}.svg",
+                           mime="image/svg+xml",
                            key=f"{key}_svg", on_click="ignore", icon=":material/download:", width="stretch")
-        c2.download_button("PNG 2x", lambda: export.entry_png(e), file_name=f"{stem}.png", mime="image/png",
+        c2.download_button(_("PNG 2x"), lambda: _in(code, export.entry_png, e), file_name=f"{stem}.png",
+                           mime="image/png",
                            key=f"{key}_png", on_click="ignore", icon=":material/download:", width="stretch")
-        c3.download_button("CSV", lambda: export.entry_csv(e) or b"", file_name=f"{stem}.csv", mime="text/csv",
+        c3.download_button("CSV", lambda: _in(code, export.entry_csv, e) or b"", file_name=f"{stem}.csv",
+                           mime="text/csv",
                            key=f"{key}_csv", on_click="ignore", icon=":material/download:", width="stretch",
                            disabled=e.table is None)
-        st.download_button(f"All {plural(len(entries), 'chart')} on this page (zip)",
-                           lambda: export.page_zip(offered.charts),
+        st.download_button(ngettext("All {n} chart on this page (zip)", "All {n} charts on this page (zip)",
+                                    len(entries)),
+                           lambda: _in(code, export.page_zip, offered.charts),
                            file_name=zip_name, mime="application/zip", key=f"{key}_zip", on_click="ignore",
                            icon=":material/folder_zip:", width="stretch")
-        st.caption(f"Files are named by what and which settings, e.g. `{stem}.svg`.")
+        example = f"`{stem}.svg`"
+        st.caption(_("Files are named by what and which settings, e.g. {example}.", example=example))
+
+
+def _in(code: str, build: Callable[[object], bytes | None], what: object) -> bytes | None:
+    """``build(what)`` in language ``code`` (its subtitle, axis names and legend)."""
+    with language(code):
+        return build(what)
 
 
 def draw_chart(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None = None,

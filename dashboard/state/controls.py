@@ -13,14 +13,15 @@ out of it (``URL_TEXT_LIMIT``) instead of making a link that cannot load.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import streamlit as st
 
 from attn_core import MAX_TEXT_CHARS, AttentionConfig, available_devices, variant
 from attn_core.attention.variants import KNOBS as VARIANT_KNOBS
-from dashboard.i18n import message
+from dashboard.i18n import N_, _, ngettext, sentences
 from dashboard.state import models
-from dashboard.state.links import link_warning, md_escape
+from dashboard.state.links import error_text, link_warning, md_escape
 from dashboard.state.settings_schema import (  # noqa: F401  (names pages import from here)
     _CONFIG,
     DEFAULTS,
@@ -61,7 +62,7 @@ def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
         try:
             st.session_state[key] = setting.parse(raw, devices)
         except BadValue as e:
-            messages.append(("warning", link_warning(key, raw, setting.shown(setting.default), str(e))))
+            messages.append(("warning", link_warning(key, raw, setting.shown(setting.default), e)))
     return messages
 
 
@@ -125,8 +126,9 @@ def _select(container, label: str, key: str, **kw):
     setting = SCHEMA[key]
     options = list(setting.labels)
     current = _now(key)
+    shown = {ident: _(text) for ident, text in setting.labels.items()}  # in this run's language, once
     return container.selectbox(label, options, index=options.index(current) if current in options else 0,
-                               format_func=setting.labels.get, key=key, **kw)
+                               format_func=shown.get, key=key, **kw)
 
 
 def _number(container, label: str, key: str, **kw):
@@ -144,8 +146,8 @@ def _finish_link(sb, text: str) -> None:
     """The widgets exist: from now on they own the settings; put them into the link."""
     st.session_state["_url_read"] = True
     if _write_url(_link_values()):  # the same values write_link_early wrote at the start of the run: no change
-        sb.caption(f"This text is too long to put in a link ({len(text):,} characters): a shared link keeps "
-                   "every setting but opens with the book's sentence.")
+        sb.caption(_("This text is too long to put in a link ({n:,} characters): a shared link keeps every setting "
+                     "but opens with the book's sentence.", n=len(text)))
 
 
 def _keep_state(*keys: str) -> None:
@@ -174,20 +176,21 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
     if st.session_state.get("model", models.RANDOM) not in choices:  # a folder taken away while the server ran
         st.session_state["model"] = models.RANDOM
     absent = len(choices) == 1
-    name = _select(sb, "Weights", "model", disabled=absent,
-                   help="The chapter's random weights, or a pretrained model's (SmolLM2, GPT-2): its real heads on "
-                        "your sentence.")
+    name = _select(sb, _("Weights"), "model", disabled=absent,
+                   help=_("The chapter's random weights, or a pretrained model's (SmolLM2, GPT-2): its real heads on "
+                          "your sentence."))
     for family in models.missing():
         # folded: the how-to is long, and the sidebar's attention knobs come after it on every page
-        sb.expander(f"{family.title} is not on this machine: how to add it").text(family.how_to_get())
+        sb.expander(_("{family} is not on this machine: how to add it", family=family.title)).text(
+            family.how_to_get())
     if name == models.RANDOM:
         return models.RANDOM, None
-    with sb, st.spinner(f"Loading {md_escape(models.label(name))} (once per server)…"):
+    with sb, st.spinner(_("Loading {model} (once per server)…", model=md_escape(models.label(name)))):
         try:
             models.model(name)
         except ValueError as e:
-            shown = md_escape(models.label(name))
-            messages.append(("error", f"{shown} cannot be used: {md_escape(message(e))} Showing random weights."))
+            messages.append(("error", _("{model} cannot be used: {reason} Showing random weights.",
+                                        model=md_escape(models.label(name)), reason=md_escape(error_text(e)))))
             return models.RANDOM, None
     return name, models.model_config(name, AttentionConfig())
 
@@ -203,35 +206,25 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     _keep_state(*FIXED_BY_MODEL, "device")
     n_layers = models.model(weights).cfg["n_layers"]
     if st.session_state.get("layer", 1) > n_layers:
-        shown = md_escape(models.label(weights))
-        messages.append(("warning", f"{shown} has {n_layers} layers: showing layer {n_layers}."))
+        messages.append(("warning", _("{model} has {n} layers: showing layer {n}.",
+                                      model=md_escape(models.label(weights)), n=n_layers)))
         st.session_state["layer"] = n_layers
-    layer = sb.number_input("Layer", 1, n_layers, value=_now("layer"), key="layer",
-                            help="The layer whose attention every page shows (its heads: pick one on Explore).")
+    layer = sb.number_input(_("Layer"), 1, n_layers, value=_now("layer"), key="layer",
+                            help=_("The layer whose attention every page shows (its heads: pick one on Explore)."))
     c1, c2 = sb.columns(2)
-    fixed = "Fixed by the model's weights."
+    fixed = _("Fixed by the model's weights.")
     c1.number_input("d_in", value=model_cfg.d_in, disabled=True, help=fixed)
     c2.number_input("d_out", value=model_cfg.d_out, disabled=True, help=fixed)
     c3, c4 = sb.columns(2)
     c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
     c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
-    c = models.config(weights)
-    if c.positions == "rope":
-        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: {c.attention}, {c.n_heads} query heads "
-                   f"sharing {c.n_kv_heads} K/V heads, RoPE on queries and keys, no biases, causal. Its input "
-                   f"vectors are layer {int(layer)}'s input: the residual stream, RMS-normed. The model has no "
-                   "dropout: the chapter's masking method and dropout below act on this layer's copy only.")
-    else:
-        bias = " with q/k/v biases" if c.qkv_bias else ""
-        sb.caption(f"{md_escape(models.label(weights))}'s own sizes: {c.attention}{bias}, causal. Its "
-                   f"input vectors are layer {int(layer)}'s input: the residual stream, layer-normed.")
-    mask_method = _select(sb, "Masking method", "mask_method")
+    sb.caption(model_caption(models.config(weights), md_escape(models.label(weights)), int(layer)))
+    mask_method = _select(sb, _("Masking method"), "mask_method")
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout")
     t3, t4 = sb.columns(2)
-    train_mode = _toggle(t3, "training", "train_mode",
-                           help="Dropout is only active in training mode.")
-    seed = _number(t4, "seed", "seed")
-    sb.caption("Running on **cpu**, where the shared model is.")
+    train_mode = _toggle(t3, _("training"), "train_mode", help=_("Dropout is only active in training mode."))
+    seed = _number(t4, _("seed"), "seed")
+    sb.caption(_("Running on **{device}**, where the shared model is.", device="cpu"))
     _finish_link(sb, text)
     cfg = dataclasses.replace(model_cfg, mask_method=mask_method, dropout=float(dropout), train_mode=bool(train_mode),
                               seed=int(seed))
@@ -240,74 +233,94 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     return settings
 
 
-KNOB_PAGES = "Explore, Shape flow, Masking lab and Book walkthrough"  # the pages that read the sidebar's knobs
-APPLY_HINT = "Ctrl+Enter (⌘+Enter on a Mac) or a click outside the box applies it."
+def model_caption(c: models.ModelConfig, model: str, layer: int) -> str:
+    """What a pretrained model fixes, said from its config's fields (never a family's name): its heads, positions,
+    biases and the norm its layer's input went through. ``model``: its label, escaped."""
+    if c.n_kv_heads < c.n_heads:
+        heads = _("{model}'s own sizes: {attention}, {n_heads} query heads sharing {n_kv_heads} K/V heads, causal.",
+                  model=model, attention=c.attention, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads)
+    else:
+        heads = ngettext("{model}'s own sizes: {attention}, {n} head, causal.",
+                         "{model}'s own sizes: {attention}, {n} heads, causal.", c.n_heads, model=model,
+                         attention=c.attention)
+    positions = (_("RoPE rotates its queries and keys.") if c.positions == "rope"
+                 else _("Its tokens carry learned position embeddings."))
+    bias = _("Its q/k/v projections have biases.") if c.qkv_bias else _("Its q/k/v projections have no biases.")
+    inputs = _("Its input vectors are layer {layer}'s input: the residual stream after {norm}.", layer=layer,
+               norm=c.norm)
+    ours = _("The chapter's masking method and dropout below act on this layer's copy only.")
+    return sentences(heads, positions, bias, inputs, ours)
 
 
-def render_sidebar(uses: str = "all") -> Settings | None:
+APPLY_HINT = N_("Ctrl+Enter (⌘+Enter on a Mac) or a click outside the box applies it.")
+
+
+def render_sidebar(uses: str = "all", knob_pages: Sequence[str] = ()) -> Settings | None:
     """Draw the shared controls in the sidebar and return the resulting Settings. A knob the chosen variant does
     not use (its registry entry's ``knobs``) is greyed out.
 
-    ``uses``: what the page reads. "all": every knob; "none" (a page with its own controls: Learn, Generate, KV cache
-    cost, Benchmark): no knob at all, each setting kept for the link and the way back, and no Settings. The
-    Sentence comes first, so it is above the fold of a 1280x720 screen (issue 33: it started at y 704)."""
+    ``uses``: what the page reads (main.py's ``uses_knobs`` flag beside each page). "all": every knob; "none" (a page
+    with its own controls): no knob at all, each setting kept for the link and the way back, and no Settings; the
+    sidebar names ``knob_pages`` (the titles of the pages that do read them). The Sentence comes first, so it is
+    above the fold of a 1280x720 screen."""
     devices = available_devices()
     messages = _seed_from_url(devices)
     _hand_back_kept()
     if st.session_state.get("device") not in devices:
         st.session_state["device"] = "cpu"
-    sb = st.sidebar
-    sb.header("Attention Lab")
+    sb = st.sidebar  # no "Attention Lab" header: the language switch took its 60 px, the Sentence stays in view
     if uses == "none":
-        return _no_knobs(sb, messages)
-    text = sb.text_area("Sentence", value=_now("sentence"), key="sentence", height=90,
+        return _no_knobs(sb, knob_pages)
+    text = sb.text_area(_("Sentence"), value=_now("sentence"), key="sentence", height=90,
                         max_chars=MAX_TEXT_CHARS,
-                        help=f"Your own text: it is split into GPT-2 tokens (up to {MAX_CONTEXT}). {APPLY_HINT}")
-    sb.caption(APPLY_HINT)
-    sb.caption("Presets")
+                        help=sentences(_("Your own text: it is split into GPT-2 tokens (up to {n}).", n=MAX_CONTEXT),
+                                       _(APPLY_HINT)))
+    sb.caption(_(APPLY_HINT))
+    sb.caption(_("Presets"))
     for name in PRESETS:
-        sb.button(name, key=f"preset_{name}", on_click=_apply_preset, args=(name,), width="stretch")
+        sb.button(_(name), key=f"preset_{name}", on_click=_apply_preset, args=(name,), width="stretch")
     weights, model_cfg = _weights(sb, messages)
     if model_cfg is not None:
         return _pretrained_sidebar(sb, text or "", weights, model_cfg, messages)
     _keep_state("layer")
-    input_mode = _select(sb, "Input vectors", "input_mode")
-    spec = variant(_select(sb, "Variant", "variant", help="The variants of the chapter, in its order."))
+    input_mode = _select(sb, _("Input vectors"), "input_mode")
+    spec = variant(_select(sb, _("Variant"), "variant", help=_("The variants of the chapter, in its order.")))
     unused = {knob: not spec.uses(knob) for knob in VARIANT_KNOBS}
     book_mode = input_mode == "book"
     c1, c2 = sb.columns(2)
-    d_in = _number(c1, "d_in", "d_in", disabled=book_mode, help="Width of each input vector (the book's inputs are "
-                                                                 "3-d).")
+    d_in = _number(c1, "d_in", "d_in", disabled=book_mode,
+                   help=_("Width of each input vector (the book's inputs are 3-d)."))
     d_out = _number(c2, "d_out", "d_out", disabled=unused["d_out"])
     if spec.d_out_note:
-        sb.caption(spec.d_out_note)
+        sb.caption(_(spec.d_out_note))
     c3, c4 = sb.columns(2)
     num_heads = _number(c3, "num_heads", "num_heads", disabled=unused["num_heads"])
     context_length = _number(c4, "context_length", "context_length", disabled=unused["context_length"],
-                             help="Size of the causal mask buffer (GPT-2: 1024).")
+                             help=_("Size of the causal mask buffer (GPT-2: {n}).", n=1024))
     g1, g2, g3 = sb.columns(3)
-    num_kv_groups = _number(g1, "groups", "num_kv_groups", disabled=unused["num_kv_groups"],
-                            help="num_kv_groups of grouped-query attention: how many K/V heads the query heads share "
-                                 "(must divide num_heads; 1 = multi-query).")
-    window = _number(g2, "window", "window", disabled=unused["window"],
-                     help="Sliding window: each token sees only the last W tokens, itself included (0 = no window).")
-    latent_dim = _number(g3, "latent", "latent_dim", disabled=unused["latent_dim"],
-                         help="Multi-head latent attention: the width of the latent keys and values come from "
-                              "(1 to d_out).")
-    mask_method = _select(sb, "Masking method", "mask_method", disabled=unused["mask_method"])
+    num_kv_groups = _number(g1, _("groups"), "num_kv_groups", disabled=unused["num_kv_groups"],
+                            help=_("num_kv_groups of grouped-query attention: how many K/V heads the query heads "
+                                   "share (must divide num_heads; 1 = multi-query)."))
+    window = _number(g2, _("window"), "window", disabled=unused["window"],
+                     help=_("Sliding window: each token sees only the last W tokens, itself included "
+                            "(0 = no window)."))
+    latent_dim = _number(g3, _("latent"), "latent_dim", disabled=unused["latent_dim"],
+                         help=_("Multi-head latent attention: the width of the latent the keys and values come from "
+                                "(1 to d_out)."))
+    mask_method = _select(sb, _("Masking method"), "mask_method", disabled=unused["mask_method"])
     t1, t2 = sb.columns(2)
-    causal = _toggle(t1, "causal", "causal", disabled=unused["causal"],
-                       help="Off: plain self-attention through the same class.")
+    causal = _toggle(t1, _("causal"), "causal", disabled=unused["causal"],
+                     help=_("Off: plain self-attention through the same class."))
     qkv_bias = _toggle(t2, "qkv_bias", "qkv_bias", disabled=unused["qkv_bias"])
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout",
                         disabled=unused["dropout"])
     t3, t4 = sb.columns(2)
-    train_mode = _toggle(t3, "training", "train_mode", disabled=unused["train_mode"],
-                           help="Dropout is only active in training mode.")
-    seed = _number(t4, "seed", "seed")
-    device = sb.selectbox("Device", devices, index=devices.index(_now("device")), key="device",
-                          help="Only devices that exist on this machine are listed.")
-    sb.caption(f"Running on **{device}**.")
+    train_mode = _toggle(t3, _("training"), "train_mode", disabled=unused["train_mode"],
+                         help=_("Dropout is only active in training mode."))
+    seed = _number(t4, _("seed"), "seed")
+    device = sb.selectbox(_("Device"), devices, index=devices.index(_now("device")), key="device",
+                          help=_("Only devices that exist on this machine are listed."))
+    sb.caption(_("Running on **{device}**.", device=device))
     text = text or ""
     _finish_link(sb, text)
 
@@ -322,12 +335,17 @@ def render_sidebar(uses: str = "all") -> Settings | None:
     return settings
 
 
-def _no_knobs(sb, messages: list[tuple[str, str]]) -> None:
+def _no_knobs(sb, knob_pages: Sequence[str]) -> None:
     """A page with its own controls: the sidebar says where the knobs are; every setting stays for the link. The
     page reads no Settings, so none are made (nor an earlier page's left to be read)."""
     _keep_state(*SCHEMA)
-    sb.caption(f"This page has its own controls. The sentence and the attention knobs are on {KNOB_PAGES}: "
-               "they keep their values meanwhile.")
+    titles = list(knob_pages)
+    if len(titles) > 1:
+        sb.caption(_("This page has its own controls. The sentence and the attention knobs are on {pages} and "
+                     "{last}: they keep their values meanwhile.", pages=_(", ").join(titles[:-1]), last=titles[-1]))
+    else:
+        sb.caption(_("This page has its own controls. The sentence and the attention knobs keep their values "
+                     "meanwhile."))
     _finish_link(sb, str(st.session_state["sentence"] or ""))
     st.session_state.pop("_settings", None)
 
@@ -338,4 +356,4 @@ def settings() -> Settings:
     try:
         return st.session_state["_settings"]
     except KeyError:
-        raise LookupError("this page's sidebar draws no knobs (render_sidebar(\"none\")): it has no Settings") from None
+        raise LookupError("this page's sidebar draws no knobs (render_sidebar(\"none\")): it has no Settings") from None  # noqa: E501  (for a developer)

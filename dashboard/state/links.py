@@ -1,11 +1,13 @@
-"""Text that came from a user or a link, made safe to show, the one warning a bad link value gets, and the words
-messages are made of (``plural``, ``sentence``).
+"""Text that came from a user or a link, made safe to show, the one warning a bad link value gets, and how an
+error is written on the screen (``error_text``).
 
 Shared by the sidebar (controls.py) and the pages' own link parameters (url_state.py), so every
 "this link value cannot be used" message reads the same way and is escaped the same way.
 """
 
 from __future__ import annotations
+
+from dashboard.i18n import _, message
 
 _MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=")
 
@@ -30,23 +32,36 @@ def shown_value(raw: str, limit: int = 80) -> str:
     return code_span(raw if len(raw) <= limit else raw[:limit] + "…")
 
 
-def link_warning(param: str, raw: str, used: str, reason: str = "") -> str:
-    """"The link's **param** = “value” is not valid here (reason): using X instead." — all escaped."""
-    why = f" ({md_escape(reason)})" if reason else ""
-    return (f"The link's **{md_escape(param)}** = {shown_value(raw)} is not valid here{why}: "
-            f"using {md_escape(used[:80])} instead.")
+def link_warning(param: str, raw: str, used: str, reason: str | BaseException = "") -> str:
+    """"The link's **param** = “value” is not valid here (reason): using X instead." — in the session's language,
+    all escaped. ``reason``: a :class:`~attn_core.messages.Problem` (translated) or text."""
+    why = message(reason) if isinstance(reason, BaseException) else reason
+    values = dict(param=md_escape(param), value=shown_value(raw), used=md_escape(used[:80]))
+    if why:
+        return _("The link's **{param}** = {value} is not valid here ({reason}): using {used} instead.",
+                 reason=md_escape(why), **values)
+    return _("The link's **{param}** = {value} is not valid here: using {used} instead.", **values)
+
+
+def error_text(error: BaseException | str) -> str:
+    """An error as a sentence on the screen, in the session's language (:func:`dashboard.i18n.message`): capital
+    first letter, one final full stop (a Chinese one for a Chinese sentence). A message that starts with a code name
+    (``d_out``, ``num_heads``) keeps it as written: "D_out" is not the book's name. Not escaped: escape it where
+    it goes into Markdown."""
+    text = (message(error) if isinstance(error, BaseException) else str(error)).strip().rstrip(".。")
+    if not text:
+        return ""
+    end = "。" if any("\u4e00" <= c <= "\u9fff" for c in text[-3:]) else "."
+    first = text.split(" ", 1)[0]
+    if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
+        return text + end
+    return text[:1].upper() + text[1:] + end
+
+
+sentence = error_text  # the pages' old name, until each calls error_text
 
 
 def plural(n: int, word: str) -> str:
-    """``1 token``, ``2 tokens``."""
+    """``1 token``, ``2 tokens``: English only. Retired: pages use ``ngettext("{n} token", "{n} tokens", n)``; kept
+    until the last page has moved."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def sentence(message: object) -> str:
-    """An error message as a sentence: capital first letter, one final full stop. A message that starts
-    with a code name (``d_out``, ``num_heads``) keeps it as written: "D_out" is not the book's name."""
-    text = str(message).strip().rstrip(".")
-    first = text.split(" ", 1)[0]
-    if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
-        return text + "."
-    return (text[:1].upper() + text[1:] + ".") if text else ""

@@ -6,10 +6,11 @@ import streamlit as st
 
 from attn_core import BOOK_SENTENCE, MAX_POSITIONS
 from attn_core.text.embeddings import uses_book_inputs
+from dashboard.i18n import _, ngettext
 from dashboard.state import models
 from dashboard.state.compute import Run, cached_tokens, traced_run
 from dashboard.state.controls import Settings
-from dashboard.state.links import md_escape, plural, sentence
+from dashboard.state.links import error_text, md_escape
 
 
 def _set_state(key: str, value: object) -> None:
@@ -24,7 +25,7 @@ def show_messages(s: Settings) -> None:
         if level != "warning" or len(warnings) == 1:
             getattr(st, level)(text)
     if len(warnings) > 1:
-        st.warning(f"{len(warnings)} values in the link could not be used:\n\n"
+        st.warning(_("{n} values in the link could not be used:", n=len(warnings)) + "\n\n"
                    + "\n".join(f"- {text}" for text in warnings))
 
 
@@ -39,38 +40,43 @@ def load_run(s: Settings, cfg=None, *, quiet: bool = False, note: bool = True) -
     try:
         tokens = cached_tokens(s.text)
     except ValueError as e:
-        st.error(sentence(e))
+        st.error(error_text(e))
         return None
     n = len(tokens)
     if n > MAX_POSITIONS:
-        st.error(f"Your text is {n} tokens long; Attention Lab shows up to {MAX_POSITIONS} tokens "
-                 f"(GPT-2's context length). Shorten the text by about {n - MAX_POSITIONS} tokens.")
+        st.error(_("Your text is {n} tokens long; Attention Lab shows up to {limit} tokens (GPT-2's context "
+                   "length). Shorten the text by about {extra} tokens.", n=n, limit=MAX_POSITIONS,
+                   extra=n - MAX_POSITIONS))
         return None
     if s.pretrained:
         return _pretrained_run(s, cfg, n)
     mode = s.input_mode
     if mode == "book" and not uses_book_inputs([t.id for t in tokens]):
         if note and not quiet:  # one line, not a box: it shows on every page
-            st.caption(f":material/info: The book's fixed inputs are its vectors for “{BOOK_SENTENCE}”: your "
-                       f"{plural(n, 'token')} get their own learned token + position embeddings (d_in = 3).")
+            st.caption(":material/info: " + ngettext(
+                "The book's fixed inputs are its vectors for “{book}”: your {n} token gets its own learned token "
+                "+ position embedding (d_in = 3).",
+                "The book's fixed inputs are its vectors for “{book}”: your {n} tokens get their own learned token "
+                "+ position embeddings (d_in = 3).", n, book=BOOK_SENTENCE))
         mode = "learned"
     if cfg.spec.masks and n > cfg.context_length:
-        st.error(f"Your text has {n} tokens but context_length is {cfg.context_length}: the causal mask "
-                 f"(a {cfg.context_length} x {cfg.context_length} buffer) cannot cover it. The book's code "
-                 "would fail with a shape error here.")
-        st.button(f"Raise context_length to {n}", key="raise_context", on_click=_set_state,
+        st.error(_("Your text has {n} tokens but context_length is {length}: the causal mask (a {length} x {length} "
+                   "buffer) cannot cover it. The book's code would fail with a shape error here.", n=n,
+                   length=cfg.context_length))
+        st.button(_("Raise context_length to {n}", n=n), key="raise_context", on_click=_set_state,
                   args=("context_length", n), type="primary")
         return None
     if mode == "onehot" and cfg.d_in < len({t.id for t in tokens}):
         distinct = len({t.id for t in tokens})
-        st.error(f"One-hot inputs need d_in ≥ the number of distinct tokens ({distinct}); d_in is {cfg.d_in}.")
-        st.button(f"Set d_in to {distinct}", key="raise_d_in", on_click=_set_state, args=("d_in", distinct),
+        st.error(_("One-hot inputs need d_in ≥ the number of distinct tokens ({distinct}); d_in is {d_in}.",
+                   distinct=distinct, d_in=cfg.d_in))
+        st.button(_("Set d_in to {n}", n=distinct), key="raise_d_in", on_click=_set_state, args=("d_in", distinct),
                   type="primary")
         return None
     try:
         return traced_run(s.text, mode, cfg)
     except ValueError as e:
-        st.error(sentence(e))
+        st.error(error_text(e))
         return None
 
 
@@ -80,17 +86,17 @@ def _pretrained_run(s: Settings, cfg, n: int) -> Run | None:
     try:
         cfg = models.model_config(s.weights, cfg)
         if n > cfg.context_length:
-            st.error(f"Your text is {n} tokens long; {name} has {cfg.context_length} positions. Shorten the text by "
-                     f"about {n - cfg.context_length} tokens.")
+            st.error(_("Your text is {n} tokens long; {model} has {length} positions. Shorten the text by about "
+                       "{extra} tokens.", n=n, model=name, length=cfg.context_length, extra=n - cfg.context_length))
             return None
         bar = st.empty()
 
         def progress(fraction: float, words: str) -> None:
-            bar.progress(fraction, text=f"{name} reads your sentence: {words}")
+            bar.progress(fraction, text=_("{model} reads your sentence: {words}", model=name, words=words))
 
         run = models.layer_run(s.text, s.weights, s.layer, cfg, progress)
         bar.empty()
         return run
     except ValueError as e:
-        st.error(sentence(e))
+        st.error(error_text(e))
         return None

@@ -7,15 +7,19 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from attn_core import BOOK_SENTENCE, INPUT_MODES, LABELS, MAX_POSITIONS, MAX_TEXT_CHARS, AttentionConfig
+from attn_core.messages import Problem
+from dashboard.i18n import N_, _
 from dashboard.state import models
 
 VARIANT_NAMES = LABELS  # id -> label, from the variant registry (attn_core/attention/variants.py)
-MASK_NAMES = {"neg_inf": "−∞ before softmax", "renormalize": "zero after softmax, renormalize"}
+# Labels are marked for the catalog and translated where shown (the selectbox, a warning); a link made before may
+# still spell a choice by its English label.
+MASK_NAMES = {"neg_inf": N_("−∞ before softmax"), "renormalize": N_("zero after softmax, renormalize")}
 INPUT_NAMES = {
-    "book": "Book's fixed 3-d inputs",
-    "learned": "Learned token + position embeddings",
-    "sinusoidal": "Token embeddings + sinusoidal positions",
-    "onehot": "One-hot per distinct token",
+    "book": N_("Book's fixed 3-d inputs"),
+    "learned": N_("Learned token + position embeddings"),
+    "sinusoidal": N_("Token embeddings + sinusoidal positions"),
+    "onehot": N_("One-hot per distinct token"),
 }
 MAX_CONTEXT = MAX_POSITIONS
 MAX_DIM = 1024
@@ -24,8 +28,8 @@ MAX_LAYERS = 48  # GPT-2 XL's; a smaller model's own count is checked when its l
 URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (a 200 KB link does not load)
 
 
-class BadValue(ValueError):
-    """A URL value that cannot be used; the message says what it should be."""
+class BadValue(Problem):
+    """A URL value that cannot be used; the message (a template, translated where shown) says what it should be."""
 
 
 def parse_int(raw: str, lo: int, hi: int) -> int:
@@ -33,9 +37,9 @@ def parse_int(raw: str, lo: int, hi: int) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
-        raise BadValue(f"expected a whole number from {lo} to {hi}") from None
+        raise BadValue(N_("expected a whole number from {lo} to {hi}"), lo=lo, hi=hi) from None
     if not lo <= value <= hi:
-        raise BadValue(f"expected a whole number from {lo} to {hi}")
+        raise BadValue(N_("expected a whole number from {lo} to {hi}"), lo=lo, hi=hi)
     return value
 
 
@@ -56,7 +60,8 @@ class Setting:
         its plain identifier and, for links made before, the label the selectbox shows."""
         if self.kind == "text":
             if len(raw) > MAX_TEXT_CHARS:
-                raise BadValue(f"a text of {len(raw):,} characters is longer than the {MAX_TEXT_CHARS:,} allowed")
+                raise BadValue(N_("a text of {n:,} characters is longer than the {limit:,} allowed"), n=len(raw),
+                               limit=MAX_TEXT_CHARS)
             return raw
         raw = raw.strip()
         if self.kind == "choice":
@@ -65,20 +70,19 @@ class Setting:
             by_label = {label: ident for ident, label in self.labels.items()}
             if raw in by_label:
                 return by_label[raw]
-            raise BadValue("expected one of " + ", ".join(self.labels))
+            raise BadValue(N_("expected one of {values}"), values=", ".join(self.labels))
         if self.kind == "int":
             return parse_int(raw, int(self.lo), int(self.hi))
         if self.kind == "float":
-            expected = f"expected a multiple of {DROPOUT_STEP} from 0 to {self.hi}"
             try:
                 value = float(raw)
             except ValueError:
-                raise BadValue(f"expected a number from 0 to {self.hi}") from None
+                raise BadValue(N_("expected a number from 0 to {hi}"), hi=self.hi) from None
             if not self.lo <= value <= self.hi:
-                raise BadValue(f"expected a number from 0 to {self.hi}")
+                raise BadValue(N_("expected a number from 0 to {hi}"), hi=self.hi)
             snapped = round(round(value / DROPOUT_STEP) * DROPOUT_STEP, 2)
             if abs(snapped - value) > 1e-9:
-                raise BadValue(expected)
+                raise BadValue(N_("expected a multiple of {step} from 0 to {hi}"), step=DROPOUT_STEP, hi=self.hi)
             return snapped
         if self.kind == "bool":
             low = raw.lower()
@@ -86,9 +90,10 @@ class Setting:
                 return True
             if low in ("false", "0", "off", "no"):
                 return False
-            raise BadValue("expected true or false")
+            raise BadValue(N_("expected true or false"))
         if raw not in (devices or ["cpu"]):  # device
-            raise BadValue("it is not available on this machine (available: " + ", ".join(devices or ["cpu"]) + ")")
+            raise BadValue(N_("it is not available on this machine (available: {devices})"),
+                           devices=", ".join(devices or ["cpu"]))
         return raw
 
     def coerce(self, value: object) -> object:
@@ -102,10 +107,10 @@ class Setting:
         return "" if value is None else str(value)
 
     def shown(self, value: object) -> str:
-        """How a warning names a value that was used instead of a bad one."""
+        """How a warning names a value that was used instead of a bad one (in this run's language)."""
         if self.kind == "choice":
-            return self.labels[value]
-        return "the book's sentence" if self.key == "sentence" else url_value(value)
+            return _(self.labels[value])
+        return _("the book's sentence") if self.key == "sentence" else url_value(value)
 
 
 _CONFIG = asdict(AttentionConfig())  # the defaults live once, in AttentionConfig
@@ -143,17 +148,18 @@ def _preset(**values: object) -> dict[str, object]:
     q/k/v biases, the masking method, training; issue 33)."""
     unknown = set(values) - set(SCHEMA)
     if unknown:
-        raise ValueError(f"a preset names settings that do not exist: {sorted(unknown)}")
+        raise ValueError(f"a preset names settings that do not exist: {sorted(unknown)}")  # a programming error
     return {key: default for key, default in DEFAULTS.items() if key not in KEPT_BY_PRESETS} | values
 
 
+# Preset names are marked for the catalog and translated on their buttons (the buttons' keys use the English).
 PRESETS: dict[str, dict[str, object]] = {
-    "Book example": _preset(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2, seed=123,
+    N_("Book example"): _preset(sentence=BOOK_SENTENCE, input_mode="book", d_in=3, d_out=2, num_heads=2, seed=123,
                             variant="MultiHeadAttention"),
-    "GPT-2 small (ex. 3.3)": _preset(input_mode="learned", d_in=768, d_out=768, num_heads=12,
+    N_("GPT-2 small (ex. 3.3)"): _preset(input_mode="learned", d_in=768, d_out=768, num_heads=12,
                                      variant="MultiHeadAttention"),
-    "Original paper (512-d, 8 heads)": _preset(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8, dropout=0.1,
-                                               variant="MultiHeadAttention"),
+    N_("Original paper (512-d, 8 heads)"): _preset(input_mode="sinusoidal", d_in=512, d_out=512, num_heads=8,
+                                                   dropout=0.1, variant="MultiHeadAttention"),
 }
 
 
@@ -176,7 +182,7 @@ class Settings:
 def parse_url_value(key: str, raw: str, devices: list[str] | None = None) -> object:
     """The setting a URL parameter asks for, or :class:`BadValue` saying what it should be."""
     if key not in SCHEMA:
-        raise BadValue("unknown parameter")
+        raise BadValue(N_("unknown parameter"))
     return SCHEMA[key].parse(raw, devices)
 
 

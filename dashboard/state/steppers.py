@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from dashboard.i18n import _
 from dashboard.state.links import md_escape
 from dashboard.state.url_state import warn_bad_link
 
@@ -49,12 +50,12 @@ def section_steps(key: str, names: Sequence[str]) -> tuple:
     # the middle holds "Download (N)" on one line at 1280×720 (a 2/11 column wrapped it)
     left, middle, right = st.columns([4, 3, 4], vertical_alignment="center")
     row = right.container(horizontal=True, horizontal_alignment="right", gap="small")
-    row.button(f"◀ {names[i - 1]}" if i > 0 else "◀ Previous", key=f"{key}_prev", on_click=_go,
-               args=(key, names[max(i - 1, 0)]), disabled=i == 0, shortcut=PREV_KEY, type="tertiary",
-               help="Previous section (Page Up)")
-    row.button(f"{names[i + 1]} ▶" if i < len(names) - 1 else "Next ▶", key=f"{key}_next", on_click=_go,
-               args=(key, names[min(i + 1, len(names) - 1)]), disabled=i == len(names) - 1, shortcut=NEXT_KEY,
-               type="tertiary", help="Next section (Page Down)")
+    row.button(_("◀ {section}", section=_(names[i - 1])) if i > 0 else _("◀ Previous"), key=f"{key}_prev",
+               on_click=_go, args=(key, names[max(i - 1, 0)]), disabled=i == 0, shortcut=PREV_KEY, type="tertiary",
+               help=_("Previous section (Page Up)"))
+    row.button(_("{section} ▶", section=_(names[i + 1])) if i < len(names) - 1 else _("Next ▶"), key=f"{key}_next",
+               on_click=_go, args=(key, names[min(i + 1, len(names) - 1)]), disabled=i == len(names) - 1,
+               shortcut=NEXT_KEY, type="tertiary", help=_("Next section (Page Down)"))
     return left, middle
 
 
@@ -75,13 +76,13 @@ def stepper(key: str, labels: Sequence[str]) -> int:
             elif raw.isdigit() and 1 <= int(raw) <= n:
                 st.session_state[key] = int(raw) - 1
             else:
-                warn_bad_link(key, raw, f"step 1 (a step is a number from 1 to {n})")
+                warn_bad_link(key, raw, _("step 1 (a step is a number from 1 to {n})", n=n))
     st.session_state[key] = min(st.session_state[key], n - 1)
     i = st.session_state[key]
     # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
     # 1280 px with the sidebar open); the slider takes the rest.
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
-    row.button("◀ Previous", key=f"{key}_prev", on_click=_step, args=(key, -1, shown), width="content",
+    row.button(_("◀ Previous"), key=f"{key}_prev", on_click=_step, args=(key, -1, shown), width="content",
                disabled=i == 0, shortcut=PREV_KEY)
     if n > 1:
         # The position as its own line above the track ("Step 3 of 20 · x"): the slider's value rode on its
@@ -89,7 +90,8 @@ def stepper(key: str, labels: Sequence[str]) -> int:
         middle = row.container(gap=None, width="stretch")
         middle.html(f"<style>[class*='st-key-{key}_slider'] [data-testid='stSliderThumbValue'] {{display: none;}}"
                     "</style>")
-        middle.markdown(f"**Step {i + 1} of {n}** · {md_escape(labels[i])}", width="stretch")
+        middle.markdown(_("**Step {i} of {n}** · {label}", i=i + 1, n=n, label=md_escape(labels[i])),
+                        width="stretch")
         # A new slider each time the step is moved other than by the slider (the buttons, a test): a slider whose
         # value the script changes shows it only after the run (its thumb moved after the rest of the page),
         # a new one is drawn at its value. Dragging keeps the slider (and the keyboard focus).
@@ -97,9 +99,9 @@ def stepper(key: str, labels: Sequence[str]) -> int:
         if st.session_state.get(f"{key}_slider{st.session_state.get(moves, 0)}", i) != i:
             st.session_state[moves] = st.session_state.get(moves, 0) + 1
         slider = f"{key}_slider{st.session_state.get(moves, 0)}"
-        middle.select_slider("Step", options=list(range(n)), value=i, key=slider, on_change=_slid,
+        middle.select_slider(_("Step"), options=list(range(n)), value=i, key=slider, on_change=_slid,
                              args=(key, slider, shown), format_func=shown.__getitem__,
                              label_visibility="collapsed", width="stretch")
-    row.button("Next ▶", key=f"{key}_next", on_click=_step, args=(key, 1, shown), width="content",
+    row.button(_("Next ▶"), key=f"{key}_next", on_click=_step, args=(key, 1, shown), width="content",
                disabled=i == n - 1, shortcut=NEXT_KEY)
     return int(i)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from dashboard.i18n import _
 from dashboard.state.controls import BadValue, parse_int
 from dashboard.state.links import link_warning
 
@@ -36,7 +37,7 @@ def url_int(key: str, lo: int, hi: int, used: int) -> None:
     try:
         parse_int(raw, lo, hi)
     except BadValue as e:
-        st.warning(link_warning(key, raw, str(used), str(e)))
+        st.warning(link_warning(key, raw, str(used), e))
 
 
 def url_cell(key: str, n_rows: int, n_cols: int) -> tuple[int, int] | None:
@@ -51,7 +52,7 @@ def url_cell(key: str, n_rows: int, n_cols: int) -> tuple[int, int] | None:
         i, j = 0, 0
     if 1 <= i <= n_rows and 1 <= j <= n_cols:
         return i - 1, j - 1
-    warn_bad_link(key, raw, f"the default cell (it must be “row,column” with row 1–{n_rows} and column "
-                            f"1–{n_cols})")
+    warn_bad_link(key, raw, _("the default cell (it must be “row,column” with row 1–{rows} and column 1–{cols})",
+                              rows=n_rows, cols=n_cols))
     del st.query_params[key]
     return None
