@@ -12,6 +12,7 @@ from PIL import Image
 from attn_core.tracing import views
 from dashboard.drawing import cells, flow_charts, heatmaps, rasters, scales
 from dashboard.drawing.heatmaps import Look
+from dashboard.i18n import language
 
 LABELS = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
 
@@ -400,3 +401,70 @@ def test_a_growing_chart_keeps_its_spec_while_its_cells_keep_their_size():
     assert isinstance(plain["width"], int)  # other heatmaps keep a width in pixels
     assert cells.spec_signature(9, 7, ["a"] * 7, 560, False, growing=True) == \
         cells.spec_signature(9, 12, ["a"] * 12, 560, False, growing=True)
+
+
+def chart_text(spec: dict) -> str:
+    """A spec's text without its data (axis, legend and tooltip titles, mask labels)."""
+    return json.dumps({k: v for k, v in spec.items() if k not in ("data", "datasets")}, ensure_ascii=False)
+
+
+def test_charts_speak_the_session_language():
+    mask = np.triu(np.ones((3, 3)), 1)
+    with language("zh"):
+        scores = chart_text(heatmaps.heatmap(causal_scores(3), LABELS[:3], LABELS[:3]).to_dict())
+        masks = chart_text(heatmaps.heatmap(mask, LABELS[:3], LABELS[:3], Look(scale="mask")).to_dict())
+        panels = chart_text(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).to_dict())
+        titles = list(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).data["panel"].unique())
+        note = scales.out_of_range_note(np.array([[-0.5, 2.0]]), "weights")
+    assert '"title": "键"' in scores and '"title": "查询"' in scores and '"title": "值"' in scores  # axes, legend
+    assert '"key"' not in scores and '"query"' not in scores
+    assert "0 = 可见" in masks and "1 = 被遮掩" in masks and "掩码" in masks  # the mask's legend, both entries
+    assert "面板" in panels and '"title": "权重"' in panels and titles == ["头 1", "头 2"]
+    assert note == "超出颜色刻度（0 到 1）：红色 = 小于 0（1 个单元格）；粉色 = 大于 1（1 个单元格）。"
+    english = chart_text(heatmaps.heatmap(causal_scores(3), LABELS[:3], LABELS[:3]).to_dict())
+    assert '"title": "key"' in english and "键" not in english  # outside the block: English again
+
+
+def test_look_builds_in_its_own_language_on_any_thread():
+    """A chart prepared ahead (state/ahead.py) is built on a worker thread, where the session's language is not
+    set: the Look read in the script carries it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    look = Look(scale="weights", lang="zh")
+    with ThreadPoolExecutor(1) as pool:
+        text = pool.submit(lambda: chart_text(look.chart(np.eye(3), LABELS[:3], LABELS[:3]).to_dict())).result()
+    assert '"title": "键"' in text and '"title": "权重"' in text
+
+
+def test_chart_cache_never_serves_one_language_to_another():
+    from dashboard.drawing import matrices
+
+    class Box:  # what a Streamlit container is to show_matrix: the specs it was sent
+        def __init__(self):
+            self.specs = []
+
+        def vega_lite_chart(self, spec, **kw):
+            self.specs.append(spec)
+
+        def markdown(self, *args, **kw):
+            pass
+
+    box, m = Box(), np.random.default_rng(1).random((4, 4))
+    for code in ("zh", "en", "zh"):  # the same chart, cached under the same page key, in turn
+        with language(code):
+            matrices.show_matrix(box, m, LABELS[:4], LABELS[:4], Look(scale="weights"), key="lang_test",
+                                 cache_key=("lang_test",))
+    zh, en, zh_again = (chart_text(s) for s in box.specs)
+    assert '"title": "键"' in zh and '"title": "key"' not in zh
+    assert '"title": "key"' in en and "键" not in en and "权重" not in en
+    assert zh_again == zh  # and each language's spec is still cached
+    # any cached chart (a page's own structure key names no language): the template is kept per language
+    from dashboard.drawing import chart_cache, learn_charts
+
+    for code in ("zh", "en"):
+        with language(code):
+            chart_cache.vega(box, lambda: learn_charts.loss_chart([2.0, 1.5, 1.0], max_steps=10),
+                             lambda: learn_charts.loss_frame([2.0, 1.5, 1.0]), ("lang_test_loss",), ("lang_loss",),
+                             "lang_loss", False)
+    loss_zh, loss_en = (chart_text(s) for s in box.specs[-2:])
+    assert "训练步数" in loss_zh and "training step" in loss_en and "训练步数" not in loss_en

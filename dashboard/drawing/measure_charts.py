@@ -7,6 +7,7 @@ import altair as alt
 import pandas as pd
 
 from dashboard.drawing.cells import layered
+from dashboard.i18n import _
 
 LOG_Y_SPAN = 10  # a log time axis only once the times span this factor: below it a linear axis from 0 reads better
 
@@ -24,7 +25,7 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
         scale = alt.Scale(type="log", domain=[float(drawn.min()) / 1.5, float(drawn.max()) * 3], nice=False)
     enc = dict(y=alt.Y(f"{y}:N", sort=alt.EncodingSortField(field=x, op="min", order="ascending"), title=None,
                        axis=alt.Axis(labelLimit=0)),
-               x=alt.X(f"{x}:Q", title=x + (" (log scale)" if scale.type == "log" else ""), scale=scale),
+               x=alt.X(f"{x}:Q", title=_("{axis} (log scale)", axis=x) if scale.type == "log" else x, scale=scale),
                tooltip=list(df.columns))
     if color:
         enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(labelLimit=0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
+from dashboard.i18n import _
 
 KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
@@ -104,13 +105,13 @@ def _exit() -> None:
 
 def controls(sidebar) -> None:
     """The toggle (in the sidebar) and, while presenting, a page style and an exit button on the page."""
-    sidebar.toggle("Presentation mode", key=KEY, bind="query-params",
-                   help="Large type, high contrast, the sidebar out of the way. The link keeps it: "
-                        "prepare a link and open it on the projector.")
+    sidebar.toggle(_("Presentation mode"), key=KEY, bind="query-params",
+                   help=_("Large type, high contrast, the sidebar out of the way. The link keeps it: "
+                          "prepare a link and open it on the projector."))
     st.html(_CSS if presenting() else _BASE_CSS)
     if presenting():
         # one small button in the top bar (fixed, beside the app menu): every line above the chart costs a row
         # of the chart at 720 pixels
-        st.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
-                  type="tertiary", help="The settings are in the sidebar (» at the top left); Page Up / Page Down "
-                                        "step through sections.")
+        st.button(_("Exit presentation"), key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
+                  type="tertiary", help=_("The settings are in the sidebar (» at the top left); Page Up / Page Down "
+                                          "step through sections."))
