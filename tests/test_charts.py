@@ -149,7 +149,7 @@ def test_raster_switch_above_threshold():
     png = rasters.raster_png(causal_scores(200), "scores")
     img = Image.open(io.BytesIO(png))
     assert img.size == (400, 400)  # upscaled x2 towards 512 px
-    assert img.mode == "P"  # one byte a pixel and a palette: ~3x faster to encode and smaller than RGB
+    assert img.mode == "P"  # one byte a pixel and a palette: faster to encode and smaller than RGB
     rgb = np.asarray(img.convert("RGB"))
     assert tuple(rgb[0, -1]) == (208, 208, 208)  # masked corner is grey
     assert (rgb[::2, ::2] == rasters.raster_rgb(causal_scores(200), "scores")).all()  # the raster's own colours

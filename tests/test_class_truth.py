@@ -110,7 +110,7 @@ def test_benchmark_bars_use_a_log_axis_when_one_repeat_is_slow():
 
     df = pd.DataFrame({"implementation": ["raw SDPA", "MultiHeadAttention (explicit)", "wrapper"],
                        "pass": ["forward"] * 3, "ms": [0.04, 0.07, 0.11], "ms_min": [0.03, 0.06, 0.10],
-                       "ms_max": [0.05, 18.0, 0.12]})  # one slow repeat: 18 ms
+                       "ms_max": [0.05, 18.0, 0.12]})  # one slow repeat
     alt.data_transformers.disable_max_rows()
     spec = measure_charts.bar_chart(df, "ms", "implementation", "pass", spread=True).to_dict()
     scales = [layer["encoding"]["x"].get("scale", {}) for layer in spec["layer"] if "x" in layer.get("encoding", {})]

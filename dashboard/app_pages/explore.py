@@ -120,7 +120,7 @@ def relative_toggle(where) -> None:
 
 def uniform_note(v: View) -> None:
     """Why random weights look alike on the 0-1 scale, while the per-row colours are off; and the toggle."""
-    # (H, T), head by head: stacking every head's weights first copied 48 MB at GPT-2 size and 1,024 tokens
+    # (H, T), head by head: stacking every head's weights first copied them all (docs/measurements.md)
     row_max = memo((v.run.key, "row_max"), lambda: np.stack([np.nanmax(head_matrix(v.run.trace, "weights", h), axis=-1)
                                                              for h in range(v.H)]))
     typical = float(np.median(row_max))

@@ -36,8 +36,8 @@ from dashboard.state.url_state import url_choice
 STATE = "gen_state"
 DEFAULT_PROMPT = "Every effort moves you"
 MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
-# A prompt's tokens on this page: every session keeps its cache (the 124M shape: 73 kB a token) and one T x T matrix,
-# so a class of 30 on the 124M shape holds ~1 GB at most
+# A prompt's tokens on this page: every session keeps its cache and one T x T matrix, so a class of 30 on the 124M
+# shape stays within the server's memory goal (docs/measurements.md)
 PROMPT_TOKENS = 200
 PLAY_EVERY_S = 0.6
 

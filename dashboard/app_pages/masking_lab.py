@@ -113,7 +113,7 @@ def _methods(lab: Lab) -> None:
         st.caption(" ".join(filter(None, [
             "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
             "rounding.", scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
-    # beside the difference, under the metric: one row, not two (issue 33 item 10)
+    # beside the difference, under the metric: one row, not two (the lab fits fewer screens)
     c1.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
@@ -137,7 +137,7 @@ def _mistakes(lab: Lab) -> None:
                 name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     if note := scales.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
-    # the code and its three numbers beside the cell-by-cell difference: one row, not two (issue 33 item 10)
+    # the code and its three numbers beside the cell-by-cell difference: one row, not two (fewer screens)
     c_code, c_diff = sized_columns([1, 1])
     c_code.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     m1, m2, m3 = c_code.columns(3)
@@ -218,7 +218,7 @@ def _dropout(lab: Lab) -> None:
 def _scaling(lab: Lab) -> None:
     """5. Why divide by √d_k: random unit-variance q and k, the same for every sentence."""
     st.subheader("5 · Why divide by √d_k")
-    # the reason and the d_k knob beside the table: one row, not three (issue 33 item 10)
+    # the reason and the d_k knob beside the table: one row, not three (fewer screens)
     c_why, c_table = st.columns([2, 3])
     c_why.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "

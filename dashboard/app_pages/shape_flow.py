@@ -112,8 +112,8 @@ def step_view(s: Settings) -> None:
                        "cannot regroup them without a copy (`.contiguous()` makes one).")
         where, src = source_with_marker(step.origin)
         if where:
-            # its code is drawn only while it is open: closed, the 60 highlighted lines with the marker moved were
-            # ~900 changes to the page on every step (issue 11)
+            # its code is drawn only while it is open: closed, the highlighted lines with the marker moved were
+            # hundreds of changes to the page on every step
             source = st.expander(f"This line in the full source of `{where}`", expanded=False, key="flow_source",
                                  on_change="rerun")
             if source.open:

@@ -18,9 +18,9 @@ TEXT_MAX_TOKENS = 24  # value text on cells only up to this many rows/columns (a
 # chart keeps its title, tooltips and click selection; small charts (the book's 6 x 6) stay SVG.
 CANVAS_CELLS = 256
 CHART_PX = 480  # the longer side of a heatmap, in pixels
-BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+BIG_TEXT_PX = 16  # cell values and labels in presentation mode (a projector needs >= 16 px)
 # Axis and legend labels outside presentation mode (dashboard/drawing/present.py's chart config): Vega-Lite's own 10 px
-# could not be read from the back of a room at 1280×720 (issue 33); 13 px can, in rows at least 14 px high.
+# could not be read from the back of a room at 1280×720; 13 px can, in rows at least 14 px high.
 LABEL_PX = 13
 MIN_TEXT_PX = 12  # the smallest cell value printed at all
 
@@ -43,7 +43,7 @@ def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool =
     cells). ``grow`` scales both."""
     if big:
         return round(BIG_TEXT_PX * grow) if px >= value_cell_px(big, grow, signed) else None
-    # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable (issue 20); a 12 px "-0.25" is
+    # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable; a 12 px "-0.25" is
     # ~27 px wide, "0.25" ~23 px
     return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= value_cell_px(big, 1, signed) else None
 

@@ -195,7 +195,7 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
     kind = scale_parts(scale)[0]
     aria = not (growing or many_cells(n_rows * n_cols))
     # every label while the cells are at least as high as the label (44 tokens on the whole 820 px column);
-    # below that Vega drops every other one (issue 33: forced at 24+ tokens, only every 4th label showed)
+    # below that Vega drops every other one (forced at 24+ tokens, only every 4th label showed)
     crowded = rows_crowded(px, big, grow)
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow,
                       x_axis=dict(labelOverlap=crowded), y_axis=dict(labelOverlap=crowded))

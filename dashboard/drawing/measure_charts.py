@@ -31,7 +31,7 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
         enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(labelLimit=0))
         enc["yOffset"] = alt.YOffset(f"{color}:N")
     bars = alt.Chart().mark_bar().encode(**enc)
-    # each bar's value at its end (the median it draws, not the slowest repeat: issue 33): one slow implementation
+    # each bar's value at its end (the median it draws, not the slowest repeat): one slow implementation
     # (the wrapper, at the book's size) shrinks the others to slivers, whose numbers still read. With the
     # spread line through the bar's middle, the number sits just above that line.
     at = {k: v for k, v in enc.items() if k in ("y", "yOffset")}

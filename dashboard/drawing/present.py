@@ -23,11 +23,11 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
     {text-align: right !important; font-variant-numeric: tabular-nums;}
 """
 # A chart's hover toolbar (fullscreen, ...) sits above the chart by default, over whatever is there: Explore's
-# Download and Previous / Next buttons (issue 20). Inside the chart's top-right corner it covers nothing to click.
+# Download and Previous / Next buttons. Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 """
-# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector
-# (issue 33). Full white on a darker patch of the button's own red.
+# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
+# Full white on a darker patch of the button's own red.
 KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}

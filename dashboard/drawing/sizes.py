@@ -2,7 +2,7 @@
 with its labels and legend inside its column.
 
 A Vega-Lite heatmap with fixed cells does not shrink to its column; one wider than its column runs
-into its neighbour (issue 9: the weights chart over the Cell story at 1280×720). So every chart is
+into its neighbour (the weights chart ran over the Cell story at 1280×720). So every chart is
 sized for the main column the browser measured (dashboard/drawing/screen.py), and until it has reported, for
 the narrowest screen it must hold on: the main column at 1280×720 with the sidebar open
 (``CONTENT_PX``, measured in Chromium; tests/test_browser_layout.py checks the result). On a larger
