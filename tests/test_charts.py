@@ -96,8 +96,8 @@ def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text(
     m = np.array([[-0.8, 0.16], [0.8, 0.0]])
     one_sided = np.array([[-0.8, 0.16], [0.05, 0.0]])  # the mistake difference's shape: big below 0, small above
     for chart in (heatmaps.heatmap(one_sided, LABELS[:2], LABELS[:2], Look(scale="scores")),
-                  heatmaps.facet_grid([one_sided, one_sided / 2], ["a", "b"], LABELS[:2], None,
-                                      Look(scale="scores", max_px=200))):
+                  heatmaps.facet_grid([one_sided, one_sided / 2], ["a", "b"], LABELS[:2],
+                                      look=Look(scale="scores", max_px=200))):
         fills = drawn_fills(chart)
         assert luminance(fills[("rect", "0.16")]) > 0.6, "+0.16 of a ±0.8 scale is a light orange"
         assert luminance(fills[("rect", "-0.8")]) < 0.1
@@ -114,7 +114,7 @@ def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text(
     import vl_convert as vlc
 
     for chart in (heatmaps.heatmap(m, LABELS[:2], LABELS[:2]),
-                  heatmaps.facet_grid([m, m], ["a", "b"], LABELS[:2], None, Look(scale="scores", max_px=200))):
+                  heatmaps.facet_grid([m, m], ["a", "b"], LABELS[:2], look=Look(scale="scores", max_px=200))):
         svg = vlc.vegalite_to_svg(chart.to_dict())
         assert "legend-gradient" in svg and "legend-symbol" not in svg
         assert '"format": ".2~f"' in json.dumps(chart.to_dict())  # its ends ±0.87 were labelled "1" and "−1"
@@ -200,8 +200,8 @@ def test_cell_text_never_prints_zero_for_a_small_nonzero_weight():
 
 
 def test_dropout_scale_reaches_the_scaled_survivors():
-    spec = heatmaps.facet_grid([np.eye(3), 2 * np.eye(3)], ["a", "b"], LABELS[:3], None,
-                               Look(scale=scales.weights_scale(2.0), max_px=200))
+    spec = heatmaps.facet_grid([np.eye(3), 2 * np.eye(3)], ["a", "b"], LABELS[:3],
+                               look=Look(scale=scales.weights_scale(2.0), max_px=200))
     enc = json.dumps(spec.to_dict())
     assert '"domain": [0, 2.0]' in enc
     assert scales.weights_scale(1.0) == "weights"
@@ -299,7 +299,7 @@ def test_key_labels_stand_upright_in_narrow_cells():
     m = np.eye(20)
     x = heatmaps.heatmap(m, words, words, Look(max_px=200)).to_dict()["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -90 and x["labelOverlap"] is True  # 10 px: Vega drops only labels that would clash
-    facet = heatmaps.facet_grid([m, m], ["a", "b"], words, None, Look(max_px=280, scale="weights")).to_dict()
+    facet = heatmaps.facet_grid([m, m], ["a", "b"], words, look=Look(max_px=280, scale="weights")).to_dict()
     x = facet["spec"]["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -90 and x["labelOverlap"] is True
     x = heatmaps.heatmap(np.eye(10), words[:10], words[:10],
@@ -340,7 +340,7 @@ def marks(spec: dict) -> list[dict]:
 
 @pytest.mark.parametrize("build", [
     lambda m, labels: heatmaps.heatmap(m, labels, labels, Look(scale="weights", selectable=True)),
-    lambda m, labels: heatmaps.facet_grid([m, m], ["a", "b"], labels, None, Look(scale="scores", max_px=200)),
+    lambda m, labels: heatmaps.facet_grid([m, m], ["a", "b"], labels, look=Look(scale="scores", max_px=200)),
 ])
 def test_many_cells_are_drawn_on_a_canvas_without_a_label_per_cell(build):
     """Issue 11: from 256 cells a chart is a canvas (Vega's SVG renderer rewrote ~9,000 attributes for a new

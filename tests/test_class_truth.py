@@ -155,7 +155,7 @@ def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
                 and n["y"].get("field") == "row"]
 
     small = heatmaps.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels,
-                                heatmaps.Look(scale="weights", max_px=180, big=big))
+                                look=heatmaps.Look(scale="weights", max_px=180, big=big))
     row_px = cells.cell_px(22, 22, 180, big)
     assert row_px < (18 if big else 12)
     assert all(a.get("labelOverlap") for a in y_axis(small.to_dict())), y_axis(small.to_dict())

@@ -72,7 +72,7 @@ def qkv_section(v: View) -> None:
                 "θᵢ: the scores use the rotated queries and keys; values are not rotated." if rotated else ""))
     wide = width > 2 * len(v.labels)  # few tokens, many dimensions (a real model's head_dim 64): one panel a row
     show_panels(st, qkv, [t for _, t in panels], v.labels, [f"{i + 1}" for i in range(width)],
-                Look(scale="scores", columns=1 if wide else 3, x_title="dim", y_title="token",
+                look=Look(scale="scores", columns=1 if wide else 3, x_title="dim", y_title="token",
                      max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3)),
                 key="qkv", name=v.name("qkv"), cache_key=(v.run.key, "qkv", v.head, rotated))
 
@@ -82,8 +82,8 @@ def scores_section(v: View) -> None:
     score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mk.name})"),
                    ("scaled_scores", "scaled scores  ÷ √d_k")]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
-    show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, None,
-                Look(scale="scores", columns=3, max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats))),
+    show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels,
+                look=Look(scale="scores", columns=3, max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats))),
                 key="scores", name=v.name("scores"),
                 cache_key=(v.run.key, "scores", v.head))
     mask = v.mat("mask")
@@ -104,8 +104,8 @@ def scores_section(v: View) -> None:
                 key="mask", title=f"mask: {mk.name} (1 = hidden)",
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
-        show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels, None,
-                    Look(scale="weights", columns=3, max_px=c_rest.fit(cap(220), v.labels, panels=3)),
+        show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
+                    look=Look(scale="weights", columns=3, max_px=c_rest.fit(cap(220), v.labels, panels=3)),
                     key="renorm_steps", name=v.name("renorm_steps"),
                     cache_key=(v.run.key, "renorm", v.head))
         c_rest.caption(f"Renormalize method: softmax first, zero the {hidden} keys, then divide each row by its sum.")
@@ -135,9 +135,9 @@ def heads_section(v: View) -> None:
     uniform_note(v)
     columns = min(v.H, 4)
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
-                [v.head_label(h) for h in range(v.H)], v.labels, None,
-                Look(scale=v.wscale, columns=columns, max_px=fit(cap(200), v.labels, panels=columns)), key="heads_grid",
-                cache_key=(v.run.key, "heads_grid"))
+                [v.head_label(h) for h in range(v.H)], v.labels,
+                look=Look(scale=v.wscale, columns=columns, max_px=fit(cap(200), v.labels, panels=columns)),
+                key="heads_grid", cache_key=(v.run.key, "heads_grid"))
     if v.kv_heads < v.H:
         st.caption(f"{v.H} query heads share {v.kv_heads} K/V heads ({v.H // v.kv_heads} each, side by side): heads "
                    "with the same K/V head read the same keys, yet attend differently, since each has its own queries. "
@@ -268,8 +268,8 @@ def dropout_section(v: View) -> None:
                 key="dropout_mask", name=v.name("dropout_mask"), title="dropped cells (1 = zeroed)",
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                v.labels, None, Look(scale=scales.weights_scale(top), columns=2,
-                                     max_px=c_dw.fit(cap(210), v.labels, panels=2)),
+                v.labels, look=Look(scale=scales.weights_scale(top), columns=2,
+                                         max_px=c_dw.fit(cap(210), v.labels, panels=2)),
                 key="dropout", name=v.name("dropout"),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "

@@ -99,7 +99,7 @@ def _methods(lab: Lab) -> None:
     st.subheader("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
-                "(b) softmax → zero → renormalize"], labels, Look(scale="weights", columns=2, max_px=lab.pair),
+                "(b) softmax → zero → renormalize"], labels, look=Look(scale="weights", columns=2, max_px=lab.pair),
                 key="two_methods", cache_key=(rk, "two_methods"), name="two_correct_masks",
                 title="Two correct causal masks, the same weights")
     c1, c2 = sized_columns([2, 3])
@@ -133,8 +133,8 @@ def _mistakes(lab: Lab) -> None:
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{wrong.verdict}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                Look(scale="weights", columns=2, max_px=lab.pair), key="mistake_pair", cache_key=(rk, "mistake", pick),
-                name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
+                look=Look(scale="weights", columns=2, max_px=lab.pair), key="mistake_pair",
+                cache_key=(rk, "mistake", pick), name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     if note := scales.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
     # the code and its three numbers beside the cell-by-cell difference: one row, not two (fewer screens)
@@ -210,7 +210,7 @@ def _dropout(lab: Lab) -> None:
                         f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
                         "(`model.eval()`) dropout does nothing.")
         show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, Look(scale=scales.weights_scale(top), columns=2, max_px=lab.pair), key="dropout_lab",
+                    labels, look=Look(scale=scales.weights_scale(top), columns=2, max_px=lab.pair), key="dropout_lab",
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
                     title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
 
@@ -235,7 +235,7 @@ def _scaling(lab: Lab) -> None:
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                Look(scale="weights", columns=2, max_px=lab.pair), key="scaling", cache_key=("scaling", dk),
+                look=Look(scale="weights", columns=2, max_px=lab.pair), key="scaling", cache_key=("scaling", dk),
                 name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
 
 

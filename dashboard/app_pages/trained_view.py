@@ -100,7 +100,7 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     lines = verdicts(scores)
     for layer in range(n_layers):
         show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
-                    Look(scale="weights", columns=n_heads, max_px=fit(cap(180), labels, panels=n_heads)),
+                    look=Look(scale="weights", columns=n_heads, max_px=fit(cap(180), labels, panels=n_heads)),
                     key=f"trained_{layer}",
                     cache_key=("trained", choice, names[choice], ids, layer))
         st.caption(" · ".join(lines[layer * n_heads:(layer + 1) * n_heads]))

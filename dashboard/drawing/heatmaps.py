@@ -266,7 +266,7 @@ def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool
 
 
 def facet_grid(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_labels: Sequence[str],
-               col_labels: Sequence[str] | None = None, look: Look = PANELS, *,
+               col_labels: Sequence[str] | None = None, *, look: Look = PANELS,
                show_text: bool | None = None) -> alt.FacetChart:
     """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale, ``look.columns``
     panels a row. ``show_text`` (default: when cells are large enough) prints each value in its cell.

@@ -155,7 +155,7 @@ def _clicked(event) -> tuple[int, int] | None:
 
 
 def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str], row_labels: Sequence[str],
-                col_labels: Sequence[str] | None = None, look: Look = PANELS, *, key: str,
+                col_labels: Sequence[str] | None = None, *, look: Look = PANELS, key: str,
                 cache_key: Hashable | None = None, name: str | None = None, title: str = "") -> None:
     """Same-shaped matrices side by side (``look.columns`` a row, each panel's cells within ``look.max_px``): one
     faceted chart, or one PNG each when too large.
@@ -172,7 +172,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     if not (cells.needs_raster(len(matrices) * n_rows * n_cols, cells.MAX_PANEL_CELLS)
             or max(n_rows, n_cols) > cells.MAX_RECT_SIDE):
         def build():
-            return heatmaps.facet_grid(matrices, titles, row_labels, col_labels, look)
+            return heatmaps.facet_grid(matrices, titles, row_labels, col_labels, look=look)
         structure = ("facet", len(matrices), cells.spec_signature(n_rows, n_cols, col_labels, max_px, look.big,
                                                                   look.grow), tuple(titles), replace(look, dark=False))
         vega(container, build, lambda: heatmaps.facet_frame(matrices, titles, row_labels, col_labels, scale),
@@ -180,7 +180,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         kept = [slides.own(m) for m in matrices]
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.panels_table([lambda m=m: m for m in kept], titles, row_labels, col_labels),
-            chart=lambda: heatmaps.facet_grid(kept, titles, row_labels, col_labels, look.slide)))
+            chart=lambda: heatmaps.facet_grid(kept, titles, row_labels, col_labels, look=look.slide)))
         return
     container.caption(_("{panels} panels of {rows} × {cols} cells: each drawn as an image so the page stays fast.",
                         panels=len(matrices), rows=n_rows, cols=n_cols))
