@@ -468,3 +468,19 @@ def test_chart_cache_never_serves_one_language_to_another():
                              "lang_loss", False)
     loss_zh, loss_en = (chart_text(s) for s in box.specs[-2:])
     assert "训练步数" in loss_zh and "training step" in loss_en and "训练步数" not in loss_en
+
+
+def test_sized_columns_know_their_widths():
+    """A page states its column weights once: ``sized_columns`` makes the columns and each knows its width."""
+    from dashboard.drawing import sizes
+
+    left, right = sizes.sized_columns([2, 3])
+    usable = sizes.content_px() - sizes.GAP_PX
+    assert (left.px, right.px) == (int(usable * 2 / 5), int(usable * 3 / 5))
+    labels = [f"{i + 1}: word" for i in range(8)]
+    assert right.fit(10_000, labels) == sizes.cell_area(right.px, labels) < sizes.fit(10_000, labels)
+    assert right.fit(100, labels) == 100  # the cap holds
+    assert left.fit(10_000, labels, legend=False) > left.fit(10_000, labels)  # a legend takes room
+    inner = sizes.sized_columns(2, right)  # columns inside a column share its width
+    assert [c.px for c in inner] == [(right.px - sizes.GAP_PX) // 2] * 2
+    assert callable(left.markdown) and left.box is not None  # used as the Streamlit column itself
