@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from attn_core.tracing import views
-from dashboard.drawing import cells, flow_charts, heatmaps, rasters, scales
+from dashboard.drawing import cells, flow_charts, heatmaps, rasters, scales, window_charts
 from dashboard.drawing.heatmaps import Look
 from dashboard.i18n import language
 
@@ -416,11 +416,16 @@ def test_charts_speak_the_session_language():
         panels = chart_text(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).to_dict())
         titles = list(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).data["panel"].unique())
         note = scales.out_of_range_note(np.array([[-0.5, 2.0]]), "weights")
+        window = window_charts.masks_chart(window_charts.masks_frame({"causal": mask.astype(bool)}), 20).to_dict()
     assert '"title": "键"' in scores and '"title": "查询"' in scores and '"title": "值"' in scores  # axes, legend
     assert '"key"' not in scores and '"query"' not in scores
     assert "0 = 可见" in masks and "1 = 被遮掩" in masks and "掩码" in masks  # the mask's legend, both entries
     assert "面板" in panels and '"title": "权重"' in panels and titles == ["头 1", "头 2"]
     assert note == "超出颜色刻度（0 到 1）：红色 = 小于 0（1 个单元格）；粉色 = 大于 1（1 个单元格）。"
+    # a legend of categories: the data keeps its English values (one cached frame), the labels are translated
+    assert set(window_charts.masks_frame({"causal": mask.astype(bool)})["seen"]) == {"visible", "hidden"}
+    legend = window["spec"]["encoding"]["color"]["legend"]["labelExpr"]
+    assert legend.startswith('{"visible": "可见", "hidden": "被遮掩"}[datum.label]')
     english = chart_text(heatmaps.heatmap(causal_scores(3), LABELS[:3], LABELS[:3]).to_dict())
     assert '"title": "key"' in english and "键" not in english  # outside the block: English again
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
+from dashboard.i18n import _
+
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (rect marks cost browser time per cell)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 24  # value text on cells only up to this many rows/columns (and only in cells that hold it)
@@ -103,6 +105,12 @@ def drawn_for(chart: alt.TopLevelMixin, n_cells: int, growing: bool = False) -> 
 def label_expr(labels: Sequence[str]) -> str:
     """A Vega expression that maps an integer position to its label."""
     return f"{json.dumps(list(labels), ensure_ascii=False)}[datum.value]"
+
+
+def shown_labels(names: Sequence[str]) -> str:
+    """A legend's ``labelExpr`` that shows each category (its data value: the ``N_``-marked English) in this run's
+    language; the data, and so a cached frame, stays the same in every language."""
+    return f"{json.dumps({n: _(n) for n in names}, ensure_ascii=False)}[datum.label] || datum.label"
 
 
 def layered(df: pd.DataFrame, *layers: alt.Chart) -> alt.LayerChart:

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from dashboard.drawing.cells import label_expr
-from dashboard.i18n import _
+from dashboard.drawing.cells import label_expr, shown_labels
+from dashboard.i18n import N_, _
 
-KIND_COLORS = {"token": "#e8e8e8", "input": "#4c78a8", "target": "#f58518"}  # tableau10 blue / orange
+KIND_COLORS = {N_("token"): "#e8e8e8", N_("input"): "#4c78a8", N_("target"): "#f58518"}  # tableau10 blue / orange
 # Streamlit's default autosize ("fit") squeezes the plot so that labels + plot = width: 200 px of labels left a
 # 15 px plot. "pad": width is the plot's, the labels come on top.
 PAD = alt.AutoSizeParams(type="pad")
@@ -53,7 +53,7 @@ def window_strip(df: pd.DataFrame, pieces: Sequence[str], row_labels: Sequence[s
     y = alt.Y("row:O", sort="ascending", title=None, axis=alt.Axis(labelExpr=label_expr(list(row_labels)),
                                                                     labelOverlap=False))
     color = alt.Color("kind:N", title=None, scale=alt.Scale(domain=list(KIND_COLORS), range=list(KIND_COLORS.values())),
-                      legend=alt.Legend(orient="top"))
+                      legend=alt.Legend(orient="top", labelExpr=shown_labels(KIND_COLORS)))
     base = alt.Chart().encode(x=x, y=y)
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(color=color, tooltip=["pos", "piece", "id", "kind"])
     layers = [rect]

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from attn_core.attention.flash import TilePlan
-from dashboard.i18n import _
+from dashboard.drawing.cells import shown_labels
+from dashboard.i18n import N_, _
 
-STATUS = ("done", "this tile", "to do", "skipped (all masked)", "masked cell")
+STATUS = (N_("done"), N_("this tile"), N_("to do"), N_("skipped (all masked)"), N_("masked cell"))
 STATUS_COLOURS = ("#4c78a8", "#f58518", "#e8eef6", "#bdbdbd", "#f2f2f2")
 
 
@@ -52,6 +53,7 @@ def tile_grid_chart(frame: pd.DataFrame, labels: Sequence[str], size_px: int, *,
     cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
         color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS), range=list(STATUS_COLOURS)),
                         legend=alt.Legend(title=_("tile"), orient="bottom", columns=2, labelFontSize=13,
+                                          labelExpr=shown_labels(STATUS),
                                           titleFontSize=13)),
         tooltip=["query_tile:Q", "key_tile:Q", "status:N", alt.Tooltip("weight:Q", format=".3f")],
     )

@@ -6,9 +6,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dashboard.i18n import _
+from dashboard.drawing.cells import shown_labels
+from dashboard.i18n import N_, _
 
 FONT = dict(labelFontSize=13, titleFontSize=13)
+SEEN = [N_("visible"), N_("hidden")]  # a mask cell's two values, as the data holds them
 PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's: Streamlit's default "fit" squeezed them
 SETTING_COLOURS = ("#4c78a8", "#e45756", "#54a24b")  # full | window | window + sinks
 
@@ -55,8 +57,8 @@ def masks_chart(frame: pd.DataFrame, cell_px: int) -> alt.FacetChart:
     return alt.Chart(frame).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("k:O", title=_("key position"), axis=alt.Axis(labelAngle=0, **FONT, values=_ticks(n))),
         y=alt.Y("q:O", title=_("query position"), axis=alt.Axis(**FONT, values=_ticks(n))),
-        color=alt.Color("seen:N", scale=alt.Scale(domain=["visible", "hidden"], range=["#4c78a8", "#eeeeee"]),
-                        legend=alt.Legend(orient="top", title=None, labelFontSize=13)),
+        color=alt.Color("seen:N", scale=alt.Scale(domain=SEEN, range=["#4c78a8", "#eeeeee"]),
+                        legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelExpr=shown_labels(SEEN))),
         tooltip=["panel:N", "q:O", "k:O", "seen:N"],
     ).properties(width=cell_px * n, height=cell_px * n).facet(
         column=alt.Column("panel:N", sort=list(dict.fromkeys(frame["panel"])), title=None,
