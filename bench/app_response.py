@@ -40,9 +40,10 @@ PROFILES = {
 }
 
 # The page's last DOM change, and the last change outside the widget acted on (``window.__probe.ignore``, a selector)
-# or of the script state (running / notRunning). Quiet counts only after such a change: a busy server took up to
-# ~0.6 s to start a 1,024-token rerun, and 400 ms of quiet after the keystroke ended the measurement before the run
-# began. (A fast run may flip the script state and back within one render, so the state alone is no signal.)
+# or of the script state (running / notRunning). Quiet counts only after such a change: a busy server was slower to
+# start a 1,024-token rerun than the quiet the probe waits for, which ended the measurement before the run began
+# (docs/measurements.md). (A fast run may flip the script state and back within one render, so the state alone is
+# no signal.)
 #
 # A chart drawn on a <canvas> changes pixels, not the DOM: every drawing call on a 2-d canvas counts as a change
 # too (stricter than the shared probe, which sees only DOM changes; large heatmaps are canvases, cells.many_cells).

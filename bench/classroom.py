@@ -141,7 +141,7 @@ def memory(browser, base: str, pid: int, args) -> None:
             row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size"))
     from attn_core.text.tokens import MAX_TEXT_CHARS
 
-    # the longest paste the box takes (its maxlength): Chromium now refuses to fill a 1 MB text into it at all
+    # the longest paste the box takes (its maxlength): Chromium refuses to fill a text far over it at all
     longest = "x" * (MAX_TEXT_CHARS - 8)
     for i in range(args.pastes):
         paste_session(browser, base, longest + f"{i:08d}")

@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 # the script that app.py serves; absolute: AppTest resolves relative paths against the test file
 APP = str(ROOT / "dashboard" / "main.py")
-TIMEOUT = 60  # seconds; importing torch alone takes ~1 s
+TIMEOUT = 60  # seconds: a busy machine's first run imports torch (docs/measurements.md)
 
 
 def clear_caches() -> None:

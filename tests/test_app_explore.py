@@ -266,7 +266,7 @@ def test_presentation_mode_draws_large_labels_and_values():
     assert sizes and min(sizes) >= 16, sizes  # the cell values
     at.button(key="present_exit").click().run()
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
-    assert 13 <= spec["config"]["axis"]["labelFontSize"] < 16  # normal mode: smaller, still readable (issue 33)
+    assert 13 <= spec["config"]["axis"]["labelFontSize"] < 16  # normal mode: smaller, still readable
 
 
 def test_presentation_mode_panel_titles_are_large_too():

@@ -56,7 +56,7 @@ def test_learn_page_trains_to_the_end_and_draws_it():
     assert '"Loss"' in titles and "previous-token" in titles  # loss curve and scores over steps
     table = at.dataframe[0].value
     assert len(table) == 2 * 4 and {"previous-token", "verdict"} <= set(table.columns)
-    assert "induction" not in table.columns  # no repeats in this task: the column printed "None" (issue 20 item 8)
+    assert "induction" not in table.columns  # no repeats in this task: the column printed "None"
     assert table["verdict"].str.len().min() > 0
     # the scrubber holds every snapshot: step 0, every 20 steps
     assert list(at.select_slider(key="learn_at").options) == ["0", "20", "40"]

@@ -73,7 +73,7 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
     measured = every[every["equal"] != "–"]
     assert len(measured) == 4 and (measured["measured bytes"] == measured["formula bytes"]).all()
     assert set(measured["equal"]) == {"yes"}
-    # the window row says why nothing was measured, instead of "None" (issue 33 item 8)
+    # the window row says why nothing was measured, instead of "None"
     window = every[every["equal"] == "–"]
     assert len(window) == 1 and window["measured bytes"].iloc[0].startswith("not measured")
     assert any("keeps every token" in c.value for c in at.caption)

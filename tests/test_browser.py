@@ -212,8 +212,8 @@ def test_benchmark_page_in_browser(page, server, tmp_path):
     page.get_by_role("button", name="Run benchmark").click()
     page.get_by_text("Why one implementation can be faster, and whether it was here").wait_for(timeout=60_000)
     wait_idle(page)
-    # A complete run draws the T curve; on a busy machine the 10 s budget may stop it first, and the
-    # page must then say so (issue 12 item 4: the budget holds whatever the load).
+    # A complete run draws the T curve; on a busy machine the time budget may stop it first, and the
+    # page must then say so (the budget holds whatever the load).
     page.get_by_text("Time vs number of tokens").or_(page.get_by_text("Stopped at the 10 s budget")).first.wait_for()
     no_exception(page)
     page.screenshot(path=tmp_path / "benchmark.png", full_page=True)

@@ -72,7 +72,7 @@ def test_a_link_made_from_any_accepted_text_loads(server, tmp_path):
         page.goto(page.url)
         wait_idle(page)
         page.get_by_text("120 tokens").first.wait_for(timeout=60_000)
-        # A long one (~19 KB once URL-encoded) stays out of the link, which says so and still loads.
+        # A long one (over URL_TEXT_LIMIT once URL-encoded) stays out of the link, which says so and still loads.
         area = page.get_by_role("textbox", name="Sentence")
         area.fill("猫が好きです。" * 300)
         area.press("Control+Enter")

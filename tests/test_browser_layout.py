@@ -75,7 +75,7 @@ PAGES = {  # page: (path, settings at 1280x720, settings at 1920x1080)
     "windows": ("windows", ["default"], ["default"]),  # its own model and text: the sidebar changes nothing there
     "walkthrough": ("walkthrough", ["default", "64tokens"], ["64tokens"]),  # reads only the sentence: one table
     "learn": ("learn", ["default"], ["default"]),  # its own controls; the shipped model is loaded (no training)
-    "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (~10 s)
+    "benchmark": ("benchmark", ["default"], ["default"]),  # its own controls; no run (it takes the page's time budget)
     "generate": ("generate", ["default"], ["default"]),  # its own controls; three tokens generated first
     "kv-cache": ("kv-cache", ["default"], ["default"]),  # its own controls
     "text-to-vectors": ("text-to-vectors", ["default", "t2v_windows", "t2v_lookup"], ["t2v_windows"]),  # own controls

@@ -10,7 +10,9 @@ import pytest
 from PIL import Image
 
 from attn_core.tracing import views
-from dashboard.drawing import cells, flow_charts, heatmaps, rasters, scales
+from dashboard.drawing import cells, flow_charts, heatmaps, rasters, scales, window_charts
+from dashboard.drawing.heatmaps import Look
+from dashboard.i18n import language
 
 LABELS = ["1: the", "2: cat", "3: saw", "4: the", "5: dog"]
 
@@ -44,7 +46,7 @@ def test_repeated_tokens_stay_distinct_and_axes_are_positions():
 
 
 def spec_without_data(matrix, labels, **kw) -> str:
-    spec = heatmaps.heatmap(matrix, labels, labels, **kw).to_dict()
+    spec = heatmaps.heatmap(matrix, labels, labels, Look(**kw)).to_dict()
     spec.pop("datasets", None)
     spec.pop("data", None)
     for layer in spec.get("layer", []):
@@ -93,25 +95,26 @@ def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text(
     extent), so +0.16 was drawn as dark as -0.80; the value text was black on every cell, also the darkest."""
     m = np.array([[-0.8, 0.16], [0.8, 0.0]])
     one_sided = np.array([[-0.8, 0.16], [0.05, 0.0]])  # the mistake difference's shape: big below 0, small above
-    for chart in (heatmaps.heatmap(one_sided, LABELS[:2], LABELS[:2], scale="scores"),
-                  heatmaps.facet_grid([one_sided, one_sided / 2], ["a", "b"], LABELS[:2], scale="scores", max_px=200)):
+    for chart in (heatmaps.heatmap(one_sided, LABELS[:2], LABELS[:2], Look(scale="scores")),
+                  heatmaps.facet_grid([one_sided, one_sided / 2], ["a", "b"], LABELS[:2],
+                                      look=Look(scale="scores", max_px=200))):
         fills = drawn_fills(chart)
         assert luminance(fills[("rect", "0.16")]) > 0.6, "+0.16 of a ±0.8 scale is a light orange"
         assert luminance(fills[("rect", "-0.8")]) < 0.1
         assert fills[("text", "-0.80")] == (255, 255, 255) and fills[("text", "0.16")] == (0, 0, 0)
-    fills = drawn_fills(heatmaps.heatmap(m, LABELS[:2], LABELS[:2], scale="scores"))
+    fills = drawn_fills(heatmaps.heatmap(m, LABELS[:2], LABELS[:2], Look(scale="scores")))
     low, high = luminance(fills[("rect", "-0.8")]), luminance(fills[("rect", "0.8")])
     assert max(low, high) < 0.15, "both ends of the scale are dark"  # the scheme's ends: 0.07 blue, 0.12 orange
     assert fills[("text", "-0.80")] == fills[("text", "0.80")] == (255, 255, 255)  # light text on both dark ends
     assert fills[("text", "0")] == (0, 0, 0)
     # the same rule for the sequential weights (viridis: dark at 0, light at 1)
-    fills = drawn_fills(heatmaps.heatmap(np.array([[0.1, 0.9]]), LABELS[:1], LABELS[:2], scale="weights"))
+    fills = drawn_fills(heatmaps.heatmap(np.array([[0.1, 0.9]]), LABELS[:1], LABELS[:2], Look(scale="weights")))
     assert fills[("text", "0.10")] == (255, 255, 255) and fills[("text", "0.90")] == (0, 0, 0)
     # still one colour bar, not a list of symbols (the invisible layer's unfilled points turned it into one)
     import vl_convert as vlc
 
-    for chart in (heatmaps.heatmap(m, LABELS[:2], LABELS[:2]), heatmaps.facet_grid([m, m], ["a", "b"], LABELS[:2],
-                                                                               scale="scores")):
+    for chart in (heatmaps.heatmap(m, LABELS[:2], LABELS[:2]),
+                  heatmaps.facet_grid([m, m], ["a", "b"], LABELS[:2], look=Look(scale="scores", max_px=200))):
         svg = vlc.vegalite_to_svg(chart.to_dict())
         assert "legend-gradient" in svg and "legend-symbol" not in svg
         assert '"format": ".2~f"' in json.dumps(chart.to_dict())  # its ends ±0.87 were labelled "1" and "−1"
@@ -120,20 +123,20 @@ def test_diverging_scale_is_symmetric_around_zero_and_dark_cells_get_white_text(
 
 
 def test_scales_weights_fixed_scores_diverging():
-    w = heatmaps.heatmap(np.full((3, 3), 1 / 3), LABELS[:3], LABELS[:3], scale="weights").to_dict()
+    w = heatmaps.heatmap(np.full((3, 3), 1 / 3), LABELS[:3], LABELS[:3], Look(scale="weights")).to_dict()
     enc = json.dumps(w["layer"][0]["encoding"]["color"])
     assert '"domain": [0, 1]' in enc and "viridis" in enc
-    s = heatmaps.heatmap(np.array([[-2.0, 1.0], [0.5, 3.0]]), LABELS[:2], LABELS[:2], scale="scores").to_dict()
+    s = heatmaps.heatmap(np.array([[-2.0, 1.0], [0.5, 3.0]]), LABELS[:2], LABELS[:2], Look(scale="scores")).to_dict()
     enc = json.dumps(s["layer"][0]["encoding"]["color"])
     assert '"domainMid": 0' in enc and "blueorange" in enc
 
 
 def test_fixed_square_cells_and_text_only_when_readable():
-    small = heatmaps.heatmap(np.eye(6), LABELS + ["6: x"], LABELS + ["6: x"], scale="weights").to_dict()
+    small = heatmaps.heatmap(np.eye(6), LABELS + ["6: x"], LABELS + ["6: x"], Look(scale="weights")).to_dict()
     assert small["width"] == 6 * cells.cell_px(6, 6) == small["height"]
     assert any(layer["mark"]["type"] == "text" and "format" in json.dumps(layer) for layer in small["layer"])
     labels = [f"{i + 1}: t" for i in range(40)]
-    big = heatmaps.heatmap(np.eye(40), labels, labels, scale="weights").to_dict()
+    big = heatmaps.heatmap(np.eye(40), labels, labels, Look(scale="weights")).to_dict()
     assert not any("format" in json.dumps(layer.get("encoding", {}).get("text", {})) for layer in big["layer"])
 
 
@@ -146,7 +149,7 @@ def test_raster_switch_above_threshold():
     png = rasters.raster_png(causal_scores(200), "scores")
     img = Image.open(io.BytesIO(png))
     assert img.size == (400, 400)  # upscaled x2 towards 512 px
-    assert img.mode == "P"  # one byte a pixel and a palette: ~3x faster to encode and smaller than RGB
+    assert img.mode == "P"  # one byte a pixel and a palette: faster to encode and smaller than RGB
     rgb = np.asarray(img.convert("RGB"))
     assert tuple(rgb[0, -1]) == (208, 208, 208)  # masked corner is grey
     assert (rgb[::2, ::2] == rasters.raster_rgb(causal_scores(200), "scores")).all()  # the raster's own colours
@@ -190,14 +193,15 @@ def test_heads_grid_is_one_faceted_chart():
 
 def test_cell_text_never_prints_zero_for_a_small_nonzero_weight():
     m = np.array([[1.0, 0.0], [0.003, 0.997]])
-    spec = json.dumps(heatmaps.heatmap(m, LABELS[:2], LABELS[:2], scale="weights").to_dict())
+    spec = json.dumps(heatmaps.heatmap(m, LABELS[:2], LABELS[:2], Look(scale="weights")).to_dict())
     # exact zeros print "0"; |v| < 0.005 prints in scientific notation, not "0.00"
     assert "datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e')" in spec
     assert '"field": "label"' in spec
 
 
 def test_dropout_scale_reaches_the_scaled_survivors():
-    spec = heatmaps.facet_grid([np.eye(3), 2 * np.eye(3)], ["a", "b"], LABELS[:3], scale=scales.weights_scale(2.0))
+    spec = heatmaps.facet_grid([np.eye(3), 2 * np.eye(3)], ["a", "b"], LABELS[:3],
+                               look=Look(scale=scales.weights_scale(2.0), max_px=200))
     enc = json.dumps(spec.to_dict())
     assert '"domain": [0, 2.0]' in enc
     assert scales.weights_scale(1.0) == "weights"
@@ -209,14 +213,14 @@ def test_a_mask_has_a_two_entry_legend_saying_what_0_and_1_mean():
     """Issue 9: a 0/1 mask drew a 0-1 gradient legend (truncated to "1.", "0." when small)."""
     mask = np.triu(np.ones((5, 5)), 1)
     for labels in (scales.MASK_LABELS, scales.DROPOUT_MASK_LABELS):
-        spec = heatmaps.heatmap(mask, LABELS, LABELS, scale="mask", mask_labels=labels).to_dict()
+        spec = heatmaps.heatmap(mask, LABELS, LABELS, Look(scale="mask", mask_labels=labels)).to_dict()
         cells = spec["layer"][0]
         color = cells["encoding"]["color"]
         assert color["type"] == "nominal" and color["scale"]["domain"] == list(labels)
         assert color["legend"]["labelLimit"] == 0  # never cut to "1."
         calc = next(t for t in cells["transform"] if "calculate" in t)
         assert json.dumps(labels[0]) in calc["calculate"] and json.dumps(labels[1]) in calc["calculate"]
-    weights = heatmaps.heatmap(np.eye(5), LABELS, LABELS, scale="weights").to_dict()
+    weights = heatmaps.heatmap(np.eye(5), LABELS, LABELS, Look(scale="weights")).to_dict()
     assert weights["layer"][0]["encoding"]["color"]["condition"][0]["test"] == "datum.masked"  # other scales unchanged
 
 
@@ -224,8 +228,8 @@ def test_cells_outside_a_sequential_scale_get_their_own_named_colours():
     """Issue 33 item 10: a mistaken mask's negative or > 1 'weights' took viridis's end colours (as 0 or 1) and no
     legend named them. Now red below 0, pink above the top, in the Vega chart, the raster and a caption's line."""
     m = np.array([[-0.5, 0.5], [1.0 + 1e-7, 1.5]])  # 1 + 1e-7: float rounding, still in range
-    for spec in (heatmaps.heatmap(m, ["a", "b"], ["a", "b"], scale="weights").to_dict(),
-                 heatmaps.facet_grid([m], ["p"], ["a", "b"], scale="weights").to_dict()["spec"]):
+    for spec in (heatmaps.heatmap(m, ["a", "b"], ["a", "b"], Look(scale="weights")).to_dict(),
+                 heatmaps.facet_grid([m], ["p"], ["a", "b"]).to_dict()["spec"]):
         conditions = spec["layer"][0]["encoding"]["color"]["condition"]
         assert [c["value"] for c in conditions] == [scales.MASK_GREY, scales.BELOW_RANGE, scales.ABOVE_RANGE]
         below, above = (c["test"].split(" ", 1)[1] for c in conditions[1:])  # "< -1e-06", "> 1.000001"
@@ -238,7 +242,7 @@ def test_cells_outside_a_sequential_scale_get_their_own_named_colours():
                                                       "pink = above 1 (1 cell).")
     assert scales.out_of_range_note(np.eye(3), "weights") == ""
     assert scales.out_of_range_note(np.full((2, 2), 3.0), "magnitude:2").endswith("pink = above 2 (4 cells).")
-    scores = heatmaps.heatmap(m, ["a", "b"], ["a", "b"], scale="scores").to_dict()
+    scores = heatmaps.heatmap(m, ["a", "b"], ["a", "b"], Look(scale="scores")).to_dict()
     assert len(scores["layer"][0]["encoding"]["color"]["condition"]) == 1  # a diverging scale has no "outside"
     assert scales.out_of_range_note(m, "scores") == ""
     assert scales.LEGEND_TITLES["magnitude"] == "|difference|"
@@ -255,8 +259,8 @@ def test_a_mask_on_the_dark_page_has_light_ones_and_dark_zeros():
     "1 = zeroed" swatch dark on dark. On the dark page 1 is light and 0 dark (ink and paper, as in light mode)."""
     mask = np.triu(np.ones((5, 5)), 1)
     for dark, page in ((False, (255, 255, 255)), (True, (14, 17, 23))):  # Streamlit's light and dark backgrounds
-        spec = heatmaps.heatmap(mask, LABELS, LABELS, scale="mask", mask_labels=scales.DROPOUT_MASK_LABELS,
-                              dark=dark).to_dict()
+        spec = heatmaps.heatmap(mask, LABELS, LABELS, Look(scale="mask", mask_labels=scales.DROPOUT_MASK_LABELS,
+                                                           dark=dark)).to_dict()
         zero, one = spec["layer"][0]["encoding"]["color"]["scale"]["range"]  # also the legend's two swatches
         rgb = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in (zero, one)]
         where = "dark" if dark else "light"
@@ -273,10 +277,11 @@ def test_book_key_labels_tilt_when_wider_than_a_cell(max_px):
     exported PNG. Horizontal labels only when the widest fits in its cell (~8 px a character)."""
     book = ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
     px = cells.cell_px(6, 6, max_px)
-    x = heatmaps.heatmap(np.eye(6), book, book, scale="weights", max_px=max_px).to_dict()["layer"][0]["encoding"]["x"]
+    x = heatmaps.heatmap(np.eye(6), book, book,
+                         Look(scale="weights", max_px=max_px)).to_dict()["layer"][0]["encoding"]["x"]
     assert x["axis"]["labelAngle"] != 0 or max(map(len, book)) * 8 <= px
     short = ["1: a", "2: b", "3: c"]
-    x = heatmaps.heatmap(np.eye(3), short, short, max_px=max_px).to_dict()["layer"][0]["encoding"]["x"]
+    x = heatmaps.heatmap(np.eye(3), short, short, Look(max_px=max_px)).to_dict()["layer"][0]["encoding"]["x"]
     assert x["axis"]["labelAngle"] == 0  # short labels fit their cells: no need to tilt
 
 
@@ -292,12 +297,13 @@ def test_key_labels_stand_upright_in_narrow_cells():
     """At -45° labels lie ~0.7 cell apart: 20 tokens in 14 px cells ran together ("1: one2: two3: three")."""
     words = [f"{i + 1}: word{i}" for i in range(20)]
     m = np.eye(20)
-    x = heatmaps.heatmap(m, words, words, max_px=200).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    x = heatmaps.heatmap(m, words, words, Look(max_px=200)).to_dict()["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -90 and x["labelOverlap"] is True  # 10 px: Vega drops only labels that would clash
-    facet = heatmaps.facet_grid([m, m], ["a", "b"], words, max_px=280).to_dict()
+    facet = heatmaps.facet_grid([m, m], ["a", "b"], words, look=Look(max_px=280, scale="weights")).to_dict()
     x = facet["spec"]["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -90 and x["labelOverlap"] is True
-    x = heatmaps.heatmap(np.eye(10), words[:10], words[:10], max_px=280).to_dict()["layer"][0]["encoding"]["x"]["axis"]
+    x = heatmaps.heatmap(np.eye(10), words[:10], words[:10],
+                         Look(max_px=280)).to_dict()["layer"][0]["encoding"]["x"]["axis"]
     assert x["labelAngle"] == -45  # 28 px cells: tilted labels have room
 
 
@@ -307,9 +313,10 @@ def test_every_token_labelled_while_rows_hold_their_labels(n):
     4th). Cells at least as high as the 13 px labels keep every label on both axes; smaller ones let Vega drop
     clashing labels, so they never draw over each other."""
     words = [f"{i + 1}: w{i}" for i in range(n)]
-    enc = heatmaps.heatmap(np.eye(n), words, words, max_px=cells.LABEL_PX * n).to_dict()["layer"][0]["encoding"]
+    enc = heatmaps.heatmap(np.eye(n), words, words, Look(max_px=cells.LABEL_PX * n)).to_dict()["layer"][0]["encoding"]
     assert enc["x"]["axis"]["labelOverlap"] is False and enc["y"]["axis"]["labelOverlap"] is False
-    enc = heatmaps.heatmap(np.eye(n), words, words, max_px=(cells.LABEL_PX - 1) * n).to_dict()["layer"][0]["encoding"]
+    enc = heatmaps.heatmap(np.eye(n), words, words,
+                           Look(max_px=(cells.LABEL_PX - 1) * n)).to_dict()["layer"][0]["encoding"]
     assert enc["x"]["axis"]["labelOverlap"] is True and enc["y"]["axis"]["labelOverlap"] is True
 
 
@@ -318,10 +325,10 @@ def test_values_shown_up_to_text_max_tokens_when_cells_hold_them():
     tokens whatever the cell size); in 20 px cells they are not."""
     words = [str(i) for i in range(20)]
     m = np.full((20, 20), 0.25)
-    shown = heatmaps.heatmap(m, words, words, scale="weights", max_px=600).to_dict()
+    shown = heatmaps.heatmap(m, words, words, Look(scale="weights", max_px=600)).to_dict()
     assert any(layer["mark"]["type"] == "text" and "label" in json.dumps(layer["encoding"]["text"])
                for layer in shown["layer"])
-    hidden = heatmaps.heatmap(m, words, words, scale="weights", max_px=400).to_dict()
+    hidden = heatmaps.heatmap(m, words, words, Look(scale="weights", max_px=400)).to_dict()
     assert not any("label" in json.dumps(layer.get("encoding", {}).get("text", {})) for layer in hidden["layer"])
 
 
@@ -332,8 +339,8 @@ def marks(spec: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("build", [
-    lambda m, labels: heatmaps.heatmap(m, labels, labels, scale="weights", selectable=True),
-    lambda m, labels: heatmaps.facet_grid([m, m], ["a", "b"], labels, scale="scores"),
+    lambda m, labels: heatmaps.heatmap(m, labels, labels, Look(scale="weights", selectable=True)),
+    lambda m, labels: heatmaps.facet_grid([m, m], ["a", "b"], labels, look=Look(scale="scores", max_px=200)),
 ])
 def test_many_cells_are_drawn_on_a_canvas_without_a_label_per_cell(build):
     """Issue 11: from 256 cells a chart is a canvas (Vega's SVG renderer rewrote ~9,000 attributes for a new
@@ -362,8 +369,8 @@ def test_a_growing_chart_keeps_its_spec_while_its_cells_keep_their_size():
     def spec(T: int, max_px: int = 560) -> dict:
         row = np.random.default_rng(T).dirichlet(np.ones(T), size=9)
         labels = [f"{i + 1}: word" for i in range(T)]  # drawn at -45° from the first step
-        s = heatmaps.heatmap(row, [f"head {h + 1}" for h in range(9)], labels, scale="weights", max_px=max_px,
-                             growing=True).to_dict()
+        s = heatmaps.heatmap(row, [f"head {h + 1}" for h in range(9)], labels,
+                             Look(scale="weights", max_px=max_px, growing=True)).to_dict()
         return {k: v for k, v in s.items() if k not in ("data", "datasets")}
 
     full = cells.full_cell_px()
@@ -384,7 +391,7 @@ def test_a_growing_chart_keeps_its_spec_while_its_cells_keep_their_size():
     def values(T: int, max_px: int, growing: bool) -> bool:
         row = np.full((9, T), 1 / T)
         chart = heatmaps.heatmap(row, [f"head {h + 1}" for h in range(9)], [f"{i}: word" for i in range(T)],
-                                 scale="weights", max_px=max_px, growing=growing).to_dict()
+                                 Look(scale="weights", max_px=max_px, growing=growing)).to_dict()
         return any(layer["mark"]["type"] == "text" and {"filter": "!datum.masked"} in layer.get("transform", [])
                    for layer in chart["layer"])  # the values' text (the masked cells' "−∞" is another)
 
@@ -394,3 +401,91 @@ def test_a_growing_chart_keeps_its_spec_while_its_cells_keep_their_size():
     assert isinstance(plain["width"], int)  # other heatmaps keep a width in pixels
     assert cells.spec_signature(9, 7, ["a"] * 7, 560, False, growing=True) == \
         cells.spec_signature(9, 12, ["a"] * 12, 560, False, growing=True)
+
+
+def chart_text(spec: dict) -> str:
+    """A spec's text without its data (axis, legend and tooltip titles, mask labels)."""
+    return json.dumps({k: v for k, v in spec.items() if k not in ("data", "datasets")}, ensure_ascii=False)
+
+
+def test_charts_speak_the_session_language():
+    mask = np.triu(np.ones((3, 3)), 1)
+    with language("zh"):
+        scores = chart_text(heatmaps.heatmap(causal_scores(3), LABELS[:3], LABELS[:3]).to_dict())
+        masks = chart_text(heatmaps.heatmap(mask, LABELS[:3], LABELS[:3], Look(scale="mask")).to_dict())
+        panels = chart_text(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).to_dict())
+        titles = list(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).data["panel"].unique())
+        note = scales.out_of_range_note(np.array([[-0.5, 2.0]]), "weights")
+        window = window_charts.masks_chart(window_charts.masks_frame({"causal": mask.astype(bool)}), 20).to_dict()
+    assert '"title": "键"' in scores and '"title": "查询"' in scores and '"title": "值"' in scores  # axes, legend
+    assert '"key"' not in scores and '"query"' not in scores
+    assert "0 = 可见" in masks and "1 = 被遮掩" in masks and "掩码" in masks  # the mask's legend, both entries
+    assert "面板" in panels and '"title": "权重"' in panels and titles == ["头 1", "头 2"]
+    assert note == "超出颜色刻度（0 到 1）：红色 = 小于 0（1 个单元格）；粉色 = 大于 1（1 个单元格）。"
+    # a legend of categories: the data keeps its English values (one cached frame), the labels are translated
+    assert set(window_charts.masks_frame({"causal": mask.astype(bool)})["seen"]) == {"visible", "hidden"}
+    legend = window["spec"]["encoding"]["color"]["legend"]["labelExpr"]
+    assert legend.startswith('{"visible": "可见", "hidden": "被遮掩"}[datum.label]')
+    english = chart_text(heatmaps.heatmap(causal_scores(3), LABELS[:3], LABELS[:3]).to_dict())
+    assert '"title": "key"' in english and "键" not in english  # outside the block: English again
+
+
+def test_look_builds_in_its_own_language_on_any_thread():
+    """A chart prepared ahead (state/ahead.py) is built on a worker thread, where the session's language is not
+    set: the Look read in the script carries it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    look = Look(scale="weights", lang="zh")
+    with ThreadPoolExecutor(1) as pool:
+        text = pool.submit(lambda: chart_text(look.chart(np.eye(3), LABELS[:3], LABELS[:3]).to_dict())).result()
+    assert '"title": "键"' in text and '"title": "权重"' in text
+
+
+def test_chart_cache_never_serves_one_language_to_another():
+    from dashboard.drawing import matrices
+
+    class Box:  # what a Streamlit container is to show_matrix: the specs it was sent
+        def __init__(self):
+            self.specs = []
+
+        def vega_lite_chart(self, spec, **kw):
+            self.specs.append(spec)
+
+        def markdown(self, *args, **kw):
+            pass
+
+    box, m = Box(), np.random.default_rng(1).random((4, 4))
+    for code in ("zh", "en", "zh"):  # the same chart, cached under the same page key, in turn
+        with language(code):
+            matrices.show_matrix(box, m, LABELS[:4], LABELS[:4], Look(scale="weights"), key="lang_test",
+                                 cache_key=("lang_test",))
+    zh, en, zh_again = (chart_text(s) for s in box.specs)
+    assert '"title": "键"' in zh and '"title": "key"' not in zh
+    assert '"title": "key"' in en and "键" not in en and "权重" not in en
+    assert zh_again == zh  # and each language's spec is still cached
+    # any cached chart (a page's own structure key names no language): the template is kept per language
+    from dashboard.drawing import chart_cache, learn_charts
+
+    for code in ("zh", "en"):
+        with language(code):
+            chart_cache.vega(box, lambda: learn_charts.loss_chart([2.0, 1.5, 1.0], max_steps=10),
+                             lambda: learn_charts.loss_frame([2.0, 1.5, 1.0]), ("lang_test_loss",), ("lang_loss",),
+                             "lang_loss", False)
+    loss_zh, loss_en = (chart_text(s) for s in box.specs[-2:])
+    assert "训练步数" in loss_zh and "training step" in loss_en and "训练步数" not in loss_en
+
+
+def test_sized_columns_know_their_widths():
+    """A page states its column weights once: ``sized_columns`` makes the columns and each knows its width."""
+    from dashboard.drawing import sizes
+
+    left, right = sizes.sized_columns([2, 3])
+    usable = sizes.content_px() - sizes.GAP_PX
+    assert (left.px, right.px) == (int(usable * 2 / 5), int(usable * 3 / 5))
+    labels = [f"{i + 1}: word" for i in range(8)]
+    assert right.fit(10_000, labels) == sizes.cell_area(right.px, labels) < sizes.fit(10_000, labels)
+    assert right.fit(100, labels) == 100  # the cap holds
+    assert left.fit(10_000, labels, legend=False) > left.fit(10_000, labels)  # a legend takes room
+    inner = sizes.sized_columns(2, right)  # columns inside a column share its width
+    assert [c.px for c in inner] == [(right.px - sizes.GAP_PX) // 2] * 2
+    assert callable(left.markdown) and left.box is not None  # used as the Streamlit column itself

@@ -110,7 +110,7 @@ def test_benchmark_bars_use_a_log_axis_when_one_repeat_is_slow():
 
     df = pd.DataFrame({"implementation": ["raw SDPA", "MultiHeadAttention (explicit)", "wrapper"],
                        "pass": ["forward"] * 3, "ms": [0.04, 0.07, 0.11], "ms_min": [0.03, 0.06, 0.10],
-                       "ms_max": [0.05, 18.0, 0.12]})  # one slow repeat: 18 ms
+                       "ms_max": [0.05, 18.0, 0.12]})  # one slow repeat
     alt.data_transformers.disable_max_rows()
     spec = measure_charts.bar_chart(df, "ms", "implementation", "pass", spread=True).to_dict()
     scales = [layer["encoding"]["x"].get("scale", {}) for layer in spec["layer"] if "x" in layer.get("encoding", {})]
@@ -154,11 +154,12 @@ def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
         return [n["y"].get("axis", {}) for n in spec_nodes(spec) if isinstance(n.get("y"), dict)
                 and n["y"].get("field") == "row"]
 
-    small = heatmaps.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels, max_px=180, big=big)
+    small = heatmaps.facet_grid([m] * 4, [f"head {h}" for h in range(4)], labels, labels,
+                                look=heatmaps.Look(scale="weights", max_px=180, big=big))
     row_px = cells.cell_px(22, 22, 180, big)
     assert row_px < (18 if big else 12)
     assert all(a.get("labelOverlap") for a in y_axis(small.to_dict())), y_axis(small.to_dict())
-    roomy = heatmaps.heatmap(m[:6, :6], labels[:6], labels[:6], max_px=480, big=big)
+    roomy = heatmaps.heatmap(m[:6, :6], labels[:6], labels[:6], heatmaps.Look(max_px=480, big=big))
     assert not any(a.get("labelOverlap") for a in y_axis(roomy.to_dict()))
     assert all(a.get("labelFlush") is False for a in y_axis(roomy.to_dict()))  # the first label sat low (item 9)
 

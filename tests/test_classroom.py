@@ -240,5 +240,5 @@ def test_server_config_is_local_and_quiet():
 def test_url_text_limit_keeps_links_loadable():
     from urllib.parse import quote_plus
 
-    assert URL_TEXT_LIMIT <= 16_000  # far below what a server or browser refuses (~64 KB request line)
+    assert URL_TEXT_LIMIT <= 16_000  # far below the request line a server or browser refuses
     assert len(quote_plus(str(DEFAULTS["sentence"]))) < URL_TEXT_LIMIT

@@ -27,7 +27,8 @@ def test_file_names_say_what_and_which_settings():
 
 def test_svg_keeps_labels_title_and_legend():
     alt.data_transformers.disable_max_rows()
-    chart = heatmaps.heatmap(weights6(), LABELS, LABELS, scale="weights").properties(title="attention weights")
+    chart = heatmaps.heatmap(weights6(), LABELS, LABELS,
+                             heatmaps.Look(scale="weights")).properties(title="attention weights")
     svg = chart_svg(chart).decode()
     assert svg.startswith("<svg") and "attention weights" in svg
     for label in LABELS:
@@ -72,7 +73,7 @@ def test_an_untitled_chart_gets_a_title_and_a_titled_one_keeps_its_own():
     from dashboard.export.formats import titled
 
     alt.data_transformers.disable_max_rows()
-    bare = heatmaps.heatmap(weights6(), LABELS, LABELS, scale="weights")
+    bare = heatmaps.heatmap(weights6(), LABELS, LABELS, heatmaps.Look(scale="weights"))
     spec = titled(bare, "attention weights", "MultiHeadAttention · 6 tokens").to_dict()
     assert spec["title"]["text"] == "attention weights" and spec["title"]["subtitle"] == "MultiHeadAttention · 6 tokens"
     own = titled(bare.properties(title="Loss"), "loss", "").to_dict()

@@ -7,6 +7,9 @@ Pure source reading (``ast``): nothing here is imported, so the test takes well 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from functools import cache
 from pathlib import Path
 
@@ -240,3 +243,55 @@ def test_every_message_template_gets_the_values_it_names():
                 wrong.append(f"{path.relative_to(ROOT)}:{call.lineno}: {sorted(fields - keywords) or '{}'}")
     assert checked > 100, "the templates moved: this test reads Problem(...) and Msg(...) calls"
     assert not wrong, f"templates whose values are not all given by name: {wrong}"
+
+
+MAX_PARAMETERS = 10  # a chart taking more wants a Look (dashboard/drawing/heatmaps.py) or a few keyword groups
+
+
+def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """A function's parameter names, ``*args`` and ``**kwargs`` included, ``self`` / ``cls`` not."""
+    a = node.args
+    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs] + [p.arg for p in (a.vararg, a.kwarg) if p]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def test_the_parameter_counter_counts_every_kind():
+    (node,) = ast.parse("def f(self, a, /, b, *args, c, **kw): pass").body
+    assert parameters(node) == ["a", "b", "c", "args", "kw"]
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "dashboard/drawing").rglob("*.py")))
+def test_no_drawing_function_takes_more_than_10_parameters(path):
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    wide = {n.name: len(parameters(n)) for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and len(parameters(n)) > MAX_PARAMETERS}
+    assert not wide, f"{path}: {wide} (pass a Look, or group the options)"
+
+
+# A measured figure in a comment (a size in MB, a time in ms or s): the number belongs in docs/measurements.md, the
+# comment keeps the why. And a comment says why, not which issue a line came from.
+MEASURED = re.compile(r"(?<![\w.])~?\d[\d,]*(\.\d+)?\s?(ms|µs|s|MB|MiB|GB|GiB|KB|kB|KiB)\b")
+HISTORY = re.compile(r"\bissues? #?\d", re.IGNORECASE)
+COMMENTED = ("attn_core", "dashboard", "bench", "deploy", "tests")
+
+
+def comments(source: str) -> list[tuple[int, str]]:
+    """The (line, text) of every comment (``#`` tokens only: strings and format strings are code)."""
+    return [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type == tokenize.COMMENT]
+
+
+def test_the_comment_scanner_tells_comments_from_code():
+    source = 'label = f"{ms:.1f} ms"  # the label\nx = 1  # took ~25 ms (issue 9)\n'
+    found = comments(source)
+    assert found == [(1, "# the label"), (2, "# took ~25 ms (issue 9)")]
+    assert not MEASURED.search(found[0][1]) and MEASURED.search(found[1][1]) and HISTORY.search(found[1][1])
+    assert all(MEASURED.search(f"# {s}") for s in ("48 MB", "~4 s", "1.5 GB", "a 200 KB link", "2,048 kB"))
+    assert not any(MEASURED.search(f"# {s}") for s in ("6 x 6", "d_k = 512", "layer 2 skips", "1280×720", "v1.5 says"))
+
+
+@pytest.mark.parametrize("top", COMMENTED)
+def test_comments_hold_no_measured_numbers_and_no_issue_history(top):
+    bad = [f"{p.relative_to(ROOT)}:{line}: {text}" for p in sorted((ROOT / top).rglob("*.py"))
+           for line, text in comments(p.read_text(encoding="utf-8")) if MEASURED.search(text) or HISTORY.search(text)]
+    assert not bad, "move the number to docs/measurements.md, say why instead of the issue:\n" + "\n".join(bad)

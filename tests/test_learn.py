@@ -200,7 +200,8 @@ def test_training_job_stops_when_nobody_watches():
 
 
 def test_queue_waits_take_the_first_slot_to_free():
-    # two slots, running jobs need 10 s and 30 s more: the first queued starts at 10, the next when it or the 30 s ends
+    # two slots, the running jobs' remaining times: the first queued starts when the shorter ends, the next when it or
+    # the longer one ends
     assert queue_waits([30.0, 10.0], [20.0, 5.0, 5.0], slots=2) == [10.0, 30.0, 30.0]
     assert queue_waits([], [7.0, 7.0, 7.0], slots=2) == [0.0, 0.0, 7.0]  # free slots: no wait
     assert queue_waits([5.0, 8.0, 9.0], [1.0], slots=2) == [8.0]  # over the cap: two must end before one starts

@@ -87,7 +87,7 @@ def test_every_chart_of_a_page_is_registered_once(page, registered):
     assert registered["offered"] and registered["offered"][-1] == entries
     assert len(offered(at)) == len(entries)
     labels = sorted(b.proto.label for b in at.get("download_button"))
-    n = len(entries)  # issue 20: "All 1 charts" was wrong
+    n = len(entries)  # "All 1 charts" was wrong
     assert labels == [f"All {n} chart{'s' if n != 1 else ''} on this page (zip)", "CSV", "PNG 2x", "SVG"]
 
 

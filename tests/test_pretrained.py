@@ -310,7 +310,7 @@ def test_the_shared_loader_loads_once_per_file(models, tiny, monkeypatch):
 
     slow = threading.Thread(target=load_gpt2_shared, args=(models["odd", True][0],))
     slow.start()
-    time.sleep(0.05)  # the odd model is loading now (0.2 s)
+    time.sleep(0.05)  # the odd model is loading now (its slow load above)
     assert load_gpt2_shared(tiny) is got[0]
     assert slow.is_alive()  # a loaded model was handed out while another file was still loading
     slow.join()

@@ -94,7 +94,7 @@ def test_view_picture_shows_real_head_dim_few_heads_and_numeric_legend():
     assert len(set(colors)) == 4
     brows = _rows(before_el)
     # The before picture's columns are the real d_out columns: head 2 starts at column 65 (counted from 1, as every
-    # page counts; issue 20 item 9).
+    # page counts).
     assert "65" in json.dumps(before) and {r["head"] for r in brows} == {"head 1", "head 2", "head 3", "head 4"}
     # a number keeps its value through the reshape: head 2's first entry is column 64 of token 1
     assert next(r["number"] for r in rows if r["panel"] == "head 2" and r["q"] == 0 and r["k"] == 0) == 64

@@ -90,7 +90,7 @@ def test_chart_cache_converts_like_streamlit_without_schema_validation(monkeypat
     from dashboard.drawing import chart_cache, heatmaps
 
     labels = [f"{i + 1}: w" for i in range(4)]
-    chart = heatmaps.heatmap(np.eye(4), labels, labels, scale="weights")
+    chart = heatmaps.heatmap(np.eye(4), labels, labels, heatmaps.Look(scale="weights"))
     expected = dict(_convert_altair_to_vega_lite_spec(chart))
 
     def no_validation(*args, **kwargs):

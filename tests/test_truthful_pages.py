@@ -160,7 +160,7 @@ def test_bad_link_values_are_reported_escaped_and_replaced(query, param, bad):
     from dashboard.state.links import md_escape, shown_value
     assert md_escape(param) in warning.value and shown_value(bad) in warning.value
     assert "instead" in warning.value
-    assert f"` {bad} `" in warning.value  # verbatim in a code span: never a live link (issue 20 item 12)
+    assert f"` {bad} `" in warning.value  # verbatim in a code span: never a live link
 
 
 def test_bad_mistake_and_zoom_values_are_reported():

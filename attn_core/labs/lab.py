@@ -141,7 +141,7 @@ def scaling_weights(d_k: int, num_tokens: int = 8, seed: int = 0) -> tuple[torch
     return torch.softmax(scores, -1), torch.softmax(scores / d_k**0.5, -1)
 
 
-SCALING_SAMPLES = 64  # random (q, k) draws averaged per d_k: one 8 x 8 draw jumped about (d_k = 512, issue 33)
+SCALING_SAMPLES = 64  # random (q, k) draws averaged per d_k: one 8 x 8 draw jumped about from row to row (d_k = 512)
 
 
 def scaling_table(d_ks: tuple[int, ...] = (2, 8, 32, 128, 512), num_tokens: int = 8, seed: int = 0,

@@ -202,7 +202,7 @@ def load_gpt2(source: str | os.PathLike) -> GPTModel:
     return gpt.eval()
 
 
-_SHARED = Shared(2)  # models kept per process (gpt2-xl alone is ~6 GB)
+_SHARED = Shared(2)  # models kept per process: the largest GPT-2 is several GB (docs/measurements.md)
 MAX_SHARED = 2
 
 

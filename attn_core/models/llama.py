@@ -305,7 +305,7 @@ class LayerAttention(nn.Module):
 walk_layers = gpt_walk_layers  # any family's model: ``model.embed`` gives the RoPE tables to every block
 
 
-_SHARED = Shared(2)  # SmolLM2-135M holds ~540 MB as float32
+_SHARED = Shared(2)  # models kept per process: each holds its weights as float32 (docs/measurements.md)
 
 
 def load_model(path: str | os.PathLike) -> LlamaModel:

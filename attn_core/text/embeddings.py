@@ -33,8 +33,8 @@ MAX_POSITIONS = 1024  # GPT-2's context length: the position table's size
 
 
 # The embedding tables drawn so far, least recently used first, up to this many bytes (and always the last one):
-# two GPT-2-size tables (50257 x 768 floats, 154 MB each) or many small ones. A count bound (two tables) thrashed
-# when a classroom used three widths: every run redrew its table (issue 11; docs/measurements.md).
+# two GPT-2-size tables (50257 x 768 floats) or many small ones. A count bound (two tables) thrashed when a
+# classroom used three widths: every run redrew its table (docs/measurements.md).
 EMBEDDING_CACHE_BYTES = 320 * 2**20
 _TABLES: OrderedDict[tuple[int, int], tuple[nn.Embedding, nn.Embedding]] = OrderedDict()
 _TABLES_LOCK = threading.Lock()

@@ -24,9 +24,9 @@ from dashboard.classroom.ui import ask_the_class
 from dashboard.drawing import cells, scales
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.head_view import MAX_LINE_TOKENS, line_view
-from dashboard.drawing.matrices import show_matrix, show_panels
+from dashboard.drawing.matrices import Look, show_matrix, show_panels
 from dashboard.drawing.present import dark, ink, presenting
-from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room
+from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room, sized_columns
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import _
 from dashboard.state import models
@@ -44,7 +44,7 @@ MODEL_VIEW = "Model view"  # with pretrained weights: every layer x head, and th
 
 
 def tokens_section(v: View) -> None:
-    left, right = st.columns([2, 3])
+    left, right = sized_columns([2, 3])
     token_df = pd.DataFrame({"label": v.labels, "id": [t.id for t in v.run.tokens],
                              "piece": [repr(t.text) for t in v.run.tokens]})
     left.dataframe(token_df, hide_index=True, height=min(400, 38 + 35 * v.T), width="stretch")
@@ -54,8 +54,8 @@ def tokens_section(v: View) -> None:
     dims = [f"dim {i + 1}" for i in range(x.shape[1])]
     title = (f"Input x: layer {v.run.layer + 1}'s input, the {v.run.input_mode}" if v.run.pretrained
              else f"Input x ({v.run.input_mode} inputs)")
-    show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=title,
-                x_title="dimension", y_title="token", max_px=fit(cap(360), v.labels, [2, 3], 1),
+    show_matrix(right, x, v.labels, dims, Look(scale="scores", x_title="dimension", y_title="token",
+                                               max_px=right.fit(cap(360), v.labels)), key="input", title=title,
                 cache_key=(v.run.key, "input"))
 
 
@@ -73,9 +73,9 @@ def qkv_section(v: View) -> None:
                 "θᵢ: the scores use the rotated queries and keys; values are not rotated." if rotated else ""))
     wide = width > 2 * len(v.labels)  # few tokens, many dimensions (a real model's head_dim 64): one panel a row
     show_panels(st, qkv, [t for _, t in panels], v.labels, [f"{i + 1}" for i in range(width)],
-                key="qkv", name=v.name("qkv"), scale="scores", columns=1 if wide else 3,
-                max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3),
-                x_title="dim", y_title="token", cache_key=(v.run.key, "qkv", v.head, rotated))
+                look=Look(scale="scores", columns=1 if wide else 3, x_title="dim", y_title="token",
+                     max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3)),
+                key="qkv", name=v.name("qkv"), cache_key=(v.run.key, "qkv", v.head, rotated))
 
 
 def scores_section(v: View) -> None:
@@ -84,10 +84,9 @@ def scores_section(v: View) -> None:
     score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mask_name})"),
                    ("scaled_scores", "scaled scores  ÷ √d_k")]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
-    show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels, key="scores",
-                name=v.name("scores"),
-                scale="scores", columns=3,
-                max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats)),
+    show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels,
+                look=Look(scale="scores", columns=3, max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats))),
+                key="scores", name=v.name("scores"),
                 cache_key=(v.run.key, "scores", v.head))
     mask = v.mat("mask")
     hidden = "future" if mk == MaskKind() else "hidden"
@@ -101,14 +100,15 @@ def scores_section(v: View) -> None:
     weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None] if renormalized else []
     if mask is None:
         return
-    c_mask, c_rest = st.columns([1, 2])
-    show_matrix(c_mask, mask, v.labels, v.labels, key="mask", scale="mask", title=f"mask: {mask_name} (1 = hidden)",
-                max_px=fit(cap(220), v.labels, [1, 2], 0, legend=False),  # its legend is below
+    c_mask, c_rest = sized_columns([1, 2])
+    show_matrix(c_mask, mask, v.labels, v.labels,
+                Look(scale="mask", max_px=c_mask.fit(cap(220), v.labels, legend=False)),  # its legend is below
+                key="mask", title=f"mask: {mask_name} (1 = hidden)",
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
-                    key="renorm_steps", name=v.name("renorm_steps"), scale="weights", columns=3,
-                    max_px=fit(cap(220), v.labels, [1, 2], 1, panels=3),
+                    look=Look(scale="weights", columns=3, max_px=c_rest.fit(cap(220), v.labels, panels=3)),
+                    key="renorm_steps", name=v.name("renorm_steps"),
                     cache_key=(v.run.key, "renorm", v.head))
         c_rest.caption(f"Renormalize method: softmax first, zero the {hidden} keys, then divide each row by its sum.")
 
@@ -122,7 +122,7 @@ def relative_toggle(where) -> None:
 
 def uniform_note(v: View) -> None:
     """Why random weights look alike on the 0-1 scale, while the per-row colours are off; and the toggle."""
-    # (H, T), head by head: stacking every head's weights first copied 48 MB at GPT-2 size and 1,024 tokens
+    # (H, T), head by head: stacking every head's weights first copied them all (docs/measurements.md)
     row_max = memo((v.run.key, "row_max"), lambda: np.stack([np.nanmax(head_matrix(v.run.trace, "weights", h), axis=-1)
                                                              for h in range(v.H)]))
     typical = float(np.median(row_max))
@@ -137,9 +137,9 @@ def heads_section(v: View) -> None:
     uniform_note(v)
     columns = min(v.H, 4)
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
-                [v.head_label(h) for h in range(v.H)], v.labels, key="heads_grid", scale=v.wscale, columns=columns,
-                max_px=fit(cap(200), v.labels, panels=columns),
-                cache_key=(v.run.key, "heads_grid"))
+                [v.head_label(h) for h in range(v.H)], v.labels,
+                look=Look(scale=v.wscale, columns=columns, max_px=fit(cap(200), v.labels, panels=columns)),
+                key="heads_grid", cache_key=(v.run.key, "heads_grid"))
     if v.kv_heads < v.H:
         st.caption(f"{v.H} query heads share {v.kv_heads} K/V heads ({v.H // v.kv_heads} each, side by side): heads "
                    "with the same K/V head read the same keys, yet attend differently, since each has its own queries. "
@@ -147,6 +147,9 @@ def heads_section(v: View) -> None:
     else:
         st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
                    "it through every section.")
+
+
+STORY_COLUMNS = (3, 2)  # the weights chart beside the cell story
 
 
 def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
@@ -159,7 +162,7 @@ def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
     outside it the values stay up to ~23 tokens, and every token keeps its 13 px label up to ~44 (beside the story a
     44-token chart was 276 px wide: every 4th label and no values, issue 33)."""
     limit = room(480, 285 + (45 if n_heads > 1 else 0))
-    side = fit(limit, labels, [3, 2], 0)
+    side = fit(limit, labels, width_px=column_px(STORY_COLUMNS, 0))
     T = len(labels)
     if not presenting():
         if side >= T * cells.value_cell_px(False, signed=False):
@@ -184,9 +187,9 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
     labels, T = v.labels, v.T
     weights = v.mat("weights")
     side, beside = weights_px(labels, v.H)
-    c_w, c_story = st.columns([3, 2]) if beside else (st.container(), st.container())
-    clicked = show_matrix(c_w, weights, labels, labels, key="weights", name=v.name("weights"),
-                          scale=wscale, selectable=True, zoom=True, max_px=side,
+    c_w, c_story = sized_columns(STORY_COLUMNS) if beside else (st.container(), st.container())
+    clicked = show_matrix(c_w, weights, labels, labels, Look(scale=wscale, selectable=True, max_px=side),
+                          key="weights", name=v.name("weights"), zoom=True,
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
@@ -210,7 +213,7 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
                      help="Queries on the left, keys on the right; a line's opacity is the weight. "
                           "Point at a token to keep only its lines."):
             n_lines = min(T, MAX_LINE_TOKENS)
-            line_px = column_px([3, 2], 1) if beside else column_px([1], 0)
+            line_px = c_story.px if beside else column_px([1], 0)
             draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=line_px - 40,
                                              ink=ink(), line="#8cc4ff" if dark() else "#1f5fa8",
                                              font_px=round((18 if presenting() else 15) * grow())),
@@ -237,8 +240,8 @@ def compare_methods(v: View) -> None:
     c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
                    "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
     show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair",
-                name=v.name("compare_methods"), scale=v.wscale,
-                columns=2, max_px=fit(cap(280), v.labels, panels=2),
+                name=v.name("compare_methods"), look=Look(scale=v.wscale, columns=2,
+                                                          max_px=fit(cap(280), v.labels, panels=2)),
                 cache_key=(v.run.key, "compare_methods", v.head))
 
 
@@ -261,14 +264,15 @@ def dropout_section(v: View) -> None:
     top = 1 / (1 - p)
     st.markdown(f"**p = {p:g}: every surviving weight is multiplied by 1/(1−p) = {top:.3g}**, so the colour "
                 f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
-    c_dm, c_dw = st.columns([1, 2])
-    show_matrix(c_dm, dmask, v.labels, v.labels, key="dropout_mask", name=v.name("dropout_mask"), scale="mask",
-                title="dropped cells (1 = zeroed)", mask_labels=scales.DROPOUT_MASK_LABELS,
-                max_px=fit(cap(200), v.labels, [1, 2], 0, legend=False),
+    c_dm, c_dw = sized_columns([1, 2])
+    show_matrix(c_dm, dmask, v.labels, v.labels, Look(scale="mask", mask_labels=scales.DROPOUT_MASK_LABELS,
+                                                      max_px=c_dm.fit(cap(200), v.labels, legend=False)),
+                key="dropout_mask", name=v.name("dropout_mask"), title="dropped cells (1 = zeroed)",
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
-                v.labels, key="dropout", name=v.name("dropout"), scale=scales.weights_scale(top), columns=2,
-                max_px=fit(cap(210), v.labels, [1, 2], 1, panels=2),
+                v.labels, look=Look(scale=scales.weights_scale(top), columns=2,
+                                         max_px=c_dw.fit(cap(210), v.labels, panels=2)),
+                key="dropout", name=v.name("dropout"),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
                f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
@@ -279,15 +283,15 @@ def output_section(v: View) -> None:
     ctx = v.mat("context")
     out = v.run.output[0].numpy().astype(np.float64)
     out_shape = tuple(v.run.output.shape)
-    c1, c2 = st.columns(2)
-    half = cell_area(column_px([1, 1], 0), v.labels)
-    show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], key="context",
-                name=v.name("context"), scale="scores",
-                title="context vectors" + v.head_title, x_title="dimension", y_title="token",
-                max_px=min(cap(380), half), cache_key=(v.run.key, "context", v.head), text_format=".3f")
-    show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], key="output", scale="scores",
-                title=f"output {out_shape}", x_title="dimension", y_title="token", max_px=min(cap(380), half),
-                cache_key=(v.run.key, "output"), text_format=".3f")  # fixed decimals: no "−4e-3" in a vector
+    c1, c2 = sized_columns(2)
+    half = cell_area(c1.px, v.labels)
+    vectors = Look(scale="scores", x_title="dimension", y_title="token", max_px=min(cap(380), half),
+                   text_format=".3f")  # fixed decimals: no "−4e-3" in a vector
+    show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], vectors, key="context",
+                name=v.name("context"),
+                title="context vectors" + v.head_title, cache_key=(v.run.key, "context", v.head))
+    show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], vectors, key="output",
+                title=f"output {out_shape}", cache_key=(v.run.key, "output"))
     if v.H > 1:
         st.caption(f"Output width {cfg.output_width}: " + ("the heads concatenated, d_out × num_heads = "
                                                              f"{cfg.d_out} × {v.H}." if cfg.output_width != cfg.d_out

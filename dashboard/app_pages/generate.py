@@ -23,9 +23,9 @@ from attn_core.models.decoding import PAGE_NEW_TOKENS, DecodeStep, decode_step, 
 from attn_core.models.family import Found
 from attn_core.models.registry import families, find_models, load_model, model_config
 from attn_core.text.tokens import readable_piece
-from dashboard.drawing.matrices import show_matrix
+from dashboard.drawing.matrices import Look, show_matrix
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, fit, room
+from dashboard.drawing.sizes import cap, fit, room, sized_columns
 from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.state.ahead import Ahead
@@ -36,8 +36,8 @@ from dashboard.state.url_state import url_choice
 STATE = "gen_state"
 DEFAULT_PROMPT = "Every effort moves you"
 MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
-# A prompt's tokens on this page: every session keeps its cache (the 124M shape: 73 kB a token) and one T x T matrix,
-# so a class of 30 on the 124M shape holds ~1 GB at most
+# A prompt's tokens on this page: every session keeps its cache and one T x T matrix, so a class of 30 on the 124M
+# shape stays within the server's memory goal (docs/measurements.md)
 PROMPT_TOKENS = 200
 PLAY_EVERY_S = 0.6
 
@@ -219,16 +219,17 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                 f"“{md_escape(piece(model, step.token_id))}”.** Its query attends over all "
                 f"{plural(len(gen.ids), 'key')} in the cache, itself included; the mask slice `{step.mask_slice}` "
                 f"hides {int(step.mask_row.sum())}.")
-    left, right = st.columns([3, 2])
+    left, right = sized_columns([3, 2])
     heads = [f"head {h + 1}" for h in range(H)]
     left.markdown(f"**The new query's attention, layer {layer + 1}**: one row per head")
     # as wide as the column allows; on the projector no taller than the room under the cells' top (~500 px)
     cell_room = room(10_000, 500, 10) // H
     # growing: a third of what Next cost was a new Vega view of this row every step (docs/measurements.md); not on
     # the projector, where the cells' size follows the room's height over T, not the halvings of a growing chart
-    show_matrix(left, step.row, heads, labels, key="gen_row", scale="weights", x_title="key (cached token)",
-                y_title="head", max_px=min(fit(cap(560), heads, (3, 2), 0), cell_room * max(H, len(labels))),
-                name=f"new_row_layer{layer + 1}", growing=not presenting())
+    show_matrix(left, step.row, heads, labels, Look(
+                    scale="weights", x_title="key (cached token)", y_title="head",
+                    max_px=min(left.fit(cap(560), heads), cell_room * max(H, len(labels))), growing=not presenting()),
+                key="gen_row", name=f"new_row_layer{layer + 1}")
     with right:
         n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
         top = pd.DataFrame({"next token": [repr(decode(model, [t])) for t in step.top_ids[:n]],
@@ -258,10 +259,11 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                     f"{len(gen.ids)} × {len(gen.ids)} weights. Its last row is the new query's row above.")
         # an image: a new T x T chart every step cost the browser more than the whole rest of the step
         T = len(gen.ids)
-        show_matrix(st, step.full_weights, labels, labels, key="gen_full", scale="weights", raster=True,
-                    max_px=fit(cap(420), labels), name=f"full_matrix_layer{layer + 1}_head1",
-                    title=f"Without the cache: attention weights, layer {layer + 1}, head 1",
-                    x_title=f"keys, tokens 1–{T} left to right", y_title=f"queries, tokens 1–{T} top to bottom")
+        show_matrix(st, step.full_weights, labels, labels, Look(
+                        scale="weights", raster=True, max_px=fit(cap(420), labels),
+                        x_title=f"keys, tokens 1–{T} left to right", y_title=f"queries, tokens 1–{T} top to bottom"),
+                    key="gen_full", name=f"full_matrix_layer{layer + 1}_head1",
+                    title=f"Without the cache: attention weights, layer {layer + 1}, head 1")
         st.caption(f"Top left: token 1 “{md_escape(piece(model, gen.ids[0]))}”; bottom row: the new token {T} "
                    f"“{md_escape(piece(model, gen.ids[-1]))}”, the row the cache computed alone. "
                    "Bright = high weight.")

@@ -14,7 +14,7 @@ from dashboard.app_pages.trained_view import LEARN_JOB
 from dashboard.drawing import cells, heatmaps, learn_charts, rasters, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import column_px
+from dashboard.drawing.sizes import sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, register_images, slide_settings
 from dashboard.i18n import message
@@ -179,7 +179,7 @@ def live(job: TrainingJob) -> None:
     n_l, n_h = snap.weights.shape[:2]
     slide_settings(tr.task.name, None, f"{n_l} layers, {n_h} heads, step {at}")
 
-    left, right = st.columns([0.42, 0.58])
+    left, right = sized_columns([0.42, 0.58])
     with left:
         height = 270 if presenting() else 300  # the whole chart with its axes: the goal box still fits below
         draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320,
@@ -194,7 +194,7 @@ def live(job: TrainingJob) -> None:
         st.markdown(f"**Attention on the probe input, step {at}**{how}")
         thumbs = []
         # on the projector every layer's row fits under the ~230 px above it: a thumbnail and its caption a row
-        thumb_px = (min(max(48, (screen.BASE_HEIGHT - 400) // n_l - 50), column_px([0.42, 0.58], 1) // max(n_h, 4) - 16)
+        thumb_px = (min(max(48, (screen.BASE_HEIGHT - 400) // n_l - 50), right.px // max(n_h, 4) - 16)
                     if presenting() else "stretch")
         for layer in range(n_l):
             cols = st.columns(max(n_h, 4))
@@ -247,7 +247,7 @@ def live(job: TrainingJob) -> None:
         # one spec for every snapshot and head (the title is the line above): each poll while training only
         # swaps the data, instead of building a new Vega view every second on cores the worker shares
         n = len(labels)
-        draw_chart(st, lambda: heatmaps.heatmap(head, labels, labels, scale="weights", max_px=480),
+        draw_chart(st, lambda: heatmaps.heatmap(head, labels, labels, heatmaps.Look(scale="weights", max_px=480)),
                    lambda: heatmaps.heatmap_frame(head, labels, labels, scale="weights"),
                    ("learn_head", cells.spec_signature(n, n, labels, 480, False)), (uid, at, pick),
                    key="learn_head_chart", name=learn_charts.head_name(*pick).replace(" ", ""),

@@ -23,8 +23,8 @@ from attn_core.tracing.views import head_matrix
 from dashboard.classroom.ui import ask_the_class
 from dashboard.drawing import scales
 from dashboard.drawing.chart_cache import memo
-from dashboard.drawing.matrices import show_matrix, show_panels
-from dashboard.drawing.sizes import cap, fit
+from dashboard.drawing.matrices import Look, show_matrix, show_panels
+from dashboard.drawing.sizes import cap, fit, sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import _
@@ -100,21 +100,21 @@ def _methods(lab: Lab) -> None:
     st.subheader("1 · Two correct ways, the same weights")
     diff = (right_a.weights - right_b.weights).abs()
     show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
-                "(b) softmax → zero → renormalize"], labels, key="two_methods", scale="weights", columns=2,
-                max_px=lab.pair, cache_key=(rk, "two_methods"), name="two_correct_masks",
+                "(b) softmax → zero → renormalize"], labels, look=Look(scale="weights", columns=2, max_px=lab.pair),
+                key="two_methods", cache_key=(rk, "two_methods"), name="two_correct_masks",
                 title="Two correct causal masks, the same weights")
-    c1, c2 = st.columns([2, 3])
+    c1, c2 = sized_columns([2, 3])
     c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
     with c2:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
-        show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
+        show_matrix(st, diff.numpy() / EPS32, labels, labels,
+                    Look(scale="magnitude:1", max_px=c2.fit(cap(260), labels)), key="method_diff",
                     title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
-                    max_px=fit(cap(260), labels, [2, 3], 1),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption(" ".join(filter(None, [
             "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
             "rounding.", scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
-    # beside the difference, under the metric: one row, not two (issue 33 item 10)
+    # beside the difference, under the metric: one row, not two (the lab fits fewer screens)
     c1.markdown(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
@@ -134,21 +134,21 @@ def _mistakes(lab: Lab) -> None:
     wrong = next(v for v in variants if v.name == pick)
     st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{_(wrong.verdict)}**")
     show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
-                key="mistake_pair", scale="weights", columns=2, max_px=lab.pair, cache_key=(rk, "mistake", pick),
-                name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
+                look=Look(scale="weights", columns=2, max_px=lab.pair), key="mistake_pair",
+                cache_key=(rk, "mistake", pick), name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
     if note := scales.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
-    # the code and its three numbers beside the cell-by-cell difference: one row, not two (issue 33 item 10)
-    c_code, c_diff = st.columns([1, 1])
+    # the code and its three numbers beside the cell-by-cell difference: one row, not two (fewer screens)
+    c_code, c_diff = sized_columns([1, 1])
     c_code.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     m1, m2, m3 = c_code.columns(3)
     m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
     m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
     m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
     what_wrong = (wrong.weights - right_a.weights).numpy()
-    show_matrix(c_diff, what_wrong, labels, labels, key="mistake_diff", scale="scores",
-                title=f"{pick} − right answer (what is wrong, cell by cell)",
-                max_px=fit(cap(300), labels, [1, 1], 1), cache_key=(rk, "mistake_diff", pick),
+    show_matrix(c_diff, what_wrong, labels, labels, Look(scale="scores", max_px=c_diff.fit(cap(300), labels)),
+                key="mistake_diff", title=f"{pick} − right answer (what is wrong, cell by cell)",
+                cache_key=(rk, "mistake_diff", pick),
                 name=f"{pick}_minus_right")
 
 def _precision(lab: Lab) -> None:
@@ -197,10 +197,11 @@ def _dropout(lab: Lab) -> None:
         top = 1 / (1 - p)
         # The mask beside its explanation, then the two weight panels across the page: mask and panels in one
         # row do not fit a 1280 px projector with the sidebar open (the third panel was cut off).
-        c_mask, c_note = st.columns(2)
-        mask_px = fit(cap(HALF_CAP_PX), labels, [1, 1], 0, legend=False)  # its legend is below
-        show_matrix(c_mask, dmask, labels, labels, key="dropout_lab_mask", scale="mask", title="dropped (1 = zeroed)",
-                    max_px=mask_px, cache_key=(drun.key, "dropout_lab_mask"), mask_labels=scales.DROPOUT_MASK_LABELS,
+        c_mask, c_note = sized_columns(2)
+        mask_px = c_mask.fit(cap(HALF_CAP_PX), labels, legend=False)  # its legend is below
+        show_matrix(c_mask, dmask, labels, labels, Look(scale="mask", max_px=mask_px,
+                                                         mask_labels=scales.DROPOUT_MASK_LABELS),
+                    key="dropout_lab_mask", title="dropped (1 = zeroed)", cache_key=(drun.key, "dropout_lab_mask"),
                     name=f"dropout_mask_p{p:g}")
         sums = dropped.sum(axis=1)
         c_note.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels below share a colour scale "
@@ -210,7 +211,7 @@ def _dropout(lab: Lab) -> None:
                         f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
                         "(`model.eval()`) dropout does nothing.")
         show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
-                    labels, key="dropout_lab", scale=scales.weights_scale(top), columns=2, max_px=lab.pair,
+                    labels, look=Look(scale=scales.weights_scale(top), columns=2, max_px=lab.pair), key="dropout_lab",
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
                     title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
 
@@ -218,7 +219,7 @@ def _dropout(lab: Lab) -> None:
 def _scaling(lab: Lab) -> None:
     """5. Why divide by √d_k: random unit-variance q and k, the same for every sentence."""
     st.subheader("5 · Why divide by √d_k")
-    # the reason and the d_k knob beside the table: one row, not three (issue 33 item 10)
+    # the reason and the d_k knob beside the table: one row, not three (fewer screens)
     c_why, c_table = st.columns([2, 3])
     c_why.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
                 "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
@@ -235,7 +236,7 @@ def _scaling(lab: Lab) -> None:
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
-                key="scaling", scale="weights", columns=2, max_px=lab.pair, cache_key=("scaling", dk),
+                look=Look(scale="weights", columns=2, max_px=lab.pair), key="scaling", cache_key=("scaling", dk),
                 name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
 
 

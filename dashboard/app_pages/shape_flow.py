@@ -17,9 +17,9 @@ from attn_core.tracing.trace import function_at
 from attn_core.tracing.views import previous_form
 from dashboard.classroom.ui import ask_the_class
 from dashboard.drawing import flow_charts, scales
-from dashboard.drawing.matrices import show_matrix, tensor_slice
+from dashboard.drawing.matrices import Look, show_matrix, tensor_slice
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, content_px, fit
+from dashboard.drawing.sizes import cap, content_px, sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import _
@@ -95,7 +95,7 @@ def step_view(s: Settings) -> None:
     prev = previous_form(steps, i)
     code = X_CODE.get(run.input_mode, step.code) if step.kind == "input" else step.code
 
-    left, right = st.columns(2)
+    left, right = sized_columns(2)
     with left:
         st.subheader(f"{i + 1}. `{step.name}`", anchor=False)  # an anchor id re-written every step
         st.code(code, language="python", wrap_lines=True)
@@ -113,18 +113,18 @@ def step_view(s: Settings) -> None:
                        "cannot regroup them without a copy (`.contiguous()` makes one).")
         where, src = source_with_marker(step.origin)
         if where:
-            # its code is drawn only while it is open: closed, the 60 highlighted lines with the marker moved were
-            # ~900 changes to the page on every step (issue 11)
+            # its code is drawn only while it is open: closed, the highlighted lines with the marker moved were
+            # hundreds of changes to the page on every step
             source = st.expander(f"This line in the full source of `{where}`", expanded=False, key="flow_source",
                                  on_change="rerun")
             if source.open:
                 source.code(src, language="python", line_numbers=True)
     with right:
         scale = kind_scale(step.kind)
-        tensor_slice(st, step.tensor, step.axes, labels, key=f"flow_tensor_{i}", scale=scale,
-                     cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}",
-                     max_px=fit(cap(HALF_CAP_PX), labels, [1, 1], 1, legend=scale != "mask"),
-                     mask_labels=scales.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else scales.MASK_LABELS)
+        tensor_slice(st, step.tensor, step.axes, labels, Look(
+                         scale=scale, max_px=right.fit(cap(HALF_CAP_PX), labels, legend=scale != "mask"),
+                         mask_labels=scales.DROPOUT_MASK_LABELS if step.kind == "dropout_mask" else scales.MASK_LABELS),
+                     key=f"flow_tensor_{i}", cache_key=(run.key, "flow", step.name), name=f"step{i + 1}_{step.name}")
 
 
 def kv_sharing_section(cfg: AttentionConfig) -> None:
@@ -254,12 +254,12 @@ def render() -> None:
                "split into num_heads × head_dim. With the same weights they agree; MultiHeadAttention does one big "
                "matmul per projection instead of one per head.")
     lab = [str(c + 1) for c in range(out_w.shape[-1])]
-    c1, c2 = st.columns(2)
-    half = fit(cap(HALF_CAP_PX), labels, [1, 1], 0)
-    show_matrix(c1, out_w[0].numpy(), labels, lab, key="wrapper_out", title="wrapper output", x_title="column",
-                y_title="token", max_px=half, cache_key=(run.key, "wrapper_out"))
-    show_matrix(c2, out_m[0].numpy(), labels, lab, key="mha_out", title="MultiHeadAttention output", x_title="column",
-                y_title="token", max_px=half, cache_key=(run.key, "mha_out"))
+    c1, c2 = sized_columns(2)
+    half = c1.fit(cap(HALF_CAP_PX), labels)
+    show_matrix(c1, out_w[0].numpy(), labels, lab, Look(x_title="column", y_title="token", max_px=half),
+                key="wrapper_out", title="wrapper output", cache_key=(run.key, "wrapper_out"))
+    show_matrix(c2, out_m[0].numpy(), labels, lab, Look(x_title="column", y_title="token", max_px=half),
+                key="mha_out", title="MultiHeadAttention output", cache_key=(run.key, "mha_out"))
 
     # --- batched matmul vs loop -------------------------------------------------------------------------
     st.header("One batched matmul = a loop over heads")

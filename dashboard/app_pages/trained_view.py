@@ -16,7 +16,7 @@ from attn_core.models.gpt import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
 from dashboard.drawing.chart_cache import memo
-from dashboard.drawing.matrices import show_panels
+from dashboard.drawing.matrices import Look, show_panels
 from dashboard.drawing.sizes import cap, fit
 from dashboard.i18n import _, message
 from dashboard.state.links import md_escape
@@ -101,7 +101,7 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     lines = [_(m) for m in verdicts_msg(scores)]
     for layer in range(n_layers):
         show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
-                    key=f"trained_{layer}", scale="weights", columns=n_heads,
-                    max_px=fit(cap(180), labels, panels=n_heads),
+                    look=Look(scale="weights", columns=n_heads, max_px=fit(cap(180), labels, panels=n_heads)),
+                    key=f"trained_{layer}",
                     cache_key=("trained", choice, names[choice], ids, layer))
         st.caption(" · ".join(lines[layer * n_heads:(layer + 1) * n_heads]))

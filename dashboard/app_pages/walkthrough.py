@@ -15,9 +15,9 @@ from attn_core import BOOK_TOKENS, embed
 from attn_core.labs.walkthrough import book_walkthrough, dropout_ok
 from attn_core.text.embeddings import uses_book_inputs
 from dashboard.drawing.chart_cache import memo
-from dashboard.drawing.matrices import Look, prepare_matrix, show_matrix
-from dashboard.drawing.present import dark, presenting
-from dashboard.drawing.sizes import cap, column_px, content_px, grow
+from dashboard.drawing.matrices import Look, on_screen, prepare_matrix, show_matrix
+from dashboard.drawing.present import presenting
+from dashboard.drawing.sizes import cap, column_px, content_px
 from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import _
@@ -125,8 +125,8 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cac
     args = chart_args(step, labels, chart_px())
     if args is not None:
         m, rows, cols, options = args
-        show_matrix(st, m, rows, cols, key=key, title=f"§{step.section} {_(step.title)}{whose}", name=name,
-                    cache_key=cache_key, **options)
+        show_matrix(st, m, rows, cols, Look(**options), key=key, title=f"§{step.section} {_(step.title)}{whose}",
+                    name=name, cache_key=cache_key)
 
 
 def prepare_step(step, labels: list[str], cache_key, look: Look, max_px: int) -> None:
@@ -178,7 +178,7 @@ def step_view(s: Settings) -> None:
     st.subheader("Now with your sentence")
     yours_next = your_sentence(s.text, s.input_mode, i, step.key)
     if i + 1 < len(steps):  # the next step's charts, while the reader reads this one
-        after, look, px = steps[i + 1], Look(big=presenting(), grow=grow(), dark=dark()), chart_px()
+        after, look, px = steps[i + 1], on_screen(), chart_px()
 
         def prepare_next() -> None:
             prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px)

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
+from dashboard.i18n import _
+
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (rect marks cost browser time per cell)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
 TEXT_MAX_TOKENS = 24  # value text on cells only up to this many rows/columns (and only in cells that hold it)
@@ -18,9 +20,9 @@ TEXT_MAX_TOKENS = 24  # value text on cells only up to this many rows/columns (a
 # chart keeps its title, tooltips and click selection; small charts (the book's 6 x 6) stay SVG.
 CANVAS_CELLS = 256
 CHART_PX = 480  # the longer side of a heatmap, in pixels
-BIG_TEXT_PX = 16  # cell values and labels in presentation mode (issue 9: >= 16 px on a projector)
+BIG_TEXT_PX = 16  # cell values and labels in presentation mode (a projector needs >= 16 px)
 # Axis and legend labels outside presentation mode (dashboard/drawing/present.py's chart config): Vega-Lite's own 10 px
-# could not be read from the back of a room at 1280×720 (issue 33); 13 px can, in rows at least 14 px high.
+# could not be read from the back of a room at 1280×720; 13 px can, in rows at least 14 px high.
 LABEL_PX = 13
 MIN_TEXT_PX = 12  # the smallest cell value printed at all
 
@@ -43,7 +45,7 @@ def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool =
     cells). ``grow`` scales both."""
     if big:
         return round(BIG_TEXT_PX * grow) if px >= value_cell_px(big, grow, signed) else None
-    # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable (issue 20); a 12 px "-0.25" is
+    # at least 12 px or none: a 20 px cell printed its value at 8 px, unreadable; a 12 px "-0.25" is
     # ~27 px wide, "0.25" ~23 px
     return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= value_cell_px(big, 1, signed) else None
 
@@ -103,6 +105,12 @@ def drawn_for(chart: alt.TopLevelMixin, n_cells: int, growing: bool = False) -> 
 def label_expr(labels: Sequence[str]) -> str:
     """A Vega expression that maps an integer position to its label."""
     return f"{json.dumps(list(labels), ensure_ascii=False)}[datum.value]"
+
+
+def shown_labels(names: Sequence[str]) -> str:
+    """A legend's ``labelExpr`` that shows each category (its data value: the ``N_``-marked English) in this run's
+    language; the data, and so a cached frame, stays the same in every language."""
+    return f"{json.dumps({n: _(n) for n in names}, ensure_ascii=False)}[datum.label] || datum.label"
 
 
 def layered(df: pd.DataFrame, *layers: alt.Chart) -> alt.LayerChart:

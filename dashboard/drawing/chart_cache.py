@@ -15,6 +15,7 @@ import numpy as np
 
 from dashboard.drawing.present import chart_config, presenting
 from dashboard.drawing.sizes import grow
+from dashboard.i18n import lang
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S
 
@@ -77,6 +78,12 @@ def _arrow_bytes(df) -> bytes:
     return convert_arrow_table_to_arrow_bytes(pa.Table.from_pandas(df, nthreads=1))
 
 
+def spec_key(structure: Hashable, code: str | None = None) -> tuple:
+    """What a spec template is remembered under: its ``structure`` in a language (default: this run's), as a chart's
+    titles, legends and tooltips are text in it."""
+    return ("spec", code or lang(), structure)
+
+
 def vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None,
           structure: Hashable | None, data_key: Hashable | None, key: str, selectable: bool,
           selection: str = "cell", on_select: Callable[[], None] | None = None):
@@ -87,7 +94,7 @@ def vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], 
         kw.update(on_select=on_select or "rerun", selection_mode=[selection])
     if structure is None:  # a one-off chart: its own data, nothing remembered
         return container.vega_lite_chart(spec=styled(_to_spec(build())), **kw)
-    template = memo(("spec", structure), lambda: _to_spec(build()))
+    template = memo(spec_key(structure), lambda: _to_spec(build()))
     data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
     name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
     spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}

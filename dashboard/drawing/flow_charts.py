@@ -11,6 +11,7 @@ import pandas as pd
 
 from dashboard.drawing.cells import label_expr, layered
 from dashboard.drawing.scales import distinct_colors
+from dashboard.i18n import N_, _
 
 
 def numbered_cells(
@@ -20,16 +21,18 @@ def numbered_cells(
     col_labels: Sequence[str],
     *,
     panels: Sequence[str] | None = None,
-    group_title: str = "head",
-    x_title: str = "column",
-    y_title: str = "token",
+    group_title: str = N_("head"),
+    x_title: str = N_("column"),
+    y_title: str = N_("token"),
     px: int = 30,
     columns: int | None = None,
 ) -> alt.Chart | alt.FacetChart:
-    """Cells that show their number, coloured by group (e.g. which head a column belongs to).
+    """Cells that show their number, coloured by group (e.g. which head a column belongs to). The titles are shown
+    through ``_()``.
 
     ``numbers``/``groups`` are (rows, cols), or (panels, rows, cols) with ``panels`` titles: the
     same numbers before and after a reshape, so learners can follow each one."""
+    field, group_title, x_title, y_title = group_title, _(group_title), _(x_title), _(y_title)  # field: English
     nums = np.asarray(numbers)
     grps = np.asarray(groups)
     if nums.ndim == 2:
@@ -39,7 +42,7 @@ def numbered_cells(
         n_rows, n_cols = nums[p].shape
         q, k = np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij")
         frames.append(pd.DataFrame({"q": q.ravel(), "k": k.ravel(), "number": nums[p].ravel(),
-                                    group_title: [f"{group_title} {g + 1}" for g in grps[p].ravel()],
+                                    field: [f"{group_title} {g + 1}" for g in grps[p].ravel()],
                                     "panel": title, "order": p}))
     df = pd.concat(frames, ignore_index=True)
     ids = sorted({int(g) for g in grps.ravel()})
@@ -49,9 +52,9 @@ def numbered_cells(
         y=alt.Y("q:O", title=y_title, axis=alt.Axis(labelExpr=label_expr(row_labels))),
     )
     cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color(f"{group_title}:N", scale=alt.Scale(domain=names, range=distinct_colors(len(names))),
+        color=alt.Color(f"{field}:N", scale=alt.Scale(domain=names, range=distinct_colors(len(names))),
                         sort=names, title=group_title),
-        tooltip=["number:Q", f"{group_title}:N"])
+        tooltip=[alt.Tooltip("number:Q", title=_("number")), alt.Tooltip(f"{field}:N", title=group_title)])
     text = base.mark_text(fontSize=11, color="white").encode(text=alt.Text("number:Q", format=".0f"))
     chart = layered(df, cells, text).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:

@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from dashboard.drawing.cells import layered
+from dashboard.drawing.cells import layered, shown_labels
 from dashboard.drawing.rasters import raster_rgb
+from dashboard.i18n import N_, _
 
-HEAD_TYPE_COLORS = {"previous-token": "#e15759", "first-token (sink)": "#4e79a7", "induction": "#f28e2b",
-                    "local": "#59a14f", "broad": "#b07aa1", "mixed": "#9d9d9d"}
+HEAD_TYPE_COLORS = {N_("previous-token"): "#e15759", N_("first-token (sink)"): "#4e79a7", N_("induction"): "#f28e2b",
+                    N_("local"): "#59a14f", N_("broad"): "#b07aa1", N_("mixed"): "#9d9d9d"}
 GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
 GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
 
@@ -60,8 +61,8 @@ def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
     """Every head as a thumbnail (the image in the frame's first row), framed in its head type's colour; a click
     picks a head (selection ``head_pick``: its layer and head). Data from :func:`model_grid_frame` (the same
     ``transpose``: layers along x, heads along y)."""
-    (n_x, x_title), (n_y, y_title) = ((n_layers, "layer"), (n_heads, "head")) if transpose else (
-        (n_heads, "head"), (n_layers, "layer"))
+    (n_x, x_title), (n_y, y_title) = ((n_layers, _("layer")), (n_heads, _("head"))) if transpose else (
+        (n_heads, _("head")), (n_layers, _("layer")))
     width, height = n_x * cell_px, n_y * cell_px
     font = 15 if big else 11
     x = alt.Scale(domain=[0, n_x], nice=False, zero=False)
@@ -79,8 +80,9 @@ def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
         stroke=alt.Stroke("type:N", scale=alt.Scale(domain=list(HEAD_TYPE_COLORS),
                                                     range=list(HEAD_TYPE_COLORS.values())),
                           legend=alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None,
-                                            symbolStrokeWidth=3, labelFontSize=font, columns=3)),
+                                            symbolStrokeWidth=3, labelFontSize=font, columns=3,
+                                            labelExpr=shown_labels(HEAD_TYPE_COLORS))),
         strokeWidth=alt.StrokeWidth("frame:Q", scale=None),
-        tooltip=[alt.Tooltip("verdict:N", title="head")]).add_params(pick)
+        tooltip=[alt.Tooltip("verdict:N", title=_("head"))]).add_params(pick)
     return layered(pd.DataFrame(), image, frames).properties(width=width, height=height,
                                                               autosize=alt.AutoSizeParams(type="pad"))

@@ -13,6 +13,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dashboard.i18n import _
+
 MAX_LINE_TOKENS = 64  # above this the lines are a grey fog: the view says so and draws a window
 ROW_PX = 30
 MIN_WEIGHT = 1e-3  # lines below this are invisible anyway; dropping them keeps the payload small
@@ -59,7 +61,8 @@ def line_view(weights: np.ndarray, labels: Sequence[str], *, offset: int = 0, wi
         opacity=alt.when(hover_q & hover_k).then(
             alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0, 1]), legend=None)
         ).otherwise(alt.value(0.02)),
-        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
+        tooltip=[alt.Tooltip("query:N", title=_("query")), alt.Tooltip("key:N", title=_("key")),
+                 alt.Tooltip("weight:Q", title=_("weight"), format=".4f")],
     ).transform_calculate(left="0.28", right="0.72")
     text = dict(fontSize=font_px, baseline="middle")
     queries = alt.Chart(tokens).mark_text(align="right", **text).encode(
@@ -70,7 +73,7 @@ def line_view(weights: np.ndarray, labels: Sequence[str], *, offset: int = 0, wi
         x=alt.X("x:Q", scale=x_scale, **no_axis), y=alt.Y("pos:Q", scale=y_scale, **no_axis), text="label:N",
         color=alt.when(hover_k).then(alt.value(ink)).otherwise(alt.value("#9a9a9a")),
     ).transform_calculate(x="0.74", k="datum.pos").add_params(hover_k)
-    heads = alt.Chart(pd.DataFrame({"x": [0.26, 0.74], "t": ["query", "key"], "a": ["right", "left"]})).mark_text(
+    heads = alt.Chart(pd.DataFrame({"x": [0.26, 0.74], "t": [_("query"), _("key")], "a": ["right", "left"]})).mark_text(
         fontSize=font_px - 2, fontWeight="bold", color=ink, dy=-14).encode(
         x=alt.X("x:Q", scale=x_scale, **no_axis), y=alt.value(0), text="t:N")
     chart = alt.layer(rules, queries, keys, heads).properties(width=width, height=height)

@@ -15,7 +15,9 @@ Measured rules (docs/measurements.md) they follow:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 
 import altair as alt
 import numpy as np
@@ -33,6 +35,7 @@ from dashboard.drawing.cells import (
     many_cells,
     needs_raster,
     rows_crowded,
+    spec_signature,
     text_px,
     token_axes,
     wrap_expr,
@@ -49,6 +52,60 @@ from dashboard.drawing.scales import (
     scale_parts,
     symmetric_domain,
 )
+from dashboard.i18n import N_, _, language
+
+KEY, QUERY = N_("key"), N_("query")  # the default axis titles (columns: keys, rows: queries)
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a matrix is drawn: every option its chart depends on besides the matrix's shape and labels, as one bundle
+    from the page to :func:`heatmap` / :func:`facet_grid` (hashable: part of the spec template's key). Titles and
+    mask labels are shown through ``_()``: an ``N_``-marked English text or one the page translated."""
+
+    scale: str = "scores"
+    x_title: str = KEY
+    y_title: str = QUERY
+    max_px: int = CHART_PX  # the cells' longer side (a panel's, for panels)
+    selectable: bool = False  # clicks select a cell (a selection named ``cell``)
+    text_format: str = ".2f"  # the d3 format of the values printed in cells (when they fit)
+    mask_labels: tuple[str, str] = MASK_LABELS  # what a 0/1 mask's values mean (scale="mask"), its legend's entries
+    big: bool = False  # presentation mode: larger cells and 16 px values
+    grow: float = 1.0  # the screen's growth over the 1280x720 projector: cells and text that much larger
+    dark: bool = False  # the page's theme: a mask's colours follow it
+    growing: bool = False  # a column longer each step (Generate's new row): see cells.cell_layout
+    raster: bool = False  # a PNG whatever the size (a chart redrawn at a new size every step)
+    columns: int = 4  # panels in a row (facet_grid)
+    lang: str | None = None  # the language of its text (None: this thread's); read in the script, for work ahead
+
+    @property
+    def night(self) -> bool:
+        """A mask drawn in the dark page's colours (other scales look the same on both themes)."""
+        return self.scale == "mask" and self.dark
+
+    def chart(self, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
+              offset_rows: int = 0, offset_cols: int = 0) -> alt.TopLevelMixin:
+        """The rect heatmap of ``matrix`` in this look (in its language, on whatever thread builds it)."""
+        with language(self.lang) if self.lang else nullcontext():
+            return heatmap(matrix, row_labels, col_labels, self, offset_rows=offset_rows, offset_cols=offset_cols)
+
+    def structure(self, what: str, n_rows: int, n_cols: int, col_labels: Sequence[str]) -> tuple:
+        """The key of the spec template a ``what`` chart of this shape shares."""
+        return (what, spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow, self.growing),
+                self)
+
+    def data_key(self, cache_key: Hashable | None) -> Hashable | None:
+        """What a chart's data (and raster) is remembered under: the page's key, the colours and the size."""
+        return None if cache_key is None else (cache_key, self.scale, self.max_px) + (("dark",) if self.night else ())
+
+    @property
+    def slide(self) -> Look:
+        """The same chart for the slide export: light, at the projector's size, not clickable."""
+        return replace(self, big=False, grow=1.0, dark=False, selectable=False)
+
+
+PLAIN = Look()  # a heatmap's default: scores, key and query axes
+PANELS = Look(scale="weights", max_px=200)  # facet_grid's default: small weights panels
 
 
 def matrix_frame(
@@ -113,37 +170,19 @@ def facet_frame(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row
     return pd.concat(frames, ignore_index=True)
 
 
-def heatmap(
-    matrix: np.ndarray,
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    *,
-    scale: str = "scores",
-    title: str = "",
-    x_title: str = "key",
-    y_title: str = "query",
-    max_px: int = CHART_PX,
-    show_text: bool | None = None,
-    selectable: bool = False,
-    offset_rows: int = 0,
-    offset_cols: int = 0,
-    text_format: str = ".2f",
-    big: bool = False,
-    mask_labels: tuple[str, str] = MASK_LABELS,
-    grow: float = 1.0,
-    dark: bool = False,
-    growing: bool = False,
-) -> alt.LayerChart:
-    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips. ``big``: the
-    presentation mode's larger cells and 16 px values; ``grow``: cells and values that much larger (a
-    screen larger than the 1280×720 projector); ``dark``: a mask's colours for the dark page.
+def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], look: Look = PLAIN, *,
+            title: str = "", show_text: bool | None = None, offset_rows: int = 0,
+            offset_cols: int = 0) -> alt.LayerChart:
+    """A rect heatmap with fixed square cells, grey "−∞" masked cells and tooltips, drawn as ``look`` says.
 
     ``offset_rows``/``offset_cols`` place a zoom window of a larger matrix at its true positions
-    (labels are the full label lists). ``selectable`` adds a click selection named ``cell``.
-    With ``scale="mask"`` the legend has two entries, ``mask_labels`` (what 0 and 1 mean). ``growing``: a chart a
-    column longer each step (Generate's new row): on a canvas whatever its size (SVG rebuilt every mark's DOM node
-    each step), one cell a column (``cells.cell_layout``): a step that keeps the cell size swaps data only.
+    (labels are the full label lists). ``show_text``: print each value in its cell (default: when it fits).
+    ``look.growing``: on a canvas whatever its size (SVG rebuilt every mark's DOM node each step), one cell a
+    column (``cells.cell_layout``): a step that keeps the cell size swaps data only.
     """
+    scale, max_px, big, grow, growing = look.scale, look.max_px, look.big, look.grow, look.growing
+    x_title, y_title = _(look.x_title), _(look.y_title)
+    mask_labels = tuple(_(label) for label in look.mask_labels)
     m = np.asarray(matrix, dtype=np.float64)
     n_rows, n_cols = m.shape
     if needs_raster(n_rows * n_cols):
@@ -156,18 +195,18 @@ def heatmap(
     kind = scale_parts(scale)[0]
     aria = not (growing or many_cells(n_rows * n_cols))
     # every label while the cells are at least as high as the label (44 tokens on the whole 820 px column);
-    # below that Vega drops every other one (issue 33: forced at 24+ tokens, only every 4th label showed)
+    # below that Vega drops every other one (forced at 24+ tokens, only every 4th label showed)
     crowded = rows_crowded(px, big, grow)
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title, grow=grow,
                       x_axis=dict(labelOverlap=crowded), y_axis=dict(labelOverlap=crowded))
     tooltip = [alt.Tooltip("row:N", title=y_title), alt.Tooltip("col:N", title=x_title),
-               alt.Tooltip("value:Q", title="value", format=".4f"), alt.Tooltip("masked:N", title="masked")]
+               alt.Tooltip("value:Q", title=_("value"), format=".4f"), alt.Tooltip("masked:N", title=_("masked"))]
     base = alt.Chart().encode(x=x, y=y)  # the data goes on the layer (see layered)
     if kind == "mask":
         cells = base.transform_calculate(meaning=f"datum.color > 0.5 ? {json.dumps(mask_labels[1])} : "
                                                  f"{json.dumps(mask_labels[0])}").mark_rect(aria=aria).encode(
-            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=mask_range(dark)),
-                            title=LEGEND_TITLES[kind],
+            color=alt.Color("meaning:N", scale=alt.Scale(domain=list(mask_labels), range=mask_range(look.night)),
+                            title=_(LEGEND_TITLES[kind]),
                             # below the cells, one entry above the other: never wider than the chart
                             legend=alt.Legend(orient="bottom", direction="vertical", symbolType="square",
                                               symbolStrokeColor="#8c8c8c", symbolStrokeWidth=1, labelLimit=0)),
@@ -175,14 +214,14 @@ def heatmap(
         )
     else:
         cells = base.mark_rect(aria=aria).encode(
-            color=alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[kind],
+            color=alt.Color("color:Q", scale=color_scale(scale), title=_(LEGEND_TITLES[kind]),
                             # one row still gets a readable legend (30 px showed only "1", "0")
                             legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height)),
                                               **legend_format(scale)),
                             condition=colour_conditions(scale)),  # not alt.condition: _value_text
             tooltip=tooltip,
         )
-    if selectable:
+    if look.selectable:
         cell = alt.selection_point(fields=["q", "k"], name="cell", on="click", clear=False, empty=False)
         cells = cells.add_params(cell).encode(
             # channel objects, not alt.condition (see _value_text)
@@ -193,9 +232,9 @@ def heatmap(
     if px >= 20:  # smaller grey cells speak for themselves (the caption says grey = masked)
         layers.append(_masked_text(base, font or min(14, px // 2), aria))
     if show_text:
-        layers.append(_value_text(base, font or 12, text_format, aria))
+        layers.append(_value_text(base, font or 12, look.text_format, aria))
     if diverging(scale):  # last, so the cells stay layer 0 (its two points have no size: they catch no pointer)
-        layers.append(symmetric_domain(scale, LEGEND_TITLES[kind]))
+        layers.append(symmetric_domain(scale, _(LEGEND_TITLES[kind])))
     # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
     # would squeeze everything into ``width``)
     chart = layered(df, *layers).properties(width=alt.Step(px) if width is None else width, height=height,
@@ -226,26 +265,16 @@ def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool
             .encode(text=alt.Text("label:N"), color=color))
 
 
-def facet_grid(
-    matrices: Sequence[np.ndarray],
-    panel_titles: Sequence[str],
-    row_labels: Sequence[str],
-    col_labels: Sequence[str] | None = None,
-    *,
-    scale: str = "weights",
-    columns: int = 4,
-    max_px: int = 200,
-    x_title: str = "key",
-    y_title: str = "query",
-    show_text: bool | None = None,
-    big: bool = False,
-    grow: float = 1.0,
-) -> alt.FacetChart:
-    """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale.
-    ``show_text`` (default: when cells are large enough) prints each value in its cell.
+def facet_grid(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_labels: Sequence[str],
+               col_labels: Sequence[str] | None = None, *, look: Look = PANELS,
+               show_text: bool | None = None) -> alt.FacetChart:
+    """Several same-shaped heatmaps (heads, or steps) as one faceted chart sharing one colour scale, ``look.columns``
+    panels a row. ``show_text`` (default: when cells are large enough) prints each value in its cell.
 
     One faceted chart draws faster than one chart per panel (docs/measurements.md).
     """
+    scale, columns, max_px, big, grow = look.scale, look.columns, look.max_px, look.big, look.grow
+    x_title, y_title = _(look.x_title), _(look.y_title)
     mats = [np.asarray(m, dtype=np.float64) for m in matrices]
     n_rows, n_cols = mats[0].shape
     col_labels = row_labels if col_labels is None else col_labels
@@ -267,12 +296,12 @@ def facet_grid(
     n_cells = len(mats) * n_rows * n_cols
     aria = not many_cells(n_cells)
     cells = base.mark_rect(aria=aria).encode(
-        color=alt.Color("color:Q", scale=color_scale(scale), title=LEGEND_TITLES[scale_parts(scale)[0]],
+        color=alt.Color("color:Q", scale=color_scale(scale), title=_(LEGEND_TITLES[scale_parts(scale)[0]]),
                         legend=alt.Legend(**legend_format(scale)),
                         condition=colour_conditions(scale)),  # not alt.condition: _value_text
-        tooltip=[alt.Tooltip("panel:N", title="panel"), alt.Tooltip("row:N", title=y_title),
-                 alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", format=".4f"),
-                 alt.Tooltip("masked:N")],
+        tooltip=[alt.Tooltip("panel:N", title=_("panel")), alt.Tooltip("row:N", title=y_title),
+                 alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", title=_("value"), format=".4f"),
+                 alt.Tooltip("masked:N", title=_("masked"))],
     )
     layers = [cells]
     if px >= 20:
@@ -280,7 +309,7 @@ def facet_grid(
     if show_text:
         layers.append(_value_text(base, font or 12, aria=aria))
     if diverging(scale):  # one colour scale for every panel, symmetric around 0
-        layers.append(symmetric_domain(scale, LEGEND_TITLES[scale_parts(scale)[0]], groupby=["panel"]))
+        layers.append(symmetric_domain(scale, _(LEGEND_TITLES[scale_parts(scale)[0]]), groupby=["panel"]))
     chart = layered(df, *layers).properties(width=width, height=height)
     header_px = round((BIG_TEXT_PX + 2 if big else 13) * grow)
     return drawn_for(chart.facet(
@@ -291,9 +320,7 @@ def facet_grid(
     ).properties(autosize=alt.AutoSizeParams(type="pad")), n_cells)
 
 
-def heads_grid(matrices: np.ndarray, labels: Sequence[str], *, scale: str = "weights", columns: int = 4,
-               max_px: int = 200) -> alt.FacetChart:
+def heads_grid(matrices: np.ndarray, labels: Sequence[str], look: Look = PANELS) -> alt.FacetChart:
     """One small heatmap per head (head 1 ... head H) in one faceted chart."""
     mats = list(np.asarray(matrices, dtype=np.float64))
-    return facet_grid(mats, [f"head {h + 1}" for h in range(len(mats))], labels, scale=scale,
-                      columns=columns, max_px=max_px)
+    return facet_grid(mats, [_("head {head}", head=h + 1) for h in range(len(mats))], labels, look=look)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from attn_core.labs.scores import SCORE_NAMES, SCORE_TITLES, verdict
 from dashboard.drawing.cells import layered
+from dashboard.i18n import _
 
 PATTERN_SCORES = ("previous_token", "induction", "first_token")  # the 0-1 scores drawn over steps
 SHORT_NAMES = {"previous_token": "previous", "induction": "induction", "first_token": "first-token"}
@@ -38,13 +39,14 @@ def loss_chart(losses: Sequence[float], *, max_steps: int, at_step: int | None =
 
     One dataset and no data-dependent scale, so the spec can be reused with new data."""
     df = loss_frame(losses, at_step)
-    base = alt.Chart().encode(x=alt.X("step:Q", scale=alt.Scale(domain=[0, max_steps]), title="training step"))
+    base = alt.Chart().encode(x=alt.X("step:Q", scale=alt.Scale(domain=[0, max_steps]), title=_("training step")))
     raw = base.mark_line(strokeWidth=1, opacity=0.35, color="#4c78a8").encode(
-        y=alt.Y("loss:Q", title="loss (cross-entropy)", scale=alt.Scale(zero=True)))
+        y=alt.Y("loss:Q", title=_("loss (cross-entropy)"), scale=alt.Scale(zero=True)))
     smooth = base.mark_line(strokeWidth=2.5, color="#1f4e79").encode(
-        y="mean:Q", tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("mean:Q", format=".3f", title="mean loss")])
+        y="mean:Q", tooltip=[alt.Tooltip("step:Q", title=_("step")),
+                             alt.Tooltip("mean:Q", format=".3f", title=_("mean loss"))])
     rule = base.transform_filter("datum.at").mark_rule(color="#e4007c", strokeDash=[4, 3], strokeWidth=2)
-    return layered(df, raw, smooth, rule).properties(width=width, height=height, title="Loss")
+    return layered(df, raw, smooth, rule).properties(width=width, height=height, title=_("Loss"))
 
 
 def scores_frame(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]],
@@ -71,11 +73,12 @@ def scores_chart(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]], 
     """Each pattern score of every head over training steps, one panel per score, one line per head."""
     df = scores_frame(steps, scores, names, at_step)
     order = [SCORE_TITLES[n] for n in names]
-    x = alt.X("step:Q", scale=alt.Scale(domain=[0, max_steps]), title="training step")
+    x = alt.X("step:Q", scale=alt.Scale(domain=[0, max_steps]), title=_("training step"))
     lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(size=14)).encode(
-        x=x, y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="score"),
-        color=alt.Color("head:N", scale=alt.Scale(scheme="tableau10"), title="head"),
-        tooltip=["head:N", "score:N", "step:Q", alt.Tooltip("value:Q", format=".2f")],
+        x=x, y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title=_("score")),
+        color=alt.Color("head:N", scale=alt.Scale(scheme="tableau10"), title=_("head")),
+        tooltip=[alt.Tooltip("head:N", title=_("head")), alt.Tooltip("score:N", title=_("score")),
+                 alt.Tooltip("step:Q", title=_("step")), alt.Tooltip("value:Q", title=_("value"), format=".2f")],
     )
     rule = alt.Chart().transform_filter("datum.at >= 0").mark_rule(color="#e4007c", strokeDash=[4, 3]).encode(
         x=alt.X("max(at):Q"))
@@ -93,8 +96,8 @@ def score_table(scores: dict[str, np.ndarray]) -> pd.DataFrame:
             row |= {SCORE_TITLES[n]: float(scores[n][layer, h]) for n in SCORE_NAMES}
             key, line, value = verdict(scores, layer, h)
             # without a pattern, the line's entropy and distance repeat the columns beside it (and were cut off)
-            row["verdict"] = line.split(": ", 1)[1] if key else "no clear pattern"
-            row["pattern"] = f"{SHORT_NAMES[key]} {value:.2f}" if key else "no clear pattern"
+            row["verdict"] = line.split(": ", 1)[1] if key else _("no clear pattern")
+            row["pattern"] = f"{SHORT_NAMES[key]} {value:.2f}" if key else _("no clear pattern")
             rows.append(row)
     df = pd.DataFrame(rows)
     return df.loc[:, df.notna().any()]  # a score the task has no use for (induction without repeats) is all NaN

@@ -4,93 +4,39 @@ same-shaped matrices; a 2-d slice of a tensor of any rank. Each chart drawn is r
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import altair as alt
 import numpy as np
 
 from dashboard.drawing import cells, heatmaps, rasters, scales
-from dashboard.drawing.chart_cache import _arrow_bytes, _to_spec, memo, vega
+from dashboard.drawing.chart_cache import _arrow_bytes, _to_spec, memo, spec_key, vega
+from dashboard.drawing.heatmaps import PANELS, PLAIN, Look  # noqa: F401  (Look: the pages' bundle, imported from here)
 from dashboard.drawing.present import dark, presenting
 from dashboard.drawing.sizes import grow
 from dashboard.export import formats as export
 from dashboard.export import slides
+from dashboard.i18n import N_, _, lang
 from dashboard.state.url_state import url_choice, url_int
 
 ZOOM_SIZES = (32, 64, 128)
 RASTER_SIDE = 512  # a raster heatmap keeps at most this many pixels a side (pooled above)
 THUMB_SIDE = 256  # the same for the small panels of a grid
+ROW, COLUMN = N_("row"), N_("column")  # a slice's axis titles when the tensor names none
+SLICE = Look(max_px=420)  # tensor_slice's default
 
 
-@dataclass(frozen=True)
-class Look:
-    """How a matrix is drawn as a rect heatmap: every option its chart depends on besides the matrix's shape and
-    labels, as one bundle from the page to :func:`heatmaps.heatmap` (hashable: part of the spec template's key)."""
-
-    scale: str = "scores"
-    x_title: str = "key"
-    y_title: str = "query"
-    max_px: int = cells.CHART_PX
-    selectable: bool = False
-    text_format: str = ".2f"  # the d3 format of the values printed in cells (when they fit)
-    mask_labels: tuple[str, str] = scales.MASK_LABELS  # what a 0/1 mask's values mean (scale="mask")
-    big: bool = False  # presentation mode
-    grow: float = 1.0  # the screen's growth over the 1280x720 projector
-    dark: bool = False  # the page's theme: a mask's colours follow it
-    growing: bool = False  # a column longer each step (heatmaps.heatmap)
-
-    @property
-    def night(self) -> bool:
-        """A mask drawn in the dark page's colours (other scales look the same on both themes)."""
-        return self.scale == "mask" and self.dark
-
-    def chart(self, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
-              offset_rows: int = 0, offset_cols: int = 0) -> alt.TopLevelMixin:
-        return heatmaps.heatmap(matrix, row_labels, col_labels, scale=self.scale, x_title=self.x_title,
-                              y_title=self.y_title, max_px=self.max_px, selectable=self.selectable,
-                              text_format=self.text_format, big=self.big, mask_labels=self.mask_labels, grow=self.grow,
-                              dark=self.night, offset_rows=offset_rows, offset_cols=offset_cols,
-                              growing=self.growing)
-
-    def structure(self, what: str, n_rows: int, n_cols: int, col_labels: Sequence[str]) -> tuple:
-        """The key of the spec template a ``what`` chart of this shape shares."""
-        return (what, cells.spec_signature(n_rows, n_cols, col_labels, self.max_px, self.big, self.grow,
-                                           self.growing), self)
-
-    def data_key(self, cache_key: Hashable | None) -> Hashable | None:
-        """What a chart's data (and raster) is remembered under: the page's key, the colours and the size."""
-        return None if cache_key is None else (cache_key, self.scale, self.max_px) + (("dark",) if self.night else ())
-
-    @property
-    def slide(self) -> Look:
-        """The same chart for the slide export: light, at the projector's size, not clickable."""
-        return replace(self, big=False, grow=1.0, dark=False, selectable=False)
+def on_screen(look: Look = PLAIN) -> Look:
+    """``look`` as this run draws it: presentation mode, the screen's growth, the theme and the language, read in
+    the script (a chart prepared ahead is built on another thread)."""
+    return replace(look, big=presenting(), grow=grow(), dark=dark(), lang=lang())
 
 
-def show_matrix(
-    container,
-    matrix: np.ndarray,
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    *,
-    key: str,
-    scale: str = "scores",
-    title: str = "",
-    x_title: str = "key",
-    y_title: str = "query",
-    max_px: int = cells.CHART_PX,
-    selectable: bool = False,
-    zoom: bool = False,
-    cache_key: Hashable | None = None,
-    text_format: str = ".2f",
-    name: str | None = None,
-    mask_labels: tuple[str, str] = scales.MASK_LABELS,
-    raster: bool = False,
-    growing: bool = False,
-) -> tuple[int, int] | None:
-    """Draw a matrix; return the clicked (row, col) when ``selectable`` and a cell was clicked. The drawing options
-    are a :class:`Look`'s. ``raster``: a PNG whatever the size (a chart redrawn at a new size every step);
-    ``growing``: a chart a column longer each step, drawn so that most steps swap its data only.
+def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
+                look: Look = PLAIN, *, key: str, title: str = "", zoom: bool = False,
+                cache_key: Hashable | None = None, name: str | None = None) -> tuple[int, int] | None:
+    """Draw a matrix as ``look`` says (:func:`on_screen` adds this run's mode, screen, theme and language); return
+    the clicked (row, col) when ``look.selectable`` and a cell was clicked. ``look.raster``: a PNG whatever the size;
+    ``look.growing``: a chart a column longer each step, drawn so that most steps swap its data only.
 
     Above ``cells.MAX_RECT_CELLS`` cells it is a PNG (fast at any size); with ``zoom`` a window
     of up to 128 tokens is drawn below it as cells with tooltips.
@@ -101,15 +47,15 @@ def show_matrix(
     n_rows, n_cols = np.shape(matrix)
     if title:
         container.markdown(f"**{title}**  \n`{n_rows} × {n_cols}`")
-    look = Look(scale, x_title, y_title, max_px, selectable, text_format, mask_labels, presenting(), grow(), dark(),
-                growing)
+    look = on_screen(look)
+    scale, max_px, x_title, y_title = look.scale, look.max_px, _(look.x_title), _(look.y_title)
     ck = look.data_key(cache_key)
     what = name or key
     slide_title = title or slides.words(what)
-    if not raster and not cells.matrix_needs_raster(n_rows, n_cols):
+    if not look.raster and not cells.matrix_needs_raster(n_rows, n_cols):
         event = vega(container, lambda: look.chart(matrix, row_labels, col_labels),
                      lambda: heatmaps.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
-                     look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, selectable)
+                     look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, look.selectable)
         kept = slides.own(matrix)
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.matrix_table(lambda: kept, row_labels, col_labels),
@@ -119,32 +65,50 @@ def show_matrix(
                lambda: rasters.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night))
     container.image(png, width=min(max_px, round(640 * look.grow)))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
-    pooled = f"; each pixel is the {'mean' if scale == 'scores' else 'max'} of a {k}×{k} block" if k > 1 else ""
-    container.caption(f"{n_rows * n_cols:,} cells: drawn as an image so the page stays fast "
-                      f"(rows: {y_title}, columns: {x_title}; grey = masked{pooled}).")
+    cells_n = f"{n_rows * n_cols:,}"
+    if k == 1:
+        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
+                 "masked).", cells=cells_n, rows=y_title, cols=x_title)
+    elif scale == "scores":
+        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
+                 "masked; each pixel is the mean of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
+    else:
+        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
+                 "masked; each pixel is the max of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
+    container.caption(note)
+    if k == 1:
+        slide_note = _("{rows} × {cols} cells", rows=n_rows, cols=n_cols)
+    elif scale == "scores":
+        slide_note = _("{rows} × {cols} cells; each pixel is the mean of a {k}×{k} block", rows=n_rows, cols=n_cols,
+                       k=k)
+    else:
+        slide_note = _("{rows} × {cols} cells; each pixel is the max of a {k}×{k} block", rows=n_rows, cols=n_cols,
+                       k=k)
     slides.register_chart(export.PageChart(
         what, slide_title, images=(("", png),), scale=scale, bound=_bound(matrix, scale, ck), x_title=x_title,
-        y_title=y_title, note=f"{n_rows} × {n_cols} cells" + pooled,
+        y_title=y_title, note=slide_note,
         table=slides.matrix_table(slides.hold(matrix, ck), row_labels, col_labels)))
     if not zoom:
         return None
     url_choice(f"{key}_zoom_size", [str(z) for z in ZOOM_SIZES], "64 tokens")
-    size = container.select_slider("Zoom window (tokens)", ZOOM_SIZES, value=64, key=f"{key}_zoom_size",
+    size = container.select_slider(_("Zoom window (tokens)"), ZOOM_SIZES, value=64, key=f"{key}_zoom_size",
                                    bind="query-params")
     size = min(size, n_rows)
     url_int(f"{key}_zoom_start", 1, n_rows - size + 1, 1)
-    start = container.slider("Zoom window starts at token", 1, n_rows - size + 1, 1, key=f"{key}_zoom_start",
+    start = container.slider(_("Zoom window starts at token"), 1, n_rows - size + 1, 1, key=f"{key}_zoom_start",
                              bind="query-params") - 1
     cols = (start, start + size) if n_cols == n_rows else (0, min(n_cols, size))
     window = np.asarray(matrix)[start:start + size, cols[0]:cols[1]]
     event = vega(container, lambda: look.chart(window, row_labels, col_labels, start, cols[0]),
                  lambda: heatmaps.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                  look.structure("zoom", *window.shape, col_labels[cols[0]:cols[1]]),
-                 None if ck is None else (ck, "zoom", start, size), key, selectable)
-    container.caption(f"Zoom: tokens {start + 1}–{start + size} drawn as cells (hover for values).")
+                 None if ck is None else (ck, "zoom", start, size), key, look.selectable)
+    container.caption(_("Zoom: tokens {first}–{last} drawn as cells (hover for values).", first=start + 1,
+                        last=start + size))
     zoomed = slides.own(window)
     slides.register_chart(export.PageChart(
-        f"{what}_zoom{start + 1}-{start + size}", f"{slide_title}, tokens {start + 1}–{start + size}",
+        f"{what}_zoom{start + 1}-{start + size}",
+        _("{title}, tokens {first}–{last}", title=slide_title, first=start + 1, last=start + size),
         chart=lambda: look.slide.chart(zoomed, row_labels, col_labels, start, cols[0]),
         table=slides.matrix_table(lambda: zoomed, row_labels[start:start + size], col_labels[cols[0]:cols[1]])))
     return _clicked(event)
@@ -154,12 +118,12 @@ def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Se
                    cache_key: Hashable | None = None) -> None:
     """Build, ahead of time, what :func:`show_matrix` will send for this matrix drawn with ``look``: its spec
     template (for a new shape, the main server cost of a walkthrough step) and, with a ``cache_key``, its
-    data. Read ``look``'s presentation mode, growth and theme in the script: this may run on another thread.
-    Rasters are not prepared."""
+    data. Take ``look`` from :func:`on_screen` in the script (mode, growth, theme, language): this may run on
+    another thread. Rasters are not prepared."""
     n_rows, n_cols = np.shape(matrix)
     if cells.matrix_needs_raster(n_rows, n_cols):
         return
-    memo(("spec", look.structure("heatmap", n_rows, n_cols, col_labels)),
+    memo(spec_key(look.structure("heatmap", n_rows, n_cols, col_labels), look.lang),
          lambda: _to_spec(look.chart(matrix, row_labels, col_labels)))
     if cache_key is not None:
         memo(("arrow", look.data_key(cache_key)),
@@ -191,36 +155,35 @@ def _clicked(event) -> tuple[int, int] | None:
 
 
 def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str], row_labels: Sequence[str],
-                col_labels: Sequence[str] | None = None, *, key: str, scale: str = "weights", columns: int = 4,
-                max_px: int = 220, x_title: str = "key", y_title: str = "query",
+                col_labels: Sequence[str] | None = None, *, look: Look = PANELS, key: str,
                 cache_key: Hashable | None = None, name: str | None = None, title: str = "") -> None:
-    """Same-shaped matrices side by side: one faceted chart, or one PNG each when too large.
+    """Same-shaped matrices side by side (``look.columns`` a row, each panel's cells within ``look.max_px``): one
+    faceted chart, or one PNG each when too large.
 
     Offered by :func:`page_downloads` as one chart named ``name`` (default ``key``), titled ``title``
     (only in the export; default: the name in words), with every panel's numbers in one CSV."""
     col_labels = row_labels if col_labels is None else col_labels
     n_rows, n_cols = np.shape(matrices[0])
+    look = on_screen(look)
+    scale, columns, max_px = look.scale, look.columns, look.max_px
     ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
     what = name or key
     slide_title = title or slides.words(what)
-    big, g = presenting(), grow()
     if not (cells.needs_raster(len(matrices) * n_rows * n_cols, cells.MAX_PANEL_CELLS)
             or max(n_rows, n_cols) > cells.MAX_RECT_SIDE):
         def build():
-            return heatmaps.facet_grid(matrices, titles, row_labels, col_labels, scale=scale, columns=columns,
-                                     max_px=max_px, x_title=x_title, y_title=y_title, big=big, grow=g)
-        structure = ("facet", len(matrices), cells.spec_signature(n_rows, n_cols, col_labels, max_px, big, g),
-                     tuple(titles), scale, columns, max_px, x_title, y_title, big)
+            return heatmaps.facet_grid(matrices, titles, row_labels, col_labels, look=look)
+        structure = ("facet", len(matrices), cells.spec_signature(n_rows, n_cols, col_labels, max_px, look.big,
+                                                                  look.grow), tuple(titles), replace(look, dark=False))
         vega(container, build, lambda: heatmaps.facet_frame(matrices, titles, row_labels, col_labels, scale),
               structure, ck, key, False)
         kept = [slides.own(m) for m in matrices]
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.panels_table([lambda m=m: m for m in kept], titles, row_labels, col_labels),
-            chart=lambda: heatmaps.facet_grid(kept, titles, row_labels, col_labels, scale=scale, columns=columns,
-                                            max_px=max_px, x_title=x_title, y_title=y_title)))
+            chart=lambda: heatmaps.facet_grid(kept, titles, row_labels, col_labels, look=look.slide)))
         return
-    container.caption(f"{len(matrices)} panels of {n_rows} × {n_cols} cells: each drawn as an image "
-                      "so the page stays fast.")
+    container.caption(_("{panels} panels of {rows} × {cols} cells: each drawn as an image so the page stays fast.",
+                        panels=len(matrices), rows=n_rows, cols=n_cols))
     cols = container.columns(min(columns, len(matrices)))
     pngs = []
     for i, (m, panel) in enumerate(zip(matrices, titles)):
@@ -232,17 +195,18 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     bound = max((_bound(m, scale, None if ck is None else (ck, i)) or 0.0 for i, m in enumerate(matrices)),
                 default=0.0) or None
     slides.register_chart(export.PageChart(
-        what, slide_title, images=tuple(pngs), scale=scale, bound=bound, x_title=x_title, y_title=y_title,
-        note=f"{len(matrices)} panels of {n_rows} × {n_cols} cells", columns=len(cols),
+        what, slide_title, images=tuple(pngs), scale=scale, bound=bound, x_title=_(look.x_title),
+        y_title=_(look.y_title), columns=len(cols),
+        note=_("{panels} panels of {rows} × {cols} cells", panels=len(matrices), rows=n_rows, cols=n_cols),
         table=slides.panels_table(held, titles, row_labels, col_labels)))
 
 
-def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], *, key: str,
-                 scale: str = "scores", cache_key: Hashable | None = None, name: str | None = None,
-                 max_px: int = 420, mask_labels: tuple[str, str] = scales.MASK_LABELS) -> None:
-    """A 2-d slice of a tensor of any rank as a heatmap, with pickers for the leading axes (exported as
-    ``name`` plus the picked positions, e.g. ``queries.view_b1_head2``). ``max_px`` bounds the cells'
-    longer side (choose it for the column the slice is drawn in)."""
+def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], look: Look = SLICE, *,
+                 key: str, cache_key: Hashable | None = None, name: str | None = None) -> None:
+    """A 2-d slice of a tensor of any rank as a heatmap drawn as ``look`` says (its axis titles: the tensor's axis
+    names), with pickers for the leading axes (exported as ``name`` plus the picked positions, e.g.
+    ``queries.view_b1_head2``). ``look.max_px`` bounds the cells' longer side (choose it for the column the slice
+    is drawn in)."""
     t = tensor.float()  # bool masks become 0/1
     index = []
     picked = ""  # the picked positions, for the export's file name
@@ -253,19 +217,20 @@ def tensor_slice(container, tensor, axes: Sequence[str], labels: Sequence[str], 
             axis = axes[d] if d < len(axes) else f"dim {d}"
             size = t.shape[d]
             label = "head" if axis == "num_heads" else axis  # heads are counted from 1 on every page
-            i = cols[d].number_input(f"{label} (1–{size})", 1, size, 1, key=f"{key}_{d}") if size > 1 else 1
+            shown = _("head") if axis == "num_heads" else axis
+            i = (cols[d].number_input(_("{axis} (1–{size})", axis=shown, size=size), 1, size, 1, key=f"{key}_{d}")
+                 if size > 1 else 1)
             index.append(int(i) - 1)
             picked += f"_{label.replace(' ', '')}{int(i)}" if size > 1 else ""
     m = t[tuple(index)] if index else t
     if m.ndim == 1:
         m = m.unsqueeze(0)
     m = m.numpy()
-    row_axis = axes[-2] if len(axes) >= 2 else "row"
-    col_axis = axes[-1] if axes else "column"
+    row_axis = axes[-2] if len(axes) >= 2 else ROW
+    col_axis = axes[-1] if axes else COLUMN
     # rows and columns that are not tokens are counted from 1, as every page counts heads and columns
     rows = labels if row_axis == "num_tokens" and len(labels) == m.shape[0] else [str(i + 1) for i in range(m.shape[0])]
     cols_l = (labels if col_axis == "num_tokens" and len(labels) == m.shape[1] else
               [str(i + 1) for i in range(m.shape[1])])
-    show_matrix(container, m, rows, cols_l, key=key, scale=scale, x_title=col_axis, y_title=row_axis, max_px=max_px,
-                cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked,
-                mask_labels=mask_labels)
+    show_matrix(container, m, rows, cols_l, replace(look, x_title=col_axis, y_title=row_axis), key=key,
+                cache_key=None if cache_key is None else (cache_key, tuple(index)), name=(name or key) + picked)

@@ -7,6 +7,7 @@ import altair as alt
 import pandas as pd
 
 from dashboard.drawing.cells import layered
+from dashboard.i18n import _
 
 LOG_Y_SPAN = 10  # a log time axis only once the times span this factor: below it a linear axis from 0 reads better
 
@@ -24,13 +25,13 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
         scale = alt.Scale(type="log", domain=[float(drawn.min()) / 1.5, float(drawn.max()) * 3], nice=False)
     enc = dict(y=alt.Y(f"{y}:N", sort=alt.EncodingSortField(field=x, op="min", order="ascending"), title=None,
                        axis=alt.Axis(labelLimit=0)),
-               x=alt.X(f"{x}:Q", title=x + (" (log scale)" if scale.type == "log" else ""), scale=scale),
+               x=alt.X(f"{x}:Q", title=_("{axis} (log scale)", axis=x) if scale.type == "log" else x, scale=scale),
                tooltip=list(df.columns))
     if color:
         enc["color"] = alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(labelLimit=0))
         enc["yOffset"] = alt.YOffset(f"{color}:N")
     bars = alt.Chart().mark_bar().encode(**enc)
-    # each bar's value at its end (the median it draws, not the slowest repeat: issue 33): one slow implementation
+    # each bar's value at its end (the median it draws, not the slowest repeat): one slow implementation
     # (the wrapper, at the book's size) shrinks the others to slivers, whose numbers still read. With the
     # spread line through the bar's middle, the number sits just above that line.
     at = {k: v for k, v in enc.items() if k in ("y", "yOffset")}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
+from dashboard.i18n import _
 
 KEY = "present"
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
@@ -22,11 +23,11 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
     {text-align: right !important; font-variant-numeric: tabular-nums;}
 """
 # A chart's hover toolbar (fullscreen, ...) sits above the chart by default, over whatever is there: Explore's
-# Download and Previous / Next buttons (issue 20). Inside the chart's top-right corner it covers nothing to click.
+# Download and Previous / Next buttons. Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 """
-# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector
-# (issue 33). Full white on a darker patch of the button's own red.
+# A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
+# Full white on a darker patch of the button's own red.
 KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
@@ -104,13 +105,13 @@ def _exit() -> None:
 
 def controls(sidebar) -> None:
     """The toggle (in the sidebar) and, while presenting, a page style and an exit button on the page."""
-    sidebar.toggle("Presentation mode", key=KEY, bind="query-params",
-                   help="Large type, high contrast, the sidebar out of the way. The link keeps it: "
-                        "prepare a link and open it on the projector.")
+    sidebar.toggle(_("Presentation mode"), key=KEY, bind="query-params",
+                   help=_("Large type, high contrast, the sidebar out of the way. The link keeps it: "
+                          "prepare a link and open it on the projector."))
     st.html(_CSS if presenting() else _BASE_CSS)
     if presenting():
         # one small button in the top bar (fixed, beside the app menu): every line above the chart costs a row
         # of the chart at 720 pixels
-        st.button("Exit presentation", key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
-                  type="tertiary", help="The settings are in the sidebar (» at the top left); Page Up / Page Down "
-                                        "step through sections.")
+        st.button(_("Exit presentation"), key="present_exit", on_click=_exit, icon=":material/close_fullscreen:",
+                  type="tertiary", help=_("The settings are in the sidebar (» at the top left); Page Up / Page Down "
+                                          "step through sections."))

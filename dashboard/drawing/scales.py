@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import altair as alt
 import numpy as np
 
+from dashboard.i18n import N_, ngettext
+
 MASK_GREY = "#d0d0d0"
 # A 0/1 mask's two colours (0, 1): 1 in the ink of the page, 0 close to its paper, on either theme. On the dark
 # page the light theme's near-white 0 cells were a white block and the dark 1 swatch vanished into the page.
@@ -15,22 +17,23 @@ MASK_RANGE = ("#f7f7f7", "#404040")
 MASK_RANGE_DARK = ("#2f333d", "#e6e6e6")
 # Colour-blind-safe schemes (Vega's viridis and blue-orange).
 SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange", "mask": "greys"}
-LEGEND_TITLES = {"weights": "weight", "scores": "value", "mask": "mask", "relative": "÷ row max",
-                 "magnitude": "|difference|"}  # "size" said nothing of what is encoded (issue 33)
+# what the colour encodes, by scale (shown through _(): "size" said nothing of what is encoded)
+LEGEND_TITLES = {"weights": N_("weight"), "scores": N_("value"), "mask": N_("mask"), "relative": N_("÷ row max"),
+                 "magnitude": N_("|difference|")}
 # Cells outside a sequential scale's 0..top (a mistaken mask's negative or > 1 "weights") in colours viridis never
 # takes: clamped, they looked like 0 or 1. OUT_OF_RANGE_TOL keeps float rounding (a weight of 1.0000001) in range.
 BELOW_RANGE, ABOVE_RANGE = "#d62728", "#e377c2"  # red, pink
 OUT_OF_RANGE_TOL = 1e-6
 # What a 0/1 mask's two values mean, as its legend's two entries (a gradient would claim values in between).
-MASK_LABELS = ("0 = visible", "1 = hidden")  # the causal mask
-DROPOUT_MASK_LABELS = ("0 = kept", "1 = zeroed")
+MASK_LABELS = (N_("0 = visible"), N_("1 = hidden"))  # the causal mask
+DROPOUT_MASK_LABELS = (N_("0 = kept"), N_("1 = zeroed"))
 
 
 def scale_parts(scale: str) -> tuple[str, float]:
     """A scale name and its top: "weights" (0-1), "weights:2" (0-2, dropout's scaled survivors),
     "relative" (each row divided by its largest value, 0-1), "magnitude:N" (sizes ≥ 0, sequential
     0-N), "scores", "mask"."""
-    kind, _, top = scale.partition(":")
+    kind, __, top = scale.partition(":")
     return kind, float(top) if top else 1
 
 
@@ -70,9 +73,19 @@ def out_of_range_note(matrix: np.ndarray, scale: str) -> str:
         return ""
     m = np.asarray(matrix, dtype=np.float64)
     below, above = int((m < -OUT_OF_RANGE_TOL).sum()), int((m > top + OUT_OF_RANGE_TOL * top).sum())
-    parts = ([f"red = below 0 ({below} cell{'s' * (below != 1)})"] if below else []) + (
-        [f"pink = above {top:g} ({above} cell{'s' * (above != 1)})"] if above else [])
-    return f"Outside the colour scale (0 to {top:g}): " + "; ".join(parts) + "." if parts else ""
+    top_text = f"{top:g}"
+    if below and above:
+        return ngettext("Outside the colour scale (0 to {top}): red = below 0 ({n} cell); pink = above {top} "
+                        "({above}).", "Outside the colour scale (0 to {top}): red = below 0 ({n} cells); pink = above "
+                        "{top} ({above}).", below, top=top_text,
+                        above=ngettext("{n} cell", "{n} cells", above))
+    if below:
+        return ngettext("Outside the colour scale (0 to {top}): red = below 0 ({n} cell).",
+                        "Outside the colour scale (0 to {top}): red = below 0 ({n} cells).", below, top=top_text)
+    if above:
+        return ngettext("Outside the colour scale (0 to {top}): pink = above {top} ({n} cell).",
+                        "Outside the colour scale (0 to {top}): pink = above {top} ({n} cells).", above, top=top_text)
+    return ""
 
 
 def colour_conditions(scale: str) -> list[dict]:

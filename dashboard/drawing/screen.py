@@ -4,7 +4,7 @@ in the browser.
 Streamlit tells the server nothing about the window, and a heatmap with fixed cells does not resize
 itself. A tiny `st.components.v2` component (no frame, hidden) measures the main column and the
 window height, snaps them to a few layouts and reports only a change: a 1920×1080 screen then gets
-charts 1.5 times as large (issue 9: at 1920 they used less than half the width), and opening the
+charts 1.5 times as large (at 1920 they used less than half the width), and opening the
 sidebar in presentation mode shrinks them back into the narrower column. At 1280×720 (the projector
 the layouts are designed for) the measurement equals the default, so no extra rerun happens.
 """

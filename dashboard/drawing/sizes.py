@@ -2,7 +2,7 @@
 with its labels and legend inside its column.
 
 A Vega-Lite heatmap with fixed cells does not shrink to its column; one wider than its column runs
-into its neighbour (issue 9: the weights chart over the Cell story at 1280×720). So every chart is
+into its neighbour (the weights chart ran over the Cell story at 1280×720). So every chart is
 sized for the main column the browser measured (dashboard/drawing/screen.py), and until it has reported, for
 the narrowest screen it must hold on: the main column at 1280×720 with the sidebar open
 (``CONTENT_PX``, measured in Chromium; tests/test_browser_layout.py checks the result). On a larger
@@ -12,6 +12,8 @@ screen (1920×1080) everything grows by :func:`grow`: cells, caps, chart text.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import streamlit as st
 
 from dashboard.drawing import screen
 from dashboard.drawing.present import presenting
@@ -72,9 +74,42 @@ def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, 
     return max(40, int(per_panel))
 
 
-def fit(limit_px: int, row_labels: Sequence[str], weights: Sequence[float] = (1,), index: int = 0, *,
-        legend: bool = True, panels: int = 1) -> int:
-    """The ``max_px`` of a chart drawn in column ``index`` of ``st.columns(weights)`` (default: the whole main
-    column): at most ``limit_px`` (:func:`cap` or :func:`room`), and small enough that ``panels`` heatmaps with
-    their row labels and legend fit the column (:func:`cell_area`). The one place column widths meet charts."""
-    return min(limit_px, cell_area(column_px(weights, index), row_labels, legend=legend, panels=panels))
+def fit(limit_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
+        width_px: int | None = None) -> int:
+    """The ``max_px`` of a chart drawn in a column ``width_px`` wide (default: the whole main column; a column of
+    :func:`sized_columns` has its own :meth:`Column.fit`): at most ``limit_px`` (:func:`cap` or :func:`room`), and
+    small enough that ``panels`` heatmaps with their row labels and legend fit the column (:func:`cell_area`). The
+    one place column widths meet charts."""
+    width = column_px((1,), 0) if width_px is None else width_px
+    return min(limit_px, cell_area(width, row_labels, legend=legend, panels=panels))
+
+
+class Column:
+    """A column of :func:`sized_columns`: used as the Streamlit column itself (``col.markdown(...)``, ``with col:``,
+    a container to draw in), and knowing its width for the charts drawn in it."""
+
+    def __init__(self, box, px: int):
+        self.box = box  # the st.columns column
+        self.px = px  # its width on this screen
+
+    def fit(self, limit_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1) -> int:
+        """:func:`fit` for this column."""
+        return fit(limit_px, row_labels, legend=legend, panels=panels, width_px=self.px)
+
+    def __getattr__(self, name: str):
+        return getattr(self.box, name)
+
+    def __enter__(self):
+        return self.box.__enter__()
+
+    def __exit__(self, *exc):
+        return self.box.__exit__(*exc)
+
+
+def sized_columns(weights: Sequence[float] | int, where=None, **options) -> list[Column]:
+    """``st.columns(weights, **options)`` (in ``where``, default the page) with each column's width: a page states
+    its column weights once. In a :class:`Column`, widths are shares of that column."""
+    weights = [1] * weights if isinstance(weights, int) else list(weights)
+    total = where.px if isinstance(where, Column) else None
+    boxes = (where or st).columns(weights, **options)
+    return [Column(box, column_px(weights, i, total)) for i, box in enumerate(boxes)]

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from dashboard.drawing.cells import label_expr
+from dashboard.drawing.cells import label_expr, shown_labels
+from dashboard.i18n import N_, _
 
-KIND_COLORS = {"token": "#e8e8e8", "input": "#4c78a8", "target": "#f58518"}  # tableau10 blue / orange
+KIND_COLORS = {N_("token"): "#e8e8e8", N_("input"): "#4c78a8", N_("target"): "#f58518"}  # tableau10 blue / orange
 # Streamlit's default autosize ("fit") squeezes the plot so that labels + plot = width: 200 px of labels left a
 # 15 px plot. "pad": width is the plot's, the labels come on top.
 PAD = alt.AutoSizeParams(type="pad")
@@ -46,13 +47,13 @@ def window_strip(df: pd.DataFrame, pieces: Sequence[str], row_labels: Sequence[s
                  row_px: int = 20) -> alt.LayerChart:
     """The token strip with every window's input and target cells under it: overlap shows as cells stacked in one
     column (stride < max_length), gaps as skipped columns (stride > max_length)."""
-    x = alt.X("pos:O", sort="ascending", title="token position (GPT-2 piece)",
+    x = alt.X("pos:O", sort="ascending", title=_("token position (GPT-2 piece)"),
               axis=alt.Axis(labelExpr=label_expr([f"{i}: {p}" for i, p in enumerate(pieces)]), labelAngle=-90,
                             labelLimit=110, labelOverlap=False))
     y = alt.Y("row:O", sort="ascending", title=None, axis=alt.Axis(labelExpr=label_expr(list(row_labels)),
                                                                     labelOverlap=False))
     color = alt.Color("kind:N", title=None, scale=alt.Scale(domain=list(KIND_COLORS), range=list(KIND_COLORS.values())),
-                      legend=alt.Legend(orient="top"))
+                      legend=alt.Legend(orient="top", labelExpr=shown_labels(KIND_COLORS)))
     base = alt.Chart().encode(x=x, y=y)
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(color=color, tooltip=["pos", "piece", "id", "kind"])
     layers = [rect]
@@ -68,7 +69,7 @@ def weight_bars(df: pd.DataFrame, labels: Sequence[str], width: int, title: str 
     end; a ``hard`` column (bool) outlines the row a hard lookup returns."""
     y = alt.Y("row:O", sort="ascending", title=None, axis=alt.Axis(labelExpr=label_expr(list(labels)),
                                                                     labelLimit=200, labelOverlap=False))
-    x = alt.X("weight:Q", scale=alt.Scale(domain=[0, 1]), title="softmax weight")
+    x = alt.X("weight:Q", scale=alt.Scale(domain=[0, 1]), title=_("softmax weight"))
     tooltip = [c for c in df.columns if c != "row"]
     bars = alt.Chart().mark_bar(color="#4c78a8").encode(
         x=x, y=y, tooltip=tooltip,

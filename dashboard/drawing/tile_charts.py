@@ -9,8 +9,10 @@ import numpy as np
 import pandas as pd
 
 from attn_core.attention.flash import TilePlan
+from dashboard.drawing.cells import shown_labels
+from dashboard.i18n import N_, _
 
-STATUS = ("done", "this tile", "to do", "skipped (all masked)", "masked cell")
+STATUS = (N_("done"), N_("this tile"), N_("to do"), N_("skipped (all masked)"), N_("masked cell"))
 STATUS_COLOURS = ("#4c78a8", "#f58518", "#e8eef6", "#bdbdbd", "#f2f2f2")
 
 
@@ -18,7 +20,7 @@ def tile_frame(plan: TilePlan, mask_bool: np.ndarray | None, current: int, weigh
     """One row per (query, key) cell: its tile's status at step ``current`` of ``plan.order()`` and the final
     attention weight (shown in tiles that are done)."""
     order = plan.order()
-    position = {(i, j): n for n, (i, j, _) in enumerate(order)}
+    position = {(i, j): n for n, (i, j, __) in enumerate(order)}
     rows = []
     for i, j, computed in order:
         n = position[(i, j)]
@@ -41,16 +43,17 @@ def tile_grid_chart(frame: pd.DataFrame, labels: Sequence[str], size_px: int, *,
     """The num_tokens x num_tokens grid coloured by tile status, tile borders drawn, weights on finished cells."""
     n = len(labels)
     label_expr = "[" + ",".join(_js(s) for s in labels) + "][datum.value]"
-    axis_x = alt.Axis(labelExpr=label_expr, labelAngle=-45, title="key (tile column)", labelFontSize=13,
+    axis_x = alt.Axis(labelExpr=label_expr, labelAngle=-45, title=_("key (tile column)"), labelFontSize=13,
                       titleFontSize=13)
-    axis_y = alt.Axis(labelExpr=label_expr, title="query (tile row)", labelFontSize=13, titleFontSize=13)
+    axis_y = alt.Axis(labelExpr=label_expr, title=_("query (tile row)"), labelFontSize=13, titleFontSize=13)
     base = alt.Chart(frame).encode(
         x=alt.X("k:O", sort="ascending", axis=axis_x, scale=alt.Scale(domain=list(range(n)))),
         y=alt.Y("q:O", sort="ascending", axis=axis_y, scale=alt.Scale(domain=list(range(n)))),
     )
     cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
         color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS), range=list(STATUS_COLOURS)),
-                        legend=alt.Legend(title="tile", orient="bottom", columns=2, labelFontSize=13,
+                        legend=alt.Legend(title=_("tile"), orient="bottom", columns=2, labelFontSize=13,
+                                          labelExpr=shown_labels(STATUS),
                                           titleFontSize=13)),
         tooltip=["query_tile:Q", "key_tile:Q", "status:N", alt.Tooltip("weight:Q", format=".3f")],
     )

@@ -6,7 +6,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dashboard.drawing.cells import shown_labels
+from dashboard.i18n import N_, _
+
 FONT = dict(labelFontSize=13, titleFontSize=13)
+SEEN = [N_("visible"), N_("hidden")]  # a mask cell's two values, as the data holds them
 PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's: Streamlit's default "fit" squeezed them
 SETTING_COLOURS = ("#4c78a8", "#e45756", "#54a24b")  # full | window | window + sinks
 
@@ -24,8 +28,8 @@ def loss_curve_chart(frame: pd.DataFrame, width: int, window: int | None) -> alt
     """Next-token loss along the text, one line per setting; a rule where the first tokens leave the window."""
     settings = list(dict.fromkeys(frame["setting"]))
     lines = alt.Chart(frame).mark_line(strokeWidth=2).encode(
-        x=alt.X("position:Q", title="token position", axis=alt.Axis(**FONT)),
-        y=alt.Y("loss:Q", title="next-token loss (nats, running mean)", axis=alt.Axis(**FONT)),
+        x=alt.X("position:Q", title=_("token position"), axis=alt.Axis(**FONT)),
+        y=alt.Y("loss:Q", title=_("next-token loss (nats, running mean)"), axis=alt.Axis(**FONT)),
         color=alt.Color("setting:N", scale=alt.Scale(domain=settings, range=list(SETTING_COLOURS[:len(settings)])),
                         legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelLimit=360)),
         tooltip=["setting:N", "position:Q", alt.Tooltip("loss:Q", format=".2f")])
@@ -51,10 +55,10 @@ def masks_chart(frame: pd.DataFrame, cell_px: int) -> alt.FacetChart:
     """The masks side by side: which key (column) each query (row) may see."""
     n = int(frame["q"].max())
     return alt.Chart(frame).mark_rect(stroke="white", strokeWidth=0.5).encode(
-        x=alt.X("k:O", title="key position", axis=alt.Axis(labelAngle=0, **FONT, values=_ticks(n))),
-        y=alt.Y("q:O", title="query position", axis=alt.Axis(**FONT, values=_ticks(n))),
-        color=alt.Color("seen:N", scale=alt.Scale(domain=["visible", "hidden"], range=["#4c78a8", "#eeeeee"]),
-                        legend=alt.Legend(orient="top", title=None, labelFontSize=13)),
+        x=alt.X("k:O", title=_("key position"), axis=alt.Axis(labelAngle=0, **FONT, values=_ticks(n))),
+        y=alt.Y("q:O", title=_("query position"), axis=alt.Axis(**FONT, values=_ticks(n))),
+        color=alt.Color("seen:N", scale=alt.Scale(domain=SEEN, range=["#4c78a8", "#eeeeee"]),
+                        legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelExpr=shown_labels(SEEN))),
         tooltip=["panel:N", "q:O", "k:O", "seen:N"],
     ).properties(width=cell_px * n, height=cell_px * n).facet(
         column=alt.Column("panel:N", sort=list(dict.fromkeys(frame["panel"])), title=None,
@@ -72,10 +76,10 @@ def layer_head_chart(shares: np.ndarray, title: str, cell_px: int) -> alt.Chart:
     frame = pd.DataFrame({"layer": np.repeat(np.arange(1, layers + 1), heads),
                           "head": np.tile(np.arange(1, heads + 1), layers), "share": shares.ravel()})
     return alt.Chart(frame, title=alt.Title(title, fontSize=14)).mark_rect().encode(
-        x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0, **FONT)),
-        y=alt.Y("layer:O", title="layer", axis=alt.Axis(**FONT, values=_ticks(layers))),
+        x=alt.X("head:O", title=_("head"), axis=alt.Axis(labelAngle=0, **FONT)),
+        y=alt.Y("layer:O", title=_("layer"), axis=alt.Axis(**FONT, values=_ticks(layers))),
         color=alt.Color("share:Q", scale=alt.Scale(domain=[0, 1], scheme="blues"),
-                        legend=alt.Legend(title="on token 1", labelFontSize=12, titleFontSize=12)),
+                        legend=alt.Legend(title=_("on token 1"), labelFontSize=12, titleFontSize=12)),
         tooltip=["layer:O", "head:O", alt.Tooltip("share:Q", format=".2f")],
     ).properties(width=cell_px * heads, height=min(cell_px, 16) * layers, autosize=PAD)
 
@@ -98,9 +102,9 @@ def similarity_chart(matrix: np.ndarray, title: str, side_px: int) -> alt.Chart:
     q, k = np.indices(matrix.shape)
     frame = pd.DataFrame({"i": q.ravel(), "j": k.ravel(), "similarity": matrix.ravel()})
     return alt.Chart(frame, title=alt.Title(title, fontSize=14)).mark_rect().encode(
-        x=alt.X("j:O", title="position", axis=alt.Axis(values=list(range(0, n, 16)), labelAngle=0, **FONT)),
-        y=alt.Y("i:O", title="position", axis=alt.Axis(values=list(range(0, n, 16)), **FONT)),
+        x=alt.X("j:O", title=_("position"), axis=alt.Axis(values=list(range(0, n, 16)), labelAngle=0, **FONT)),
+        y=alt.Y("i:O", title=_("position"), axis=alt.Axis(values=list(range(0, n, 16)), **FONT)),
         color=alt.Color("similarity:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue", reverse=True),
-                        legend=alt.Legend(labelFontSize=12, titleFontSize=12)),
-        tooltip=["i:O", "j:O", alt.Tooltip("similarity:Q", format=".2f")],
+                        title=_("similarity"), legend=alt.Legend(labelFontSize=12, titleFontSize=12)),
+        tooltip=["i:O", "j:O", alt.Tooltip("similarity:Q", title=_("similarity"), format=".2f")],
     ).properties(width=side_px, height=side_px, autosize=PAD)

@@ -74,15 +74,15 @@ def tune_torch() -> None:
 
 
 EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws the attention weights
-# Two GPT-2-size traces at T = 1,024 (~214 MB each: four (12, T, T) float32 tensors), 25 long (~1,000-token)
+# Two GPT-2-size traces at T = 1,024 (four (12, T, T) float32 tensors each), 25 long (~1,000-token)
 # runs of the default settings, or hundreds of short ones; room for a third let a class's load pass its memory goal
 # (docs/measurements.md).
 RUN_CACHE_BYTES = 512 * 2**20
 CACHE_IDLE_S = 120  # a run nobody has looked at for this long is let go: a quiet server gives memory back
 _RUNS: ByteLRU[Run] = ByteLRU(RUN_CACHE_BYTES, run_nbytes, idle_s=CACHE_IDLE_S)
 # A new sentence keeps the settings, so its module is the last one's: building it (seeding, drawing the
-# weights, the context_length² mask buffer) was most of a short run's time. A GPT-2-size module is ~14 MB
-# (weights and its 1024² mask).
+# weights, the context_length² mask buffer) was most of a short run's time. A few GPT-2-size modules (weights and
+# their 1024² mask) fit (docs/measurements.md).
 MODULE_CACHE_BYTES = 64 * 2**20
 
 

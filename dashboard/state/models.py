@@ -39,8 +39,8 @@ INPUT_NAME = "normed residual stream"  # what a real model's layer reads (LayerN
 FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
 TOP_K = 10  # next-token probabilities shown
-WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024 (38 MB each), hundreds of short ones
-VIEW_CACHE_BYTES = 64 * 2**20  # a model view is ~2.4 MB of thumbnails
+WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024, hundreds of short ones (docs/measurements.md)
+VIEW_CACHE_BYTES = 64 * 2**20  # a model view's thumbnails: dozens of views (docs/measurements.md)
 
 
 def label(name: str) -> str:

@@ -25,7 +25,7 @@ MAX_CONTEXT = MAX_POSITIONS
 MAX_DIM = 1024
 DROPOUT_MAX, DROPOUT_STEP = 0.9, 0.05
 MAX_LAYERS = 48  # GPT-2 XL's; a smaller model's own count is checked when its layer is run
-URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (a 200 KB link does not load)
+URL_TEXT_LIMIT = 8_000  # characters of URL-encoded text a link carries (far longer links do not load: measurements)
 
 
 class BadValue(Problem):
