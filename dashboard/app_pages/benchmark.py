@@ -77,7 +77,7 @@ def render() -> None:
     st.caption(_("All implementations compute the same causal multi-head attention with the same weights. Each "
                  "time is the median of repeated runs after a warm-up; ratios are to raw SDPA measured in the same "
                  "run. A run stops after about {budget} s; changing any control cancels it.",
-                 budget=f"{BUDGET_S:.0f}"))
+                 budget=format(BUDGET_S, ".0f")))
 
     c1, c2, c3 = st.columns(3)
     devices = available_devices()
@@ -93,7 +93,7 @@ def render() -> None:
 
     if "124M" in size_names and device == "cpu":
         st.warning(_("GPT-2 small on a CPU takes about a second per forward pass: with the {budget} s budget only a "
-                     "few repetitions fit, so its numbers are rougher.", budget=f"{BUDGET_S:.0f}"))
+                     "few repetitions fit, so its numbers are rougher.", budget=format(BUDGET_S, ".0f")))
     if not passes or not (size_names or tokens):
         st.info(_("Pick at least one pass and one size (or T) to run."))
         st.stop()
@@ -104,7 +104,8 @@ def render() -> None:
         def report(r, done, total):
             progress.progress(done / total, text=_("{done}/{total}: {implementation} · {size} · {pass_name}: {ms} ms",
                                                    done=done, total=total, implementation=r.implementation,
-                                                   size=_(r.size), pass_name=pass_name(r.pass_), ms=f"{r.ms:.2f}"))
+                                                   size=_(r.size), pass_name=pass_name(r.pass_),
+                                                   ms=format(r.ms, ".2f")))
 
         start = time.monotonic()
         deadline = start + BUDGET_S  # one deadline for the whole run, child start-up included
@@ -160,9 +161,10 @@ def render() -> None:
                             "Pick fewer sizes or passes for a complete run.",
                             "Stopped at the {budget} s budget after {seconds} s: {done} of {n} measurements "
                             "finished. Pick fewer sizes or passes for a complete run.", meta["total"],
-                            budget=f"{BUDGET_S:.0f}", seconds=f"{meta['seconds']:.1f}", done=meta["done"]))
+                            budget=format(BUDGET_S, ".0f"), seconds=format(meta["seconds"], ".1f"), done=meta["done"]))
     noisy = noisy_rows(rows + scaling_rows)
     if noisy:
+        iqr = f"{NOISY_IQR:.0%}"
         listed = sorted({_("{implementation} ({size})", implementation=r["implementation"], size=_(r["size"]))
                          for r in noisy})
         names = ", ".join(listed[:6] + (["…"] if len(listed) > 6 else []))
@@ -173,8 +175,7 @@ def render() -> None:
                             "**Too noisy to trust:** in {noisy} of {n} measurements the middle half of the repeats "
                             "spread over more than {iqr} of their median, or fewer than 3 repeats fit ({names}). The "
                             "machine was busy or the budget too short; run again when it is idle before comparing "
-                            "ratios.", len(rows + scaling_rows), noisy=len(noisy), iqr=f"{NOISY_IQR:.0%}",
-                            names=names))
+                            "ratios.", len(rows + scaling_rows), noisy=len(noisy), iqr=iqr, names=names))
     first = (rows + scaling_rows)[0] if rows + scaling_rows else {}
     slide_settings(first.get("device", ""), None, first.get("dtype", ""))
     if rows:

@@ -173,7 +173,7 @@ def render() -> None:
     smaller = _("× smaller")
     table = pd.DataFrame({_("variant"): [_(r.name) for r in rows],
                           _("per token"): [human(r.bytes_per_token) for r in rows],
-                          ngettext("{count} token", "{count} tokens", tokens, count=f"{tokens:,}"):
+                          ngettext("{count} token", "{count} tokens", tokens, count=format(tokens, ",")):
                               [human(r.total_bytes) for r in rows],
                           smaller: [r.ratio for r in rows]})
     st.markdown(ngettext("**{layers} layers · {heads} heads × head_dim {head_dim} · {dtype} ({n} byte a value) · "

@@ -136,8 +136,8 @@ def about(seconds: float) -> str:
     if seconds < 5:
         return _("under 5 s")
     if seconds < 90:
-        return _("about {seconds} s", seconds=f"{seconds:.0f}")
-    return _("about {minutes} min", minutes=f"{seconds / 60:.0f}")
+        return _("about {seconds} s", seconds=format(seconds, ".0f"))
+    return _("about {minutes} min", minutes=format(seconds / 60, ".0f"))
 
 
 def waiting(job: TrainingJob) -> None:
@@ -177,10 +177,11 @@ def live(job: TrainingJob) -> None:
     shown_state = _(STATES.get(state, state))
     if losses:
         line = _("{state} · step {step} / {steps} · {seconds} s of training · loss {loss}", state=shown_state,
-                 step=tr.step_count, steps=tr.steps, seconds=f"{tr.seconds:.1f}", loss=f"{np.mean(losses[-20:]):.3f}")
+                 step=tr.step_count, steps=tr.steps, seconds=format(tr.seconds, ".1f"),
+                 loss=format(np.mean(losses[-20:]), ".3f"))
     else:
         line = _("{state} · step {step} / {steps} · {seconds} s of training", state=shown_state,
-                 step=tr.step_count, steps=tr.steps, seconds=f"{tr.seconds:.1f}")
+                 step=tr.step_count, steps=tr.steps, seconds=format(tr.seconds, ".1f"))
     st.progress(tr.step_count / tr.steps, text=line)
     if not presenting() or server_load().waiting:  # the projector's screen is full: the line only when it matters
         server_line()
@@ -206,8 +207,8 @@ def live(job: TrainingJob) -> None:
                    lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps, lang()), None,
                    key="learn_loss", name="loss", title=_("Training loss"))
         met = tr.goals_met(snap.scores)
-        goals = " · ".join(_("{goal}: best **{best}**", goal=_(g.describe(n_l)), best=f"{g.best(snap.scores):.2f}")
-                           for g in tr.task.goals)
+        goals = " · ".join(_("{goal}: best **{best}**", goal=_(g.describe(n_l)),
+                             best=format(g.best(snap.scores), ".2f")) for g in tr.task.goals)
         if met:
             st.success(_("Goal reached at this step. {goals}", goals=goals))
         else:
