@@ -84,9 +84,12 @@ def render() -> None:
     device = c1.selectbox(_("Device"), devices, key="bench_device")
     dtype = c2.selectbox("dtype", list(DTYPES), key="bench_dtype",
                          help=_("bfloat16 / float16 are mainly for GPUs; on a CPU they are often slower."))
-    passes = c3.multiselect(_("Passes"), list(PASSES), default=["forward"], key="bench_passes", format_func=pass_name)
+    # option labels made in the run, in its language (a format_func is called outside the run too)
+    pass_labels, size_labels = {p: pass_name(p) for p in PASSES}, {k: size_label(k) for k in SIZES}
+    passes = c3.multiselect(_("Passes"), list(PASSES), default=["forward"], key="bench_passes",
+                            format_func=pass_labels.__getitem__)
     size_names = st.multiselect(_("Sizes"), list(SIZES), default=["book", "small"], key="bench_sizes",
-                                format_func=size_label)
+                                format_func=size_labels.__getitem__)
     impls = st.multiselect(_("Implementations"), IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls")
     tokens = st.multiselect(_("Time vs T (b 1, d 256, 4 heads)"), [64, 128, 256, 512, 1024, 2048],
                             default=[128, 256, 512, 1024], key="bench_tokens")

@@ -157,15 +157,29 @@ def smollm2_rows(T: int) -> list[dict]:
              "formula": cache_bytes(shape, T)}]
 
 
+def preset_choice(names: list[str]) -> str:
+    """The Model control: its options shown in this run's language, the link's ``?kv_preset=`` the preset's own name
+    in every language (a widget bound to the link would write the label it shows, so a link made in Chinese would
+    not open in English)."""
+    url_choice("kv_preset", names, names[1])  # a bad link value is named, not dropped silently
+    asked = st.query_params.get("kv_preset")
+    shown = {n: _(n) for n in names}  # made in the run: its language (format_func runs later too)
+    name = st.selectbox(_("Model"), names, index=names.index(asked) if asked in names else 1, key="kv_preset",
+                        format_func=shown.__getitem__)
+    if name == names[1]:
+        st.query_params.pop("kv_preset", None)
+    else:
+        st.query_params["kv_preset"] = name
+    return name
+
+
 def render() -> None:
     if not presenting():
         st.title(_("KV cache cost: what each attention variant keeps"))
         st.caption(_("Generating one token at a time, every layer keeps the keys and values of earlier tokens (the "
                      "KV cache). Grouped-query, multi-query, latent and sliding-window attention keep less. Totals "
                      "by formula for real model sizes; the same formula checked against a model run here."))
-    names = list(PRESETS) + [OWN]
-    url_choice("kv_preset", names, names[1])  # a bad link value is named, not dropped silently
-    name = st.selectbox(_("Model"), names, index=1, key="kv_preset", bind="query-params", format_func=_)
+    name = preset_choice(list(PRESETS) + [OWN])
     preset = own_preset() if name == OWN else PRESETS[name]
     tokens = preset.context
     rows = kv_cost_rows(preset, tokens)

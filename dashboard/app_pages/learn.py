@@ -55,7 +55,8 @@ def controls() -> TrainingJob | None:
     recipe = (st.expander(_("Recipe: task, sizes, learning rate, steps"), expanded=False) if big
               else st.container())
     c1, c2, c3, c4, c5, c6 = recipe.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
-    task_name = c1.selectbox(_("Task"), list(TASKS), format_func=lambda k: _(TASKS[k].title), key="learn_task",
+    titles = {k: _(t.title) for k, t in TASKS.items()}  # made in the run: its language (format_func runs later too)
+    task_name = c1.selectbox(_("Task"), list(TASKS), format_func=titles.__getitem__, key="learn_task",
                              disabled=locked)
     task = get_task(task_name)
     n_layers = c2.selectbox(_("Layers"), [1, 2, 3], index=[1, 2, 3].index(task.model["n_layers"]), key="learn_layers",
