@@ -140,7 +140,7 @@ def test_learn_queue_in_chinese(monkeypatch):
 # KV cache cost ---------------------------------------------------------------------------------------------------
 def test_kv_cost_in_chinese_shows_the_same_numbers():
     zh = open_in("zh", KV)
-    assert zh.title[0].value == "KV 缓存的开销：每种注意力变体保存什么"
+    assert zh.title[0].value == "KV 缓存开销：各注意力变体存什么"
     total = zh.dataframe[0].value
     assert list(total.columns) == ["变体", "每个 token", "32,768 个 token", "缩小倍数"]
     measured = zh.dataframe[1].value
@@ -155,7 +155,7 @@ def test_kv_cost_own_numbers_and_their_errors_in_chinese():
     zh = open_in("zh", KV, kv_preset="Your own numbers")
     assert zh.selectbox(key="kv_preset").value == "Your own numbers"  # the link keeps the English value
     assert "自定义数值" in zh.selectbox(key="kv_preset").options
-    assert zh.number_input(key="kv_local").label == "每个全注意力层配几个窗口层"
+    assert zh.number_input(key="kv_local").label == "窗口层数/全注意力层"
     assert ours(zh) == []
     en = open_in("en", KV, kv_preset="Your own numbers")
     same_numbers(en, zh)
