@@ -20,9 +20,10 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.i18n import N_, Msg, _, ngettext
 from dashboard.state.url_state import url_choice, url_int
 
-OWN = "Your own numbers"
+OWN = N_("Your own numbers")  # the option's value in the link stays this English
 LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
 # The small model measured here: 2 layers, 64-d, 8 heads of 8, float32, 128 tokens.
 SMALL = dict(n_layers=2, emb_dim=64, n_heads=8, kv_heads=2, latent_dim=16, window=32, tokens=128)
@@ -37,11 +38,12 @@ def human(n: float) -> str:
 
 
 OWN_FIELDS = (  # key, label, lo, hi, default, step: every one bound to the link (a prepared link keeps your model)
-    ("kv_layers", "layers", 1, 200, 32, 1), ("kv_emb", "emb_dim", 8, 65_536, 4096, 64),
-    ("kv_heads", "heads", 1, 512, 32, 1), ("kv_kv_heads", "K/V heads (GQA)", 1, 512, 8, 1),
-    ("kv_latent", "latent (MLA)", 1, 65_536, 512, 16),
-    ("kv_window", "window (SWA)", 1, 1_000_000, 1024, 1), ("kv_local", "window layers per full layer", 0, 64, 5, 1),
-    ("kv_context", "context (tokens)", 1, 10_000_000, 32_768, 1),
+    ("kv_layers", N_("layers"), 1, 200, 32, 1), ("kv_emb", "emb_dim", 8, 65_536, 4096, 64),
+    ("kv_heads", N_("heads"), 1, 512, 32, 1), ("kv_kv_heads", N_("K/V heads (GQA)"), 1, 512, 8, 1),
+    ("kv_latent", N_("latent (MLA)"), 1, 65_536, 512, 16),
+    ("kv_window", N_("window (SWA)"), 1, 1_000_000, 1024, 1),
+    ("kv_local", N_("window layers per full layer"), 0, 64, 5, 1),
+    ("kv_context", N_("context (tokens)"), 1, 10_000_000, 32_768, 1),
 )
 
 
@@ -52,21 +54,23 @@ def own_preset() -> ModelPreset:
         if i % 4 == 0:
             c = st.columns(4 if i < 4 else 5)
         url_int(key, lo, hi, default)  # a bad link value is named, not dropped silently
-        v[key] = int(c[i % 4].number_input(label, lo, hi, default, step=step, key=key, bind="query-params",
-                                           help="MLA caches this many values a token per layer (the book's default: "
-                                                "emb_dim / 8)." if key == "kv_latent" else None))
+        v[key] = int(c[i % 4].number_input(_(label), lo, hi, default, step=step, key=key, bind="query-params",
+                                           help=_("MLA caches this many values a token per layer (the book's "
+                                                  "default: emb_dim / 8).") if key == "kv_latent" else None))
     url_choice("kv_dtype", list(DTYPE_BYTES), "bfloat16")
     dtype = c[4].selectbox("dtype", list(DTYPE_BYTES), index=1, key="kv_dtype", bind="query-params")
     n_layers, emb_dim, n_heads, kv_heads = v["kv_layers"], v["kv_emb"], v["kv_heads"], v["kv_kv_heads"]
     window, local, context, latent = v["kv_window"], v["kv_local"], v["kv_context"], v["kv_latent"]
-    problems = []
+    problems = []  # each a whole sentence, shown together
     if emb_dim % n_heads:
-        problems.append(f"emb_dim ({emb_dim}) must be divisible by heads ({n_heads})")
+        problems.append(_("emb_dim ({emb_dim}) must be divisible by heads ({heads}).", emb_dim=emb_dim,
+                          heads=n_heads))
     if n_heads % kv_heads:
-        problems.append(f"K/V heads ({kv_heads}) must divide heads ({n_heads}): use one of "
-                        f"{[g for g in range(1, n_heads + 1) if n_heads % g == 0]}")
+        problems.append(_("K/V heads ({kv_heads}) must divide heads ({heads}): use one of {choices}.",
+                          kv_heads=kv_heads, heads=n_heads,
+                          choices=", ".join(str(g) for g in range(1, n_heads + 1) if n_heads % g == 0)))
     if problems:
-        st.error("; ".join(problems) + ".")
+        st.error("\n\n".join(problems))
         st.stop()
     return ModelPreset(OWN, int(n_layers), int(emb_dim), int(n_heads), dtype, int(context), kv_heads=int(kv_heads),
                        window=int(window), local=int(local), global_=1, latent=int(latent))
@@ -74,7 +78,9 @@ def own_preset() -> ModelPreset:
 
 def measured_rows() -> pd.DataFrame:
     """A small GPTModel with each variant's attention, run over SMALL["tokens"] tokens with a KV cache: the cache
-    tensors' own bytes beside the formula's."""
+    tensors' own bytes beside the formula's. Variants are ``Msg`` values and bytes numbers (None: not measured):
+    the words are made where the table is shown (:func:`measured_table`), so the cached rows serve every
+    language."""
     n_layers, d, h, g, latent, window, T = (SMALL[k] for k in ("n_layers", "emb_dim", "n_heads", "kv_heads",
                                                                "latent_dim", "window", "tokens"))
     cfg = dict(GPT_CONFIG_124M, n_layers=n_layers, emb_dim=d, n_heads=h, context_length=T, vocab_size=64,
@@ -82,12 +88,12 @@ def measured_rows() -> pd.DataFrame:
     base = AttentionShape("MHA", n_layers, h, d // h)
     variants = [
         ("MultiHeadAttention", lambda: MultiHeadAttention(d, d, T, 0.0, h), base),
-        (f"GroupedQueryAttention ({g} K/V heads)", lambda: GroupedQueryAttention(d, d, T, 0.0, h, g),
+        (Msg("GroupedQueryAttention ({groups} K/V heads)", groups=g), lambda: GroupedQueryAttention(d, d, T, 0.0, h, g),
          dataclasses.replace(base, kv_heads=g)),
-        ("Multi-query (1 K/V head)", lambda: GroupedQueryAttention(d, d, T, 0.0, h, 1),
+        (Msg("Multi-query (1 K/V head)"), lambda: GroupedQueryAttention(d, d, T, 0.0, h, 1),
          dataclasses.replace(base, kv_heads=1)),
-        (f"MultiHeadLatentAttention (latent {latent})", lambda: MultiHeadLatentAttention(d, d, T, 0.0, h, latent),
-         dataclasses.replace(base, latent_dim=latent)),
+        (Msg("MultiHeadLatentAttention (latent {latent})", latent=latent),
+         lambda: MultiHeadLatentAttention(d, d, T, 0.0, h, latent), dataclasses.replace(base, latent_dim=latent)),
     ]
     rows = []
     torch.manual_seed(0)
@@ -99,20 +105,31 @@ def measured_rows() -> pd.DataFrame:
         cache = KVCache(n_layers)
         with torch.no_grad():
             model(idx, cache=cache)
-        rows.append({"variant": name, "cache shape per layer": str(tuple(cache.layers[0].keys.shape)),
-                     "measured bytes": cache.nbytes, "formula bytes": cache_bytes(shape, T),
-                     "equal": cache.nbytes == cache_bytes(shape, T)})
+        rows.append({"variant": name, "shape": str(tuple(cache.layers[0].keys.shape)),
+                     "measured": cache.nbytes, "formula": cache_bytes(shape, T)})
     rows += smollm2_rows(T)
     swa = dataclasses.replace(base, window=window, local=1, global_=0)
-    rows.append({"variant": f"MHA + window {window} (every layer)", "cache shape per layer":
-                 f"(1, {h}, min(T, {window}), {d // h}) if the cache dropped what the window hides",
-                 "measured bytes": None, "formula bytes": cache_bytes(swa, T), "equal": None})
-    df = pd.DataFrame(rows)
     # our KVCache keeps every token (the window is applied by the mask): nothing smaller to measure on that row
-    df["measured bytes"] = [f"{int(b):,}" if pd.notna(b) else "not measured ¹" for b in df["measured bytes"]]
-    df["formula bytes"] = [f"{int(b):,}" for b in df["formula bytes"]]
-    df["equal"] = ["yes" if e is True else "no" if e is False else "–" for e in df["equal"]]
-    return df
+    rows.append({"variant": Msg("MHA + window {window} (every layer)", window=window),
+                 "shape": Msg("(1, {heads}, min(T, {window}), {head_dim}) if the cache dropped what the window "
+                              "hides", heads=h, window=window, head_dim=d // h),
+                 "measured": None, "formula": cache_bytes(swa, T)})
+    return pd.DataFrame(rows)
+
+
+def measured_table(raw: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows as the page shows them: words in this run's language, bytes with thousands separators."""
+    def said(v: object) -> str:
+        return _(v) if isinstance(v, Msg) else str(v)
+
+    equal = [None if pd.isna(m) else int(m) == int(f) for m, f in zip(raw["measured"], raw["formula"])]
+    return pd.DataFrame({
+        _("variant"): [said(v) for v in raw["variant"]],
+        _("cache shape per layer"): [said(v) for v in raw["shape"]],
+        _("measured bytes"): [f"{int(b):,}" if pd.notna(b) else _("not measured ¹") for b in raw["measured"]],
+        _("formula bytes"): [f"{int(b):,}" for b in raw["formula"]],
+        _("equal"): [_("yes") if e is True else _("no") if e is False else "–" for e in equal],
+    })
 
 
 def smollm2_rows(T: int) -> list[dict]:
@@ -134,52 +151,77 @@ def smollm2_rows(T: int) -> list[dict]:
     with torch.no_grad():
         model(idx, cache=cache)
     name = c.label.split(" (")[0]
-    return [{"variant": f"{name}, real ({c.n_layers} layers, {c.n_heads} q / {c.n_kv_heads} K/V heads)",
-             "cache shape per layer": str(tuple(cache.layers[0].keys.shape)), "measured bytes": cache.nbytes,
-             "formula bytes": cache_bytes(shape, T), "equal": cache.nbytes == cache_bytes(shape, T)}]
+    return [{"variant": Msg("{name}, real ({layers} layers, {heads} q / {kv_heads} K/V heads)", name=name,
+                            layers=c.n_layers, heads=c.n_heads, kv_heads=c.n_kv_heads),
+             "shape": str(tuple(cache.layers[0].keys.shape)), "measured": cache.nbytes,
+             "formula": cache_bytes(shape, T)}]
+
+
+def preset_choice(names: list[str]) -> str:
+    """The Model control: its options shown in this run's language, the link's ``?kv_preset=`` the preset's own name
+    in every language (a widget bound to the link would write the label it shows, so a link made in Chinese would
+    not open in English)."""
+    url_choice("kv_preset", names, names[1])  # a bad link value is named, not dropped silently
+    asked = st.query_params.get("kv_preset")
+    shown = {n: _(n) for n in names}  # made in the run: its language (format_func runs later too)
+    name = st.selectbox(_("Model"), names, index=names.index(asked) if asked in names else 1, key="kv_preset",
+                        format_func=shown.__getitem__)
+    if name == names[1]:
+        st.query_params.pop("kv_preset", None)
+    else:
+        st.query_params["kv_preset"] = name
+    return name
 
 
 def render() -> None:
     if not presenting():
-        st.title("KV cache cost: what each attention variant keeps")
-        st.caption("Generating one token at a time, every layer keeps the keys and values of earlier tokens (the KV "
-                   "cache). Grouped-query, multi-query, latent and sliding-window attention keep less. Totals by "
-                   "formula for real model sizes; the same formula checked against a model run here.")
-    names = list(PRESETS) + [OWN]
-    url_choice("kv_preset", names, names[1])  # a bad link value is named, not dropped silently
-    name = st.selectbox("Model", names, index=1, key="kv_preset", bind="query-params")
+        st.title(_("KV cache cost: what each attention variant keeps"))
+        st.caption(_("Generating one token at a time, every layer keeps the keys and values of earlier tokens (the "
+                     "KV cache). Grouped-query, multi-query, latent and sliding-window attention keep less. Totals "
+                     "by formula for real model sizes; the same formula checked against a model run here."))
+    name = preset_choice(list(PRESETS) + [OWN])
     preset = own_preset() if name == OWN else PRESETS[name]
     tokens = preset.context
     rows = kv_cost_rows(preset, tokens)
     slide_settings("kv-cache", tokens, preset.name.split(" (")[0])
-    table = pd.DataFrame({"variant": [r.name for r in rows],
-                          "per token": [human(r.bytes_per_token) for r in rows],
-                          f"{tokens:,} tokens": [human(r.total_bytes) for r in rows],
-                          "× smaller": [r.ratio for r in rows]})
-    st.markdown(f"**{preset.n_layers} layers · {preset.n_heads} heads × head_dim {preset.head_dim} · "
-                f"{preset.dtype} ({DTYPE_BYTES[preset.dtype]} bytes a value) · batch 1**")
+    smaller = _("× smaller")
+    table = pd.DataFrame({_("variant"): [_(r.name) for r in rows],
+                          _("per token"): [human(r.bytes_per_token) for r in rows],
+                          ngettext("{count} token", "{count} tokens", tokens, count=format(tokens, ",")):
+                              [human(r.total_bytes) for r in rows],
+                          smaller: [r.ratio for r in rows]})
+    st.markdown(ngettext("**{layers} layers · {heads} heads × head_dim {head_dim} · {dtype} ({n} byte a value) · "
+                         "batch 1**",
+                         "**{layers} layers · {heads} heads × head_dim {head_dim} · {dtype} ({n} bytes a value) · "
+                         "batch 1**", DTYPE_BYTES[preset.dtype], layers=preset.n_layers, heads=preset.n_heads,
+                         head_dim=preset.head_dim, dtype=preset.dtype))
     left, right = st.columns([1, 1])
     with left:
-        show_table(st, table, formats={"× smaller": "%.2f"}, hide_index=True, width="stretch")
-        st.caption("Per token: every layer's keys and values (× smaller: than MHA's). A window layer keeps at most "
-                   f"W tokens: its cost stops growing at W. {preset.local}:{preset.global_} mixes {preset.local} "
-                   "window layers with each full one.")
-    curve = pd.DataFrame([{"context (tokens)": n, "variant": s.name, "GB": cache_bytes(s, n) / 1e9}
+        show_table(st, table, formats={smaller: "%.2f"}, hide_index=True, width="stretch")
+        st.caption(ngettext("Per token: every layer's keys and values (× smaller: than MHA's). A window layer keeps "
+                            "at most W tokens: its cost stops growing at W. {n}:{full} mixes {n} window layer with "
+                            "each full one.",
+                            "Per token: every layer's keys and values (× smaller: than MHA's). A window layer keeps "
+                            "at most W tokens: its cost stops growing at W. {n}:{full} mixes {n} window layers with "
+                            "each full one.", preset.local, full=preset.global_))
+    context, variant, gb = _("context (tokens)"), _("variant"), "GB"
+    curve = pd.DataFrame([{context: n, variant: _(s.name), gb: cache_bytes(s, n) / 1e9}
                           for s in preset.shapes() for n in LENGTHS])
     with right:
         width = min(cap(520), content_px() // 2 - 140)  # room for the 13 px axis labels and title
-        draw_chart(st, lambda: measure_charts.line_chart(curve, "context (tokens)", "GB", "variant", log=True,
-                                                         width=width, height=cap(190), y_title="KV cache (GB)"),
-                   key="kv_curve", name="kv_cache_vs_context", title=f"KV cache vs context: {preset.name}",
-                   table=lambda: curve)
-    st.header("Measured here: the cache tensors' bytes = the formula")
-    st.caption(f"A small GPTModel ({SMALL['n_layers']} layers, {SMALL['emb_dim']}-d, {SMALL['n_heads']} heads, "
-               f"float32) with each variant's attention runs {SMALL['tokens']} tokens through its KV cache; so does "
-               "SmolLM2-135M itself when installed (its real grouped-query attention).")
-    measured = memo(("kv_measured",), measured_rows)
+        draw_chart(st, lambda: measure_charts.line_chart(curve, context, gb, variant, log=True,
+                                                         width=width, height=cap(190), y_title=_("KV cache (GB)")),
+                   key="kv_curve", name="kv_cache_vs_context",
+                   title=_("KV cache vs context: {model}", model=_(preset.name)), table=lambda: curve)
+    st.header(_("Measured here: the cache tensors' bytes = the formula"))
+    st.caption(_("A small GPTModel ({layers} layers, {emb_dim}-d, {heads} heads, float32) with each variant's "
+                 "attention runs {tokens} tokens through its KV cache; so does SmolLM2-135M itself when installed "
+                 "(its real grouped-query attention).", layers=SMALL["n_layers"], emb_dim=SMALL["emb_dim"],
+                 heads=SMALL["n_heads"], tokens=SMALL["tokens"]))
+    measured = measured_table(memo(("kv_measured",), measured_rows))
     show_table(st, measured, hide_index=True)
-    st.caption("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, so "
-               "there is no smaller cache to measure: the row gives the formula for a cache that drops them.")
+    st.caption(_("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, "
+                 "so there is no smaller cache to measure: the row gives the formula for a cache that drops them."))
     page_downloads(page="kv-cache")
 
 

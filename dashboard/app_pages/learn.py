@@ -17,12 +17,15 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, register_images, slide_settings
-from dashboard.i18n import message
+from dashboard.i18n import N_, _, lang, message, ngettext
 from dashboard.state.links import md_escape
 
 POLL_S = 1.0  # the live view redraws this often while training runs
 QUEUE_POLL_S = 2.0  # a queued job's place is redrawn this often (a small box: cheap for a class of 30 waiting)
 JOB = LEARN_JOB  # this session's training, read by Explore's Trained section too
+# A job's state as the progress line names it (the keys are the job's own words, never shown untranslated).
+STATES = {"ready": N_("ready"), "queued": N_("queued"), "running": N_("running"), "paused": N_("paused"),
+          "done": N_("done"), "cancelled": N_("cancelled")}
 
 
 def load_trained() -> None:
@@ -30,7 +33,7 @@ def load_trained() -> None:
     try:
         tr = checkpoints.load(st.session_state["learn_task"])
     except ValueError as exc:
-        st.session_state["learn_error"] = message(exc)
+        st.session_state["learn_error"] = exc  # rendered by the run that follows, in its language
         return
     st.session_state.update(learn_layers=tr.config["n_layers"], learn_heads=tr.config["n_heads"],
                             learn_emb=tr.config["emb_dim"], learn_lr=tr.lr, learn_steps=tr.steps)
@@ -42,72 +45,78 @@ def controls() -> TrainingJob | None:
     """Title, the recipe, Start / Pause / Reset / Trained model; returns the training job (None before Start)."""
     big = presenting()
     if not big:  # on the projector the top navigation names the page: the loss and every head fit one screen
-        st.title("Learn: watch attention heads form")
-        st.caption("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the "
-                   "other pages trains here, on this machine: its heads start uniform and grow a pattern as the loss "
-                   "falls.")
+        st.title(_("Learn: watch attention heads form"))
+        st.caption(_("A tiny GPT (the book's chapter-4 model) built from the very `MultiHeadAttention` class of the "
+                     "other pages trains here, on this machine: its heads start uniform and grow a pattern as the "
+                     "loss falls."))
 
     job: TrainingJob | None = st.session_state.get(JOB)
     locked = job is not None  # the recipe is fixed once a model exists: Reset to change it
-    recipe = st.expander("Recipe: task, sizes, learning rate, steps", expanded=False) if big else st.container()
+    recipe = (st.expander(_("Recipe: task, sizes, learning rate, steps"), expanded=False) if big
+              else st.container())
     c1, c2, c3, c4, c5, c6 = recipe.columns([2.6, 0.8, 0.8, 0.9, 1.1, 1.1], vertical_alignment="bottom")
-    task_name = c1.selectbox("Task", list(TASKS), format_func=lambda k: TASKS[k].title, key="learn_task",
+    titles = {k: _(t.title) for k, t in TASKS.items()}  # made in the run: its language (format_func runs later too)
+    task_name = c1.selectbox(_("Task"), list(TASKS), format_func=titles.__getitem__, key="learn_task",
                              disabled=locked)
     task = get_task(task_name)
-    n_layers = c2.selectbox("Layers", [1, 2, 3], index=[1, 2, 3].index(task.model["n_layers"]), key="learn_layers",
+    n_layers = c2.selectbox(_("Layers"), [1, 2, 3], index=[1, 2, 3].index(task.model["n_layers"]), key="learn_layers",
                             disabled=locked)
-    n_heads = c3.selectbox("Heads", [1, 2, 4, 8], index=[1, 2, 4, 8].index(task.model["n_heads"]), key="learn_heads",
+    n_heads = c3.selectbox(_("Heads"), [1, 2, 4, 8], index=[1, 2, 4, 8].index(task.model["n_heads"]), key="learn_heads",
                            disabled=locked)
     emb_dim = c4.selectbox("emb_dim", [32, 64, 128], index=[32, 64, 128].index(task.model["emb_dim"]),
                            key="learn_emb", disabled=locked)
-    lr = c5.select_slider("Learning rate", [1e-3, 3e-3, 1e-2], value=task.lr, key="learn_lr", disabled=locked,
+    lr = c5.select_slider(_("Learning rate"), [1e-3, 3e-3, 1e-2], value=task.lr, key="learn_lr", disabled=locked,
                           format_func=lambda v: f"{v:g}")
-    steps = c6.number_input("Steps", 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
+    steps = c6.number_input(_("Steps"), 10, 5000, task.steps, step=50, key="learn_steps", disabled=locked)
 
     state = job.state if job else "ready"
     st.session_state["learn_drawn"] = state  # the live view reruns the page when the state moves on
-    c7, c8, c9, _ = st.columns([1, 1, 1.3, 3.5])
+    c7, c8, c9, _unused = st.columns([1, 1, 1.3, 3.5])
     if state == "queued":
-        if c7.button("Leave queue", icon=":material/close:", key="learn_leave", width="stretch"):
+        if c7.button(_("Leave queue"), icon=":material/close:", key="learn_leave", width="stretch"):
             job.pause()
             st.rerun()
     elif state == "running":
-        if c7.button("Pause", icon=":material/pause:", key="learn_pause", width="stretch"):
+        if c7.button(_("Pause"), icon=":material/pause:", key="learn_pause", width="stretch"):
             job.pause()
             st.rerun()
     elif state in ("ready", "paused"):
-        if c7.button("Start" if state == "ready" else "Resume", type="primary", icon=":material/play_arrow:",
+        if c7.button(_("Start") if state == "ready" else _("Resume"), type="primary", icon=":material/play_arrow:",
                      key="learn_start", width="stretch"):
             if job is None:
                 overrides = {"n_layers": n_layers, "n_heads": n_heads, "emb_dim": emb_dim}
                 try:
                     job = TrainingJob(Trainer(task, lr=lr, steps=int(steps), model_overrides=overrides))
                 except ValueError as exc:
-                    st.error(f"Cannot build this model: {message(exc)}")
+                    st.error(_("Cannot build this model: {problem}", problem=message(exc)))
                     st.stop()
                 st.session_state[JOB] = job
             job.start()  # runs now, or waits in the server's queue and starts by itself
             st.rerun()
-    c9.button("Trained model", icon=":material/fast_forward:", key="learn_load", width="stretch",
+    c9.button(_("Trained model"), icon=":material/fast_forward:", key="learn_load", width="stretch",
               on_click=load_trained, disabled=job is not None and state == "running",
-              help="Skip to the end: load the model shipped with the app, trained with this task's recipe "
-                   "(python -m attn_core.labs.checkpoints), with its whole history.")
+              help=_("Skip to the end: load the model shipped with the app, trained with this task's recipe "
+                     "(`python -m attn_core.labs.checkpoints`), with its whole history."))
     if err := st.session_state.pop("learn_error", None):
-        st.error(err)
-    if c8.button("Reset", icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
+        st.error(message(err))
+    if c8.button(_("Reset"), icon=":material/restart_alt:", key="learn_reset", width="stretch", disabled=job is None):
         job.cancel()
         del st.session_state[JOB]
         st.session_state.pop("learn_at", None)
         st.rerun()
 
     if big:
-        st.caption(f"**{task.title}.** **What should grow:** {task.expect}")
+        st.caption(_("**{title}.** **What should grow:** {expect}", title=_(task.title), expect=_(task.expect)))
     else:
-        st.caption(f"**{task.title}.** {task.description} **What should grow:** {task.expect}")
+        st.caption(_("**{title}.** {description} **What should grow:** {expect}", title=_(task.title),
+                     description=_(task.description), expect=_(task.expect)))
     if job is None:
-        st.info(f"Press **Start** to train. Heads are drawn on a fixed probe input every "
-                f"{task.snapshot_every} steps; {server_load().slots} trainings run on this server at once, "
-                "the others wait in a queue and start by themselves.")
+        st.info(ngettext("Press **Start** to train. Heads are drawn on a fixed probe input every {every} steps; "
+                         "{n} training runs on this server at a time, the others wait in a queue and start by "
+                         "themselves.",
+                         "Press **Start** to train. Heads are drawn on a fixed probe input every {every} steps; "
+                         "{n} trainings run on this server at once, the others wait in a queue and start by "
+                         "themselves.", server_load().slots, every=task.snapshot_every))
         st.fragment(run_every=5.0)(server_line)()  # the teacher's view of the class, kept current
         return None
     return job
@@ -116,16 +125,20 @@ def controls() -> TrainingJob | None:
 def server_line() -> None:
     """One line for the teacher: how many trainings run and wait on this server."""
     load = server_load()
-    st.caption(f"This server: {load.running} of {load.slots} training slots busy, **{load.waiting} waiting** "
-               "in the queue.", help="Each training wants a core; the others wait their turn (first come, first "
-               "served) and start by themselves when one ends, pauses or is reset.")
+    st.caption(ngettext("This server: {running} of {n} training slot busy, **{waiting} waiting** in the queue.",
+                        "This server: {running} of {n} training slots busy, **{waiting} waiting** in the queue.",
+                        load.slots, running=load.running, waiting=load.waiting),
+               help=_("Each training wants a core; the others wait their turn (first come, first served) and start "
+                      "by themselves when one ends, pauses or is reset."))
 
 
 def about(seconds: float) -> str:
     """A wait in words: "under 5 s", "about 40 s", "about 3 min"."""
     if seconds < 5:
-        return "under 5 s"
-    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+        return _("under 5 s")
+    if seconds < 90:
+        return _("about {seconds} s", seconds=format(seconds, ".0f"))
+    return _("about {minutes} min", minutes=format(seconds / 60, ".0f"))
 
 
 def waiting(job: TrainingJob) -> None:
@@ -133,10 +146,11 @@ def waiting(job: TrainingJob) -> None:
     place, wait = job.position(), job.wait_estimate()
     if place is None:  # it started (or left) between the page's run and this one
         return
-    st.progress(0.0, text=f"queued · place {place} · starts in {about(wait or 0.0)}")
-    st.info(f"**You are number {place} in the queue** ({about(wait or 0.0)} to wait, from the speed of the "
-            "trainings now running). Your training starts by itself when a slot frees: keep this tab open. "
-            "Meanwhile, **Trained model** loads the finished model of this task at once.")
+    st.progress(0.0, text=_("queued · place {place} · starts in {wait}", place=place, wait=about(wait or 0.0)))
+    st.info(_("**You are number {place} in the queue** ({wait} to wait, from the speed of the trainings now "
+              "running). Your training starts by itself when a slot frees: keep this tab open. Meanwhile, "
+              "**Trained model** loads the finished model of this task at once.", place=place,
+              wait=about(wait or 0.0)))
     server_line()
 
 
@@ -154,16 +168,22 @@ def live(job: TrainingJob) -> None:
     tr = job.trainer
     uid = job.uid
     if job.error:
-        st.error(f"Training stopped with an error: {job.error}. Press Reset and try other settings.")
+        st.error(_("Training stopped with an error: {error}. Press Reset and try other settings.", error=job.error))
     if job.state == "cancelled":
-        st.info("This training stopped because no page watched it for a while (tab closed or hidden). "
-                "Press Reset to start again, or Trained model to load the finished one.")
+        st.info(_("This training stopped because no page watched it for a while (tab closed or hidden). "
+                  "Press Reset to start again, or Trained model to load the finished one."))
     snaps = list(tr.snapshots)  # the worker appends; read one consistent copy
     losses = list(tr.losses)
     state = job.state
-    st.progress(tr.step_count / tr.steps,
-                text=f"{state} · step {tr.step_count} / {tr.steps} · {tr.seconds:.1f} s of training"
-                     + (f" · loss {np.mean(losses[-20:]):.3f}" if losses else ""))
+    shown_state = _(STATES.get(state, state))
+    if losses:
+        line = _("{state} · step {step} / {steps} · {seconds} s of training · loss {loss}", state=shown_state,
+                 step=tr.step_count, steps=tr.steps, seconds=format(tr.seconds, ".1f"),
+                 loss=format(np.mean(losses[-20:]), ".3f"))
+    else:
+        line = _("{state} · step {step} / {steps} · {seconds} s of training", state=shown_state,
+                 step=tr.step_count, steps=tr.steps, seconds=format(tr.seconds, ".1f"))
+    st.progress(tr.step_count / tr.steps, text=line)
     if not presenting() or server_load().waiting:  # the projector's screen is full: the line only when it matters
         server_line()
 
@@ -175,23 +195,31 @@ def live(job: TrainingJob) -> None:
     st.session_state["learn_newest"] = snap_steps[-1]
     at = st.session_state["learn_at"]
     snap = snaps[snap_steps.index(at)]
-    table = memo(("learn_table", uid, at), lambda: learn_charts.score_table(snap.scores))
+    table = memo(("learn_table", uid, at, lang()), lambda: learn_charts.score_table(snap.scores))
     n_l, n_h = snap.weights.shape[:2]
-    slide_settings(tr.task.name, None, f"{n_l} layers, {n_h} heads, step {at}")
+    slide_settings(tr.task.name, None, _("{layers} layers, {heads} heads, step {step}", layers=n_l, heads=n_h,
+                                         step=at))
 
     left, right = sized_columns([0.42, 0.58])
     with left:
         height = 270 if presenting() else 300  # the whole chart with its axes: the goal box still fits below
         draw_chart(st, lambda: learn_charts.loss_chart(losses, max_steps=tr.steps, at_step=at, width=320,
                                                        height=height),
-                   lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps), None, key="learn_loss",
-                   name="loss", title="Training loss")
+                   lambda: learn_charts.loss_frame(losses, at), ("learn_loss", tr.steps, lang()), None,
+                   key="learn_loss", name="loss", title=_("Training loss"))
         met = tr.goals_met(snap.scores)
-        goals = " · ".join(f"{g.describe(n_l)}: best **{g.best(snap.scores):.2f}**" for g in tr.task.goals)
-        (st.success if met else st.info)(("Goal reached at this step. " if met else "Goal: ") + goals)
+        goals = " · ".join(_("{goal}: best **{best}**", goal=_(g.describe(n_l)),
+                             best=format(g.best(snap.scores), ".2f")) for g in tr.task.goals)
+        if met:
+            st.success(_("Goal reached at this step. {goals}", goals=goals))
+        else:
+            st.info(_("Goal: {goals}", goals=goals))
     with right:
-        how = "" if presenting() else " (rows: queries, columns: keys; bright = high)"
-        st.markdown(f"**Attention on the probe input, step {at}**{how}")
+        if presenting():
+            st.markdown(_("**Attention on the probe input, step {step}**", step=at))
+        else:
+            st.markdown(_("**Attention on the probe input, step {step}** (rows: queries, columns: keys; "
+                          "bright = high)", step=at))
         thumbs = []
         # on the projector every layer's row fits under the ~230 px above it: a thumbnail and its caption a row
         thumb_px = (min(max(48, (screen.BASE_HEIGHT - 400) // n_l - 50), right.px // max(n_h, 4) - 16)
@@ -203,28 +231,30 @@ def live(job: TrainingJob) -> None:
                            lambda m=snap.weights[layer, h]: rasters.raster_png(m, "weights", target_px=96,
                                                                                min_side=96))
                 row = table.iloc[layer * n_h + h]
-                caption = f"L{layer + 1} H{h + 1}: {row['pattern']}"
+                caption = _("L{layer} H{head}: {pattern}", layer=layer + 1, head=h + 1, pattern=_(row["pattern"]))
                 cols[h].image(png, caption=caption, width=thumb_px)
                 thumbs.append((caption, png))
         probe = tr.task.labels(tr.probe_tokens)
-        register_images("heads", f"Attention on the probe input, step {at}", thumbs, scale="weights",
+        register_images("heads", _("Attention on the probe input, step {step}", step=at), thumbs, scale="weights",
                         matrices=[snap.weights[layer, h] for layer in range(n_l) for h in range(n_h)],
                         row_labels=probe, col_labels=probe, columns=n_h)
-    st.select_slider("Snapshot: scrub back through training", snap_steps, key="learn_at",
+    st.select_slider(_("Snapshot: scrub back through training"), snap_steps, key="learn_at",
                      disabled=len(snap_steps) < 2 or state == "running",
-                     help="Pause (or wait for the end) to scrub; while training runs the newest snapshot is shown.")
+                     help=_("Pause (or wait for the end) to scrub; while training runs the newest snapshot is "
+                            "shown."))
     if tr.task.name == "verdict":
         text = "".join(verdict_chars()[0][t] for t in tr.probe_tokens).replace("\n", " ")
-        st.caption(f"Probe: held-out text the model never trained on: “{md_escape(text)}”. A previous-token head "
-                   "is the line just below the main diagonal.")
+        st.caption(_("Probe: held-out text the model never trained on: “{text}”. A previous-token head is the line "
+                     "just below the main diagonal.", text=md_escape(text)))
     elif pairs := induction_targets(tr.probe_tokens):
-        st.caption(f"Probe: {len(tr.probe_tokens)} random tokens; positions {pairs[0][0]}–{pairs[-1][0]} repeat "
-                   f"the segment at {pairs[0][1] - 1}–{pairs[-1][1] - 1}. An induction head lights up the diagonal "
-                   f"from query {pairs[0][0]} to key {pairs[0][1]}; a previous-token head is the line just below the "
-                   "main diagonal.")
+        st.caption(_("Probe: {n} random tokens; positions {first}–{last} repeat the segment at {start}–{end}. An "
+                     "induction head lights up the diagonal from query {query} to key {key}; a previous-token head "
+                     "is the line just below the main diagonal.", n=len(tr.probe_tokens), first=pairs[0][0],
+                     last=pairs[-1][0], start=pairs[0][1] - 1, end=pairs[-1][1] - 1, query=pairs[0][0],
+                     key=pairs[0][1]))
     else:
-        st.caption(f"Probe: {len(tr.probe_tokens)} distinct random tokens. A previous-token head is the line "
-                   "just below the main diagonal; a first-token head is a bright first column.")
+        st.caption(_("Probe: {n} distinct random tokens. A previous-token head is the line just below the main "
+                     "diagonal; a first-token head is a bright first column.", n=len(tr.probe_tokens)))
 
     # the verdict gets the room ("no clear pattern (entropy 2.60, distance 9.0)" was cut at "entropy 2.88, c…")
     show_table(st, table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
@@ -232,26 +262,26 @@ def live(job: TrainingJob) -> None:
                column_config={"layer": st.column_config.NumberColumn(width="small"),
                               "head": st.column_config.NumberColumn(width="small"),
                               "verdict": st.column_config.TextColumn(width="large")})
-    st.markdown("**Scores over training** (each line one head; the dashed line is the snapshot shown)")
+    st.markdown(_("**Scores over training** (each line one head; the dashed line is the snapshot shown)"))
     scores = [s.scores for s in snaps]
     draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),
-               lambda: learn_charts.scores_frame(snap_steps, scores, at_step=at), ("learn_scores", tr.steps),
-               (uid, "scores", snap_steps[-1], at), key="learn_scores", name="head_scores",
-               title="Head scores over training")
-    if st.toggle("Look at one head closely (with token ids)", key="learn_zoom"):
-        pick = st.selectbox("Head", [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
+               lambda: learn_charts.scores_frame(snap_steps, scores, at_step=at), ("learn_scores", tr.steps, lang()),
+               (uid, "scores", snap_steps[-1], at, lang()), key="learn_scores", name="head_scores",
+               title=_("Head scores over training"))
+    if st.toggle(_("Look at one head closely (with token ids)"), key="learn_zoom"):
+        pick = st.selectbox(_("Head"), [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
                             format_func=lambda lh: learn_charts.head_name(*lh))
         labels = tr.task.labels(tr.probe_tokens)
         head = snap.weights[pick[0], pick[1]]
-        st.markdown(f"**{learn_charts.head_name(*pick)} at step {at}**")
+        st.markdown(_("**{head} at step {step}**", head=learn_charts.head_name(*pick), step=at))
         # one spec for every snapshot and head (the title is the line above): each poll while training only
         # swaps the data, instead of building a new Vega view every second on cores the worker shares
         n = len(labels)
         draw_chart(st, lambda: heatmaps.heatmap(head, labels, labels, heatmaps.Look(scale="weights", max_px=480)),
                    lambda: heatmaps.heatmap_frame(head, labels, labels, scale="weights"),
-                   ("learn_head", cells.spec_signature(n, n, labels, 480, False)), (uid, at, pick),
+                   ("learn_head", cells.spec_signature(n, n, labels, 480, False), lang()), (uid, at, pick),
                    key="learn_head_chart", name=learn_charts.head_name(*pick).replace(" ", ""),
-                   title=f"{learn_charts.head_name(*pick)} at step {at}",
+                   title=_("{head} at step {step}", head=learn_charts.head_name(*pick), step=at),
                    table=lambda: pd.DataFrame(head, index=labels, columns=labels).reset_index(names=""))
     page_downloads(page="learn")
 
