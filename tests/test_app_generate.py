@@ -102,8 +102,8 @@ def test_changing_the_layer_shown_traces_the_step_at_that_layer():
     """The row and the full matrix are the chosen layer's, also for a step made while another layer was shown."""
     import torch
 
-    from attn_core.models.gpt import trace_layer
     from attn_core.models.registry import find_models, load_model
+    from attn_core.models.traced import trace_layer
     from attn_core.tracing.views import all_heads
 
     at = open_page(PAGE)

@@ -15,8 +15,8 @@ from attn_core.models.gpt import (
     LayerNorm,
     TransformerBlock,
     generate_text_simple,
-    layer_trace,
 )
+from attn_core.models.traced import layer_trace
 from attn_core.text.data import GPTDatasetV1, create_dataloader_v1
 from attn_core.text.tokens import bpe_encoding
 from attn_core.tracing.views import all_heads, cell_story, head_matrix, num_heads

@@ -13,7 +13,8 @@ from attn_core import AttentionConfig, CausalAttention, Trace, register, run_att
 from attn_core.attention.flash import tile_plan
 from attn_core.attention.masks import causal_mask
 from attn_core.attention.variants import Variant, unregister
-from attn_core.models.gpt import GPTModel, layer_trace
+from attn_core.models.gpt import GPTModel
+from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import record, scope
 from attn_core.tracing.views import head_matrix, kv_head, num_heads, previous_form
 

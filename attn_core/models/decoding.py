@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from attn_core.attention.kv_cache import KVCache, LayerCache
-from attn_core.models.gpt import GPTModel, check_generation, next_token, trace_layer
+from attn_core.models.gpt import GPTModel, check_generation, next_token
+from attn_core.models.traced import trace_layer
 from attn_core.tracing.views import all_heads, head_matrix
 
 TOP = 10  # next-token candidates shown

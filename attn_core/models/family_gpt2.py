@@ -367,7 +367,8 @@ class GPT2Family(Family):
 
     def config(self, model: nn.Module) -> ModelConfig:
         size = size_name(model.cfg)
-        return gpt_config(model, SIZE_LABELS[size] if size else f"GPT-2-shaped ({shape_words(model.cfg)})")
+        return gpt_config(model, SIZE_LABELS[size] if size else f"GPT-2-shaped ({shape_words(model.cfg)})",
+                          self.title)
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)

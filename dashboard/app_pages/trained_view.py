@@ -12,7 +12,7 @@ from attn_core.labs import checkpoints
 from attn_core.labs.jobs import TrainingJob
 from attn_core.labs.learn import TASKS
 from attn_core.labs.scores import head_scores, verdicts
-from attn_core.models.gpt import layer_trace
+from attn_core.models.traced import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
 from dashboard.drawing.chart_cache import memo

@@ -17,7 +17,8 @@ from attn_core.labs.positions import (
 )
 from attn_core.labs.scores import first_token_score
 from attn_core.labs.windows import masked_like, token_losses
-from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, walk_layers
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
+from attn_core.models.traced import walk_layers
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace

@@ -28,7 +28,7 @@ from attn_core import MAX_POSITIONS, AttentionConfig, Token, run_attention
 from attn_core.labs.scores import head_scores
 from attn_core.models import registry
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.gpt import Walk, walk_layers
+from attn_core.models.traced import Walk, walk_layers
 from attn_core.text.tokens import BPETokenizer, readable_piece
 from attn_core.tracing.views import pool
 from dashboard.state.cache import ByteLRU
