@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from attn_core.attention.kv_cache import KVCache, LayerCache
+from attn_core.messages import Problem
 from attn_core.models.gpt import GPTModel, check_generation, next_token
 from attn_core.models.traced import trace_layer
 from attn_core.tracing.views import all_heads, head_matrix
@@ -73,10 +74,12 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     ``cache`` (which grows by one), and return the step and the new last logits. ``ids`` is the text so far (its
     length is the cache's); ``compare`` also runs the whole text again without a cache (``head``'s full matrix)."""
     if cache.length != len(ids):
-        raise ValueError(f"the cache holds {cache.length} positions but the text has {len(ids)} tokens")
+        raise Problem("the cache holds {length} positions but the text has {n_ids} tokens", length=cache.length,
+                      n_ids=len(ids))
     if len(ids) + 1 > model.cfg["context_length"]:
-        raise ValueError(f"the text has reached this model's context_length ({model.cfg['context_length']} tokens): "
-                         "a next token would need a position it has not learned. Press Reset, or shorten the prompt")
+        raise Problem("the text has reached this model's context_length ({context_length} tokens): a next token "
+                      "would need a position it has not learned. Press Reset, or shorten the prompt",
+                      context_length=model.cfg['context_length'])
     check_generation(torch.tensor([ids]), 1, temperature, top_k, model.cfg["vocab_size"])
     probas = torch.softmax(logits, dim=-1)[0]
     top = torch.topk(probas, min(TOP, probas.numel()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from attn_core.messages import Problem
 from attn_core.models.family import Family, Found, ModelConfig, Shared
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, attention_like
 from attn_core.models.traced import layer_windows
@@ -23,7 +24,7 @@ RANDOM_MODELS: dict[str, tuple[str, dict]] = {
 def random_model(name: str) -> GPTModel:
     """The book's ``GPTModel`` with the config ``RANDOM_MODELS[name]`` and seed-123 random weights, in eval mode."""
     if name not in RANDOM_MODELS:
-        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(RANDOM_MODELS)}")
+        raise Problem("unknown model {name}: choose one of {names}", name=repr(name), names=', '.join(RANDOM_MODELS))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(123)
         model = GPTModel(RANDOM_MODELS[name][1]).eval()

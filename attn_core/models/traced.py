@@ -124,7 +124,7 @@ def layer_scope(layer: int) -> str:
 def layer_trace(trace: Trace, layer: int) -> Trace:
     """The steps of one layer's attention as a trace of their own (names without the prefix),
     so ``views.head_matrix`` / ``all_heads`` / ``cell_story`` read it like a single module's."""
-    return trace.scoped(layer_scope(layer))
+    return trace.under(layer_scope(layer))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ LABEL = "Trained model"  # not "Weights": that is the name of Explore's main sec
 def trained_attention(task: str, token_ids: tuple[int, ...]) -> tuple[np.ndarray, list[int]]:
     """(layers, heads, T, T) attention of the shipped ``task`` model on ``token_ids``, and its symbols."""
     trace, symbols = checkpoints.run_trained(task, list(token_ids))
-    layers = trace.scopes_of("layer")
+    layers = trace.scopes_of_kind("layer")
     return np.stack([all_heads(layer_trace(trace, sc.index[0]), "weights") for sc in layers]), symbols
 
 
@@ -51,7 +51,7 @@ def session_attention(job: TrainingJob, token_ids: tuple[int, ...]) -> tuple[np.
     """(layers, heads, T, T) attention of this session's model on ``token_ids`` (remembered per training step)."""
     def run() -> tuple[np.ndarray, list[int]]:
         trace, symbols = checkpoints.run_task_model(job.trainer.model, list(token_ids))
-        layers = trace.scopes_of("layer")
+        layers = trace.scopes_of_kind("layer")
         return np.stack([all_heads(layer_trace(trace, sc.index[0]), "weights") for sc in layers]), symbols
 
     return memo(("session_model", job.uid, job.trainer.step_count, token_ids), run)
