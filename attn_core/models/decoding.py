@@ -17,8 +17,8 @@ import torch
 
 from attn_core.attention.kv_cache import KVCache, LayerCache
 from attn_core.messages import Problem
-from attn_core.models.gpt import GPTModel, check_generation, next_token
-from attn_core.models.traced import trace_layer
+from attn_core.models.gpt import check_generation, next_token
+from attn_core.models.traced import TracedLM, trace_layer
 from attn_core.tracing.views import all_heads, head_matrix
 
 TOP = 10  # next-token candidates shown
@@ -61,13 +61,13 @@ def prefix(cache: KVCache, length: int) -> KVCache:
     return copy
 
 
-def prefill(model: GPTModel, ids: list[int], cache: KVCache) -> torch.Tensor:
+def prefill(model: TracedLM, ids: list[int], cache: KVCache) -> torch.Tensor:
     """Run the prompt through the model into an empty ``cache``; return the last position's logits (1, vocab)."""
     with torch.no_grad():
         return model(torch.tensor([ids]), cache=cache)[:, -1, :]
 
 
-def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0, head: int = 0,
+def decode_step(model: TracedLM, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0, head: int = 0,
                 temperature: float = 0.0, top_k: int | None = None, generator: torch.Generator | None = None,
                 compare: bool = True) -> tuple[DecodeStep, torch.Tensor]:
     """Choose the next token from ``logits`` (the last position's, (1, vocab)), run it through the model with the
@@ -102,7 +102,7 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     return show_layer(step, model, ids + [token_id], cache, layer, head), next_logits
 
 
-def show_layer(step: DecodeStep, model: GPTModel, ids: list[int], cache: KVCache, layer: int,
+def show_layer(step: DecodeStep, model: TracedLM, ids: list[int], cache: KVCache, layer: int,
                head: int = 0) -> DecodeStep:
     """``step`` seen at ``layer``: the new query's row, from a traced run of the last token of ``ids`` over the
     cache of the ones before it (``cache`` holds all of ``ids``: views of it, nothing copied), and, if the step

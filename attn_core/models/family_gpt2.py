@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from attn_core.messages import Problem
+from attn_core.messages import N_, Problem, fill
 from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
 from attn_core.models.family_book import gpt_config, gpt_layer_attention
 from attn_core.models.gpt import GPTModel
@@ -88,13 +88,15 @@ def shape_words(cfg: dict) -> str:
     return f"{cfg['n_layers']} layers × {cfg['n_heads']} heads, {cfg['emb_dim']} wide"
 
 
+GET_GPT2 = N_("{why}: on a computer with internet run `python -m attn_core.models.pretrained download {name} --dir "
+              "gpt2-weights` (or save `config.json` and `model.safetensors` of `{repo}` from huggingface.co into a "
+              "folder `{name}`), copy the folder here and name it in the environment variable `{env_var}` (it then "
+              "shows in the app's Weights choice).")
+
+
 def how_to_get_gpt2(name: str = "gpt2", why: str = "GPT-2 weights are not on this machine") -> str:
     """One sentence: ``why``, then how to get a GPT-2 folder onto a machine without network and how to name it."""
-    return (f"{why}: on a computer with internet run "
-            f"`python -m attn_core.models.pretrained download {name} --dir gpt2-weights` (or save `config.json` and "
-            f"`model.safetensors` of `{HF_REPOS.get(name, HF_REPOS['gpt2'])}` from huggingface.co into a folder "
-            f"`{name}`), copy the folder here and name it in the environment variable `{ENV_VAR}` "
-            f"(it then shows in the app's Weights choice).")
+    return fill(GET_GPT2, dict(why=why, name=name, repo=HF_REPOS.get(name, HF_REPOS["gpt2"]), env_var=ENV_VAR))
 
 
 def read_config(path: Path) -> dict:
@@ -310,11 +312,8 @@ def download(name: str = "gpt2", folder: str | os.PathLike | None = None) -> Pat
             reason = f"huggingface.co answered {e.response.status_code}"
         else:
             reason = "huggingface.co cannot be reached from here"
-        raise Problem("Could not download {repo} ({reason}): on a computer with internet run `python -m "
-                      "attn_core.models.pretrained download {name} --dir gpt2-weights` (or save `config.json` and "
-                      "`model.safetensors` of `{repo}` from huggingface.co into a folder `{name}`), copy the folder "
-                      "here and name it in the environment variable `{env_var}` (it then shows in the app's Weights "
-                      "choice).", repo=HF_REPOS[name], reason=reason, name=name, env_var=ENV_VAR) from None
+        why = f"Could not download {HF_REPOS[name]} ({reason})"
+        raise Problem(GET_GPT2, why=why, name=name, repo=HF_REPOS[name], env_var=ENV_VAR) from None
     check_gpt2(path)
     return Path(path)
 

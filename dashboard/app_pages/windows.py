@@ -205,7 +205,7 @@ def _rope(name: str, s) -> None:
         layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
         try:
-            run = models.layer_run(s.text, name, layer, models.model_config(name, s.cfg))
+            run = models.layer_run(s.text, name, layer, models.attention_config(name, s.cfg))
         except ValueError as e:
             st.error(sentence(e))
             return

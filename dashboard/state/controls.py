@@ -188,7 +188,7 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
             shown = md_escape(models.label(name))
             messages.append(("error", f"{shown} cannot be used: {md_escape(str(e))} Showing random weights."))
             return models.RANDOM, None
-    return name, models.model_config(name, AttentionConfig())
+    return name, models.attention_config(name, AttentionConfig())
 
 
 FIXED_BY_MODEL = ("input_mode", "variant", "d_in", "d_out", "num_heads", "context_length", "num_kv_groups", "window",

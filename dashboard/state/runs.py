@@ -78,7 +78,7 @@ def _pretrained_run(s: Settings, cfg, n: int) -> Run | None:
     """The chosen layer of the pretrained model on the sentence (a progress bar while the model reads it)."""
     name = md_escape(models.label(s.weights))
     try:
-        cfg = models.model_config(s.weights, cfg)
+        cfg = models.attention_config(s.weights, cfg)
         if n > cfg.context_length:
             st.error(f"Your text is {n} tokens long; {name} has {cfg.context_length} positions. Shorten the text by "
                      f"about {n - cfg.context_length} tokens.")
