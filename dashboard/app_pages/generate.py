@@ -162,8 +162,8 @@ def controls(where) -> Controls:
     temperature, top_k, seed = decoding(c1, c2, c3, c4)
     say_missing_weights(where)
     n_layers = loaded(name).cfg["n_layers"]
-    layer = c5.selectbox(_("Layer shown"), range(n_layers), format_func=lambda i: _("layer {layer}", layer=i + 1),
-                         key="gen_layer")
+    names = {i: _("layer {layer}", layer=i + 1) for i in range(n_layers)}
+    layer = c5.selectbox(_("Layer shown"), range(n_layers), format_func=names.get, key="gen_layer")
     return Controls(name, prompt, temperature, top_k, seed, int(layer))
 
 
