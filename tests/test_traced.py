@@ -67,6 +67,9 @@ class MixedFamily(Family):
                            "GroupedQueryAttention", windows=layer_windows(model), rope_bases=ROPE_BASES,
                            family_title=self.title)
 
+    def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
+        return llama.LayerAttention(model, layer, **knobs)
+
 
 @pytest.fixture
 def mixed():
@@ -98,6 +101,20 @@ def test_each_layer_gets_its_own_window_and_rope_through_walk_layers(mixed):
         cos, sin = llama.compute_rope_params(4, base, CFG["context_length"])
         rotated = llama.apply_rope(steps["keys.transpose"].tensor, cos, sin)
         torch.testing.assert_close(steps["keys.rope"].tensor, rotated)
+
+
+def test_a_layer_run_alone_keeps_its_window_and_its_rope_with_the_chapters_knobs(mixed):
+    """What a page runs on one layer (``registry.layer_attention``, with or without the chapter's knobs) is that
+    layer of the model: its window and its RoPE base, not the first layer's."""
+    ids = torch.arange(10).unsqueeze(0)
+    seen: dict[int, torch.Tensor] = {}
+    walk = walk_layers(mixed, ids, on_layer=lambda i, w: seen.setdefault(i, w.clone()))
+    for layer in (0, 1):
+        for knobs in ({}, {"mask_method": "renormalize", "dropout": 0.0}):
+            trace = Trace(copy=False)
+            with torch.no_grad():
+                registry.layer_attention(mixed, layer, **knobs)(walk.inputs[layer], trace)
+            torch.testing.assert_close(_weights(trace), seen[layer], atol=1e-6, rtol=1e-5)
 
 
 def test_trace_layer_and_the_kv_cache_follow_the_layers_arguments(mixed):

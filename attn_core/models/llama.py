@@ -269,25 +269,26 @@ def attention_like(att: GroupedQueryAttention, *, mask_method: str = "neg_inf", 
     """A ``GroupedQueryAttention`` sharing ``att``'s weights (no copy) with the chapter's masking method and dropout,
     as :func:`attn_core.models.gpt.attention_like` does for GPT-2: the shared model's own modules are never changed."""
     with torch.device("meta"):  # no weights drawn only to be replaced
-        new = GroupedQueryAttention(att.d_in, att.d_out, att.num_heads, att.num_kv_groups, mask_method, dropout)
+        new = GroupedQueryAttention(att.d_in, att.d_out, att.num_heads, att.num_kv_groups, mask_method, dropout,
+                                    window=att.window, sinks=att.sinks)
     for name in ("W_query", "W_key", "W_value", "out_proj"):
         getattr(new, name).weight = getattr(att, name).weight
     return new.train(train)
 
 
 class LayerAttention(nn.Module):
-    """One layer's attention as a single module, ``forward(x, trace=None)``, with its model's RoPE tables: what a
-    page runs on a layer's real input (the layer's weights are shared, not copied; ``knobs``: the chapter's
-    ``mask_method``, ``dropout``, ``train`` for :func:`attention_like`)."""
+    """One layer's attention as a single module, ``forward(x, trace=None)``, with that layer's block arguments (its
+    RoPE tables): what a page runs on a layer's real input (the layer's weights are shared, not copied; ``knobs``:
+    the chapter's ``mask_method``, ``dropout``, ``train`` for :func:`attention_like`)."""
 
-    def __init__(self, model: LlamaModel, layer: int, **knobs: object):
+    def __init__(self, model: TracedLM, layer: int, **knobs: object):
         super().__init__()
         att = model.trf_blocks[layer].att
         self.att = attention_like(att, **knobs) if knobs else att
-        self.cos, self.sin = model.cos, model.sin
+        self.args = model.block_args(layer)
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
-        return self.att(x, self.cos, self.sin, trace)
+        return self.att(x, *self.args, trace)
 
 
 _SHARED = Shared(2)  # SmolLM2-135M holds ~540 MB as float32
