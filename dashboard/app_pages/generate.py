@@ -21,6 +21,7 @@ import torch.nn as nn
 from attn_core.attention.kv_cache import KVCache
 from attn_core.models.decoding import PAGE_NEW_TOKENS, DecodeStep, decode_step, fork, prefill, prefix, show_layer
 from attn_core.models.family import ModelConfig
+from dashboard.app_pages.generate_controls import Controls, controls
 from dashboard.drawing.matrices import show_matrix
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit, room
@@ -31,10 +32,8 @@ from dashboard.state import models
 from dashboard.state.ahead import Ahead
 from dashboard.state.links import md_escape, sentence
 from dashboard.state.steppers import NEXT_KEY
-from dashboard.state.url_state import url_choice
 
 STATE = "gen_state"
-DEFAULT_PROMPT = "Every effort moves you"
 MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
 # A prompt's tokens on this page: every session keeps its cache (the 124M shape: 73 kB a token) and one T x T matrix,
 # so a class of 30 on the 124M shape holds ~1 GB at most
@@ -65,106 +64,6 @@ class Generation:
     steps: list[tuple[float, float | None]] = field(default_factory=list)  # (cached, uncached) seconds per step
     last: DecodeStep | None = None
     ahead: Ahead[Next] | None = None  # the next step, being worked out
-
-
-@dataclass(frozen=True)
-class Controls:
-    """What the page's settings say: the model, the prompt, how to decode, and the layer shown."""
-
-    name: str  # a found model's name (``models.found(pretrained=False)``)
-    prompt: str
-    temperature: float  # 0: greedy
-    top_k: int | None  # None: every token may be drawn
-    seed: int
-    layer: int  # 0-based
-
-    @property
-    def key(self) -> tuple:
-        """What a generation is made for (the layer shown is not: switching it keeps the text)."""
-        return (self.name, self.prompt, self.temperature, self.top_k, self.seed)
-
-
-def weight_options() -> dict[str, str]:
-    """Every model a generation can use, name -> label: the real ones, and those of random weights (a family that is
-    not ``pretrained``: the book's GPTModel), from the app's one found list."""
-    return {f.name: f.long_label for f in models.found(pretrained=False)}
-
-
-def loaded(name: str) -> nn.Module:
-    """The shared model (``models.model``: loaded once, its memory counted); a bad one is said and the run stops."""
-    try:
-        built = models.found_model(name).path is None
-        with st.spinner(_("Building the model…") if built else _("Loading {name} (once per server)…", name=name)):
-            return models.model(name)
-    except ValueError as e:
-        st.error(sentence(message(e)))
-        st.stop()
-
-
-def model_help(name: str) -> str:
-    """The Weights list's help, from the chosen model's facts (its ModelConfig), never a family's name."""
-    try:
-        c = models.config(name)
-    except ValueError:  # said where the model is loaded
-        return ""
-    if c.grouped:
-        return _("{model}: {n_heads} query heads share {n_kv_heads} K/V heads (grouped-query attention), so its "
-                 "cache keeps {n_kv_heads} heads a layer. The book's GPTModel with random weights writes gibberish: "
-                 "what to watch there is how each step works.", model=c.label, n_heads=c.n_heads,
-                 n_kv_heads=c.n_kv_heads)
-    return _("{model}: {n_heads} heads, each with its own keys and values (multi-head attention). The book's "
-             "GPTModel with random weights writes gibberish: what to watch there is how each step works.",
-             model=c.label, n_heads=c.n_heads)
-
-
-def model_choice(where) -> str:
-    """The Weights list (kept in the link as ``?gen_model=``)."""
-    options = weight_options()
-    url_choice("gen_model", list(options.values()), next(iter(options.values())))  # a bad link value is named
-    chosen = st.session_state.get("gen_model")
-    return where.selectbox(_("Weights"), list(options), format_func=options.get, key="gen_model",
-                           bind="query-params", help=model_help(chosen if chosen in options else next(iter(options))))
-
-
-def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, int]:
-    """Greedy or seeded sampling: (temperature, top_k, seed); greedy is temperature 0 and no top_k."""
-    url_choice("gen_how", ["greedy", "sample"], "greedy")
-    names = {"greedy": _("greedy"), "sample": _("sample")}
-    how = c_how.segmented_control(_("Choice"), ["greedy", "sample"], default="greedy", key="gen_how", required=True,
-                                  format_func=names.get, bind="query-params",
-                                  help=_("Greedy: always the most likely token (the book's generate_text_simple). "
-                                         "Sample: draw from the probabilities, seeded."))
-    sample = how == "sample"
-    temperature = c_temperature.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
-                                             disabled=not sample)
-    top_k = c_top_k.number_input(_("top_k (0 = all)"), 0, 1000, 50, key="gen_top_k", disabled=not sample)
-    seed = c_seed.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
-    return (float(temperature) if sample else 0.0, (int(top_k) or None) if sample else None, int(seed))
-
-
-def say_missing_weights(where) -> None:
-    """Without any real model on this machine: how to add each family's (plain text, folded: it is long)."""
-    if models.found():
-        return
-    for fam in models.missing():
-        where.expander(_("{family}'s real weights are not on this machine: how to add them",
-                         family=fam.title)).text(fam.how_to_get())
-
-
-def controls(where) -> Controls:
-    """The page's own settings, drawn in ``where``: prompt, model, decoding, the layer shown (of the loaded model)."""
-    c_prompt, c_model = where.columns([3, 2])
-    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", max_chars=2000, bind="query-params",
-                                 help=_("Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
-                                        "Enter or a click outside the box applies it."))
-    name = model_choice(c_model)
-    c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
-    temperature, top_k, seed = decoding(c1, c2, c3, c4)
-    say_missing_weights(where)
-    n_layers = loaded(name).cfg["n_layers"]
-    names = {i: _("layer {layer}", layer=i + 1) for i in range(n_layers)}
-    layer = c5.selectbox(_("Layer shown"), range(n_layers), format_func=names.get, key="gen_layer")
-    return Controls(name, prompt, temperature, top_k, seed, int(layer))
 
 
 def start(ctl: Controls) -> Generation | None:
@@ -283,24 +182,20 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
 
 
 def timing(gen: Generation, step: DecodeStep) -> str:
-    """One line, not three st.metric boxes: a step's redraw is what a class waits for."""
+    """One line, not three st.metric boxes: a step's redraw is what a class waits for. This page always compares
+    (``decode_step(compare=True)``): every step has both times."""
     cached, full = step.seconds_cached, step.seconds_full
     total_c = sum(c for c, _unused in gen.steps)
     total_f = sum(f for _unused, f in gen.steps if f is not None)
-    n, ms_c, rate_c = len(gen.steps), cached * 1e3, len(gen.steps) / total_c
-    why = _("(each step is worked out while the one before is on screen, so Next only draws it)")
-    if full is None:
-        return ngettext("**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache · all {n} step: "
-                        "**{rate:.0f} tokens/s**",
-                        "**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache · all {n} steps: "
-                        "**{rate:.0f} tokens/s**", n, ms_cached=ms_c, rate=rate_c) + " " + why
+    n = len(gen.steps)
     return ngettext("**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
                     "without it ({slower:.1f}× slower: every position again) · all {n} step: **{rate:.0f} tokens/s** "
                     "with the cache, {rate_full:.0f} without",
                     "**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
                     "without it ({slower:.1f}× slower: every position again) · all {n} steps: **{rate:.0f} tokens/s** "
-                    "with the cache, {rate_full:.0f} without", n, ms_cached=ms_c, ms_full=full * 1e3,
-                    slower=full / cached, rate=rate_c, rate_full=n / total_f if total_f else 0) + " " + why
+                    "with the cache, {rate_full:.0f} without", n, ms_cached=cached * 1e3, ms_full=full * 1e3,
+                    slower=full / cached, rate=n / total_c, rate_full=n / total_f) + " " + _(
+        "(each step is worked out while the one before is on screen, so Next only draws it)")
 
 
 def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], layer: int) -> None:
