@@ -117,7 +117,7 @@ class Family:
         raise NotImplementedError
 
     def config(self, model: nn.Module) -> ModelConfig:
-        """The loaded model's sizes."""
+        """The loaded model's facts (:class:`ModelConfig`): what pages read instead of its family's name."""
         raise NotImplementedError
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
