@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from attn_core.messages import N_, Msg, Problem, fill  # noqa: F401  (N_ is re-exported for the pages)
+from attn_core.messages import Msg, N_, Problem, fill  # noqa: F401  (N_ is re-exported for the pages)
 
 LANGS = {"en": "English", "zh": "中文"}  # code -> its own name, as the switch shows it
 DEFAULT = "en"
