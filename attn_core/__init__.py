@@ -24,8 +24,9 @@ from attn_core.attention.pipeline import build_module, run_attention
 from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
 from attn_core.attention.variants import LABELS, VARIANTS, AttentionConfig, Variant, register, variant
 from attn_core.devices import available_devices, pick_device
-from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate, layer_trace
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate
 from attn_core.models.registry import family, find_models, load_model
+from attn_core.models.traced import layer_trace
 from attn_core.text.embeddings import INPUT_MODES, MAX_POSITIONS, embed, sinusoidal_positions
 from attn_core.text.tokens import ENDOFTEXT, ENDOFTEXT_ID, MAX_TEXT_CHARS, Token, bpe_encoding, tokenize
 from attn_core.tracing.trace import Step, Trace

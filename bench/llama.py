@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attn_core.labs.scores import head_scores  # noqa: E402
 from attn_core.models.gguf_weights import CACHE_ENV_VAR  # noqa: E402
 from attn_core.models.gpt import generate  # noqa: E402
-from attn_core.models.llama import load_model, walk_layers  # noqa: E402  (unshared: a load timed each time)
+from attn_core.models.llama import load_model  # noqa: E402  (unshared: a load timed each time)
 from attn_core.models.registry import family  # noqa: E402
+from attn_core.models.traced import walk_layers  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -50,23 +50,21 @@ def bench_model(name: str, T: int, reps: int) -> dict[str, list[float]]:
     """Seconds of each way over ``reps`` interleaved repeats (after one warm-up round)."""
     import torch
 
-    from attn_core.models import llama
-    from attn_core.models.gpt import walk_layers
+    from attn_core.models.traced import walk_layers
     from dashboard.state import models
 
-    gpt = models.model(name)
-    vocab = gpt.cfg["vocab_size"]
-    T = min(T, gpt.cfg["context_length"])
+    lm = models.model(name)
+    vocab = lm.cfg["vocab_size"]
+    T = min(T, lm.cfg["context_length"])
     ids = tuple(torch.randint(0, vocab, (T,), generator=torch.Generator().manual_seed(T)).tolist())
     idx = torch.tensor([ids])
-    walker = llama.walk_layers if isinstance(gpt, llama.LlamaModel) else walk_layers
 
     def forward() -> None:
         with torch.no_grad():
-            gpt(idx)
+            lm(idx)
 
-    ways = {"forward": forward, "walk": lambda: walker(gpt, idx),
-            "explicit": lambda: walker(gpt, idx, on_layer=lambda i, w: None),
+    ways = {"forward": forward, "walk": lambda: walk_layers(lm, idx),
+            "explicit": lambda: walk_layers(lm, idx, on_layer=lambda i, w: None),
             "model view": lambda: models.model_view(name, ids)}
     times: dict[str, list[float]] = {k: [] for k in ways}
     for r in range(reps + 1):

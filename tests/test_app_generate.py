@@ -102,8 +102,8 @@ def test_changing_the_layer_shown_traces_the_step_at_that_layer():
     """The row and the full matrix are the chosen layer's, also for a step made while another layer was shown."""
     import torch
 
-    from attn_core.models.gpt import trace_layer
     from attn_core.models.registry import find_models, load_model
+    from attn_core.models.traced import trace_layer
     from attn_core.tracing.views import all_heads
 
     at = open_page(PAGE)
@@ -227,3 +227,24 @@ def test_next_tokens_pagedown_hint_is_styled_readable(present):
     at = open_page(PAGE, present=present)
     assert at.button(key="gen_next").proto.type == "primary"
     assert any(KBD_CSS in h.proto.body for h in at.get("html")), "the page style lacks the hint's colours"
+
+
+def test_the_page_speaks_chinese():
+    """?lang=zh: the page's own sentences come from the catalog (the chapter's terms), the numbers stay."""
+    from i18n_check import english_left, shown_text
+
+    from dashboard.i18n import language
+
+    with language("zh"):  # the AppTest formats options outside the run: in the same language
+        at = open_page(PAGE, lang="zh")
+        at.button(key="gen_next").click().run()
+        assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+        shown = " ".join(shown_text(at))
+        left = " ".join(english_left(at, {"Every", "effort", "moves", "you"}))
+        title = at.title[0].value
+    assert title == "生成：借助 KV 缓存，一次一个 token" and "**第 1 步：token 5 是" in shown
+    assert "本机计时" in shown and "KV 缓存，每一层" in shown and "最可能的 10 个下一个 token" in shown
+    assert "不用缓存：注意力权重，第 1 层，头 1" in shown and "显示的层" in shown and "提示词" in shown
+    for english in ("Timed here", "every layer", "most likely", "Without the cache", "Prompt and settings",
+                    "Layer shown", "Next token", "one token at a time"):
+        assert english not in left and english not in shown, english

@@ -14,7 +14,7 @@ from transformers.utils import logging as hf_logging
 from apptest_utils import _rows, chart_data, messages, new_app, show_section, table_text
 from attn_core import Trace, tokenize
 from attn_core.models.family_gpt2 import ENV_VAR, clear_shared, how_to_get_gpt2, load_gpt2
-from attn_core.models.gpt import layer_trace
+from attn_core.models.traced import layer_trace
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 hf_logging.set_verbosity_error()

@@ -13,8 +13,9 @@ import torch
 from apptest_utils import chart_data, chart_with, messages, new_app, open_page, show_section
 from attn_core.attention.kv_cache import cache_bytes_per_token
 from attn_core.models.gguf_weights import wheel_file
-from attn_core.models.gpt import generate, layer_trace
+from attn_core.models.gpt import generate
 from attn_core.models.llama import load_model_shared
+from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import Trace
 
 NAME = "SmolLM2-135M-Instruct"

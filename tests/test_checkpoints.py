@@ -57,7 +57,7 @@ def test_loading_a_missing_model_says_what_to_run(tmp_path):
 
 
 def test_run_trained_on_a_sentence_maps_tokens_to_symbols_and_traces_every_layer():
-    from attn_core.models.gpt import layer_trace
+    from attn_core.models.traced import layer_trace
     from attn_core.text.tokens import tokenize
     from attn_core.tracing.views import all_heads
 

@@ -18,7 +18,8 @@ from attn_core import KVCache, Trace, find_models, layer_trace, load_model
 from attn_core.models import registry
 from attn_core.models.family import Family, Found, ModelConfig, Shared
 from attn_core.models.family_book import gpt_config, gpt_layer_attention
-from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, trace_layer
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
+from attn_core.models.traced import trace_layer
 from attn_core.text.tokens import Token, readable_piece
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py

@@ -15,8 +15,8 @@ from attn_core.models.gpt import (
     LayerNorm,
     TransformerBlock,
     generate_text_simple,
-    layer_trace,
 )
+from attn_core.models.traced import layer_trace
 from attn_core.text.data import GPTDatasetV1, create_dataloader_v1
 from attn_core.text.tokens import bpe_encoding
 from attn_core.tracing.views import all_heads, cell_story, head_matrix, num_heads
@@ -73,7 +73,7 @@ def test_trace_per_layer_matches_the_untraced_forward():
         plain = model(idx)  # the fused SDPA path
     assert torch.allclose(traced, plain, atol=1e-5)
     assert "trf_blocks[0].att.attn_weights" in trace and "trf_blocks[1].att.attn_weights" in trace
-    assert trace.scopes() == ["trf_blocks[0].att", "trf_blocks[1].att"]
+    assert trace.prefixes() == ["trf_blocks[0].att", "trf_blocks[1].att"]
     w1 = trace["trf_blocks[1].att.attn_weights"].tensor
     assert w1.shape == (1, 4, 9, 9)
     one = layer_trace(trace, 1)
@@ -95,7 +95,7 @@ def test_trace_layers_records_only_the_chosen_layer():
     with torch.no_grad():
         logits_full = model(idx, trace=full)
         logits_one = model(idx, trace=one, trace_layers={1})
-    assert one.scopes() == ["trf_blocks[1].att"]
+    assert one.prefixes() == ["trf_blocks[1].att"]
     assert torch.allclose(logits_one, logits_full, atol=1e-5)  # layer 0 ran the fused path
     assert torch.allclose(one["trf_blocks[1].att.attn_weights"].tensor,
                           full["trf_blocks[1].att.attn_weights"].tensor, atol=1e-6)

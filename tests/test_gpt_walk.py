@@ -10,7 +10,8 @@ import torch
 
 from attn_core import Trace
 from attn_core.labs.scores import head_scores, head_type
-from attn_core.models.gpt import GPTModel, attention_like, layer_trace, walk_layers
+from attn_core.models.gpt import GPTModel, attention_like
+from attn_core.models.traced import layer_trace, walk_layers
 
 CFG = {"vocab_size": 50, "context_length": 16, "emb_dim": 16, "n_heads": 4, "n_layers": 3, "drop_rate": 0.0,
        "qkv_bias": True}

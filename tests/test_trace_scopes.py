@@ -13,7 +13,8 @@ from attn_core import AttentionConfig, CausalAttention, Trace, register, run_att
 from attn_core.attention.flash import tile_plan
 from attn_core.attention.masks import causal_mask
 from attn_core.attention.variants import Variant, unregister
-from attn_core.models.gpt import GPTModel, layer_trace
+from attn_core.models.gpt import GPTModel
+from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import record, scope
 from attn_core.tracing.views import head_matrix, kv_head, num_heads, previous_form
 
@@ -86,7 +87,7 @@ def toy_trace(num_tokens: int = 5, d: int = 4) -> tuple[Trace, KeyTiledAttention
 def test_each_step_keeps_the_scopes_it_was_recorded_in():
     trace, _, _ = toy_trace(5)
     assert trace.scope_kinds() == ["tile"]
-    tiles = trace.scopes_of("tile")
+    tiles = trace.scopes_of_kind("tile")
     assert [t.index for t in tiles] == [(0, 0), (0, 1), (0, 2)]  # 5 keys in tiles of 2: three tiles, in order
     assert [t.name for t in tiles] == ["tile[0,0]", "tile[0,1]", "tile[0,2]"]
     block = trace["tile[0,1].attn_scores"]
@@ -97,19 +98,19 @@ def test_each_step_keeps_the_scopes_it_was_recorded_in():
 def test_the_book_classes_and_models_declare_heads_layers_and_tiles():
     cfg = AttentionConfig(variant="MultiHeadAttentionWrapper", d_in=4, d_out=2, num_heads=3, context_length=8)
     _, wrapper = run_attention(cfg, torch.randn(1, 5, 4))
-    assert wrapper.scope_kinds() == ["head"] and [s.index for s in wrapper.scopes_of("head")] == [(0,), (1,), (2,)]
-    assert wrapper.scopes() == ["heads[0]", "heads[1]", "heads[2]"]  # the names the steps carry, as before
+    assert wrapper.scope_kinds() == ["head"] and [s.index for s in wrapper.scopes_of_kind("head")] == [(0,), (1,), (2,)]
+    assert wrapper.prefixes() == ["heads[0]", "heads[1]", "heads[2]"]  # the names the steps carry, as before
 
     cfg = AttentionConfig(variant="MultiHeadAttentionTiled", d_in=4, d_out=4, num_heads=2, context_length=8)
     _, tiled = run_attention(cfg, torch.randn(1, 5, 4))
     plan = tile_plan(causal_mask(5), 5, 5, 2, 2)
-    assert [s.index for s in tiled.scopes_of("tile")] == [(i, j) for i, j, c in plan.order() if c]
+    assert [s.index for s in tiled.scopes_of_kind("tile")] == [(i, j) for i, j, c in plan.order() if c]
 
     gpt = GPTModel({"vocab_size": 50, "context_length": 16, "emb_dim": 8, "n_heads": 2, "n_layers": 3,
                     "drop_rate": 0.0, "qkv_bias": True}).eval()
     full = Trace()
     gpt(torch.randint(0, 50, (1, 5)), trace=full)
-    assert full.scope_kinds() == ["layer"] and [s.index for s in full.scopes_of("layer")] == [(0,), (1,), (2,)]
+    assert full.scope_kinds() == ["layer"] and [s.index for s in full.scopes_of_kind("layer")] == [(0,), (1,), (2,)]
     one = layer_trace(full, 1)
     assert one.scope_kinds() == [] and all(s.scopes == () for s in one)  # the layer's own steps, as a module's
 
@@ -120,7 +121,7 @@ def test_a_scope_kind_without_a_spelling_is_named_by_its_kind():
         record(trace, "attn_weights", torch.ones(1, 2, 2))
     step = trace["block[2].heads[1].attn_weights"]
     assert [(s.kind, s.index) for s in step.scopes] == [("block", (2,)), ("head", (1,))]
-    assert trace.scoped("block[2]")["heads[1].attn_weights"].index("head") == (1,)
+    assert trace.under("block[2]")["heads[1].attn_weights"].index("head") == (1,)
 
 
 # --- views read the declarations ------------------------------------------------------------------------------

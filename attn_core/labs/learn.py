@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from attn_core.labs.scores import head_scores
 from attn_core.messages import Problem
-from attn_core.models.gpt import GPTModel, layer_scope
+from attn_core.models.gpt import GPTModel
+from attn_core.models.traced import layer_scope
 from attn_core.paths import asset
 from attn_core.tracing.trace import Trace
 

@@ -16,7 +16,9 @@ import numpy as np
 import torch
 
 from attn_core.attention.kv_cache import KVCache, LayerCache
-from attn_core.models.gpt import GPTModel, check_generation, next_token, trace_layer
+from attn_core.messages import Problem
+from attn_core.models.gpt import check_generation, next_token
+from attn_core.models.traced import TracedLM, trace_layer
 from attn_core.tracing.views import all_heads, head_matrix
 
 TOP = 10  # next-token candidates shown
@@ -59,23 +61,25 @@ def prefix(cache: KVCache, length: int) -> KVCache:
     return copy
 
 
-def prefill(model: GPTModel, ids: list[int], cache: KVCache) -> torch.Tensor:
+def prefill(model: TracedLM, ids: list[int], cache: KVCache) -> torch.Tensor:
     """Run the prompt through the model into an empty ``cache``; return the last position's logits (1, vocab)."""
     with torch.no_grad():
         return model(torch.tensor([ids]), cache=cache)[:, -1, :]
 
 
-def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0, head: int = 0,
+def decode_step(model: TracedLM, ids: list[int], cache: KVCache, logits: torch.Tensor, *, layer: int = 0, head: int = 0,
                 temperature: float = 0.0, top_k: int | None = None, generator: torch.Generator | None = None,
                 compare: bool = True) -> tuple[DecodeStep, torch.Tensor]:
     """Choose the next token from ``logits`` (the last position's, (1, vocab)), run it through the model with the
     ``cache`` (which grows by one), and return the step and the new last logits. ``ids`` is the text so far (its
     length is the cache's); ``compare`` also runs the whole text again without a cache (``head``'s full matrix)."""
     if cache.length != len(ids):
-        raise ValueError(f"the cache holds {cache.length} positions but the text has {len(ids)} tokens")
+        raise Problem("the cache holds {length} positions but the text has {n_ids} tokens", length=cache.length,
+                      n_ids=len(ids))
     if len(ids) + 1 > model.cfg["context_length"]:
-        raise ValueError(f"the text has reached this model's context_length ({model.cfg['context_length']} tokens): "
-                         "a next token would need a position it has not learned. Press Reset, or shorten the prompt")
+        raise Problem("the text has reached this model's context_length ({context_length} tokens): a next token "
+                      "would need a position it has not learned. Press Reset, or shorten the prompt",
+                      context_length=model.cfg['context_length'])
     check_generation(torch.tensor([ids]), 1, temperature, top_k, model.cfg["vocab_size"])
     probas = torch.softmax(logits, dim=-1)[0]
     top = torch.topk(probas, min(TOP, probas.numel()))
@@ -98,7 +102,7 @@ def decode_step(model: GPTModel, ids: list[int], cache: KVCache, logits: torch.T
     return show_layer(step, model, ids + [token_id], cache, layer, head), next_logits
 
 
-def show_layer(step: DecodeStep, model: GPTModel, ids: list[int], cache: KVCache, layer: int,
+def show_layer(step: DecodeStep, model: TracedLM, ids: list[int], cache: KVCache, layer: int,
                head: int = 0) -> DecodeStep:
     """``step`` seen at ``layer``: the new query's row, from a traced run of the last token of ``ids`` over the
     cache of the ones before it (``cache`` holds all of ``ids``: views of it, nothing copied), and, if the step

@@ -4,12 +4,11 @@ A family is one module ``attn_core/models/family_<name>.py`` holding ``FAMILY``,
 :class:`Family` subclass; :mod:`attn_core.models.registry` finds those modules itself, so adding a family edits
 nothing else (a test registers its own with :func:`~attn_core.models.registry.register_family`).
 
-Every family's model is *traced* the same way: it has ``cfg`` (a dict with at least ``n_layers``, ``n_heads``,
-``emb_dim``, ``context_length``, ``vocab_size``), ``tokenizer`` (:class:`Tokenizer`), ``trf_blocks`` (each
-``block(x, *block_args, trace, cache)``), ``embed(in_idx, start) -> (x, block_args)``, ``final_norm``,
-``out_head``, ``check_ids`` and ``forward(in_idx, trace=None, cache=None, trace_layers=None)``, as the book's
-:class:`~attn_core.models.gpt.GPTModel` has them. :func:`attn_core.models.gpt.walk_layers` and
-:func:`attn_core.models.gpt.trace_layer` then walk any of them block by block.
+Every family's model is a :class:`~attn_core.models.traced.TracedLM` (the book's ``GPTModel`` is one): ``cfg``,
+``tokenizer`` (:class:`Tokenizer`), ``trf_blocks``, ``final_norm``, ``out_head`` and the two things a family says
+itself, ``embed(in_idx, start)`` and ``block_args(layer)``. :func:`attn_core.models.traced.walk_layers` and
+:func:`attn_core.models.traced.trace_layer` then walk any of them block by block, and :class:`ModelConfig` tells
+the pages its facts (heads, K/V heads, biases, positions, per-layer windows and RoPE bases, norm).
 """
 
 from __future__ import annotations
@@ -28,7 +27,8 @@ POSITIONS = ("learned", "rope")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A loaded model's sizes, as the pages name them."""
+    """A loaded model's facts, as the pages read them: they never ask a family's name or an attention class's
+    name, only these fields."""
 
     label: str  # "GPT-2 small", "SmolLM2-135M (Llama family)"
     n_layers: int
@@ -40,13 +40,30 @@ class ModelConfig:
     vocab_size: int
     positions: str  # "learned" (position embeddings added to the tokens) | "rope" (rotated queries and keys)
     norm: str  # "LayerNorm" | "RMSNorm": what each block's attention input went through
-    qkv_bias: bool
+    qkv_bias: bool  # whether W_query, W_key, W_value have biases
     attention: str  # the attention variant each layer runs: the variant registry's id
+    windows: tuple[int | None, ...] = ()  # per layer: its sliding window in keys, None = full causal; () = all full
+    rope_bases: tuple[float, ...] = ()  # per layer: its RoPE base (theta); () without RoPE
+    family_title: str = ""  # the family as a sentence names it: "SmolLM2", "GPT-2", "the book's GPTModel"
 
     @property
     def grouped(self) -> bool:
         """Whether query heads share K/V heads (grouped-query attention)."""
         return self.n_kv_heads < self.n_heads
+
+    @property
+    def rope(self) -> bool:
+        """Whether positions are rotated into queries and keys (no position embeddings)."""
+        return self.positions == "rope"
+
+    def window(self, layer: int) -> int | None:
+        """Layer ``layer``'s sliding window (keys a query sees), None for full causal attention."""
+        return self.windows[layer] if self.windows else None
+
+    @property
+    def sliding_layers(self) -> tuple[int, ...]:
+        """The layers that attend over a sliding window (none: full attention everywhere)."""
+        return tuple(i for i, w in enumerate(self.windows) if w is not None)
 
 
 @dataclass(frozen=True)
@@ -100,7 +117,7 @@ class Family:
         raise NotImplementedError
 
     def config(self, model: nn.Module) -> ModelConfig:
-        """The loaded model's sizes."""
+        """The loaded model's facts (:class:`ModelConfig`): what pages read instead of its family's name."""
         raise NotImplementedError
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:

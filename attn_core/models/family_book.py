@@ -7,8 +7,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from attn_core.messages import Problem
 from attn_core.models.family import Family, Found, ModelConfig, Shared
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, attention_like
+from attn_core.models.traced import layer_windows
 from attn_core.text.tokens import bpe_tokenizer
 
 RANDOM_MODELS: dict[str, tuple[str, dict]] = {
@@ -22,7 +24,7 @@ RANDOM_MODELS: dict[str, tuple[str, dict]] = {
 def random_model(name: str) -> GPTModel:
     """The book's ``GPTModel`` with the config ``RANDOM_MODELS[name]`` and seed-123 random weights, in eval mode."""
     if name not in RANDOM_MODELS:
-        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(RANDOM_MODELS)}")
+        raise Problem("unknown model {name}: choose one of {names}", name=repr(name), names=', '.join(RANDOM_MODELS))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(123)
         model = GPTModel(RANDOM_MODELS[name][1]).eval()
@@ -30,12 +32,12 @@ def random_model(name: str) -> GPTModel:
     return model
 
 
-def gpt_config(model: nn.Module, label: str) -> ModelConfig:
-    """A ``GPTModel``'s sizes: learned positions, LayerNorm, multi-head attention."""
+def gpt_config(model: nn.Module, label: str, family_title: str = "") -> ModelConfig:
+    """A ``GPTModel``'s facts: learned positions, LayerNorm, multi-head attention."""
     c = model.cfg
     return ModelConfig(label, c["n_layers"], c["n_heads"], c["n_heads"], c["emb_dim"] // c["n_heads"], c["emb_dim"],
                        c["context_length"], c["vocab_size"], "learned", "LayerNorm", bool(c["qkv_bias"]),
-                       "MultiHeadAttention")
+                       "MultiHeadAttention", windows=layer_windows(model), family_title=family_title)
 
 
 def gpt_layer_attention(model: nn.Module, layer: int, **knobs: object) -> nn.Module:
@@ -60,7 +62,7 @@ class BookFamily(Family):
 
     def config(self, model: nn.Module) -> ModelConfig:
         label = next((lab for lab, cfg in RANDOM_MODELS.values() if cfg == model.cfg), "GPTModel")
-        return gpt_config(model, label)
+        return gpt_config(model, label, self.title)
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)

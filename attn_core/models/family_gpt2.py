@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from attn_core.messages import N_, Problem, fill
 from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
 from attn_core.models.family_book import gpt_config, gpt_layer_attention
 from attn_core.models.gpt import GPTModel
@@ -87,13 +88,15 @@ def shape_words(cfg: dict) -> str:
     return f"{cfg['n_layers']} layers × {cfg['n_heads']} heads, {cfg['emb_dim']} wide"
 
 
+GET_GPT2 = N_("{why}: on a computer with internet run `python -m attn_core.models.pretrained download {name} --dir "
+              "gpt2-weights` (or save `config.json` and `model.safetensors` of `{repo}` from huggingface.co into a "
+              "folder `{name}`), copy the folder here and name it in the environment variable `{env_var}` (it then "
+              "shows in the app's Weights choice).")
+
+
 def how_to_get_gpt2(name: str = "gpt2", why: str = "GPT-2 weights are not on this machine") -> str:
     """One sentence: ``why``, then how to get a GPT-2 folder onto a machine without network and how to name it."""
-    return (f"{why}: on a computer with internet run "
-            f"`python -m attn_core.models.pretrained download {name} --dir gpt2-weights` (or save `config.json` and "
-            f"`model.safetensors` of `{HF_REPOS.get(name, HF_REPOS['gpt2'])}` from huggingface.co into a folder "
-            f"`{name}`), copy the folder here and name it in the environment variable `{ENV_VAR}` "
-            f"(it then shows in the app's Weights choice).")
+    return fill(GET_GPT2, dict(why=why, name=name, repo=HF_REPOS.get(name, HF_REPOS["gpt2"]), env_var=ENV_VAR))
 
 
 def read_config(path: Path) -> dict:
@@ -101,17 +104,18 @@ def read_config(path: Path) -> dict:
     try:
         hf = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} is not a readable JSON config ({e})") from None
+        raise Problem("{path} is not a readable JSON config ({e})", path=path, e=e) from None
     if not isinstance(hf, dict):
-        raise ValueError(f"{path} is not a model config (a JSON object with model_type)")
+        raise Problem("{path} is not a model config (a JSON object with model_type)", path=path)
     if hf.get("model_type") != "gpt2":
-        raise ValueError(f"{path} describes a {hf.get('model_type')!r} model, not GPT-2 "
-                         "(model_type must be 'gpt2')")
+        raise Problem("{path} describes a {model_type} model, not GPT-2 (model_type must be 'gpt2')", path=path,
+                      model_type=repr(hf.get('model_type')))
     sizes = {}
     for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
         value = hf.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{path} gives {key} = {value!r}; a GPT-2 config needs a whole number of at least 1")
+            raise Problem("{path} gives {key} = {value}; a GPT-2 config needs a whole number of at least 1", path=path,
+                          key=key, value=repr(value))
         sizes[key] = value
     # The knobs GPT2Config has that GPTModel computes one way only: refuse a config that sets another.
     fixed = {"activation_function": ("gelu_new", "gelu_pytorch_tanh"), "layer_norm_epsilon": (1e-5,),
@@ -120,10 +124,11 @@ def read_config(path: Path) -> dict:
              "tie_word_embeddings": (True,)}
     for key, allowed in fixed.items():
         if key in hf and hf[key] not in allowed:
-            raise ValueError(f"{path} sets {key} = {hf[key]!r}; the book's GPTModel computes GPT-2 with "
-                             f"{key} = {allowed[0]!r}")
+            raise Problem("{path} sets {key} = {hf}; the book's GPTModel computes GPT-2 with {key} = {allowed}",
+                          path=path, key=key, hf=repr(hf[key]), allowed=repr(allowed[0]))
     if sizes["n_embd"] % sizes["n_head"]:
-        raise ValueError(f"{path}: n_embd ({sizes['n_embd']}) is not divisible by n_head ({sizes['n_head']})")
+        raise Problem("{path}: n_embd ({n_embd}) is not divisible by n_head ({n_head})", path=path,
+                      n_embd=sizes['n_embd'], n_head=sizes['n_head'])
     return {"vocab_size": sizes["vocab_size"], "context_length": sizes["n_positions"],
             "emb_dim": sizes["n_embd"], "n_heads": sizes["n_head"], "n_layers": sizes["n_layer"],
             "drop_rate": 0.0, "qkv_bias": True}
@@ -137,13 +142,14 @@ def config_from_shapes(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]
         v, e = tensors[names["wte.weight"]][1]
         p = tensors[names["wpe.weight"]][1][0]
     except (KeyError, ValueError, IndexError):
-        raise ValueError(f"{path} has no GPT-2 embeddings (wte.weight, wpe.weight): not a GPT-2 file") from None
+        raise Problem("{path} has no GPT-2 embeddings (wte.weight, wpe.weight): not a GPT-2 file", path=path) from None
     layers = {int(m.group(1)) for k in names if (m := re.match(r"h\.(\d+)\.", k))}
     n_layers = max(layers) + 1 if layers else 0
     heads = next((h for (se, sl, h) in GPT2_SIZES.values() if (se, sl) == (e, n_layers)), None)
     if heads is None:
-        raise ValueError(f"{path} has no {CONFIG_FILE} beside it, and its shapes ({n_layers} layers, {e} wide) are "
-                         f"not one of {', '.join(GPT2_SIZES)}: put the {CONFIG_FILE} of the same model next to it")
+        raise Problem("{path} has no {config_file} beside it, and its shapes ({n_layers} layers, {e} wide) are not "
+                      "one of {sizes}: put the {config_file} of the same model next to it", path=path,
+                      config_file=CONFIG_FILE, n_layers=n_layers, e=e, sizes=', '.join(GPT2_SIZES))
     return {"vocab_size": v, "context_length": p, "emb_dim": e, "n_heads": heads, "n_layers": n_layers,
             "drop_rate": 0.0, "qkv_bias": True}
 
@@ -159,20 +165,22 @@ def check_gpt2(source: str | os.PathLike) -> GPT2Files:
     where = f"{config_file} (n_embd={cfg['emb_dim']}, n_layer={cfg['n_layers']})" if config_file else "its shapes"
     missing = [k for k in shapes if k not in names]
     if missing:
-        raise ValueError(f"{weights} lacks {len(missing)} of the {len(shapes)} tensors {where} needs, e.g. "
-                         f"{', '.join(missing[:3])}: is it the weights of another model?")
+        raise Problem("{weights} lacks {n_missing} of the {n_shapes} tensors {where} needs, e.g. {examples}: is it the "
+                      "weights of another model?", weights=weights, n_missing=len(missing), n_shapes=len(shapes),
+                      where=where, examples=', '.join(missing[:3]))
     for k, want in shapes.items():
         dtype, got = tensors[names[k]]
         if got != want:
-            raise ValueError(f"{weights}: {names[k]} has shape {got}, but {where} needs {want}: the weights and "
-                             "the config come from different models")
+            raise Problem("{weights}: {tensor} has shape {got}, but {where} needs {want}: the weights and the config "
+                          "come from different models", weights=weights, tensor=names[k], got=got, where=where,
+                          want=want)
         if dtype not in FLOAT_DTYPES:
-            raise ValueError(f"{weights}: {names[k]} holds {dtype} numbers; GPT-2 weights are floats "
-                             f"({', '.join(FLOAT_DTYPES)})")
+            raise Problem("{weights}: {tensor} holds {dtype} numbers; GPT-2 weights are floats ({floats})",
+                          weights=weights, tensor=names[k], dtype=dtype, floats=', '.join(FLOAT_DTYPES))
     extra = [names[k] for k in names if k not in shapes and not IGNORED_KEY.fullmatch(k)]
     if extra:
-        raise ValueError(f"{weights} holds {len(extra)} tensors a GPT-2 does not have, e.g. "
-                         f"{', '.join(extra[:3])}: is it another model's file?")
+        raise Problem("{weights} holds {n_extra} tensors a GPT-2 does not have, e.g. {examples}: is it another model's "
+                      "file?", weights=weights, n_extra=len(extra), examples=', '.join(extra[:3]))
     num_params = sum(int(torch.Size(s).numel()) for s in shapes.values())
     return GPT2Files(weights, config_file, cfg, num_params, size_name(cfg))
 
@@ -190,7 +198,7 @@ def load_gpt2(source: str | os.PathLike) -> GPTModel:
         with safe_open(str(files.weights), framework="pt", device="cpu") as f:
             load_weights_into_gpt(gpt, Params(f, strip_prefix(list(f.keys()))))
     except SafetensorError as e:
-        raise ValueError(f"{files.weights} could not be read as safetensors ({e})") from None
+        raise Problem("{weights} could not be read as safetensors ({e})", weights=files.weights, e=e) from None
     n = files.cfg["context_length"]
     mask = torch.triu(torch.ones(n, n), diagonal=1)  # the same causal mask for every layer: one copy
     for block in gpt.trf_blocks:
@@ -286,12 +294,12 @@ def download(name: str = "gpt2", folder: str | os.PathLike | None = None) -> Pat
     bar; an interrupted download resumes) into the Hugging Face cache, or into ``folder/name``; then check
     them. Without network: ``ValueError`` saying how to bring the folder here."""
     if name not in HF_REPOS:
-        raise ValueError(f"unknown GPT-2 size {name!r}: choose one of {', '.join(HF_REPOS)}")
+        raise Problem("unknown GPT-2 size {name}: choose one of {sizes}", name=repr(name), sizes=', '.join(HF_REPOS))
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError
     except ImportError:
-        raise ValueError("downloading needs the huggingface_hub package: pip install huggingface_hub") from None
+        raise Problem("downloading needs the huggingface_hub package: pip install huggingface_hub") from None
     local_dir = Path(folder).expanduser() / name if folder is not None else None
     try:
         path = snapshot_download(HF_REPOS[name], allow_patterns=list(GPT2_FILES), local_dir=local_dir)
@@ -304,7 +312,8 @@ def download(name: str = "gpt2", folder: str | os.PathLike | None = None) -> Pat
             reason = f"huggingface.co answered {e.response.status_code}"
         else:
             reason = "huggingface.co cannot be reached from here"
-        raise ValueError(how_to_get_gpt2(name, why=f"Could not download {HF_REPOS[name]} ({reason})")) from None
+        why = f"Could not download {HF_REPOS[name]} ({reason})"
+        raise Problem(GET_GPT2, why=why, name=name, repo=HF_REPOS[name], env_var=ENV_VAR) from None
     check_gpt2(path)
     return Path(path)
 
@@ -367,7 +376,8 @@ class GPT2Family(Family):
 
     def config(self, model: nn.Module) -> ModelConfig:
         size = size_name(model.cfg)
-        return gpt_config(model, SIZE_LABELS[size] if size else f"GPT-2-shaped ({shape_words(model.cfg)})")
+        return gpt_config(model, SIZE_LABELS[size] if size else f"GPT-2-shaped ({shape_words(model.cfg)})",
+                          self.title)
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)

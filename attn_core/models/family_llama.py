@@ -11,6 +11,7 @@ import torch.nn as nn
 from attn_core.models import llama
 from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.gguf_weights import INSTALL_HINT, find_gguf
+from attn_core.models.traced import layer_windows
 
 
 def label(name: str) -> str:
@@ -44,7 +45,9 @@ class LlamaFamily(Family):
         name = Path(c["path"]).name.split(".")[0] if c.get("path") else "a Llama-family model"
         return ModelConfig(label(name), c["n_layers"], c["n_heads"], c["n_kv_groups"], c["emb_dim"] // c["n_heads"],
                            c["emb_dim"], c["context_length"], c["vocab_size"], "rope", "RMSNorm", False,
-                           "GroupedQueryAttention")
+                           "GroupedQueryAttention", windows=layer_windows(model),
+                           rope_bases=(float(c.get("rope_base", 10_000.0)),) * c["n_layers"],
+                           family_title=self.title)
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return llama.LayerAttention(model, layer, **knobs)

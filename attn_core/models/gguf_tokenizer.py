@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from attn_core.messages import Problem
 from attn_core.text.tokens import BPE_NAME
 
 BYTE_LEVEL_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -55,16 +56,16 @@ def build_tokenizer(reader, path: Path) -> tuple[Tokenizer, dict[str, int]]:
     a tokenizer kind or pre-tokenizer this module does not build."""
     kind = _get(reader, "tokenizer.ggml.model")
     if kind != BPE_NAME:
-        raise ValueError(f"{path} has a {kind!r} tokenizer; this loader builds byte-level BPE ({BPE_NAME!r}: SmolLM2, "
-                         "Llama 3) tokenizers")
+        raise Problem("{path} has a {kind} tokenizer; this loader builds byte-level BPE ({expected}: SmolLM2, Llama "
+                      "3) tokenizers", path=path, kind=repr(kind), expected=repr(BPE_NAME))
     pre = _get(reader, "tokenizer.ggml.pre", "default")
     if pre not in PRE_SPLITS:
-        raise ValueError(f"{path} splits text with the pre-tokenizer {pre!r}; this loader knows "
-                         f"{', '.join(PRE_SPLITS)}")
+        raise Problem("{path} splits text with the pre-tokenizer {pre}; this loader knows {known}", path=path,
+                      pre=repr(pre), known=', '.join(PRE_SPLITS))
     tokens = list(_get(reader, "tokenizer.ggml.tokens", []))
     merges = [tuple(m.split(" ", 1)) for m in _get(reader, "tokenizer.ggml.merges", [])]
     if not tokens or not merges:
-        raise ValueError(f"{path} lacks its vocabulary or merges (tokenizer.ggml.tokens / .merges)")
+        raise Problem("{path} lacks its vocabulary or merges (tokenizer.ggml.tokens / .merges)", path=path)
     vocab = {tok: i for i, tok in enumerate(tokens)}
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
@@ -107,7 +108,8 @@ class GGUFTokenizer:
         """One token's bytes (part of a UTF-8 character for some); a special token's own text."""
         spelled = self.backend.id_to_token(int(token_id))
         if spelled is None:
-            raise ValueError(f"token id {token_id} is not in this vocabulary of {self.vocab_size:,}")
+            raise Problem("token id {token_id} is not in this vocabulary of {vocab_size:,}", token_id=token_id,
+                          vocab_size=self.vocab_size)
         if spelled in self.special_tokens:
             return spelled.encode()
         return bytes(BYTES[c] for c in spelled)
@@ -118,14 +120,15 @@ class GGUFTokenizer:
         from attn_core.text.tokens import MAX_TEXT_CHARS, Token, readable_piece
 
         if text is None or not text.strip():
-            raise ValueError("The text is empty: type a sentence (for example: The quick brown fox)")
+            raise Problem("The text is empty: type a sentence (for example: The quick brown fox)")
         if len(text) > MAX_TEXT_CHARS:
-            raise ValueError(f"Your text is {len(text):,} characters long; Attention Lab takes up to "
-                             f"{MAX_TEXT_CHARS:,} characters. Shorten it by {len(text) - MAX_TEXT_CHARS:,} characters")
+            raise Problem("Your text is {n_text:,} characters long; Attention Lab takes up to {most:,} "
+                          "characters. Shorten it by {over:,} characters", n_text=len(text),
+                          most=MAX_TEXT_CHARS, over=len(text) - MAX_TEXT_CHARS)
         ids = self.encode(text)
         if max_tokens is not None and len(ids) > max_tokens:
-            raise ValueError(f"Your text is {len(ids):,} tokens long; this takes up to {max_tokens:,}. Shorten it "
-                             f"by about {len(ids) - max_tokens:,} tokens")
+            raise Problem("Your text is {n_ids:,} tokens long; this takes up to {max_tokens:,}. Shorten it by about "
+                          "{over:,} tokens", n_ids=len(ids), max_tokens=max_tokens, over=len(ids) - max_tokens)
         out = []
         for i, t in enumerate(ids):
             raw = self.token_bytes(t)

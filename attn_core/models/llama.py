@@ -5,8 +5,9 @@ SiLU), ``GroupedQueryAttention`` (RoPE on queries and keys, no biases), ``Transf
 (the book's ``Llama3Model``; the output head tied to the token embedding when the file has no ``output``) keep
 the book's names, so its state dict loads into ``llms_from_scratch.llama3.Llama3Model`` unchanged.
 
-Like :class:`attn_core.models.gpt.GPTModel`: ``model(in_idx, trace=None, cache=None, trace_layers=None)``; a trace holds
-each layer's steps under ``trf_blocks[i].att`` (read one with :func:`attn_core.models.gpt.layer_trace`), the rotated
+A :class:`~attn_core.models.traced.TracedLM` like ``GPTModel``: ``model(in_idx, trace=None, cache=None,
+trace_layers=None)``; a trace holds each layer's steps under ``trf_blocks[i].att`` (read one with
+:func:`attn_core.models.traced.layer_trace`), the rotated
 queries and keys among them (``queries.rope``, ``keys.rope``); a :class:`KVCache` keeps the
 ``n_kv_groups`` K/V heads of each layer, after RoPE; :func:`attn_core.models.gpt.generate` runs it.
 ``load_model(path)`` reads a GGUF file (:mod:`attn_core.models.gguf_weights`) into an eval-mode model with
@@ -16,7 +17,6 @@ queries and keys among them (``queries.rope``, ``keys.rope``); a :class:`KVCache
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
 from pathlib import Path
 
 import torch
@@ -24,11 +24,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attn_core.attention.classes import check_inputs, masked_softmax, record_dropout
-from attn_core.attention.kv_cache import KVCache, LayerCache
+from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import causal_mask
+from attn_core.messages import Problem
 from attn_core.models.family import Shared, file_stamp
-from attn_core.models.gpt import GPTModel, run_blocks
-from attn_core.models.gpt import walk_layers as gpt_walk_layers
+from attn_core.models.traced import TracedLM
 from attn_core.tracing.trace import Trace, record
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")
@@ -230,7 +230,7 @@ class TransformerBlock(nn.Module):
         return x
 
 
-class LlamaModel(nn.Module):
+class LlamaModel(TracedLM):
     """The book's ``Llama3Model``: token embedding (no position embedding: RoPE inside each attention),
     ``n_layers`` blocks, final RMSNorm, output head (tied to the embedding when ``cfg["tied"]``)."""
 
@@ -255,25 +255,13 @@ class LlamaModel(nn.Module):
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
-    check_ids = GPTModel.check_ids
-    start_after = GPTModel.start_after
-    traced_layers = GPTModel.traced_layers
+    def embed(self, in_idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The blocks' input: token embeddings only (positions are rotated into queries and keys)."""
+        return self.tok_emb(in_idx)
 
-    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None,
-                trace_layers: Collection[int] | None = None) -> torch.Tensor:
-        """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size), as ``GPTModel.forward``."""
-        start = self.start_after(cache, in_idx)
-        traced = self.traced_layers(trace, trace_layers)
-        x, block_args = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
-        x = run_blocks(self, x, block_args, cache=cache, trace=trace, traced=traced)
-        x = self.final_norm(x)
-        logits = self.out_head(x)
-        return logits
-
-    def embed(self, in_idx: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, tuple]:
-        """The blocks' input (token embeddings only: positions are rotated into queries and keys) and the blocks'
-        extra arguments, the RoPE tables (``start``: the positions continue after the cached tokens)."""
-        return self.tok_emb(in_idx), (self.cos, self.sin)
+    def block_args(self, layer: int) -> tuple:
+        """Every layer's RoPE tables (the same for all; the positions continue after the cached tokens)."""
+        return self.cos, self.sin
 
 
 def attention_like(att: GroupedQueryAttention, *, mask_method: str = "neg_inf", dropout: float = 0.0,
@@ -281,28 +269,26 @@ def attention_like(att: GroupedQueryAttention, *, mask_method: str = "neg_inf", 
     """A ``GroupedQueryAttention`` sharing ``att``'s weights (no copy) with the chapter's masking method and dropout,
     as :func:`attn_core.models.gpt.attention_like` does for GPT-2: the shared model's own modules are never changed."""
     with torch.device("meta"):  # no weights drawn only to be replaced
-        new = GroupedQueryAttention(att.d_in, att.d_out, att.num_heads, att.num_kv_groups, mask_method, dropout)
+        new = GroupedQueryAttention(att.d_in, att.d_out, att.num_heads, att.num_kv_groups, mask_method, dropout,
+                                    window=att.window, sinks=att.sinks)
     for name in ("W_query", "W_key", "W_value", "out_proj"):
         getattr(new, name).weight = getattr(att, name).weight
     return new.train(train)
 
 
 class LayerAttention(nn.Module):
-    """One layer's attention as a single module, ``forward(x, trace=None)``, with its model's RoPE tables: what a
-    page runs on a layer's real input (the layer's weights are shared, not copied; ``knobs``: the chapter's
-    ``mask_method``, ``dropout``, ``train`` for :func:`attention_like`)."""
+    """One layer's attention as a single module, ``forward(x, trace=None)``, with that layer's block arguments (its
+    RoPE tables): what a page runs on a layer's real input (the layer's weights are shared, not copied; ``knobs``:
+    the chapter's ``mask_method``, ``dropout``, ``train`` for :func:`attention_like`)."""
 
-    def __init__(self, model: LlamaModel, layer: int, **knobs: object):
+    def __init__(self, model: TracedLM, layer: int, **knobs: object):
         super().__init__()
         att = model.trf_blocks[layer].att
         self.att = attention_like(att, **knobs) if knobs else att
-        self.cos, self.sin = model.cos, model.sin
+        self.args = model.block_args(layer)
 
     def forward(self, x: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
-        return self.att(x, self.cos, self.sin, trace)
-
-
-walk_layers = gpt_walk_layers  # any family's model: ``model.embed`` gives the RoPE tables to every block
+        return self.att(x, *self.args, trace)
 
 
 _SHARED = Shared(2)  # models kept per process: each holds its weights as float32 (docs/measurements.md)
@@ -322,7 +308,8 @@ def load_model(path: str | os.PathLike) -> LlamaModel:
         model.out_head.weight = model.tok_emb.weight
         missing = [k for k in missing if k != "out_head.weight"]
     if missing or unexpected:
-        raise ValueError(f"{path}: the weights do not fit the model (missing {missing[:3]}, extra {unexpected[:3]})")
+        raise Problem("{path}: the weights do not fit the model (missing {missing}, extra {extra})", path=str(path),
+                      missing=missing[:3], extra=unexpected[:3])
     model.init_rope()
     model.tokenizer = GGUFTokenizer(weights.tokenizer_json, weights.special)
     model.cfg["path"] = str(Path(path))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch.nn as nn
 
+from attn_core.messages import Problem
 from attn_core.models.family import Family, Found, ModelConfig
 
 _FAMILIES: dict[str, Family] = {}
@@ -45,7 +46,7 @@ def register_family(family: Family) -> None:
     _builtin()
     with _LOCK:
         if family.name in _FAMILIES and _FAMILIES[family.name] is not family:
-            raise ValueError(f"a model family named {family.name!r} is already registered")
+            raise Problem("a model family named {name} is already registered", name=repr(family.name))
         _FAMILIES[family.name] = family
 
 
@@ -67,7 +68,8 @@ def family(name: str) -> Family:
     for fam in families():
         if fam.name == name:
             return fam
-    raise ValueError(f"no model family {name!r}: the families are {', '.join(f.name for f in families())}")
+    raise Problem("no model family {name}: the families are {families}", name=repr(name),
+                  families=', '.join(f.name for f in families()))
 
 
 def find_models() -> list[Found]:
@@ -107,9 +109,9 @@ def resolve(name_or_path: str | os.PathLike | Found, found: list[Found] | None =
             hit = fam.found_at(path)
             if hit is not None:
                 return hit
-        raise ValueError(f"{path} is not a model file or folder any family reads "
-                         f"({', '.join(f.title or f.name for f in families())})")
-    raise ValueError(f"the model “{text}” is not on this machine: pick another, or name its file or folder")
+        raise Problem("{path} is not a model file or folder any family reads ({families})", path=path,
+                      families=', '.join(f.title or f.name for f in families()))
+    raise Problem("the model “{text}” is not on this machine: pick another, or name its file or folder", text=text)
 
 
 def load_model(name_or_path: str | os.PathLike | Found) -> nn.Module:
@@ -138,5 +140,5 @@ def layer_attention(model: nn.Module, layer: int, **knobs: object) -> nn.Module:
     """Layer ``layer``'s attention as one module ``forward(x, trace=None)`` (see :meth:`Family.layer_attention`)."""
     n = model.cfg["n_layers"]
     if not 0 <= layer < n:
-        raise ValueError(f"the model has layers 0..{n - 1}; got {layer}")
+        raise Problem("the model has layers 0..{last}; got {layer}", last=n - 1, layer=layer)
     return family_of(model).layer_attention(model, layer, **knobs)

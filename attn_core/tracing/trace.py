@@ -73,7 +73,7 @@ class Step:
     axes: tuple[str, ...] = ()  # axis names, e.g. ("b", "num_tokens", "num_heads", "head_dim")
     contiguous: bool = True  # of the tensor as computed (before the CPU copy)
     stride: tuple[int, ...] = ()  # of the tensor as computed
-    scope: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head: the scopes' names joined by "."
+    prefix: str = ""  # "" for the module itself, "heads[0]" for a wrapper's head: its scopes' names joined by "."
     origin: tuple[str, int] | None = None  # (file, line) of the code in the source; None for a described step
     scopes: tuple[Scope, ...] = ()  # the scopes it was recorded in, outermost first
     flow: Flow = Flow()  # the variables its statement writes and reads
@@ -107,7 +107,7 @@ class Trace:
     """An ordered list of :class:`Step`, filled by a module's ``forward``."""
 
     steps: list[Step] = field(default_factory=list)
-    _scopes: tuple[Scope, ...] = ()  # the scopes a step recorded now goes into, outermost first
+    _open: tuple[Scope, ...] = ()  # the scopes open now, that a step recorded now goes into, outermost first
     prefix: str = ""  # their names joined by ".": what a step recorded now is prefixed with ("heads[1]")
     # The last recorded source tensor (weakly), its version and its copy: recording the very same,
     # unchanged tensor again (dropout in eval mode returns its input) shares the copy.
@@ -174,9 +174,9 @@ class Trace:
                 axes=tuple(axes or ()),
                 contiguous=tensor.is_contiguous(),
                 stride=tuple(tensor.stride()),
-                scope=prefix,
+                prefix=prefix,
                 origin=origin,
-                scopes=self._scopes,
+                scopes=self._open,
                 flow=flow,
             )
         )
@@ -203,13 +203,13 @@ class Trace:
     def scope(self, kind: str, *index: int, name: str | None = None) -> Iterator[Trace]:
         """Record the steps inside in one ``kind`` scope (``"head", 1``; ``"tile", 0, 2``), named ``name`` in step
         names (None: as :data:`attn_core.tracing.steps.SCOPES` spells the kind)."""
-        outer, outer_prefix = self._scopes, self.prefix
+        outer, outer_prefix = self._open, self.prefix
         inner = Scope(kind, tuple(index), name or scope_name(kind, *index))
-        self._scopes, self.prefix = (*outer, inner), f"{outer_prefix}.{inner.name}" if outer_prefix else inner.name
+        self._open, self.prefix = (*outer, inner), f"{outer_prefix}.{inner.name}" if outer_prefix else inner.name
         try:
             yield self
         finally:
-            self._scopes, self.prefix = outer, outer_prefix
+            self._open, self.prefix = outer, outer_prefix
 
     def here(self, name: str) -> Step:
         """The step ``name`` recorded in the current scope (a wrapper's head reads its own weights)."""
@@ -245,31 +245,31 @@ class Trace:
     def last(self) -> Step:
         return self.steps[-1]
 
-    def scopes(self) -> list[str]:
-        """Distinct non-empty scopes' names, in first-seen order (e.g. one per layer of a GPT model)."""
-        return list(dict.fromkeys(s.scope for s in self.steps if s.scope))
+    def prefixes(self) -> list[str]:
+        """The steps' distinct non-empty prefixes (``Step.prefix``), in first-seen order (one per layer of a GPT)."""
+        return list(dict.fromkeys(s.prefix for s in self.steps if s.prefix))
 
     def scope_kinds(self) -> list[str]:
         """The kinds of scope the steps were recorded in ("layer", "head", "tile", ...), in first-seen order."""
         return list(dict.fromkeys(sc.kind for s in self.steps for sc in s.scopes))
 
-    def scopes_of(self, kind: str) -> list[Scope]:
+    def scopes_of_kind(self, kind: str) -> list[Scope]:
         """Every distinct scope of one kind, in first-seen order (one per head of a wrapper, per computed tile)."""
         return list(dict.fromkeys(sc for s in self.steps for sc in s.scopes if sc.kind == kind))
 
-    def scoped(self, prefix: str) -> Trace:
+    def under(self, prefix: str) -> Trace:
         """The steps recorded under ``prefix`` as a trace of their own, names and scopes relative
         to it (``trf_blocks[1].att.attn_weights`` -> ``attn_weights``); the tensors are shared."""
         head = prefix + "."
         steps = []
         for s in self.steps:
-            if s.scope == prefix or s.scope.startswith(head):
-                scope = s.scope[len(head):] if s.scope.startswith(head) else ""
+            if s.prefix == prefix or s.prefix.startswith(head):
+                inner = s.prefix[len(head):] if s.prefix.startswith(head) else ""
                 names = [sc.name for sc in s.scopes]
                 outer = next((k for k in range(len(names) + 1) if ".".join(names[:k]) == prefix), 0)
-                steps.append(replace(s, name=s.name[len(head):], scope=scope, scopes=s.scopes[outer:]))
+                steps.append(replace(s, name=s.name[len(head):], prefix=inner, scopes=s.scopes[outer:]))
         if not steps:
-            raise KeyError(f"no steps under {prefix!r}; scopes: {', '.join(self.scopes())}")
+            raise KeyError(f"no steps under {prefix!r}; prefixes: {', '.join(self.prefixes())}")
         return Trace(steps)
 
 

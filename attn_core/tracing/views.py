@@ -73,7 +73,7 @@ def _heads_in(step: Step) -> int | None:
 def num_heads(trace: Trace) -> int:
     """How many (query) heads the traced module has (1 for single-head modules): its "head" scopes, else the head
     axis of its attention weights."""
-    heads = trace.scopes_of("head")
+    heads = trace.scopes_of_kind("head")
     if heads:
         return len(heads)
     weights = _own(trace, "weights")

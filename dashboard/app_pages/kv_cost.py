@@ -135,16 +135,15 @@ def measured_table(raw: pd.DataFrame) -> pd.DataFrame:
 def smollm2_rows(T: int) -> list[dict]:
     """SmolLM2-135M itself (the default real model, when its wheel is installed), run over ``T`` tokens with a KV
     cache: 30 layers, 9 query heads sharing 3 K/V heads of 64."""
-    from attn_core.models.registry import default_model, load_model, model_config
+    from dashboard.state import models
 
-    found = default_model()
-    if found is None:
+    name = models.default_model()
+    if name is None:
         return []
     try:
-        model = load_model(found)
+        model, c = models.model(name), models.config(name)
     except ValueError:
         return []
-    c = model_config(model)
     shape = AttentionShape("GQA", c.n_layers, c.n_heads, c.head_dim, kv_heads=c.n_kv_heads)
     idx = torch.randint(0, c.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
     cache = KVCache(c.n_layers)

@@ -43,12 +43,12 @@ def _grew(trace: Trace, tile: str) -> torch.Tensor:
 
 
 def _corrections(trace: Trace) -> int:
-    return sum(int(_grew(trace, tile.name).sum()) for tile in trace.scopes_of("tile"))
+    return sum(int(_grew(trace, tile.name).sum()) for tile in trace.scopes_of_kind("tile"))
 
 
 def _corrected_tiles(trace: Trace) -> list[str]:
     """The tiles (the loop's computed ones, in its order) where some row's max grew: "tile (1,2)"."""
-    return [f"tile ({tile.index[0] + 1},{tile.index[1] + 1})" for tile in trace.scopes_of("tile")
+    return [f"tile ({tile.index[0] + 1},{tile.index[1] + 1})" for tile in trace.scopes_of_kind("tile")
             if bool(_grew(trace, tile.name).any())]
 
 

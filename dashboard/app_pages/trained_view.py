@@ -12,7 +12,7 @@ from attn_core.labs import checkpoints
 from attn_core.labs.jobs import TrainingJob
 from attn_core.labs.learn import TASKS
 from attn_core.labs.scores import head_scores, verdicts_msg
-from attn_core.models.gpt import layer_trace
+from attn_core.models.traced import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
 from dashboard.drawing.chart_cache import memo
@@ -29,7 +29,7 @@ LABEL = "Trained model"  # not "Weights": that is the name of Explore's main sec
 def trained_attention(task: str, token_ids: tuple[int, ...]) -> tuple[np.ndarray, list[int]]:
     """(layers, heads, T, T) attention of the shipped ``task`` model on ``token_ids``, and its symbols."""
     trace, symbols = checkpoints.run_trained(task, list(token_ids))
-    layers = trace.scopes_of("layer")
+    layers = trace.scopes_of_kind("layer")
     return np.stack([all_heads(layer_trace(trace, sc.index[0]), "weights") for sc in layers]), symbols
 
 
@@ -52,7 +52,7 @@ def session_attention(job: TrainingJob, token_ids: tuple[int, ...]) -> tuple[np.
     """(layers, heads, T, T) attention of this session's model on ``token_ids`` (remembered per training step)."""
     def run() -> tuple[np.ndarray, list[int]]:
         trace, symbols = checkpoints.run_task_model(job.trainer.model, list(token_ids))
-        layers = trace.scopes_of("layer")
+        layers = trace.scopes_of_kind("layer")
         return np.stack([all_heads(layer_trace(trace, sc.index[0]), "weights") for sc in layers]), symbols
 
     return memo(("session_model", job.uid, job.trainer.step_count, token_ids), run)

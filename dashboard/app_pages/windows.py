@@ -17,7 +17,8 @@ from attn_core.labs.positions import (
 )
 from attn_core.labs.scores import first_token_score
 from attn_core.labs.windows import masked_like, token_losses
-from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, walk_layers
+from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
+from attn_core.models.traced import walk_layers
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
@@ -204,7 +205,7 @@ def _rope(name: str, s) -> None:
         layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
         try:
-            run = models.layer_run(s.text, name, layer, models.model_config(name, s.cfg))
+            run = models.layer_run(s.text, name, layer, models.attention_config(name, s.cfg))
         except ValueError as e:
             st.error(sentence(e))
             return

@@ -192,7 +192,7 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
             messages.append(("error", _("{model} cannot be used: {reason} Showing random weights.",
                                         model=md_escape(models.label(name)), reason=md_escape(error_text(e)))))
             return models.RANDOM, None
-    return name, models.model_config(name, AttentionConfig())
+    return name, models.attention_config(name, AttentionConfig())
 
 
 FIXED_BY_MODEL = ("input_mode", "variant", "d_in", "d_out", "num_heads", "context_length", "num_kv_groups", "window",

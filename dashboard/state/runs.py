@@ -84,7 +84,7 @@ def _pretrained_run(s: Settings, cfg, n: int) -> Run | None:
     """The chosen layer of the pretrained model on the sentence (a progress bar while the model reads it)."""
     name = md_escape(models.label(s.weights))
     try:
-        cfg = models.model_config(s.weights, cfg)
+        cfg = models.attention_config(s.weights, cfg)
         if n > cfg.context_length:
             st.error(_("Your text is {n} tokens long; {model} has {length} positions. Shorten the text by about "
                        "{extra} tokens.", n=n, model=name, length=cfg.context_length, extra=n - cfg.context_length))

@@ -1,0 +1,182 @@
+"""The traced language model every family subclasses: embed -> blocks -> final norm -> out_head, as in the book's
+ch05 (and gpt-fast), with each layer's attention recordable into one :class:`~attn_core.tracing.trace.Trace`.
+
+A subclass builds ``cfg`` (a dict with at least ``n_layers``, ``n_heads``, ``emb_dim``, ``context_length``,
+``vocab_size``), ``trf_blocks``, ``final_norm`` and ``out_head`` in ``__init__`` and says only what differs:
+
+- ``embed(in_idx, start) -> x``: the blocks' input for ids placed after ``start`` cached tokens (GPT-2 adds learned
+  position embeddings; a RoPE model returns its token embeddings);
+- ``block_args(layer) -> tuple``: that layer's extra arguments before ``trace, cache`` (none for GPT-2; a Llama's
+  RoPE tables; a model whose layers differ, e.g. per-layer RoPE bases, hands each layer its own). A layer's sliding
+  window lives in its attention module (``att.window``).
+
+Each block is called ``block(x, *model.block_args(i), trace, cache)``. :func:`run_blocks` is that loop;
+:func:`walk_layers` and :func:`trace_layer` walk any such model block by block for the pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from attn_core.attention.kv_cache import KVCache
+from attn_core.messages import Problem
+from attn_core.tracing.steps import scope_name
+from attn_core.tracing.trace import Trace, scope
+
+
+class TracedLM(nn.Module):
+    """Token ids -> logits through ``trf_blocks``, any layer's attention traced on request (see the module doc)."""
+
+    cfg: dict
+    trf_blocks: nn.Module  # nn.Sequential or nn.ModuleList of blocks
+    final_norm: nn.Module
+    out_head: nn.Module
+
+    def embed(self, in_idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The blocks' input (batch, num_tokens, emb_dim) for token ids placed after ``start`` others."""
+        raise NotImplementedError
+
+    def block_args(self, layer: int) -> tuple:
+        """Layer ``layer``'s block arguments before ``trace, cache`` (none by default)."""
+        return ()
+
+    def forward(self, in_idx: torch.Tensor, trace: Trace | None = None, cache: KVCache | None = None,
+                trace_layers: Collection[int] | None = None) -> torch.Tensor:
+        """Token ids (batch, num_tokens) -> logits (batch, num_tokens, vocab_size); with a trace, the attention
+        steps of every layer (or of the layers in ``trace_layers``) are recorded under ``trf_blocks[i].att``. With a
+        KV ``cache``, the tokens come after the cached ones: their positions continue from ``cache.length``, and the
+        cache grows."""
+        start = self.start_after(cache, in_idx)
+        traced = self.traced_layers(trace, trace_layers)
+        x = self.embed(in_idx, start)  # Shape [batch_size, num_tokens, emb_size]
+        x = run_blocks(self, x, cache=cache, trace=trace, traced=traced)
+        x = self.final_norm(x)
+        logits = self.out_head(x)
+        return logits
+
+    def start_after(self, cache: KVCache | None, in_idx: torch.Tensor) -> int:
+        """The position the tokens ``in_idx`` start at: after the ``cache``'s (0 without one); a ``Problem`` for
+        a cache made for another model or ids that do not fit."""
+        start = 0 if cache is None else cache.length
+        if cache is not None and len(cache.layers) != len(self.trf_blocks):
+            raise Problem("the cache has {cache_layers} layers, the model {model_layers}: "
+                          "make it with KVCache(model.cfg['n_layers'])",
+                          cache_layers=len(cache.layers), model_layers=len(self.trf_blocks))
+        self.check_ids(in_idx, start)
+        return start
+
+    def check_ids(self, in_idx: torch.Tensor, start: int = 0) -> None:
+        """A ``Problem`` saying what is wrong with token ids (batch, num_tokens) placed after ``start`` others."""
+        if in_idx.ndim != 2:
+            raise Problem("expected token ids of shape (batch, num_tokens); got {shape}", shape=tuple(in_idx.shape))
+        seq_len = in_idx.shape[1]
+        context_length = self.cfg["context_length"]
+        if start + seq_len > context_length:
+            raise Problem("{n} tokens do not fit in context_length = {context_length}: the model has "
+                          "{context_length} positions; shorten the text", n=start + seq_len,
+                          context_length=context_length)
+        if seq_len and (int(in_idx.min()) < 0 or int(in_idx.max()) >= self.cfg["vocab_size"]):
+            raise Problem("token ids must lie in 0..{last} (the model's vocabulary)", last=self.cfg["vocab_size"] - 1)
+
+    def traced_layers(self, trace: Trace | None, trace_layers: Collection[int] | None) -> frozenset[int]:
+        """The layer indices to record: none without a trace, all by default, else ``trace_layers``
+        (a ``Problem`` names an index the model does not have)."""
+        n = self.cfg["n_layers"]
+        if trace is None:
+            return frozenset()
+        if trace_layers is None:
+            return frozenset(range(n))
+        bad = [k for k in trace_layers if not isinstance(k, int) or not 0 <= k < n]
+        if bad:
+            raise Problem("trace_layers names {bad}, but the model's layers are 0..{last}", bad=bad, last=n - 1)
+        return frozenset(trace_layers)
+
+
+def run_blocks(model: TracedLM, x: torch.Tensor, *, cache: KVCache | None = None, trace: Trace | None = None,
+               traced: Collection[int] = (), stop: int | None = None) -> torch.Tensor:
+    """``x`` through ``model.trf_blocks`` (``block(x, *model.block_args(i), trace, cache)``), the layers in
+    ``traced`` recorded under their scope; ``stop``: the last block run (the layers after it are not needed)."""
+    for i, block in enumerate(model.trf_blocks):
+        layer_cache = None if cache is None else cache.layers[i]
+        layer_trace_ = trace if i in traced else None
+        with scope(layer_trace_, "layer", i):
+            x = block(x, *model.block_args(i), layer_trace_, layer_cache)
+        if i == stop:
+            break
+    return x
+
+
+def layer_windows(model: TracedLM) -> tuple[int | None, ...]:
+    """Each layer's sliding window (``block.att.window``; None: full causal), or () when every layer is full."""
+    windows = tuple(getattr(block.att, "window", None) or None for block in model.trf_blocks)
+    return windows if any(w is not None for w in windows) else ()
+
+
+def layer_scope(layer: int) -> str:
+    """The trace scope of one layer's attention: ``trf_blocks[1].att``."""
+    return scope_name("layer", layer)
+
+
+def layer_trace(trace: Trace, layer: int) -> Trace:
+    """The steps of one layer's attention as a trace of their own (names without the prefix),
+    so ``views.head_matrix`` / ``all_heads`` / ``cell_story`` read it like a single module's."""
+    return trace.under(layer_scope(layer))
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input and the last logits."""
+
+    inputs: list[torch.Tensor]  # per layer (1, T, emb_dim): the residual stream after that block's norm1
+    last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
+
+
+def walk_layers(model: TracedLM, idx: torch.Tensor,
+                on_layer: Callable[[int, torch.Tensor], None] | None = None,
+                progress: Callable[[int], None] | None = None) -> Walk:
+    """``model``'s forward on token ids (1, T), block by block, keeping what a page needs to show any layer later:
+    every layer's attention input (``T x emb_dim`` each) and the last position's logits only. Any family's model.
+
+    ``on_layer(i, weights)``: each layer's attention runs the book's explicit path with a trace of its own, and
+    its weights (num_heads, T, T) are handed over; the trace is dropped before the next layer, so at most one
+    layer's trace is held (~214 MB for GPT-2 small at T = 1,024; all twelve would be ~2.6 GB). ``progress(i)``
+    after each block. Reads the model only (no mode change, no gradients)."""
+    if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
+        raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}",
+                      shape=tuple(idx.shape))
+    model.check_ids(idx)
+    inputs = []
+    with torch.no_grad():
+        x = model.embed(idx)
+        for i, block in enumerate(model.trf_blocks):
+            if on_layer is None:
+                inputs.append(block.norm1(x))
+                x = block(x, *model.block_args(i))
+            else:
+                trace = Trace(copy=False)
+                x = block(x, *model.block_args(i), trace)
+                inputs.append(trace["input"].tensor)
+                on_layer(i, trace.of_kind("weights")[-1].tensor[0])
+                del trace
+            if progress is not None:
+                progress(i)
+        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
+    return Walk(inputs, last)
+
+
+def trace_layer(model: TracedLM, idx: torch.Tensor, layer: int, cache: KVCache | None = None) -> Trace:
+    """Layer ``layer``'s attention steps on token ids ``idx`` (placed after the ``cache``'s tokens, which grows in
+    the layers run), as :func:`layer_trace` cuts them: only blocks 0..layer run, so showing an early layer costs
+    that share of a forward pass. Reads the model only: a shared model serves every session at once."""
+    start = 0 if cache is None else cache.length
+    model.check_ids(idx, start)
+    trace = Trace(copy=False)
+    model.traced_layers(trace, {layer})  # a Problem for a layer the model does not have
+    with torch.no_grad():
+        x = model.embed(idx, start)
+        run_blocks(model, x, cache=cache, trace=trace, traced={layer}, stop=layer)
+    return layer_trace(trace, layer)

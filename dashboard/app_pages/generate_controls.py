@@ -1,0 +1,123 @@
+"""Generate's own settings, drawn above the page: the prompt, the model (every family's, through
+:mod:`dashboard.state.models`), greedy or seeded sampling, the layer shown; read as one frozen :class:`Controls`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+import torch.nn as nn
+
+from dashboard.i18n import _, message
+from dashboard.state import models
+from dashboard.state.links import sentence
+from dashboard.state.url_state import url_choice
+
+DEFAULT_PROMPT = "Every effort moves you"
+
+
+@dataclass(frozen=True)
+class Controls:
+    """What the page's settings say: the model, the prompt, how to decode, and the layer shown."""
+
+    name: str  # a found model's name (``models.found(pretrained=False)``)
+    prompt: str
+    temperature: float  # 0: greedy
+    top_k: int | None  # None: every token may be drawn
+    seed: int
+    layer: int  # 0-based
+
+    @property
+    def key(self) -> tuple:
+        """What a generation is made for (the layer shown is not: switching it keeps the text)."""
+        return (self.name, self.prompt, self.temperature, self.top_k, self.seed)
+
+
+def weight_options() -> dict[str, str]:
+    """Every model a generation can use, name -> label: the real ones, and those of random weights (a family that is
+    not ``pretrained``: the book's GPTModel), from the app's one found list."""
+    return {f.name: f.long_label for f in models.found(pretrained=False)}
+
+
+def loading(name: str) -> str:
+    """What the spinner says while ``name`` is loaded (once per server) or built."""
+    built = models.found_model(name).path is None
+    return _("Building the model…") if built else _("Loading {name} (once per server)…", name=name)
+
+
+def loaded(name: str) -> nn.Module:
+    """The shared model (``models.model``: loaded once, its memory counted); a bad one is said and the run stops."""
+    try:
+        with st.spinner(loading(name)):
+            return models.model(name)
+    except ValueError as e:
+        st.error(sentence(message(e)))
+        st.stop()
+
+
+def model_help(name: str) -> str:
+    """The Weights list's help, from the chosen model's facts (its ModelConfig), never a family's name."""
+    try:
+        with st.spinner(loading(name)):
+            c = models.config(name)
+    except ValueError:  # said where the model is loaded
+        return ""
+    if c.grouped:
+        return _("{model}: {n_heads} query heads share {n_kv_heads} K/V heads (grouped-query attention), so its "
+                 "cache keeps {n_kv_heads} heads a layer. The book's GPTModel with random weights writes gibberish: "
+                 "what to watch there is how each step works.", model=c.label, n_heads=c.n_heads,
+                 n_kv_heads=c.n_kv_heads)
+    return _("{model}: {n_heads} heads, each with its own keys and values (multi-head attention). The book's "
+             "GPTModel with random weights writes gibberish: what to watch there is how each step works.",
+             model=c.label, n_heads=c.n_heads)
+
+
+def model_choice(where) -> str:
+    """The Weights list (kept in the link as ``?gen_model=``)."""
+    options = weight_options()
+    url_choice("gen_model", list(options.values()), next(iter(options.values())))  # a bad link value is named
+    by_label = {label: name for name, label in options.items()}  # a new session's link names the label
+    chosen = st.session_state.get("gen_model") or by_label.get(st.query_params.get("gen_model", ""))
+    return where.selectbox(_("Weights"), list(options), format_func=options.get, key="gen_model",
+                           bind="query-params", help=model_help(chosen if chosen in options else next(iter(options))))
+
+
+def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, int]:
+    """Greedy or seeded sampling: (temperature, top_k, seed); greedy is temperature 0 and no top_k."""
+    url_choice("gen_how", ["greedy", "sample"], "greedy")
+    names = {"greedy": _("greedy"), "sample": _("sample")}
+    how = c_how.segmented_control(_("Choice"), ["greedy", "sample"], default="greedy", key="gen_how", required=True,
+                                  format_func=names.get, bind="query-params",
+                                  help=_("Greedy: always the most likely token (the book's generate_text_simple). "
+                                         "Sample: draw from the probabilities, seeded."))
+    sample = how == "sample"
+    temperature = c_temperature.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
+                                             disabled=not sample)
+    top_k = c_top_k.number_input(_("top_k (0 = all)"), 0, 1000, 50, key="gen_top_k", disabled=not sample)
+    seed = c_seed.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
+    return (float(temperature) if sample else 0.0, (int(top_k) or None) if sample else None, int(seed))
+
+
+def say_missing_weights(where) -> None:
+    """Without any real model on this machine: how to add each family's (plain text, folded: it is long)."""
+    if models.found():
+        return
+    for fam in models.missing():
+        where.expander(_("{family}'s real weights are not on this machine: how to add them",
+                         family=fam.title)).text(fam.how_to_get())
+
+
+def controls(where) -> Controls:
+    """The page's own settings, drawn in ``where``: prompt, model, decoding, the layer shown (of the loaded model)."""
+    c_prompt, c_model = where.columns([3, 2])
+    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", max_chars=2000, bind="query-params",
+                                 help=_("Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
+                                        "Enter or a click outside the box applies it."))
+    name = model_choice(c_model)
+    c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
+    temperature, top_k, seed = decoding(c1, c2, c3, c4)
+    say_missing_weights(where)
+    n_layers = loaded(name).cfg["n_layers"]
+    names = {i: _("layer {layer}", layer=i + 1) for i in range(n_layers)}
+    layer = c5.selectbox(_("Layer shown"), range(n_layers), format_func=names.get, key="gen_layer")
+    return Controls(name, prompt, temperature, top_k, seed, int(layer))
