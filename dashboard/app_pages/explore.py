@@ -17,6 +17,7 @@ import streamlit as st
 
 from attn_core.attention.masks import MaskKind
 from attn_core.tracing.views import all_heads, head_matrix, kv_head, num_heads
+from dashboard.app_pages.bound import from_link
 from dashboard.app_pages.explore_view import View, cell_story_text, summary
 from dashboard.app_pages.model_view import show_model_view
 from dashboard.app_pages.trained_view import show_trained_weights
@@ -34,7 +35,7 @@ from dashboard.state.controls import MASK_NAMES, Settings, settings
 from dashboard.state.links import md_escape, sentence
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
-from dashboard.state.url_state import url_cell, url_choice
+from dashboard.state.url_state import url_cell
 
 BYTE_PIECES = N_("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them "
                  "into UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: "
@@ -390,8 +391,8 @@ def render() -> None:
     H = num_heads(run.trace)
     head = 0
     if H > 1:
-        url_choice("head", [f"head {h + 1}" for h in range(H)], "head 1")  # the link's spelling, in English
         head_names = [_("head {head}", head=h + 1) for h in range(H)]
+        from_link("head", list(range(H)), lambda h: _("head {head}", head=h + 1), head_names[0])
         # presentation mode: the buttons alone ("head 1" … say what they are), one line less above the chart
         head = st.segmented_control(_("Look at one head (every section follows it)"), list(range(H)), default=0,
                                     required=True, key="head", format_func=head_names.__getitem__, bind="query-params",
@@ -402,7 +403,7 @@ def render() -> None:
     st.markdown(summary(v))
     parts = sections(v)
     names = list(parts)
-    url_choice("section", names, WEIGHTS)
+    from_link("section", names, _, _(WEIGHTS))
     # A row of buttons, one per section, not st.tabs: a tab bar redrawn with every run slowed a sentence change
     # (docs/measurements.md); the page draws only the chosen section either way.
     name = st.segmented_control(_("Section"), names, key="section", bind="query-params", default=WEIGHTS,

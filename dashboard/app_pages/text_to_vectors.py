@@ -39,6 +39,7 @@ from attn_core.text.word_tokenizer import (
     verdict_text,
 )
 from attn_core.tracing.views import head_matrix, num_heads
+from dashboard.app_pages.bound import from_link
 from dashboard.app_pages.samples import TEA_ZH
 from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
@@ -385,6 +386,7 @@ def render() -> None:
     if not sent.strip():
         st.error(_("The sentence is empty: type one (for example: Hello, do you like tea?)."))
         return
+    from_link("t2v_section", SECTIONS, _, _(SECTIONS[0]))
     section = st.segmented_control(_("Section"), SECTIONS, default=SECTIONS[0], key="t2v_section",
                                    format_func=_, bind="query-params") or SECTIONS[0]  # a link opens a section
     if section == SECTIONS[0]:
