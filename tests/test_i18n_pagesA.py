@@ -15,6 +15,7 @@ import pytest
 from i18n_check import english_left
 
 from apptest_utils import ROOT, chart_data, messages, new_app, table_text
+from dashboard.app_pages.samples import CAT_ZH, TEA_ZH
 from dashboard.i18n import _, language
 
 MINE = ["explore.py", "explore_view.py", "model_view.py", "trained_view.py", "shape_flow.py", "text_to_vectors.py",
@@ -28,7 +29,7 @@ T2V_SECTIONS = ["Word tokenizer", "BPE side by side", "Sliding windows", "Embedd
 ALLOWED = {"Your", "journey", "starts", "with", "one", "step", "Hello", "do", "you", "like", "tea", "Edith",
            "Warton", "Wharton", "Verdict", "SimpleTokenizerV1", "SimpleTokenizerV2", "MultiHeadAttention",
            "CausalAttention", "MultiHeadAttentionWrapper", "SelfAttention", "Instruct", "M", "Random", "chapter's"}
-ZH_SENTENCE = "猫坐在垫子上，因为它累了。"
+ZH_SENTENCE = CAT_ZH
 GQA = dict(variant="GroupedQueryAttention", num_heads="4", num_kv_groups="2", d_out="8")  # every Explore section
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
@@ -160,6 +161,6 @@ def test_text_to_vectors_numbers_identical_and_chinese_sample_readable():
         frame = at.dataframe[0].value
         tables[lang] = frame.to_numpy().tolist()
     assert tables["en"] == tables["zh"]
-    row = next(r for r in tables["zh"] if r[0] == "你好，你喜欢喝茶吗？")
+    row = next(r for r in tables["zh"] if r[0] == TEA_ZH)
     assert "⟨" in row[4] or "你" in row[4]  # GPT-2's pieces: bytes or whole characters, never mojibake
     assert "\ufffd" not in " ".join(str(c) for c in row)

@@ -16,10 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.attention.masks import MaskKind
+from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads, head_matrix, kv_head, num_heads
-from dashboard.app_pages.bound import from_link
 from dashboard.app_pages.explore_view import View, cell_story_text, summary
 from dashboard.app_pages.model_view import show_model_view
+from dashboard.app_pages.page_i18n import from_link, said
 from dashboard.app_pages.trained_view import show_trained_weights
 from dashboard.classroom.ui import ask_the_class
 from dashboard.drawing import cells, scales
@@ -32,7 +33,7 @@ from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, lang, message, ngettext
 from dashboard.state import models
 from dashboard.state.controls import MASK_NAMES, Settings, settings
-from dashboard.state.links import md_escape, sentence
+from dashboard.state.links import md_escape
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
 from dashboard.state.url_state import url_cell
@@ -40,6 +41,7 @@ from dashboard.state.url_state import url_cell
 BYTE_PIECES = N_("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them "
                  "into UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: "
                  "⟨80⟩=😀.")
+INPUT_KINDS = {"book": N_("book"), "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "onehot": N_("one-hot")}
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
 WEIGHTS = N_("Weights")  # the section a new visitor sees: the heart of the chapter
 MODEL_VIEW = N_("Model view")  # with pretrained weights: every layer x head, and the next token
@@ -48,17 +50,24 @@ TOKENS, QKV, SCORES, ALL_HEADS = N_("Tokens"), N_("Q, K, V"), N_("Scores"), N_("
 DROPOUT, OUTPUT, TRAINED = N_("Dropout"), N_("Output"), N_("Trained")
 
 
+def piece_text(token: Token) -> str:
+    """A token's piece as Python writes it (its spaces visible), or its bytes in hex when it holds only part of a
+    character (GPT-2 on most Chinese characters): a decoded part would show as �."""
+    return repr(token.text) if "\ufffd" not in token.text else "b'" + "".join(f"\\x{b:02x}" for b in token.raw) + "'"
+
+
 def tokens_section(v: View) -> None:
     left, right = st.columns([2, 3])
     token_df = pd.DataFrame({_("label"): v.labels, _("id"): [t.id for t in v.run.tokens],
-                             _("piece"): [repr(t.text) for t in v.run.tokens]})
+                             _("piece"): [piece_text(t) for t in v.run.tokens]})
     left.dataframe(token_df, hide_index=True, height=min(400, 38 + 35 * v.T), width="stretch")
     if any(label.split(": ", 1)[1].startswith("⟨") for label in v.labels):
         left.caption(_(BYTE_PIECES))
     x = v.mat("input", 0)
     dims = [_("dim {i}", i=i + 1) for i in range(x.shape[1])]
     title = (_("Input x: layer {layer}'s input, the {inputs}", layer=v.run.layer + 1, inputs=v.run.input_mode)
-             if v.run.pretrained else _("Input x ({inputs} inputs)", inputs=v.run.input_mode))
+             if v.run.pretrained else
+             _("Input x ({inputs} inputs)", inputs=_(INPUT_KINDS.get(v.run.input_mode, v.run.input_mode))))
     show_matrix(right, x, v.labels, dims, key="input", scale="scores", title=title,
                 x_title=_("dimension"), y_title=_("token"), max_px=fit(cap(360), v.labels, [2, 3], 1),
                 cache_key=(v.run.key, "input", lang()))  # its column labels are words
@@ -352,7 +361,7 @@ def model_section(v: View) -> None:
     try:
         ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
     except ValueError as e:
-        st.error(sentence(message(e)))
+        st.error(said(e))
         return
     st.caption(_("The sidebar's weights are random: this view shows {model} on your sentence (its own tokens). "
                  "Click a head to switch the Weights to it and open that head in every section.",

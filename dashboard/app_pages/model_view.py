@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.labs.scores import HEAD_TYPES, head_type, verdict
+from dashboard.app_pages.page_i18n import said
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
@@ -79,7 +80,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
         view = models.model_view(name, shown, progress)
     except ValueError as e:
         bar.empty()
-        left.error(message(e))
+        left.error(said(e))
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]

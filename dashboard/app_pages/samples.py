@@ -3,9 +3,5 @@ script go through the tokenizers (GPT-2 splits most Chinese characters into UTF-
 
 from __future__ import annotations
 
-from attn_core.text.word_tokenizer import BOOK_EXAMPLE
-
-JOURNEY_ZH = "你的旅程始于一步"  # the chapter's "Your journey starts with one step"
 TEA_ZH = "你好，你喜欢喝茶吗？"  # chapter 2's "Hello, do you like tea?"
 CAT_ZH = "猫坐在垫子上，因为它累了。"  # a pronoun whose antecedent a head can find
-SAMPLES = {"en": (BOOK_EXAMPLE,), "zh": (TEA_ZH, JOURNEY_ZH, CAT_ZH)}

@@ -39,7 +39,7 @@ from attn_core.text.word_tokenizer import (
     verdict_text,
 )
 from attn_core.tracing.views import head_matrix, num_heads
-from dashboard.app_pages.bound import from_link
+from dashboard.app_pages.page_i18n import from_link, said
 from dashboard.app_pages.samples import TEA_ZH
 from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
@@ -47,10 +47,10 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import content_px
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
-from dashboard.i18n import N_, _, message, ngettext
+from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import code_span, md_escape, sentence
+from dashboard.state.links import code_span, md_escape
 from dashboard.state.runs import load_run
 
 EXPLORE = Path(__file__).resolve().parent / "explore.py"  # absolute: st.switch_page matches main.py's st.Page paths
@@ -68,7 +68,7 @@ BOOKS = pd.DataFrame({N_("key (author)"): ["Jane Austen", "Charles Dickens", "Ed
 
 
 def _error(e: Exception) -> None:
-    st.error(md_escape(sentence(message(e))))
+    st.error(md_escape(said(e)))
 
 
 def _other_bpe(text: str) -> tuple[str, list[str]] | None:
@@ -125,7 +125,7 @@ def word_section(text: str, sent: str) -> None:
         st.markdown(_("SimpleTokenizerV1 (no `<|unk|>`): {ids}", ids=code_span(str(v1.encode(sent)))))
     except ValueError as e:
         st.warning(_("SimpleTokenizerV1 fails on this sentence (the book shows `KeyError: 'Hello'`): {problem}",
-                     problem=md_escape(sentence(message(e)))), icon=":material/error:")
+                     problem=md_escape(said(e))), icon=":material/error:")
     cols = st.columns(2)
     for col, (name, pattern) in zip(cols, PATTERNS.items()):
         words = split_words(sent, pattern)  # the two patterns may split the sentence differently ("a:b")

@@ -15,6 +15,7 @@ from attn_core.labs.scores import head_scores, verdicts
 from attn_core.models.gpt import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
+from dashboard.app_pages.page_i18n import said
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import show_panels
 from dashboard.drawing.sizes import cap, fit
@@ -87,7 +88,7 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     try:
         weights, symbols = (session_attention(job, ids) if choice == SESSION else trained_attention(choice, ids))
     except ValueError as exc:
-        st.warning(_("This trained model cannot read the sentence: {problem}", problem=message(exc)))
+        st.warning(_("This trained model cannot read the sentence: {problem}", problem=said(exc)))
         return
     task = job.trainer.task.name if choice == SESSION else choice
     mapping = dict.fromkeys(zip(symbols, (md_escape(t.text) for t in tokens)))

@@ -1,4 +1,5 @@
-"""A widget bound to the link (``bind="query-params"``) whose options are shown translated.
+"""What the pages need from the translation besides ``_``: a widget bound to the link whose options are shown
+translated (:func:`from_link`), and a problem said as a sentence in this run's language (:func:`said`).
 
 Streamlit writes and reads such a link as the option's *label* in this run's language, so a link made in English
 (``?section=Scores``) would open the default in Chinese, and one made in Chinese would fail in English. Before the
@@ -13,7 +14,8 @@ from typing import TypeVar
 
 import streamlit as st
 
-from dashboard.i18n import LANGS, language
+from dashboard.i18n import DEFAULT, LANGS, lang, language, message
+from dashboard.state.links import sentence
 from dashboard.state.url_state import url_choice
 
 T = TypeVar("T")
@@ -40,3 +42,9 @@ def from_link(key: str, options: Sequence[T], fmt: Callable[[T], str], used: str
             st.session_state[key] = option
             return
     url_choice(key, [fmt(o) for o in options], used)
+
+
+def said(error: BaseException) -> str:
+    """An error as one sentence of this run's language (English: capital first letter and final full stop; a
+    Chinese sentence keeps its own 。)."""
+    return sentence(message(error)) if lang() == DEFAULT else message(error)
