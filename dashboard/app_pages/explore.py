@@ -16,9 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.attention.masks import MaskKind
+from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads, head_matrix, kv_head, num_heads
 from dashboard.app_pages.explore_view import View, cell_story_text, summary
 from dashboard.app_pages.model_view import show_model_view
+from dashboard.app_pages.page_i18n import from_link, said
 from dashboard.app_pages.trained_view import show_trained_weights
 from dashboard.classroom.ui import ask_the_class
 from dashboard.drawing import cells, scales
@@ -28,96 +30,134 @@ from dashboard.drawing.matrices import Look, show_matrix, show_panels
 from dashboard.drawing.present import dark, ink, presenting
 from dashboard.drawing.sizes import cap, cell_area, column_px, fit, grow, room, sized_columns
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
-from dashboard.i18n import _
+from dashboard.i18n import N_, _, lang, ngettext
 from dashboard.state import models
 from dashboard.state.controls import MASK_NAMES, Settings, settings
-from dashboard.state.links import md_escape, sentence
+from dashboard.state.links import md_escape
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
-from dashboard.state.url_state import url_cell, url_choice
+from dashboard.state.url_state import url_cell
 
-BYTE_PIECES = ("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them into "
-               "UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: ⟨80⟩=😀.")
+BYTE_PIECES = N_("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them "
+                 "into UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: "
+                 "⟨80⟩=😀.")
+INPUT_KINDS = {"book": N_("book"), "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "onehot": N_("one-hot")}
 NEAR_UNIFORM = 0.2  # a typical row's largest weight below this: the weights look alike on a 0-1 scale
-WEIGHTS = "Weights"  # the section a new visitor sees: the heart of the chapter
-MODEL_VIEW = "Model view"  # with pretrained weights: every layer x head, and the next token
+WEIGHTS = N_("Weights")  # the section a new visitor sees: the heart of the chapter
+MODEL_VIEW = N_("Model view")  # with pretrained weights: every layer x head, and the next token
+# Section ids stay English in the link (?section=Scores); the buttons show them translated.
+TOKENS, QKV, SCORES, ALL_HEADS = N_("Tokens"), N_("Q, K, V"), N_("Scores"), N_("All heads")
+DROPOUT, OUTPUT, TRAINED = N_("Dropout"), N_("Output"), N_("Trained")
+
+
+def piece_text(token: Token) -> str:
+    """A token's piece as Python writes it (its spaces visible), or its bytes in hex when it holds only part of a
+    character (GPT-2 on most Chinese characters): a decoded part would show as �."""
+    return repr(token.text) if "\ufffd" not in token.text else "b'" + "".join(f"\\x{b:02x}" for b in token.raw) + "'"
 
 
 def tokens_section(v: View) -> None:
     left, right = sized_columns([2, 3])
-    token_df = pd.DataFrame({"label": v.labels, "id": [t.id for t in v.run.tokens],
-                             "piece": [repr(t.text) for t in v.run.tokens]})
+    token_df = pd.DataFrame({_("label"): v.labels, _("id"): [t.id for t in v.run.tokens],
+                             _("piece"): [piece_text(t) for t in v.run.tokens]})
     left.dataframe(token_df, hide_index=True, height=min(400, 38 + 35 * v.T), width="stretch")
     if any(label.split(": ", 1)[1].startswith("⟨") for label in v.labels):
-        left.caption(BYTE_PIECES)
+        left.caption(_(BYTE_PIECES))
     x = v.mat("input", 0)
-    dims = [f"dim {i + 1}" for i in range(x.shape[1])]
-    title = (f"Input x: layer {v.run.layer + 1}'s input, the {v.run.input_mode}" if v.run.pretrained
-             else f"Input x ({v.run.input_mode} inputs)")
-    show_matrix(right, x, v.labels, dims, Look(scale="scores", x_title="dimension", y_title="token",
+    dims = [_("dim {i}", i=i + 1) for i in range(x.shape[1])]
+    title = (_("Input x: layer {layer}'s input, the {inputs}", layer=v.run.layer + 1, inputs=v.run.input_mode)
+             if v.run.pretrained else
+             _("Input x ({inputs} inputs)", inputs=_(INPUT_KINDS.get(v.run.input_mode, v.run.input_mode))))
+    show_matrix(right, x, v.labels, dims, Look(scale="scores", x_title=_("dimension"), y_title=_("token"),
                                                max_px=right.fit(cap(360), v.labels)), key="input", title=title,
-                cache_key=(v.run.key, "input"))
+                cache_key=(v.run.key, "input", lang()))  # its column labels are words
 
 
 def qkv_section(v: View) -> None:
-    kv = f" (K/V head {kv_head(v.run.trace, v.head) + 1})" if v.kv_heads < v.H else ""
-    panels = [("queries", "queries"), ("keys", f"keys{kv}"), ("values", f"values{kv}")]
     rotated = v.mat("queries_rotated") is not None  # RoPE (the Llama family): the scores read the rotated ones
-    if rotated:
-        panels += [("queries_rotated", "queries after RoPE"), ("keys_rotated", f"keys after RoPE{kv}")]
-    qkv = [v.mat(k) for k, _ in panels]
+    if v.kv_heads < v.H:
+        kv = kv_head(v.run.trace, v.head) + 1
+        panels = [("queries", _("queries")), ("keys", _("keys (K/V head {kv})", kv=kv)),
+                  ("values", _("values (K/V head {kv})", kv=kv))]
+        if rotated:
+            panels += [("queries_rotated", _("queries after RoPE")),
+                       ("keys_rotated", _("keys after RoPE (K/V head {kv})", kv=kv))]
+    else:
+        panels = [("queries", _("queries")), ("keys", _("keys")), ("values", _("values"))]
+        if rotated:
+            panels += [("queries_rotated", _("queries after RoPE")), ("keys_rotated", _("keys after RoPE"))]
+    qkv = [v.mat(k) for k, _title in panels]
     width = qkv[0].shape[1]
-    st.caption("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
-               "output dimension (d_out" + (" / num_heads per head)." if v.H > 1 else ").") +
-               (" RoPE then turns each pair of dimensions (i, i + head_dim/2) of a query or key by its position × "
-                "θᵢ: the scores use the rotated queries and keys; values are not rotated." if rotated else ""))
+    if rotated:
+        st.caption(_("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
+                     "output dimension (d_out / num_heads per head). RoPE then turns each pair of dimensions "
+                     "(i, i + head_dim/2) of a query or key by its position × θᵢ: the scores use the rotated queries "
+                     "and keys; values are not rotated.") if v.H > 1 else
+                   _("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
+                     "output dimension (d_out). RoPE then turns each pair of dimensions (i, i + head_dim/2) of a "
+                     "query or key by its position × θᵢ: the scores use the rotated queries and keys; values are not "
+                     "rotated."))
+    else:
+        st.caption(_("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
+                     "output dimension (d_out / num_heads per head).") if v.H > 1 else
+                   _("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
+                     "output dimension (d_out)."))
     wide = width > 2 * len(v.labels)  # few tokens, many dimensions (a real model's head_dim 64): one panel a row
-    show_panels(st, qkv, [t for _, t in panels], v.labels, [f"{i + 1}" for i in range(width)],
-                look=Look(scale="scores", columns=1 if wide else 3, x_title="dim", y_title="token",
-                     max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3)),
+    show_panels(st, qkv, [t for _kind, t in panels], v.labels, [f"{i + 1}" for i in range(width)],
+                look=Look(scale="scores", columns=1 if wide else 3, x_title=_("dim"), y_title=_("token"),
+                          max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3)),
                 key="qkv", name=v.name("qkv"), cache_key=(v.run.key, "qkv", v.head, rotated))
 
 
 def scores_section(v: View) -> None:
     mk = v.run.cfg.mask_kind  # what the mask is (causal, window W, ...): attn_core/attention/masks.py words it
     mask_name, mask_where = _(mk.name_msg), _(mk.where_msg)
-    score_kinds = [("scores", "attention scores  q·k"), ("masked_scores", f"masked scores (−∞: {mask_name})"),
-                   ("scaled_scores", "scaled scores  ÷ √d_k")]
+    score_kinds = [("scores", _("attention scores  q·k")),
+                   ("masked_scores", _("masked scores (−∞: {mask})", mask=mask_name)),
+                   ("scaled_scores", _("scaled scores  ÷ √d_k"))]
     score_mats = [(title, m) for kind, title in score_kinds if (m := v.mat(kind)) is not None]
     show_panels(st, [m for _, m in score_mats], [t for t, _ in score_mats], v.labels,
                 look=Look(scale="scores", columns=3, max_px=fit(room(260, 280, 110), v.labels, panels=len(score_mats))),
                 key="scores", name=v.name("scores"),
                 cache_key=(v.run.key, "scores", v.head))
     mask = v.mat("mask")
-    hidden = "future" if mk == MaskKind() else "hidden"
-    weight_kinds = [("unmasked_weights", "softmax over all keys"), ("zeroed_weights", f"{hidden} zeroed"),
-                    ("weights", "÷ row sum = the weights")]
+    causal = mk == MaskKind()
+    weight_kinds = [("unmasked_weights", _("softmax over all keys")),
+                    ("zeroed_weights", _("future zeroed") if causal else _("hidden zeroed")),
+                    ("weights", _("÷ row sum = the weights"))]
     renormalized = v.mat("unmasked_weights") is not None
-    st.caption("Diverging colours centred on 0: blue is negative, orange positive. " + (
-        f"The renormalize method masks nothing before softmax: it sees every score, and the hidden keys ({mask_where}) "
-        "are zeroed after it (below)." if renormalized
-        else f"Grey cells marked −∞ are masked ({mask_name} mask: {mask_where})." if mask is not None else ""))
+    if renormalized:
+        st.caption(_("Diverging colours centred on 0: blue is negative, orange positive. The renormalize method "
+                     "masks nothing before softmax: it sees every score, and the hidden keys ({where}) are zeroed "
+                     "after it (below).", where=mask_where))
+    elif mask is not None:
+        st.caption(_("Diverging colours centred on 0: blue is negative, orange positive. Grey cells marked −∞ are "
+                     "masked ({mask} mask: {where}).", mask=mask_name, where=mask_where))
+    else:
+        st.caption(_("Diverging colours centred on 0: blue is negative, orange positive."))
     weight_mats = [(t, m) for kind, t in weight_kinds if (m := v.mat(kind)) is not None] if renormalized else []
     if mask is None:
         return
     c_mask, c_rest = sized_columns([1, 2])
     show_matrix(c_mask, mask, v.labels, v.labels,
                 Look(scale="mask", max_px=c_mask.fit(cap(220), v.labels, legend=False)),  # its legend is below
-                key="mask", title=f"mask: {mask_name} (1 = hidden)",
+                key="mask", title=_("mask: {mask} (1 = hidden)", mask=mask_name),
                 cache_key=(v.run.key, "mask"))
     if weight_mats:
         show_panels(c_rest, [m for _, m in weight_mats], [t for t, _ in weight_mats], v.labels,
                     look=Look(scale="weights", columns=3, max_px=c_rest.fit(cap(220), v.labels, panels=3)),
                     key="renorm_steps", name=v.name("renorm_steps"),
                     cache_key=(v.run.key, "renorm", v.head))
-        c_rest.caption(f"Renormalize method: softmax first, zero the {hidden} keys, then divide each row by its sum.")
+        c_rest.caption(_("Renormalize method: softmax first, zero the future keys, then divide each row by its sum.")
+                       if causal else
+                       _("Renormalize method: softmax first, zero the hidden keys, then divide each row by its sum."))
 
 
 def relative_toggle(where) -> None:
     # a short label: the long one was cut to "Per-row relative colours (each row divided by its l…" at 1280×720
-    where.toggle("Relative colours per row", key="row_scale", bind="query-params",
-                 help="Each row divided by its largest weight: for long inputs with near-uniform weights. Tooltips "
-                      "keep the true values; colours then compare keys within a row, not across rows or charts.")
+    where.toggle(_("Relative colours per row"), key="row_scale", bind="query-params",
+                 help=_("Each row divided by its largest weight: for long inputs with near-uniform weights. Tooltips "
+                        "keep the true values; colours then compare keys within a row, not across rows or charts."))
 
 
 def uniform_note(v: View) -> None:
@@ -127,9 +167,10 @@ def uniform_note(v: View) -> None:
                                                              for h in range(v.H)]))
     typical = float(np.median(row_max))
     if typical < NEAR_UNIFORM and v.wscale != "relative" and not v.run.pretrained:
-        st.info(f"**Why the weights look alike:** random (untrained) weights spread each query's attention almost "
-                f"evenly, about 1/{v.T} = {1 / v.T:.4f} per key in the last row (a typical row's largest weight is "
-                f"{typical:.3f}). Turn on **per-row relative colours** to see which keys each row still prefers.")
+        st.info(_("**Why the weights look alike:** random (untrained) weights spread each query's attention almost "
+                  "evenly, about 1/{T} = {share} per key in the last row (a typical row's largest weight is "
+                  "{typical}). Turn on **per-row relative colours** to see which keys each row still prefers.",
+                  T=v.T, share=f"{1 / v.T:.4f}", typical=f"{typical:.3f}"))
     relative_toggle(v.top or st)
 
 
@@ -141,12 +182,16 @@ def heads_section(v: View) -> None:
                 look=Look(scale=v.wscale, columns=columns, max_px=fit(cap(200), v.labels, panels=columns)),
                 key="heads_grid", cache_key=(v.run.key, "heads_grid"))
     if v.kv_heads < v.H:
-        st.caption(f"{v.H} query heads share {v.kv_heads} K/V heads ({v.H // v.kv_heads} each, side by side): heads "
-                   "with the same K/V head read the same keys, yet attend differently, since each has its own queries. "
-                   "Pick one above to follow it through every section.")
+        st.caption(ngettext("{H} query heads share {n} K/V head ({each} each, side by side): heads with the same "
+                            "K/V head read the same keys, yet attend differently, since each has its own queries. "
+                            "Pick one above to follow it through every section.",
+                            "{H} query heads share {n} K/V heads ({each} each, side by side): heads with the same "
+                            "K/V head read the same keys, yet attend differently, since each has its own queries. "
+                            "Pick one above to follow it through every section.",
+                            v.kv_heads, H=v.H, each=v.H // v.kv_heads))
     else:
-        st.caption("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
-                   "it through every section.")
+        st.caption(_("Each head has its own W_query and W_key, so each attends differently. Pick one above to follow "
+                     "it through every section."))
 
 
 STORY_COLUMNS = (3, 2)  # the weights chart beside the cell story
@@ -192,10 +237,10 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
                           key="weights", name=v.name("weights"), zoom=True,
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
-        c_w.caption("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
-                    "attends to most). Hover for the true weights. Click a cell to see its story.")
+        c_w.caption(_("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
+                      "attends to most). Hover for the true weights. Click a cell to see its story."))
     else:
-        c_w.caption("Fixed 0–1 colour scale (viridis), comparable across charts. Click a cell to see its story.")
+        c_w.caption(_("Fixed 0–1 colour scale (viridis), comparable across charts. Click a cell to see its story."))
     if clicked is not None:  # the clicked cell goes into the link (1-based, validated when read back)
         st.session_state["cell_pick"] = clicked
         st.query_params["cell"] = f"{clicked[0] + 1},{clicked[1] + 1}"
@@ -205,13 +250,13 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
     if pick is not None and max(pick) >= T:  # from another sentence
         pick = None
     row_sums = weights.sum(axis=1)
-    c_w.caption(f"Row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f}.")
+    c_w.caption(_("Row sums: min {low}, max {high}.", low=f"{row_sums.min():.6f}", high=f"{row_sums.max():.6f}"))
     ask_the_class(c_w, "explore", run.trace, labels, head=head, query=pick[0] if pick else None,
                   kinds=("attends_most", "masking", "previous_token_head"), layer=run.layer if run.pretrained else None)
     with c_story:
-        if st.toggle("Line view of this head", key="line_view", bind="query-params",
-                     help="Queries on the left, keys on the right; a line's opacity is the weight. "
-                          "Point at a token to keep only its lines."):
+        if st.toggle(_("Line view of this head"), key="line_view", bind="query-params",
+                     help=_("Queries on the left, keys on the right; a line's opacity is the weight. "
+                            "Point at a token to keep only its lines.")):
             n_lines = min(T, MAX_LINE_TOKENS)
             line_px = c_story.px if beside else column_px([1], 0)
             draw_chart(st, lambda: line_view(weights[:n_lines, :n_lines], labels, width=line_px - 40,
@@ -219,14 +264,14 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
                                              font_px=round((18 if presenting() else 15) * grow())),
                        key="line_view_chart")
             if n_lines < T:
-                st.caption(f"Tokens 1–{n_lines} of {T}: more lines than that are a grey fog.")
+                st.caption(_("Tokens 1–{n} of {T}: more lines than that are a grey fog.", n=n_lines, T=T))
         cell_story_text(v, pick)
 
 
 def compare_methods(v: View) -> None:
     """Both causal masking methods on the user's sentence and settings, side by side."""
-    if not st.toggle("Compare both masking methods", key="compare_methods", bind="query-params",
-                     help="Run the same module with −∞ before softmax and with renormalize after softmax."):
+    if not st.toggle(_("Compare both masking methods"), key="compare_methods", bind="query-params",
+                     help=_("Run the same module with −∞ before softmax and with renormalize after softmax.")):
         return
     runs = {m: v.run if m == v.run.cfg.mask_method else load_run(v.s, dataclasses.replace(v.run.cfg, mask_method=m),
                                                                   quiet=True)
@@ -236,10 +281,10 @@ def compare_methods(v: View) -> None:
     mats = [dataclasses.replace(v, run=r).mat("weights") for r in runs.values()]
     diff = float(np.max(np.abs(mats[0] - mats[1])))
     c_diff, c_note = st.columns([1, 3], vertical_alignment="center")
-    c_diff.metric("max |difference|", f"{diff:.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
-    c_note.caption("Same module, same weights, same sentence: the two methods give the same attention weights "
-                   "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see.")
-    show_panels(st, mats, [MASK_NAMES[m] for m in runs], v.labels, key="compare_methods_pair",
+    c_diff.metric(_("max |difference|"), f"{diff:.1e}", help=_("Float rounding only (float32 epsilon ≈ 1.2e-7)."))
+    c_note.caption(_("Same module, same weights, same sentence: the two methods give the same attention weights "
+                     "(up to float rounding). Switching the sidebar's method therefore changes nothing you can see."))
+    show_panels(st, mats, [_(MASK_NAMES[m]) for m in runs], v.labels, key="compare_methods_pair",
                 name=v.name("compare_methods"), look=Look(scale=v.wscale, columns=2,
                                                           max_px=fit(cap(280), v.labels, panels=2)),
                 cache_key=(v.run.key, "compare_methods", v.head))
@@ -256,26 +301,31 @@ def dropout_section(v: View) -> None:
     cfg = v.run.cfg
     dmask = v.mat("dropout_mask")
     if dmask is None:
-        st.info("Dropout is off: " + ("train_mode is off (eval mode)." if not cfg.train_mode else "p = 0.")
-                + " Turn on **training** and set **dropout** > 0 in the sidebar to see it.")
+        st.info(_("Dropout is off: train_mode is off (eval mode). Turn on **training** and set **dropout** > 0 in "
+                  "the sidebar to see it.") if not cfg.train_mode else
+                _("Dropout is off: p = 0. Turn on **training** and set **dropout** > 0 in the sidebar to see it."))
         return
     weights, dropped = v.mat("weights"), v.mat("dropped_weights")
     p = cfg.dropout
     top = 1 / (1 - p)
-    st.markdown(f"**p = {p:g}: every surviving weight is multiplied by 1/(1−p) = {top:.3g}**, so the colour "
-                f"scale of these two panels runs from 0 to {top:.3g} (brightest = scaled survivors).")
+    st.markdown(_("**p = {p}: every surviving weight is multiplied by 1/(1−p) = {top}**, so the colour scale of "
+                  "these two panels runs from 0 to {top} (brightest = scaled survivors).", p=f"{p:g}",
+                  top=f"{top:.3g}"))
     c_dm, c_dw = sized_columns([1, 2])
     show_matrix(c_dm, dmask, v.labels, v.labels, Look(scale="mask", mask_labels=scales.DROPOUT_MASK_LABELS,
                                                       max_px=c_dm.fit(cap(200), v.labels, legend=False)),
-                key="dropout_mask", name=v.name("dropout_mask"), title="dropped cells (1 = zeroed)",
+                key="dropout_mask", name=v.name("dropout_mask"), title=_("dropped cells (1 = zeroed)"),
                 cache_key=(v.run.key, "dropout_mask", v.head))
-    show_panels(c_dw, [weights, dropped], ["attention weights", f"after dropout (survivors × {top:.3g})"],
+    show_panels(c_dw, [weights, dropped],
+                [_("attention weights"), _("after dropout (survivors × {top})", top=f"{top:.3g}")],
                 v.labels, look=Look(scale=scales.weights_scale(top), columns=2,
-                                         max_px=c_dw.fit(cap(210), v.labels, panels=2)),
+                                    max_px=c_dw.fit(cap(210), v.labels, panels=2)),
                 key="dropout", name=v.name("dropout"),
                 cache_key=(v.run.key, "dropout", v.head))
-    st.caption(f"{dmask.sum():.0f} of {(weights != 0).sum()} non-zero weights zeroed. Row sums now range "
-               f"{dropped.sum(1).min():.3f} … {dropped.sum(1).max():.3f} (1 on average).")
+    st.caption(ngettext("{dropped} of {n} non-zero weight zeroed. Row sums now range {low} … {high} (1 on average).",
+                        "{dropped} of {n} non-zero weights zeroed. Row sums now range {low} … {high} (1 on average).",
+                        int((weights != 0).sum()), dropped=f"{dmask.sum():.0f}",
+                        low=f"{dropped.sum(1).min():.3f}", high=f"{dropped.sum(1).max():.3f}"))
 
 
 def output_section(v: View) -> None:
@@ -285,17 +335,19 @@ def output_section(v: View) -> None:
     out_shape = tuple(v.run.output.shape)
     c1, c2 = sized_columns(2)
     half = cell_area(c1.px, v.labels)
-    vectors = Look(scale="scores", x_title="dimension", y_title="token", max_px=min(cap(380), half),
+    vectors = Look(scale="scores", x_title=_("dimension"), y_title=_("token"), max_px=min(cap(380), half),
                    text_format=".3f")  # fixed decimals: no "−4e-3" in a vector
     show_matrix(c1, ctx, v.labels, [f"{i + 1}" for i in range(ctx.shape[1])], vectors, key="context",
                 name=v.name("context"),
-                title="context vectors" + v.head_title, cache_key=(v.run.key, "context", v.head))
+                title=(_("context vectors (head {head})", head=v.head + 1) if v.H > 1 else _("context vectors")),
+                cache_key=(v.run.key, "context", v.head))
     show_matrix(c2, out, v.labels, [f"{i + 1}" for i in range(out.shape[1])], vectors, key="output",
-                title=f"output {out_shape}", cache_key=(v.run.key, "output"))
+                title=_("output {shape}", shape=out_shape), cache_key=(v.run.key, "output"))
     if v.H > 1:
-        st.caption(f"Output width {cfg.output_width}: " + ("the heads concatenated, d_out × num_heads = "
-                                                             f"{cfg.d_out} × {v.H}." if cfg.output_width != cfg.d_out
-                                                             else "the heads merged back to d_out, mixed by out_proj."))
+        st.caption(_("Output width {width}: the heads concatenated, d_out × num_heads = {d_out} × {H}.",
+                     width=cfg.output_width, d_out=cfg.d_out, H=v.H) if cfg.output_width != cfg.d_out else
+                   _("Output width {width}: the heads merged back to d_out, mixed by out_proj.",
+                     width=cfg.output_width))
 
 
 def trained_section(v: View) -> None:
@@ -311,10 +363,11 @@ def model_section(v: View) -> None:
     try:
         ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
     except ValueError as e:
-        st.error(sentence(e))
+        st.error(said(e))
         return
-    st.caption(f"The sidebar's weights are random: this view shows {md_escape(models.label(name))} on your sentence "
-               "(its own tokens). Click a head to switch the Weights to it and open that head in every section.")
+    st.caption(_("The sidebar's weights are random: this view shows {model} on your sentence (its own tokens). "
+                 "Click a head to switch the Weights to it and open that head in every section.",
+                 model=md_escape(models.label(name))))
     show_model_view(name, ids, None, "section", WEIGHTS)
 
 
@@ -323,17 +376,17 @@ def sections(v: View) -> dict[str, Callable[[View], None]]:
     cfg = v.run.cfg
     real = v.run.pretrained or models.default_model() is not None  # random weights: SmolLM2's view, when installed
     out: dict[str, Callable[[View], None]] = {MODEL_VIEW: model_section} if real else {}
-    out["Tokens"] = tokens_section
+    out[TOKENS] = tokens_section
     if v.mat("queries") is not None:
-        out["Q, K, V"] = qkv_section
-    out["Scores"] = scores_section
+        out[QKV] = qkv_section
+    out[SCORES] = scores_section
     if v.H > 1:
-        out["All heads"] = heads_section
+        out[ALL_HEADS] = heads_section
     out[WEIGHTS] = weights_section
     if cfg.spec.uses("dropout"):
-        out["Dropout"] = dropout_section
-    out["Output"] = output_section
-    out["Trained"] = trained_section
+        out[DROPOUT] = dropout_section
+    out[OUTPUT] = output_section
+    out[TRAINED] = trained_section
     return out
 
 
@@ -341,7 +394,7 @@ def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
     if not presenting():  # the top navigation names the page
-        st.title("Explore attention")
+        st.title(_("Explore attention"))
     run = load_run(s, note=not presenting())  # presenting: the summary says it, one line less above the charts
     if run is None:
         st.stop()
@@ -349,10 +402,10 @@ def render() -> None:
     H = num_heads(run.trace)
     head = 0
     if H > 1:
-        head_names = [f"head {h + 1}" for h in range(H)]
-        url_choice("head", head_names, "head 1")
+        head_names = [_("head {head}", head=h + 1) for h in range(H)]
+        from_link("head", list(range(H)), lambda h: _("head {head}", head=h + 1), head_names[0])
         # presentation mode: the buttons alone ("head 1" … say what they are), one line less above the chart
-        head = st.segmented_control("Look at one head (every section follows it)", list(range(H)), default=0,
+        head = st.segmented_control(_("Look at one head (every section follows it)"), list(range(H)), default=0,
                                     required=True, key="head", format_func=head_names.__getitem__, bind="query-params",
                                     label_visibility="collapsed" if presenting() else "visible") or 0
     # the toggle is drawn in the sections it colours; a link's value counts before it is first drawn
@@ -361,11 +414,11 @@ def render() -> None:
     st.markdown(summary(v))
     parts = sections(v)
     names = list(parts)
-    url_choice("section", names, WEIGHTS)
+    from_link("section", names, _, _(WEIGHTS))
     # A row of buttons, one per section, not st.tabs: a tab bar redrawn with every run slowed a sentence change
     # (docs/measurements.md); the page draws only the chosen section either way.
-    name = st.segmented_control("Section", names, key="section", bind="query-params", default=WEIGHTS, required=True,
-                                label_visibility="collapsed", width="stretch")
+    name = st.segmented_control(_("Section"), names, key="section", bind="query-params", default=WEIGHTS,
+                                required=True, format_func=_, label_visibility="collapsed", width="stretch")
     name = name if name in parts else WEIGHTS
     if presenting():  # the section's charts first, right under the section buttons; its controls below them
         content = st.container()

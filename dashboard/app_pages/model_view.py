@@ -11,12 +11,13 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.labs.scores import HEAD_TYPES, head_type, verdict_msg
+from dashboard.app_pages.page_i18n import said
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, column_px, grow
 from dashboard.export.slides import draw_chart
-from dashboard.i18n import _, lang, message
+from dashboard.i18n import _, lang, message, ngettext
 from dashboard.state import models
 from dashboard.state.links import md_escape
 
@@ -65,21 +66,21 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
     says) and the next-token table; ``opened``: the (layer, head) the other sections show, framed."""
     context = min(models.model(name).cfg["context_length"], models.MAX_POSITIONS)
     left, right = st.columns(GRID_WIDTHS)
-    again = right.toggle("Repeat the sentence", key="repeat_sentence", bind="query-params",
-                         help="The tokens twice, so induction heads show: on the second copy, an induction head looks "
-                              "at the token that followed the same token in the first copy.")
+    again = right.toggle(_("Repeat the sentence"), key="repeat_sentence", bind="query-params",
+                         help=_("The tokens twice, so induction heads show: on the second copy, an induction head "
+                                "looks at the token that followed the same token in the first copy."))
     shown = repeated(ids, context) if again else ids
     bar = left.empty()
     label = md_escape(models.label(name))  # a folder's name, in Markdown
 
     def progress(fraction: float, words: str) -> None:
-        bar.progress(fraction, text=f"{label}: every head, {words}")
+        bar.progress(fraction, text=_("{model}: every head, {step}", model=label, step=message(words)))
 
     try:
         view = models.model_view(name, shown, progress)
     except ValueError as e:
         bar.empty()
-        left.error(message(e))
+        left.error(said(e))
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]
@@ -98,15 +99,33 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                    ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
                    (view_key, "grid", lang(), *opened), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
-                   title=f"{models.label(name)}: every head on the sentence")
+                   title=_("{model}: every head on the sentence", model=models.label(name)))
     with right:
         next_token_table(name, ids)
     counts = Counter(types.ravel().tolist())
-    what = (f"the sentence twice ({view.T} tokens)" if again else f"{view.T} tokens") + (
-        f"; each thumbnail is max-pooled over {view.pooled}×{view.pooled} blocks" if view.pooled > 1 else "")
-    st.caption(f"Every layer × head of {label} on {what}, weights on the fixed 0–1 scale. Frames: "
-               + " · ".join(f"{n} {kind}" for kind, n in counts.most_common())
-               + ". Hover for a head's verdict; click one to open it in every section.")
+    frames = " · ".join(f"{n} {_(kind)}" for kind, n in counts.most_common())
+    values = dict(model=label, T=view.T, pool=view.pooled, frames=frames)
+    if again and view.pooled > 1:
+        text = _("Every layer × head of {model} on the sentence twice ({T} tokens); each thumbnail is max-pooled over "
+                 "{pool}×{pool} blocks, weights on the fixed 0–1 scale. Frames: {frames}. Hover for a head's "
+                 "verdict; click one to open it in every section.", **values)
+    elif again:
+        text = _("Every layer × head of {model} on the sentence twice ({T} tokens), weights on the fixed 0–1 scale. "
+                 "Frames: {frames}. Hover for a head's verdict; click one to open it in every section.", **values)
+    elif view.pooled > 1:
+        text = ngettext("Every layer × head of {model} on {n} token; each thumbnail is max-pooled over {pool}×{pool} "
+                        "blocks, weights on the fixed 0–1 scale. Frames: {frames}. Hover for a head's verdict; click "
+                        "one to open it in every section.",
+                        "Every layer × head of {model} on {n} tokens; each thumbnail is max-pooled over {pool}×{pool} "
+                        "blocks, weights on the fixed 0–1 scale. Frames: {frames}. Hover for a head's verdict; click "
+                        "one to open it in every section.", view.T, **values)
+    else:
+        text = ngettext("Every layer × head of {model} on {n} token, weights on the fixed 0–1 scale. Frames: "
+                        "{frames}. Hover for a head's verdict; click one to open it in every section.",
+                        "Every layer × head of {model} on {n} tokens, weights on the fixed 0–1 scale. Frames: "
+                        "{frames}. Hover for a head's verdict; click one to open it in every section.",
+                        view.T, **values)
+    st.caption(text)
 
 
 def next_token_table(name: str, ids: tuple[int, ...]) -> None:
@@ -118,9 +137,9 @@ def next_token_table(name: str, ids: tuple[int, ...]) -> None:
     def piece(token_id: int) -> str:
         return models.piece(name, token_id)
 
-    st.markdown(f"**Next token** (top {len(top)})")
-    df = pd.DataFrame({"token": [md_escape(piece(i)) for i, _ in top],
-                       "probability": [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _, p in top]},
+    st.markdown(_("**Next token** (top {n})", n=len(top)))
+    df = pd.DataFrame({_("token"): [md_escape(piece(i)) for i, _p in top],
+                       _("probability"): [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _i, p in top]},
                       index=pd.RangeIndex(1, len(top) + 1))
     st.table(df)
-    st.caption("softmax of the last logits: what the model expects after your sentence.")
+    st.caption(_("softmax of the last logits: what the model expects after your sentence."))

@@ -39,32 +39,36 @@ from attn_core.text.word_tokenizer import (
     verdict_text,
 )
 from attn_core.tracing.views import head_matrix, num_heads
+from dashboard.app_pages.page_i18n import from_link, said
+from dashboard.app_pages.samples import TEA_ZH
 from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import content_px
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
+from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import code_span, md_escape, sentence
+from dashboard.state.links import code_span, md_escape
 from dashboard.state.runs import load_run
 
 EXPLORE = Path(__file__).resolve().parent / "explore.py"  # absolute: st.switch_page matches main.py's st.Page paths
-VERDICT, OWN = "The Verdict (the book's text)", "Your own text"
-SECTIONS = ["Word tokenizer", "BPE side by side", "Sliding windows", "Embedding = lookup", "Q/K/V as a lookup"]
+VERDICT, OWN = N_("The Verdict (the book's text)"), N_("Your own text")  # the radio's values; shown translated
+SECTIONS = [N_("Word tokenizer"), N_("BPE side by side"), N_("Sliding windows"), N_("Embedding = lookup"),
+            N_("Q/K/V as a lookup")]  # the link's values (?t2v_section=), shown translated
 WINDOW_DEFAULTS = {"t2v_max_length": 4, "t2v_stride": 4, "t2v_batch": 8}  # the book's batch of 8 windows of 4
 MAX_STRIP = 40  # tokens drawn in the window strip (the first windows; a longer span is cut, and says so)
-BPE_EXAMPLES = ["someunknownPlace", "Hello 😀", "<|endoftext|>"]
-BOOKS = pd.DataFrame({"key (author)": ["Jane Austen", "Charles Dickens", "Edith Wharton", "Mary Shelley",
+BPE_EXAMPLES = ["someunknownPlace", "Hello 😀", "<|endoftext|>", TEA_ZH]  # Chinese: bytes and merged pieces
+BOOKS = pd.DataFrame({N_("key (author)"): ["Jane Austen", "Charles Dickens", "Edith Wharton", "Mary Shelley",
                                        "Herman Melville"],
-                      "value (book)": ["Pride and Prejudice", "Great Expectations", "The Verdict", "Frankenstein",
+                      N_("value (book)"): ["Pride and Prejudice", "Great Expectations", "The Verdict", "Frankenstein",
                                        "Moby-Dick"],
-                      "year": [1813, 1861, 1908, 1818, 1851]})
+                      N_("year"): [1813, 1861, 1908, 1818, 1851]})
 
 
 def _error(e: Exception) -> None:
-    st.error(md_escape(sentence(e)))
+    st.error(md_escape(said(e)))
 
 
 def _other_bpe(text: str) -> tuple[str, list[str]] | None:
@@ -97,30 +101,38 @@ def word_section(text: str, sent: str) -> None:
         tokenizer = SimpleTokenizerV2(vocab, pattern)
         ids = tokenizer.encode(sent)
         with col:
-            st.markdown(f"**{'The book' if name == 'book' else 'The study notes'}**: `re.split(r'{pattern}', text)`")
-            st.metric(f"vocabulary ({name})", f"{len(vocab) - len(SPECIAL_TOKENS):,} words")
-            st.caption(f"+ {len(SPECIAL_TOKENS)} special tokens (V2) = {len(vocab):,} ids")
-            st.markdown("first: " + code_span(" ".join(words[:6])) + "  \nlast: " + code_span(" ".join(words[-4:])))
-            st.markdown("SimpleTokenizerV2 ids: " + code_span(str(ids)))
-            st.markdown("decode: " + code_span(tokenizer.decode(ids)))
+            split = f"`re.split(r'{pattern}', text)`"
+            st.markdown(_("**The book**: {split}", split=split) if name == "book" else
+                        _("**The study notes**: {split}", split=split))
+            n_words = len(vocab) - len(SPECIAL_TOKENS)
+            st.metric(_("vocabulary ({name})", name=name),
+                      ngettext("{count} word", "{count} words", n_words, count=f"{n_words:,}"))
+            st.caption(_("+ {n} special tokens (V2) = {ids} ids", n=len(SPECIAL_TOKENS), ids=f"{len(vocab):,}"))
+            st.markdown(_("first: {first}  \nlast: {last}", first=code_span(" ".join(words[:6])),
+                          last=code_span(" ".join(words[-4:]))))
+            st.markdown(_("SimpleTokenizerV2 ids: {ids}", ids=code_span(str(ids))))
+            st.markdown(_("decode: {text}", text=code_span(tokenizer.decode(ids))))
     only_notes, only_book = pattern_difference(text)
-    st.markdown(
-        f"**Why {len(vocabs['book']) - 2:,} vs {len(vocabs['notes']) - 2:,}:** the notes' pattern has no `:` and `;`, "
-        f"so a word written before one stays glued to it: **+{len(only_notes)}** words such as "
-        f"{code_span(' '.join(only_notes[:5]))}; and **−{len(only_book)}** words that occur only before `:` or `;` "
-        f"never appear alone ({code_span(' '.join(only_book[:5]))}). The ids after a changed word shift with it.")
+    st.markdown(_(
+        "**Why {book} vs {notes}:** the notes' pattern has no `:` and `;`, so a word written before one stays glued "
+        "to it: **+{added}** words such as {added_words}; and **−{lost}** words that occur only before `:` or `;` "
+        "never appear alone ({lost_words}). The ids after a changed word shift with it.",
+        book=f"{len(vocabs['book']) - 2:,}", notes=f"{len(vocabs['notes']) - 2:,}", added=len(only_notes),
+        added_words=code_span(" ".join(only_notes[:5])), lost=len(only_book),
+        lost_words=code_span(" ".join(only_book[:5]))))
     v1 = SimpleTokenizerV1(build_vocab(text))
     try:
-        st.markdown("SimpleTokenizerV1 (no `<|unk|>`): " + code_span(str(v1.encode(sent))))
+        st.markdown(_("SimpleTokenizerV1 (no `<|unk|>`): {ids}", ids=code_span(str(v1.encode(sent)))))
     except ValueError as e:
-        st.warning(f"SimpleTokenizerV1 fails on this sentence (the book shows `KeyError: 'Hello'`): "
-                   f"{md_escape(sentence(e))}", icon=":material/error:")
+        st.warning(_("SimpleTokenizerV1 fails on this sentence (the book shows `KeyError: 'Hello'`): {problem}",
+                     problem=md_escape(said(e))), icon=":material/error:")
     cols = st.columns(2)
     for col, (name, pattern) in zip(cols, PATTERNS.items()):
         words = split_words(sent, pattern)  # the two patterns may split the sentence differently ("a:b")
         if words:
             ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
-            show_table(col, pd.DataFrame({"word": words, f"{name} id": ids}).T.astype(str), width="stretch")
+            show_table(col, pd.DataFrame({_("word"): words, _("{name} id", name=name): ids}).T.astype(str),
+                       width="stretch")
 
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------
@@ -133,20 +145,21 @@ def bpe_section(text: str, sent: str) -> None:
     for example in [sent, *BPE_EXAMPLES]:
         words = v2.encode(example)
         ids = bpe_ids(example)
-        row = {"text": example, "word tokens": len(words), f"{UNK}": words.count(vocab[UNK]),
-               "GPT-2 BPE tokens": len(ids), "GPT-2 pieces": " · ".join(_pieces(ids)), "GPT-2 ids": str(ids)}
+        row = {_("text"): example, _("word tokens"): len(words), f"{UNK}": words.count(vocab[UNK]),
+               _("GPT-2 BPE tokens"): len(ids), _("GPT-2 pieces"): " · ".join(_pieces(ids)), _("GPT-2 ids"): str(ids)}
         extra = _other_bpe(example) if other else None
         if extra:
-            row[f"{extra[0]} tokens"] = len(extra[1])
-            row[f"{extra[0]} pieces"] = " · ".join(extra[1])
+            row[_("{model} tokens", model=extra[0])] = len(extra[1])
+            row[_("{model} pieces", model=extra[0])] = " · ".join(extra[1])
         rows.append(row)
     show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
-    st.caption("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji into its UTF-8 "
-               "bytes (shown as hex, ⟨…⟩), and `<|endoftext|>` is one special token (50256). The word tokenizer "
-               f"maps every word outside its {len(vocab) - 2:,}-word vocabulary to `<|unk|>` and loses it.")
+    st.caption(_("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji or most "
+                 "Chinese characters into their UTF-8 bytes (shown as hex, ⟨…⟩), and `<|endoftext|>` is one special "
+                 "token (50256). The word tokenizer maps every word outside its {n}-word vocabulary to `<|unk|>` and "
+                 "loses it.", n=f"{len(vocab) - 2:,}"))
     if other is None:
-        st.caption(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
-                   "installed.")
+        st.caption(_(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
+                     "installed."))
 
 
 # 3. Sliding windows --------------------------------------------------------------------------------------------
@@ -158,11 +171,13 @@ def _set_book(max_length: int, stride: int, batch: int) -> None:
 def windows_section(text: str) -> None:
     c = st.columns([1, 1, 1, 2])
     max_length = c[0].slider("max_length", 1, 32, key="t2v_max_length")
-    stride = c[1].slider("stride", 0, 32, key="t2v_stride", help="0 is refused: the window would not move.")
+    stride = c[1].slider("stride", 0, 32, key="t2v_stride", help=_("0 is refused: the window would not move."))
     batch = c[2].slider("batch_size", 1, 16, key="t2v_batch")
     with c[3]:
-        st.button("Book: max_length 4, stride 1, batch 1", key="t2v_book1", on_click=_set_book, args=(4, 1, 1))
-        st.button("Book: max_length 4, stride 4, batch 8", key="t2v_book8", on_click=_set_book, args=(4, 4, 8))
+        st.button(_("Book: max_length {n}, stride {stride}, batch {batch}", n=4, stride=1, batch=1), key="t2v_book1",
+                  on_click=_set_book, args=(4, 1, 1))
+        st.button(_("Book: max_length {n}, stride {stride}, batch {batch}", n=4, stride=4, batch=8), key="t2v_book8",
+                  on_click=_set_book, args=(4, 4, 8))
     try:
         ids = bpe_ids(text)
         n_windows = check_window(len(ids), max_length, stride, batch)
@@ -176,20 +191,33 @@ def windows_section(text: str) -> None:
                                      [(w.start, w.inputs, w.targets) for w in windows])
     labels = text_charts.window_row_labels(len(windows))
     cell_px = max(12, min(40, (content_px() - 140) // span))
-    st.markdown(f"**{len(ids):,} GPT-2 tokens → {n_windows:,} windows** (a new one every {stride} "
-                f"{'token' if stride == 1 else 'tokens'}; "
-                + ("they overlap" if stride < max_length else "no overlap" if stride == max_length else
-                   f"{stride - max_length} tokens skipped between them") + "). The first batch:")
+    values = dict(tokens=f"{len(ids):,}", windows=f"{n_windows:,}", skipped=stride - max_length)
+    if stride < max_length:
+        line = ngettext("**{tokens} GPT-2 tokens → {windows} windows** (a new one every {n} token; they overlap). "
+                        "The first batch:",
+                        "**{tokens} GPT-2 tokens → {windows} windows** (a new one every {n} tokens; they overlap). "
+                        "The first batch:", stride, **values)
+    elif stride == max_length:
+        line = ngettext("**{tokens} GPT-2 tokens → {windows} windows** (a new one every {n} token; no overlap). "
+                        "The first batch:",
+                        "**{tokens} GPT-2 tokens → {windows} windows** (a new one every {n} tokens; no overlap). "
+                        "The first batch:", stride, **values)
+    else:
+        line = ngettext("**{tokens} GPT-2 tokens → {windows} windows** (a new one every {n} tokens; {skipped} token "
+                        "skipped between them). The first batch:",
+                        "**{tokens} GPT-2 tokens → {windows} windows** (a new one every {n} tokens; {skipped} tokens "
+                        "skipped between them). The first batch:", stride - max_length, **values | {"n": stride})
+    st.markdown(line)
     slide_settings(extra=f"max_length{max_length}_stride{stride}_batch{batch}")
     draw_chart(st, lambda: text_charts.window_strip(frame, list(frame[frame.row == 0].piece), labels, cell_px),
-               key="t2v_windows", name="sliding_windows", title="Sliding windows over the token strip",
+               key="t2v_windows", name="sliding_windows", title=_("Sliding windows over the token strip"),
                table=lambda: frame)
     if windows[-1].start + max_length + 1 > MAX_STRIP:
-        st.caption(f"The strip shows the first {MAX_STRIP} tokens; later windows are cut at its end.")
+        st.caption(_("The strip shows the first {n} tokens; later windows are cut at its end.", n=MAX_STRIP))
     left, right = st.columns(2)
     with left:
-        pairs = pd.DataFrame({"input x": [str(w.inputs) for w in windows],
-                              "target y (shifted by 1)": [str(w.targets) for w in windows]})
+        pairs = pd.DataFrame({_("input x"): [str(w.inputs) for w in windows],
+                              _("target y (shifted by 1)"): [str(w.targets) for w in windows]})
         show_table(st, pairs.head(8), width="stretch")
     with right:
         st.code(f"# (batch_size, max_length)\ninputs.shape == targets.shape == {tuple(inputs.shape)}\n"
@@ -218,11 +246,11 @@ def embedding_section(text: str, sent: str) -> None:
     looked_up, multiplied = lookup_both_ways(layer, input_ids)
     left, mid, right = st.columns([5, 6, 5])
     with left:
-        st.markdown("**W** = `nn.Embedding(6, 3).weight` (seed 123)")
+        st.markdown(_("**W** = `nn.Embedding(6, 3).weight` (seed 123)"))
         show_table(st, pd.DataFrame(layer.weight.detach().numpy(), columns=["d0", "d1", "d2"]).round(4),
                    width="stretch")
     with mid:
-        st.markdown(f"**one-hot** of ids `{input_ids.tolist()}` (4 × 6)")
+        st.markdown(_("**one-hot** of ids `{ids}` (4 × 6)", ids=input_ids.tolist()))
         hot = pd.DataFrame(one_hot(input_ids, 6).numpy().astype(int), index=input_ids.tolist(),
                            columns=[str(c) for c in range(6)])
         # six narrow columns: all of them fit the third of a 1280x720 page (default widths scrolled after column 4)
@@ -231,7 +259,7 @@ def embedding_section(text: str, sent: str) -> None:
     with right:
         st.markdown("**one-hot @ W** = `embedding_layer(ids)`")
         show_table(st, pd.DataFrame(multiplied.numpy(), index=input_ids.tolist()).round(4), width="stretch")
-        st.markdown(f"equal: **{torch.equal(looked_up, multiplied)}**")
+        st.markdown(_("equal: **{equal}**", equal=torch.equal(looked_up, multiplied)))
     max_length, stride, batch = (st.session_state[k] for k in WINDOW_DEFAULTS)
     try:
         s = memo(("t2v_emb", text, batch, max_length, stride),
@@ -240,17 +268,18 @@ def embedding_section(text: str, sent: str) -> None:
         _error(e)
         return
     tok, pos, total = s["shapes"]
-    st.markdown(f"**On the first batch** (Sliding windows' sizes), GPT-2's 50,257 ids → 256-d: token embeddings "
-                f"`{tok}` + position embeddings `{pos}` → input embeddings `{total}` (the position rows broadcast "
-                f"over the batch). One-hot × W equals the lookup on all {tok[0] * tok[1]} ids: **{s['equal']}** "
-                f"(max difference {s['diff']:.1e}).")
+    st.markdown(_("**On the first batch** (Sliding windows' sizes), GPT-2's 50,257 ids → 256-d: token embeddings "
+                  "`{tok}` + position embeddings `{pos}` → input embeddings `{total}` (the position rows broadcast "
+                  "over the batch). One-hot × W equals the lookup on all {n} ids: **{equal}** (max difference "
+                  "{diff}).", tok=tok, pos=pos, total=total, n=tok[0] * tok[1], equal=s["equal"],
+                  diff=f"{s['diff']:.1e}"))
     st.code("token_embeddings = token_embedding_layer(inputs)               # " + str(tok) + "\n"
             "pos_embeddings = pos_embedding_layer(torch.arange(max_length))  # " + str(pos) + "\n"
             "input_embeddings = token_embeddings + pos_embeddings           # " + str(total), language="python")
-    st.button("Open this sentence in Explore →", key="t2v_explore", on_click=_open_in_explore, args=(sent,),
-              type="primary", help="Explore starts here: the sentence's token + position embeddings, x of shape "
-                                   "(1, tokens, d_in).")
-    st.caption("Explore reads the sentence above: " + code_span(sent[:120]))
+    st.button(_("Open this sentence in Explore →"), key="t2v_explore", on_click=_open_in_explore, args=(sent,),
+              type="primary", help=_("Explore starts here: the sentence's token + position embeddings, x of shape "
+                                     "(1, tokens, d_in)."))
+    st.caption(_("Explore reads the sentence above: {sentence}", sentence=code_span(sent[:120])))
     if st.session_state.pop("_t2v_explore", False):
         st.switch_page(EXPLORE)
 
@@ -260,9 +289,11 @@ def embedding_section(text: str, sent: str) -> None:
 def lookup_section(sent: str) -> None:
     left, right = st.columns([1, 1])
     with left:
-        table = st.data_editor(BOOKS, key="t2v_table", num_rows="dynamic", hide_index=True, width="stretch")
-        query = st.text_input("Query", "Edith Warton", key="t2v_query", max_chars=200)
-        temperature = st.slider("temperature (the model's: √d_k)", 0.01, 2.0, 0.2, 0.01, key="t2v_temperature")
+        # the columns keep their English names (the code reads them); the header shows them translated
+        table = st.data_editor(BOOKS, key="t2v_table", num_rows="dynamic", hide_index=True, width="stretch",
+                               column_config={c: _(c) for c in BOOKS.columns})
+        query = st.text_input(_("Query"), "Edith Warton", key="t2v_query", max_chars=200)
+        temperature = st.slider(_("temperature (the model's: √d_k)"), 0.01, 2.0, 0.2, 0.01, key="t2v_temperature")
     table = table.dropna(subset=["key (author)"])
     keys = [str(k) for k in table["key (author)"]]
     values = [str(v) for v in table["value (book)"]]
@@ -274,23 +305,26 @@ def lookup_section(sent: str) -> None:
         return
     hard = hard_lookup(query, keys)
     with right:
-        st.markdown("**Hard lookup** (`books[query]`): " + (code_span(values[hard]) if hard is not None else
-                    "nothing: no key equals the query (a dict raises `KeyError`)"))
+        st.markdown(_("**Hard lookup** (`books[query]`): {value}", value=code_span(values[hard])) if hard is not None
+                    else _("**Hard lookup** (`books[query]`): nothing: no key equals the query (a dict raises "
+                           "`KeyError`)"))
         frame = pd.DataFrame({"row": range(len(keys)), "key": keys, "value": values, "score": soft.scores.round(3),
                               "weight": soft.weights, "hard": [i == hard for i in range(len(keys))]})
         draw_chart(st, lambda: text_charts.weight_bars(frame, [f"{k} → {v}" for k, v in zip(keys, values)],
                                                        width=150, title="softmax(query·key / temperature)"),
-                   key="t2v_table_weights", name="lookup_weights", title="Soft lookup weights", table=lambda: frame)
-        blend = "" if soft.blend is None else f"; blended year {float(soft.blend):,.1f}"
-        st.markdown(f"**Attention** returns every value, weighted: {soft.weights[soft.best]:.0%} "
-                    f"{code_span(values[soft.best])}{blend}.")
-    st.caption("Scores: cosine similarity of the names' letter trigrams (1 = same name). Lower the temperature: the "
-               "blend becomes a hard lookup of the best match, which, unlike a dict, also finds a misspelled key.")
+                   key="t2v_table_weights", name="lookup_weights", title=_("Soft lookup weights"), table=lambda: frame)
+        best = dict(share=f"{soft.weights[soft.best]:.0%}", value=code_span(values[soft.best]))
+        st.markdown(_("**Attention** returns every value, weighted: {share} {value}.", **best) if soft.blend is None
+                    else _("**Attention** returns every value, weighted: {share} {value}; blended year {year}.",
+                           year=f"{float(soft.blend):,.1f}", **best))
+    st.caption(_("Scores: cosine similarity of the names' letter trigrams (1 = same name). Lower the temperature: "
+                 "the blend becomes a hard lookup of the best match, which, unlike a dict, also finds a misspelled "
+                 "key."))
     head_section(sent)
 
 
 def head_section(sent: str) -> None:
-    st.subheader("The same lookup in a real head, on this sentence")
+    st.subheader(_("The same lookup in a real head, on this sentence"))
     s = settings()
     run = load_run(dataclasses.replace(s, text=sent), quiet=True, note=False)
     if run is None:
@@ -298,10 +332,11 @@ def head_section(sent: str) -> None:
     trace = run.trace
     labels = [t.label for t in run.tokens]
     c = st.columns(3)
-    head = c[0].selectbox("head", range(num_heads(trace)), key="t2v_head", format_func=lambda h: f"head {h + 1}")
-    i = c[1].selectbox("query token", range(len(labels)), index=len(labels) - 1, key="t2v_token",
+    head = c[0].selectbox(_("head"), range(num_heads(trace)), key="t2v_head",
+                          format_func=lambda h: _("head {head}", head=h + 1))
+    i = c[1].selectbox(_("query token"), range(len(labels)), index=len(labels) - 1, key="t2v_token",
                        format_func=labels.__getitem__)
-    temp = c[2].slider("temperature (1 = the model's)", 0.05, 3.0, 1.0, 0.05, key="t2v_head_temperature")
+    temp = c[2].slider(_("temperature (1 = the model's)"), 0.05, 3.0, 1.0, 0.05, key="t2v_head_temperature")
     q, k, v = (head_matrix(trace, kind, head) for kind in ("queries", "keys", "values"))
     if q is None:  # simplified attention: x plays all three roles
         q = k = v = head_matrix(trace, "input", 0)
@@ -312,44 +347,48 @@ def head_section(sent: str) -> None:
     left, right = st.columns([3, 2])
     with left:
         draw_chart(st, lambda: text_charts.weight_bars(frame, labels, width=260, row_px=18,
-                                                       title=f"query {labels[i]}: which keys matched"),
-                   key="t2v_head_weights", name="head_lookup", title="Which keys matched this query",
+                                                       title=_("query {token}: which keys matched",
+                                                               token=labels[i])),
+                   key="t2v_head_weights", name="head_lookup", title=_("Which keys matched this query"),
                    table=lambda: frame)
     with right:
         top = ", ".join(f"{code_span(labels[j])} {look.weights[j]:.0%}" for j in order if look.weights[j] > 0)
-        st.markdown(f"**Matched:** {top}")
-        st.markdown(f"**Came back:** z = Σ weight · value, a {v.shape[1]}-d vector: "
-                    + code_span(np.array2string(look.context[:6], precision=3) + (" …" if v.shape[1] > 6 else "")))
-        st.caption(f"Scores q·k / √{k.shape[1]}; future keys masked. Weights: the sidebar's model "
-                   f"({md_escape(run.cfg.variant)}, {md_escape(run.weights)} weights).")
+        st.markdown(_("**Matched:** {top}", top=top))
+        z = code_span(np.array2string(look.context[:6], precision=3) + (" …" if v.shape[1] > 6 else ""))
+        st.markdown(_("**Came back:** z = Σ weight · value, a {d}-d vector: {z}", d=v.shape[1], z=z))
+        st.caption(_("Scores q·k / √{d_k}; future keys masked. Weights: the sidebar's model ({variant}, {weights} "
+                     "weights).", d_k=k.shape[1], variant=md_escape(run.cfg.variant),
+                     weights=md_escape(run.weights)))
 
 
 def render() -> None:
     for key, default in WINDOW_DEFAULTS.items():  # kept while another section is open (an undrawn widget forgets)
         st.session_state[key] = st.session_state.get(key, default)
     if not presenting():
-        st.title("Text → vectors")
-        st.caption("Chapter 2 of the book on your text: words and BPE pieces become ids, a sliding window cuts them "
-                   "into input/target batches, and an embedding lookup turns ids into the (batch, tokens, d_in) "
-                   "tensor attention reads. Then queries, keys and values as a database lookup.")
+        st.title(_("Text → vectors"))
+        st.caption(_("Chapter 2 of the book on your text: words and BPE pieces become ids, a sliding window cuts "
+                     "them into input/target batches, and an embedding lookup turns ids into the (batch, tokens, "
+                     "d_in) tensor attention reads. Then queries, keys and values as a database lookup."))
     c1, c2 = st.columns([1, 2])
-    source = c1.radio("Text", [VERDICT, OWN], key="t2v_source")
+    source = c1.radio(_("Text"), [VERDICT, OWN], key="t2v_source", format_func=_)
     if source == OWN:
-        text = c2.text_area("Your text (the vocabulary and the windows come from it)", verdict_text()[:600],
+        text = c2.text_area(_("Your text (the vocabulary and the windows come from it)"), verdict_text()[:600],
                             key="t2v_text", max_chars=MAX_TEXT_CHARS, height=100)
     else:
         text = verdict_text()
-        c2.caption(f"Edith Wharton, *The Verdict* (1908; public domain): {len(text):,} characters, the book's "
-                   "chapter-2 text.")
-    sent = c2.text_input("Sentence to encode", BOOK_EXAMPLE, key="t2v_sentence", max_chars=2_000)
+        c2.caption(_("Edith Wharton, *The Verdict* (1908; public domain): {n} characters, the book's chapter-2 "
+                     "text.", n=f"{len(text):,}"))
+    sent = c2.text_input(_("Sentence to encode"), BOOK_EXAMPLE, key="t2v_sentence", max_chars=2_000,
+                         help=_("The book's example; try a Chinese one too, such as {sample}", sample=TEA_ZH))
     if not text.strip():
-        st.error("The text is empty: type or paste some text, or choose The Verdict.")
+        st.error(_("The text is empty: type or paste some text, or choose The Verdict."))
         return
     if not sent.strip():
-        st.error("The sentence is empty: type one (for example: Hello, do you like tea?).")
+        st.error(_("The sentence is empty: type one (for example: Hello, do you like tea?)."))
         return
-    section = st.segmented_control("Section", SECTIONS, default=SECTIONS[0], key="t2v_section",
-                                   bind="query-params") or SECTIONS[0]  # a link opens a section
+    from_link("t2v_section", SECTIONS, _, _(SECTIONS[0]))
+    section = st.segmented_control(_("Section"), SECTIONS, default=SECTIONS[0], key="t2v_section",
+                                   format_func=_, bind="query-params") or SECTIONS[0]  # a link opens a section
     if section == SECTIONS[0]:
         word_section(text, sent)
     elif section == SECTIONS[1]:

@@ -15,14 +15,15 @@ from attn_core.labs.scores import head_scores, verdicts_msg
 from attn_core.models.traced import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
+from dashboard.app_pages.page_i18n import said
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import Look, show_panels
 from dashboard.drawing.sizes import cap, fit
-from dashboard.i18n import _, message
+from dashboard.i18n import N_, _, message
 from dashboard.state.links import md_escape
 
 LEARN_JOB = "learn_job"  # where the Learn page keeps this session's training (app_pages/learn.py: JOB)
-LABEL = "Trained model"  # not "Weights": that is the name of Explore's main section
+LABEL = N_("Trained model")  # not "Weights": that is the name of Explore's main section
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -66,42 +67,43 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     job = session_model()
     options = ([SESSION] if job is not None else []) + shipped
     if not options:
-        st.info("No trained model ships with this copy of the app: train one on the **Learn** page.")
+        st.info(_("No trained model ships with this copy of the app: train one on the **Learn** page."))
         return
-    names = {task: TASKS[task].title for task in shipped}
+    names = {task: message(TASKS[task].title) for task in shipped}
     if job is not None:
-        names[SESSION] = f"Yours: {TASKS[job.trainer.task.name].title}, step {job.trainer.step_count}"
+        names[SESSION] = _("Yours: {task}, step {step}", task=message(TASKS[job.trainer.task.name].title),
+                           step=job.trainer.step_count)
     choice = st.segmented_control(
-        LABEL, options, default=options[0], key="explore_weights", format_func=names.get,
-        help="Every other section uses random weights, as the chapter does. These models were trained on the "
-             "Learn page's tasks (yours: the one you trained there in this browser session).")
+        _(LABEL), options, default=options[0], key="explore_weights", format_func=names.get,
+        help=_("Every other section uses random weights, as the chapter does. These models were trained on the "
+               "Learn page's tasks (yours: the one you trained there in this browser session)."))
     if choice is None:  # the picked model was clicked again
-        st.info(f"Pick a **{LABEL.lower()}** above to see its heads on your sentence (every other section uses "
-                "random weights, as the chapter does).")
+        st.info(_("Pick a **trained model** above to see its heads on your sentence (every other section uses "
+                  "random weights, as the chapter does)."))
         return
     ids = tuple(t.id for t in tokens)
     if choice == SESSION and job.state == "running":
-        st.info("Your model is still training on the Learn page: pause it (or let it finish) to look at it here.")
+        st.info(_("Your model is still training on the Learn page: pause it (or let it finish) to look at it here."))
         return
     try:
         weights, symbols = (session_attention(job, ids) if choice == SESSION else trained_attention(choice, ids))
     except ValueError as exc:
-        st.warning(f"This trained model cannot read the sentence: {message(exc)}")
+        st.warning(_("This trained model cannot read the sentence: {problem}", problem=message(exc)))
         return
     task = job.trainer.task.name if choice == SESSION else choice
     mapping = dict.fromkeys(zip(symbols, (md_escape(t.text) for t in tokens)))
-    shown = ", ".join(f"“{piece}” → {sym}" for sym, piece in list(mapping)[:8])
-    st.caption(
-        f"This model learned the Learn task *{TASKS[task].title}* on {TASKS[task].model['vocab_size']} abstract "
-        f"symbols, never on words. Each distinct token of your sentence became one symbol in order of first "
-        f"appearance ({shown}{' …' if len(mapping) > 8 else ''}), so the model sees only which tokens repeat: "
-        "type a phrase twice to watch its induction heads.")
+    shown = ", ".join(f"“{piece}” → {sym}" for sym, piece in list(mapping)[:8]) + (" …" if len(mapping) > 8 else "")
+    st.caption(_("This model learned the Learn task *{task}* on {vocab} abstract symbols, never on words. Each "
+                 "distinct token of your sentence became one symbol in order of first appearance ({shown}), so the "
+                 "model sees only which tokens repeat: type a phrase twice to watch its induction heads.",
+                 task=message(TASKS[task].title), vocab=TASKS[task].model["vocab_size"], shown=shown))
     n_layers, n_heads = weights.shape[:2]
     scores = head_scores(weights, symbols)
     lines = [_(m) for m in verdicts_msg(scores)]
     for layer in range(n_layers):
-        show_panels(st, list(weights[layer]), [f"layer {layer + 1} head {h + 1}" for h in range(n_heads)], labels,
+        titles = [_("layer {layer} head {head}", layer=layer + 1, head=h + 1) for h in range(n_heads)]
+        show_panels(st, list(weights[layer]), titles, labels,
                     look=Look(scale="weights", columns=n_heads, max_px=fit(cap(180), labels, panels=n_heads)),
                     key=f"trained_{layer}",
                     cache_key=("trained", choice, names[choice], ids, layer))
-        st.caption(" · ".join(lines[layer * n_heads:(layer + 1) * n_heads]))
+        st.caption(" · ".join(message(line) for line in lines[layer * n_heads:(layer + 1) * n_heads]))

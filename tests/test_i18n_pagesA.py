@@ -1,0 +1,166 @@
+"""The Chinese interface of Explore (each section), Model view, Trained, Shape flow and Text → vectors (each section):
+no exception, no English sentence left from these pages' own strings, and the same numbers in both languages.
+
+English left over from strings other modules produce (dashboard/drawing, dashboard/state, attn_core) is reported
+(printed) but not failed here: those modules are translated on their own, and this test turns strict once they are.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+from i18n_check import english_left
+
+from apptest_utils import ROOT, chart_data, messages, new_app, table_text
+from dashboard.app_pages.samples import CAT_ZH, TEA_ZH
+from dashboard.i18n import _, language
+
+MINE = ["explore.py", "explore_view.py", "model_view.py", "trained_view.py", "shape_flow.py", "text_to_vectors.py",
+        "samples.py"]
+T2V = "app_pages/text_to_vectors.py"
+FLOW = "app_pages/shape_flow.py"
+EXPLORE_SECTIONS = ["Model view", "Tokens", "Q, K, V", "Scores", "All heads", "Weights", "Dropout", "Output",
+                    "Trained"]
+T2V_SECTIONS = ["Word tokenizer", "BPE side by side", "Sliding windows", "Embedding = lookup", "Q/K/V as a lookup"]
+# the user's sentence, the book's sample text and names, which stay as typed in both languages
+ALLOWED = {"Your", "journey", "starts", "with", "one", "step", "Hello", "do", "you", "like", "tea", "Edith",
+           "Warton", "Wharton", "Verdict", "SimpleTokenizerV1", "SimpleTokenizerV2", "MultiHeadAttention",
+           "CausalAttention", "MultiHeadAttentionWrapper", "SelfAttention", "Instruct", "M", "Random", "chapter's"}
+ZH_SENTENCE = CAT_ZH
+GQA = dict(variant="GroupedQueryAttention", num_heads="4", num_kv_groups="2", d_out="8")  # every Explore section
+
+pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
+
+
+@cache
+def my_english() -> str:
+    """Every English msgid these pages mark, placeholders blanked: where a leftover run of ours would be found."""
+    from babel.messages.extract import extract_from_file
+
+    texts: list[str] = []
+    for name in MINE:
+        path = Path(ROOT) / "dashboard" / "app_pages" / name
+        for _lineno, msg, _comments, _context in extract_from_file(
+                "python", str(path), keywords={"_": None, "N_": None, "ngettext": (1, 2)}):
+            texts.extend([msg] if isinstance(msg, str) else [m for m in msg if m])
+    return "\n".join(re.sub(r"\{\w+\}", " ", t) for t in texts)
+
+
+def ours(leftovers: list[str]) -> list[str]:
+    """The leftover English runs that one of these pages' own templates holds (untranslated or missing)."""
+    mine = my_english()
+    return [run for run in leftovers if run in mine]
+
+
+def run_page(page: str | None, lang: str, sections: dict | None = None, **query: str):
+    """The page in ``lang`` with its link's ``query``; ``sections``: {button group key: section id} to click."""
+    at = new_app(**query)
+    at.query_params["lang"] = lang
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    for key, section in (sections or {}).items():
+        click_section(at, lang, key, section)
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
+def click_section(at, lang: str, key: str, section: str) -> None:
+    """Click the button of ``section`` in the group ``key``: it sends the label shown (AppTest's session_state would
+    spell the value with str(), not with the page's format_func)."""
+    with language(lang):
+        shown = _(section)
+        for radio in at.radio:  # the same for a radio whose options are shown translated
+            if radio.value is not None and str(radio.value) not in radio.options:
+                radio.set_value(_(radio.value))
+    at.button_group(key=key).set_value(shown).run()
+    assert at.button_group(key=key).value == section, (key, section, at.button_group(key=key).options)
+
+
+def check_chinese(at, where: str) -> None:
+    left = english_left(at, ALLOWED)
+    assert not ours(left), (where, ours(left))
+    if left:
+        print(f"\n[{where}] English from other modules: {left}")
+    shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert re.search(r"[\u4e00-\u9fff]", shown), where  # the page does speak Chinese
+
+
+@pytest.mark.parametrize("section", EXPLORE_SECTIONS)
+def test_explore_sections_in_chinese(section):
+    at = run_page(None, "zh", {"section": section}, **GQA, train_mode="true", dropout="0.5")
+    check_chinese(at, f"explore/{section}")
+
+
+def test_explore_segment_labels_translated_and_link_values_kept():
+    at = run_page(None, "zh", section="Scores")  # a link made in English opens the same section in Chinese
+    sections = at.button_group(key="section")
+    assert sections.value == "Scores"  # the value (and so the link) stays the English id
+    assert "分数" in sections.options and "Scores" not in sections.options, sections.options  # shown translated
+    assert any("掩码" in c.value for c in at.caption)
+
+
+def test_explore_numbers_identical_in_both_languages():
+    rows = {}
+    for lang in ("en", "zh"):
+        at = run_page(None, lang, {"section": "Weights"})
+        rows[lang] = [(r["q"], r["k"], r["value"]) for r in chart_data(at, "weights")]
+        story = [m.value for m in at.markdown if "1. **" in m.value]
+        rows[lang + "_story"] = re.findall(r"-?\d+\.\d+", story[0])
+    assert rows["en"] == rows["zh"] and rows["en"]
+    assert rows["en_story"] == rows["zh_story"] and rows["en_story"]
+
+
+def test_explore_on_a_chinese_sentence():
+    """GPT-2's byte pieces and the real model's tokens on a Chinese sentence: Explore and Model view run, labels
+    stay readable (no replacement characters)."""
+    at = run_page(None, "zh", {"section": "Tokens"}, sentence=ZH_SENTENCE)
+    labels = list(at.dataframe[0].value.iloc[:, 0])
+    assert labels and all("\ufffd" not in label for label in labels)
+    assert any("猫" in label for label in labels) and any("⟨" in label for label in labels)  # whole and byte pieces
+    assert any("UTF-8" in c.value for c in at.caption)  # the byte pieces are explained
+    click_section(at, "zh", "section", "Model view")
+    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    pieces = list(table_text(at.table[0]).iloc[:, 0])
+    assert pieces and all("\ufffd" not in p for p in pieces)
+
+
+def test_model_view_numbers_identical_in_both_languages():
+    probs = {}
+    for lang in ("en", "zh"):
+        at = run_page(None, lang, {"section": "Model view"})
+        probs[lang] = list(table_text(at.table[0]).iloc[:, 1])
+    assert probs["en"] == probs["zh"] and probs["en"]
+
+
+def test_shape_flow_in_chinese_with_the_same_numbers():
+    seen = {}
+    for lang in ("en", "zh"):
+        at = run_page(FLOW, lang, **GQA)
+        if lang == "zh":
+            check_chinese(at, "shape_flow")
+        cells = [c for t in at.dataframe for c in t.value.to_numpy().ravel().tolist()]
+        cells += [c for t in at.table for c in table_text(t).to_numpy().ravel().tolist()]
+        seen[lang] = [m.value for m in at.metric] + [c for c in cells if re.search(r"\d", str(c))]  # not "yes"
+    assert seen["en"] == seen["zh"] and len(seen["en"]) > 20
+
+
+@pytest.mark.parametrize("section", T2V_SECTIONS)
+def test_text_to_vectors_sections_in_chinese(section):
+    at = run_page(T2V, "zh", {"t2v_section": section})
+    check_chinese(at, f"t2v/{section}")
+
+
+def test_text_to_vectors_numbers_identical_and_chinese_sample_readable():
+    tables = {}
+    for lang in ("en", "zh"):
+        at = run_page(T2V, lang, {"t2v_section": "BPE side by side"})
+        frame = at.dataframe[0].value
+        tables[lang] = frame.to_numpy().tolist()
+    assert tables["en"] == tables["zh"]
+    row = next(r for r in tables["zh"] if r[0] == TEA_ZH)
+    assert "⟨" in row[4] or "你" in row[4]  # GPT-2's pieces: bytes or whole characters, never mojibake
+    assert "\ufffd" not in " ".join(str(c) for c in row)
