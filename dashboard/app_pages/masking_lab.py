@@ -109,7 +109,7 @@ def _methods(lab: Lab) -> None:
     with c2:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels, key="method_diff", scale="magnitude:1",
-                    title=_("|(a) − (b)| in units of float32 epsilon ({eps})", eps=f"{EPS32:.2e}"),
+                    title=_("|(a) − (b)| in units of float32 epsilon ({eps})", eps=format(EPS32, ".2e")),
                     max_px=fit(cap(260), labels, [2, 3], 1),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption(" ".join(filter(None, [
@@ -212,7 +212,7 @@ def _dropout(lab: Lab) -> None:
                     name=f"dropout_mask_p{p:g}")
         sums = dropped.sum(axis=1)
         c_note.markdown(_("**Survivors × 1/(1−p) = {top}**: the two weight panels below share a colour scale "
-                          "from 0 to {top}, so the scaled survivors are the brightest cells.", top=f"{top:.3g}"))
+                          "from 0 to {top}, so the scaled survivors are the brightest cells.", top=format(top, ".3g")))
         values = dict(p=f"{p:g}", top=f"{top:.3g}", low=f"{sums.min():.3f}", high=f"{sums.max():.3f}")
         if cfg.dropout == 0:
             c_note.markdown(_("p = {p} (the sidebar has dropout 0, so the lab uses 0.5): survivors are multiplied by "
@@ -225,8 +225,8 @@ def _dropout(lab: Lab) -> None:
         show_panels(st, [before, dropped], [_("weights (eval mode: used as is)"), _("after dropout (training)")],
                     labels, key="dropout_lab", scale=scales.weights_scale(top), columns=2, max_px=lab.pair,
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
-                    title=_("Weights before and after dropout (p = {p}, survivors × {top})", p=f"{p:g}",
-                            top=f"{top:.3g}"))
+                    title=_("Weights before and after dropout (p = {p}, survivors × {top})", p=format(p, "g"),
+                            top=format(top, ".3g")))
 
 
 def _scaling(lab: Lab) -> None:

@@ -173,8 +173,8 @@ def render() -> None:
               help=_("A tile whose every cell is masked is skipped: causal masking skips about half."))
     explicit_bytes = T * T * 4
     tiled_bytes = (block_q * block_k + block_q * (q.shape[-1] + 2)) * 4
-    c2.metric(_("Memory for scores (float32)"), _("{explicit} B vs {tiled} B", explicit=f"{explicit_bytes:,}",
-                                                   tiled=f"{tiled_bytes:,}"),
+    c2.metric(_("Memory for scores (float32)"), _("{explicit} B vs {tiled} B", explicit=format(explicit_bytes, ","),
+                                                   tiled=format(tiled_bytes, ",")),
               help=_("The chapter's path holds the whole T × T matrix; the tiled loop one S tile plus each row's m, "
                      "ℓ and accumulator (by formula; bench/flash.py measures it over T)."))
     c3.metric(_("max |tiled − chapter's output|"), f"{diff:.1e}",

@@ -181,7 +181,7 @@ def step_view(s: Settings) -> None:
         diff = step.max_abs_diff
         if diff is not None:
             agreed = _("Agrees with the book ({check}): max |difference| {diff}.", check=_(step.check),
-                       diff=f"{diff:.1e}")
+                       diff=format(diff, ".1e"))
         else:
             agreed = _("Agrees with the book ({check}).", check=_(step.check))
         st.success(agreed, icon=":material/check_circle:")

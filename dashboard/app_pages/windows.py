@@ -161,7 +161,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
     cols = st.columns(3)
     for col, (label, value) in zip(cols, ppl.items()):
         col.metric(_("Perplexity · {setting}", setting=label), f"{value:,.1f}",
-                   delta=None if value == full else _("{ratio}x full", ratio=f"{value / full:.1f}"),
+                   delta=None if value == full else _("{ratio}x full", ratio=format(value / full, ".1f")),
                    delta_color="inverse")
     st.altair_chart(charts.loss_curve_chart(charts.loss_frame(losses, 16), cap(760), window if window < T else None),
                     key="win_losses", width="content")
@@ -233,13 +233,14 @@ def _rope(name: str, s) -> None:
         kv = head // (queries.shape[0] // keys.shape[0])
         theta = rope_frequencies(d, base)
         T = queries.shape[1]
+        shown_base = f"{base:,.0f}"
         st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your sentence "
                              "({n} token). RoPE turns each of the {pairs} dimension pairs by position × θᵢ, "
                              "θᵢ = {base}^(−2i/{d}).",
                              "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your sentence "
                              "({n} tokens). RoPE turns each of the {pairs} dimension pairs by position × θᵢ, "
                              "θᵢ = {base}^(−2i/{d}).", T, model=md_escape(_label(name)), layer=layer + 1,
-                             head=head + 1, kv_head=kv + 1, pairs=d // 2, base=f"{base:,.0f}", d=d))
+                             head=head + 1, kv_head=kv + 1, pairs=d // 2, base=shown_base, d=d))
         left, right = st.columns(2)
         pairs = [0, d // 8, d // 4, d // 2 - 1]
         angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": _("pair {i}", i=i)}
