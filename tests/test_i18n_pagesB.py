@@ -139,6 +139,19 @@ def test_masking_lab_in_chinese_section_by_section():
     assert any("这里用 0.5" in m.value for m in zh.markdown), [m.value for m in zh.markdown]
 
 
+def test_an_english_link_opens_the_same_section_and_mistake_in_chinese():
+    """The link keeps the options' English values whatever the language shows (Streamlit's own URL binding would
+    have written the translated text, and dropped an English one)."""
+    mistake = "mistake: renormalize raw scores"
+    zh = _open(MASKING, "zh", lab_section="Mistakes", mistake=mistake)
+    assert [h.value for h in zh.subheader if h.value[:1].isdigit()][0].startswith("2 · ")
+    assert zh.session_state["mistake"] == mistake
+    zh = _rerun(zh, "zh", lab_section="Scaling")
+    assert zh.query_params.get("lab_section") == "Scaling"
+    zh = _rerun(zh, "zh", lab_section="Methods")
+    assert "lab_section" not in zh.query_params
+
+
 def test_walkthrough_in_chinese_every_step_the_same_numbers():
     en, zh = _both(WALK)
     assert zh.title[0].value.startswith("跟着书走")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -86,12 +87,25 @@ def render() -> None:
     url_choice("lab_section", SECTIONS, SECTIONS[0])
     # an older link that names a mistake opens the mistakes
     first = SECTIONS[1] if "mistake" in st.query_params and "lab_section" not in st.query_params else SECTIONS[0]
-    name = st.segmented_control(_("Section"), SECTIONS, format_func=_, key="lab_section", bind="query-params",
-                                default=first, required=True, label_visibility="collapsed", width="stretch")
-    name = name if name in SECTIONS else SECTIONS[0]
+    name = linked_buttons(_("Section"), SECTIONS, "lab_section", first, required=True, width="stretch")
     _unused, downloads = section_steps("lab_section", SECTIONS)
     PARTS[name](lab)
     page_downloads(downloads, page="masking-lab")
+
+
+def linked_buttons(label: str, options: Sequence[str], key: str, first: str, **kwargs) -> str:
+    """A row of buttons over ``options``, shown translated and kept in the link as ``?key=`` with the option's own
+    (English) value; the first option leaves the link clean. Streamlit's ``bind="query-params"`` would put the
+    translated text in the link, so an English link would not open a section in Chinese."""
+    linked = st.query_params.get(key)
+    pick = st.segmented_control(label, options, format_func=_, key=key, default=linked if linked in options else first,
+                                label_visibility="collapsed", **kwargs)
+    pick = pick if pick in options else first
+    if pick == options[0]:
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = pick
+    return pick
 
 
 def _methods(lab: Lab) -> None:
@@ -130,8 +144,7 @@ def _mistakes(lab: Lab) -> None:
     st.subheader(_("2 · Classic mistakes, beside the right answer"))
     names = [v.name for v in variants[2:]]
     url_choice("mistake", names, names[0])
-    pick = st.segmented_control(_("Mistake"), names, format_func=_, default=names[0], key="mistake",
-                                bind="query-params", label_visibility="collapsed") or names[0]
+    pick = linked_buttons(_("Mistake"), names, "mistake", names[0])
     wrong = next(v for v in variants if v.name == pick)
     if wrong.correct:
         st.markdown(_(":green[**✓**] **{verdict}**", verdict=_(wrong.verdict)))
