@@ -174,10 +174,10 @@ def _precision(lab: Lab) -> None:
     cfg, rk, scores = lab.cfg, lab.rk, lab.scores
     st.subheader(_("3 · Precision: float32, float16, bfloat16"))
     rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, lab.d_k, cfg.device))
-    mask_value, max_diff = _("mask value"), _("max |Δ| vs float32 −∞")
+    device, mask_value, max_diff = _("device"), _("mask value"), _("max |Δ| vs float32 −∞")
     last, finite = _("a fully masked row becomes"), _("finite (all rows)")
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
-        "dtype": "dtype", "device": "device", "method": mask_value, "max_diff_vs_fp32": max_diff,
+        "dtype": "dtype", "device": device, "method": mask_value, "max_diff_vs_fp32": max_diff,
         "fully_masked_row": last, "finite": finite})
     table = table[[c for c in table.columns if c != last] + [last]]
     # PyTorch's error messages are longer than the page is wide: the table says "error", the text follows it.
@@ -185,7 +185,7 @@ def _precision(lab: Lab) -> None:
               if r.fully_masked_row.startswith(ERROR_PREFIX)]
     table[last] = [v if not v.startswith(ERROR_PREFIX) else _("PyTorch error (below the table)") for v in table[last]]
     show_table(st, table, formats={max_diff: "%.2e"}, hide_index=True, width="stretch",
-               column_config={"device": st.column_config.TextColumn(width="small"),
+               column_config={device: st.column_config.TextColumn(width="small"),
                               last: st.column_config.TextColumn(width="large")})
     for dtype, method, error in errors:
         st.caption(_("PyTorch error for {dtype} with {method}: `{error}`", dtype=dtype, method=method, error=error))
