@@ -148,6 +148,7 @@ def test_an_english_link_opens_the_same_section_and_mistake_in_chinese():
     assert zh.session_state["mistake"] == mistake
     zh = _rerun(zh, "zh", lab_section="Scaling")
     assert zh.query_params.get("lab_section") == "Scaling"
+    assert "mistake" not in zh.query_params  # a link copied here opens the scaling, not the mistakes
     zh = _rerun(zh, "zh", lab_section="Methods")
     assert "lab_section" not in zh.query_params
 

@@ -88,6 +88,8 @@ def render() -> None:
     # an older link that names a mistake opens the mistakes
     first = SECTIONS[1] if "mistake" in st.query_params and "lab_section" not in st.query_params else SECTIONS[0]
     name = linked_buttons(_("Section"), SECTIONS, "lab_section", first, required=True, width="stretch")
+    if name != SECTIONS[1]:  # a link copied here must not reopen the mistakes (the older links' rule above)
+        st.query_params.pop("mistake", None)
     _unused, downloads = section_steps("lab_section", SECTIONS)
     PARTS[name](lab)
     page_downloads(downloads, page="masking-lab")
