@@ -168,6 +168,35 @@ def test_walkthrough_in_chinese_every_step_the_same_numbers():
     assert any("我们的代码算出" in m.value for m in zh.markdown)
 
 
+def test_walkthrough_prepares_the_next_step_in_chinese_too(monkeypatch):
+    """The next step's chart is prepared in a worker thread: in the session's language, under the key the click
+    reads, so "Next" builds nothing (prepared in English, the click found no chart and built it again)."""
+    import threading
+
+    from dashboard.drawing import heatmaps
+    from dashboard.state import ahead
+
+    monkeypatch.setattr(ahead, "PAUSE_S", 0.0)
+    built = []
+
+    def counted(real):
+        def build(*args, **kwargs):
+            built.append(threading.current_thread().name)
+            return real(*args, **kwargs)
+        return build
+
+    zh = _open(WALK, "zh", sentence="The cat sat on the mat", input_mode="learned")
+    monkeypatch.setattr(heatmaps, "heatmap_frame", counted(heatmaps.heatmap_frame))
+    for i in range(1, 4):
+        work = zh.session_state["walk_ahead"]
+        assert work.started.wait(30)
+        work.take()
+        built.clear()
+        zh = _rerun(zh, "zh", walk_step=i)
+        assert not [b for b in built if not b.startswith(ahead.THREAD_NAME)], f"step {i + 1} built on the click"
+    assert any("（你的句子）" in m.value for m in zh.markdown)
+
+
 def test_walkthrough_on_your_own_sentence_in_chinese():
     query = dict(sentence="The cat sat on the mat", input_mode="learned")
     en, zh = _both(WALK, **query)

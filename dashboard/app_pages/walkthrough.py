@@ -20,7 +20,7 @@ from dashboard.drawing.present import dark, presenting
 from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
-from dashboard.i18n import _, lang, ngettext
+from dashboard.i18n import _, lang, language, ngettext
 from dashboard.state.ahead import prefetch
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.state.controls import Settings, settings
@@ -193,11 +193,13 @@ def step_view(s: Settings) -> None:
     yours_next = your_sentence(s.text, s.input_mode, i, step.key)
     if i + 1 < len(steps):  # the next step's charts, while the reader reads this one
         after, look, px = steps[i + 1], Look(big=presenting(), grow=grow(), dark=dark()), chart_px()
+        code = lang()
 
         def prepare_next() -> None:
-            prepare_step(after, BOOK_LABELS, ("walk", after.key, lang()), look, px)
-            if yours_next is not None:
-                yours_next(look, px)
+            with language(code):  # a worker thread: this session's language for the labels and the cache key
+                prepare_step(after, BOOK_LABELS, ("walk", after.key, lang()), look, px)
+                if yours_next is not None:
+                    yours_next(look, px)
 
         st.session_state[AHEAD] = prefetch(prepare_next)
     page_downloads(page="walkthrough")
