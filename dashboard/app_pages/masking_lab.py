@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,7 @@ from dashboard.drawing.matrices import Look, show_matrix, show_panels
 from dashboard.drawing.sizes import cap, fit, sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import page_downloads, slide_settings
-from dashboard.i18n import _
+from dashboard.i18n import N_, _
 from dashboard.state.controls import settings
 from dashboard.state.runs import load_run
 from dashboard.state.settings_schema import Settings
@@ -44,7 +45,7 @@ ERROR_PREFIX = "PyTorch error: "
 
 # short names: the Previous / Next buttons that name them fit one line at 1280x720 ("◀ Two methods" and
 # "Precision ▶" took two)
-SECTIONS = ("Methods", "Mistakes", "Precision", "Dropout", "Scaling")
+SECTIONS = (N_("Methods"), N_("Mistakes"), N_("Precision"), N_("Dropout"), N_("Scaling"))  # URL values: English
 
 
 @dataclasses.dataclass
@@ -67,11 +68,12 @@ def render() -> None:
     """Draw the page: one section at a time, picked in a row of buttons kept in the link (``?lab_section=``), so
     each fits about a screen at 1280x720. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
-    st.title("Masking lab")
+    st.title(_("Masking lab"))
     cfg = s.cfg if s.cfg.spec.uses("mask_method") else dataclasses.replace(s.cfg, variant="CausalAttention")
     cfg = dataclasses.replace(cfg, causal=True)
-    st.caption(f"All comparisons use the same attention scores: {cfg.variant} (head 1) on your sentence, "
-               f"d_k = {cfg.d_out if cfg.variant != 'MultiHeadAttention' else cfg.d_out // cfg.num_heads}.")
+    st.caption(_("All comparisons use the same attention scores: {variant} (head 1) on your sentence, d_k = {d_k}.",
+                 variant=cfg.variant,
+                 d_k=cfg.d_out if cfg.variant != "MultiHeadAttention" else cfg.d_out // cfg.num_heads))
     run = load_run(s, cfg)
     if run is None:
         st.stop()
@@ -85,108 +87,129 @@ def render() -> None:
     url_choice("lab_section", SECTIONS, SECTIONS[0])
     # an older link that names a mistake opens the mistakes
     first = SECTIONS[1] if "mistake" in st.query_params and "lab_section" not in st.query_params else SECTIONS[0]
-    name = st.segmented_control("Section", SECTIONS, key="lab_section", bind="query-params", default=first,
-                                required=True, label_visibility="collapsed", width="stretch")
-    name = name if name in SECTIONS else SECTIONS[0]
+    name = linked_buttons(_("Section"), SECTIONS, "lab_section", first, required=True, width="stretch")
+    if name != SECTIONS[1]:  # a link copied here must not reopen the mistakes (the older links' rule above)
+        st.query_params.pop("mistake", None)
     _unused, downloads = section_steps("lab_section", SECTIONS)
     PARTS[name](lab)
     page_downloads(downloads, page="masking-lab")
+
+
+def linked_buttons(label: str, options: Sequence[str], key: str, first: str, **kwargs) -> str:
+    """A row of buttons over ``options``, shown translated and kept in the link as ``?key=`` with the option's own
+    (English) value; the first option leaves the link clean. Streamlit's ``bind="query-params"`` would put the
+    translated text in the link, so an English link would not open a section in Chinese."""
+    linked = st.query_params.get(key)
+    pick = st.segmented_control(label, options, format_func=_, key=key, default=linked if linked in options else first,
+                                label_visibility="collapsed", **kwargs)
+    pick = pick if pick in options else first
+    if pick == options[0]:
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = pick
+    return pick
 
 
 def _methods(lab: Lab) -> None:
     """1. The two correct methods give the same weights."""
     labels, rk = lab.labels, lab.rk
     right_a, right_b = lab.variants()[:2]
-    st.subheader("1 · Two correct ways, the same weights")
+    st.subheader(_("1 · Two correct ways, the same weights"))
     diff = (right_a.weights - right_b.weights).abs()
-    show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], ["(a) −∞ before softmax",
-                "(b) softmax → zero → renormalize"], labels, look=Look(scale="weights", columns=2, max_px=lab.pair),
+    show_panels(st, [right_a.weights.numpy(), right_b.weights.numpy()], [_("(a) −∞ before softmax"),
+                _("(b) softmax → zero → renormalize")], labels, look=Look(scale="weights", columns=2, max_px=lab.pair),
                 key="two_methods", cache_key=(rk, "two_methods"), name="two_correct_masks",
-                title="Two correct causal masks, the same weights")
+                title=_("Two correct causal masks, the same weights"))
     c1, c2 = sized_columns([2, 3])
-    c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help="Float rounding only (float32 epsilon ≈ 1.2e-7).")
+    c1.metric("max |(a) − (b)|", f"{float(diff.max()):.1e}", help=_("Float rounding only (float32 epsilon ≈ 1.2e-7)."))
     with c2:
         # In units of float32 epsilon: the true sizes (~1e-8) would all print as "0.00".
         show_matrix(st, diff.numpy() / EPS32, labels, labels,
                     Look(scale="magnitude:1", max_px=c2.fit(cap(260), labels)), key="method_diff",
-                    title=f"|(a) − (b)| in units of float32 epsilon ({EPS32:.2e})",
+                    title=_("|(a) − (b)| in units of float32 epsilon ({eps})", eps=format(EPS32, ".2e")),
                     cache_key=(rk, "method_diff"), name="masks_difference_in_eps")
         st.caption(" ".join(filter(None, [
-            "0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
-            "rounding.", scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
+            _("0 = identical (dark); 1 = one float32 rounding step at 1.0 (bright). The two methods agree up to float "
+              "rounding."), scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
     # beside the difference, under the metric: one row, not two (the lab fits fewer screens)
-    c1.markdown(
+    c1.markdown(_(
         "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
         "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
         "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
-        "exactly softmax over the past keys, which is what (a) computes.")
+        "exactly softmax over the past keys, which is what (a) computes."))
 
 
 def _mistakes(lab: Lab) -> None:
     """2. The classic mistakes beside the right answer."""
     labels, rk, variants = lab.labels, lab.rk, lab.variants()
     right_a = variants[0]
-    st.subheader("2 · Classic mistakes, beside the right answer")
+    st.subheader(_("2 · Classic mistakes, beside the right answer"))
     names = [v.name for v in variants[2:]]
     url_choice("mistake", names, names[0])
-    pick = st.segmented_control("Mistake", names, default=names[0], key="mistake", bind="query-params",
-                                label_visibility="collapsed") or names[0]
+    pick = linked_buttons(_("Mistake"), names, "mistake", names[0])
     wrong = next(v for v in variants if v.name == pick)
-    st.markdown((":green[**✓**] " if wrong.correct else ":red[**✗**] ") + f"**{_(wrong.verdict)}**")
-    show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()], ["right: " + right_a.name, pick], labels,
+    if wrong.correct:
+        st.markdown(_(":green[**✓**] **{verdict}**", verdict=_(wrong.verdict)))
+    else:
+        st.markdown(_(":red[**✗**] **{verdict}**", verdict=_(wrong.verdict)))
+    show_panels(st, [right_a.weights.numpy(), wrong.weights.numpy()],
+                [_("right: {method}", method=_(right_a.name)), _(pick)], labels,
                 look=Look(scale="weights", columns=2, max_px=lab.pair), key="mistake_pair",
-                cache_key=(rk, "mistake", pick), name=f"right_vs_{pick}", title=f"The right answer beside the {pick}")
+                cache_key=(rk, "mistake", pick), name=f"right_vs_{pick}",
+                title=_("The right answer beside the {mistake}", mistake=_(pick)))
     if note := scales.out_of_range_note(wrong.weights.numpy(), "weights"):
         st.caption(note)  # the legend's gradient cannot show these colours
     # the code and its three numbers beside the cell-by-cell difference: one row, not two (fewer screens)
     c_code, c_diff = sized_columns([1, 1])
     c_code.code(wrong.code, language="python", wrap_lines=True)  # a half column: long lines wrap, not cut
     m1, m2, m3 = c_code.columns(3)
-    m1.metric("future weight", f"{wrong.future_weight:.3f}", help="Should be 0: no attention to the future.")
-    m2.metric("|row sum − 1|", f"{wrong.row_sum_error:.3f}", help="Should be 0: weights sum to 1.")
-    m3.metric("min weight", f"{wrong.min_weight:.3f}", help="Should be ≥ 0.")
+    m1.metric(_("future weight"), f"{wrong.future_weight:.3f}", help=_("Should be 0: no attention to the future."))
+    m2.metric(_("|row sum − 1|"), f"{wrong.row_sum_error:.3f}", help=_("Should be 0: weights sum to 1."))
+    m3.metric(_("min weight"), f"{wrong.min_weight:.3f}", help=_("Should be ≥ 0."))
     what_wrong = (wrong.weights - right_a.weights).numpy()
     show_matrix(c_diff, what_wrong, labels, labels, Look(scale="scores", max_px=c_diff.fit(cap(300), labels)),
-                key="mistake_diff", title=f"{pick} − right answer (what is wrong, cell by cell)",
+                key="mistake_diff", title=_("{mistake} − right answer (what is wrong, cell by cell)", mistake=_(pick)),
                 cache_key=(rk, "mistake_diff", pick),
                 name=f"{pick}_minus_right")
 
 def _precision(lab: Lab) -> None:
     """3. float32, float16, bfloat16; −∞ against finfo.min; the fully masked row."""
     cfg, rk, scores = lab.cfg, lab.rk, lab.scores
-    st.subheader("3 · Precision: float32, float16, bfloat16")
+    st.subheader(_("3 · Precision: float32, float16, bfloat16"))
     rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, lab.d_k, cfg.device))
+    device, mask_value, max_diff = _("device"), _("mask value"), _("max |Δ| vs float32 −∞")
+    last, finite = _("a fully masked row becomes"), _("finite (all rows)")
     table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
-        "dtype": "dtype", "device": "device", "method": "mask value", "max_diff_vs_fp32": "max |Δ| vs float32 −∞",
-        "fully_masked_row": "a fully masked row becomes", "finite": "finite (all rows)"})
-    table = table[[c for c in table.columns if c != "a fully masked row becomes"] + ["a fully masked row becomes"]]
+        "dtype": "dtype", "device": device, "method": mask_value, "max_diff_vs_fp32": max_diff,
+        "fully_masked_row": last, "finite": finite})
+    table = table[[c for c in table.columns if c != last] + [last]]
     # PyTorch's error messages are longer than the page is wide: the table says "error", the text follows it.
-    errors = {f"{r.dtype} with {r.method}": r.fully_masked_row.removeprefix(ERROR_PREFIX) for r in rows
-              if r.fully_masked_row.startswith(ERROR_PREFIX)}
-    last = "a fully masked row becomes"
-    table[last] = [v if not v.startswith(ERROR_PREFIX) else "PyTorch error (below the table)" for v in table[last]]
-    show_table(st, table, formats={"max |Δ| vs float32 −∞": "%.2e"}, hide_index=True, width="stretch",
-               column_config={"device": st.column_config.TextColumn(width="small"),
+    errors = [(r.dtype, r.method, r.fully_masked_row.removeprefix(ERROR_PREFIX)) for r in rows
+              if r.fully_masked_row.startswith(ERROR_PREFIX)]
+    table[last] = [v if not v.startswith(ERROR_PREFIX) else _("PyTorch error (below the table)") for v in table[last]]
+    show_table(st, table, formats={max_diff: "%.2e"}, hide_index=True, width="stretch",
+               column_config={device: st.column_config.TextColumn(width="small"),
                               last: st.column_config.TextColumn(width="large")})
-    for where, message in errors.items():
-        st.caption(f"PyTorch error for {where}: `{message}`")
-    st.markdown(
-        f"Computed on **{cfg.device}** in {', '.join(DTYPES)}. −∞ and `torch.finfo(dtype).min` give the same weights "
-        "for ordinary rows; they differ when *every* key of a row is masked (e.g. a padding query): with −∞ the row "
-        "is 0/0 = NaN, with finfo.min it silently becomes uniform. A guard keeps such rows at zero:")
+    for dtype, method, error in errors:
+        st.caption(_("PyTorch error for {dtype} with {method}: `{error}`", dtype=dtype, method=method, error=error))
+    st.markdown(_(
+        "Computed on **{device}** in {dtypes}. −∞ and `torch.finfo(dtype).min` give the same weights for ordinary "
+        "rows; they differ when *every* key of a row is masked (e.g. a padding query): with −∞ the row is 0/0 = NaN, "
+        "with finfo.min it silently becomes uniform. A guard keeps such rows at zero:",
+        device=cfg.device, dtypes=", ".join(DTYPES)))
     st.code("all_masked = torch.isneginf(masked).all(dim=-1, keepdim=True)\n"
             "weights = torch.softmax(masked.masked_fill(all_masked, 0.0), dim=-1).masked_fill(all_masked, 0.0)",
             language="python", wrap_lines=True)
     demo = scores[:3, :3].clone()
     demo[0, :] = -torch.inf
-    st.caption(f"guarded_softmax on a row of all −∞ → {guarded_softmax(demo)[0].tolist()} (plain softmax: "
-               f"{torch.softmax(demo, -1)[0].tolist()})")
+    st.caption(_("guarded_softmax on a row of all −∞ → {guarded} (plain softmax: {plain})",
+                 guarded=guarded_softmax(demo)[0].tolist(), plain=torch.softmax(demo, -1)[0].tolist()))
 
 
 def _dropout(lab: Lab) -> None:
     """4. Dropout after masking, on the same sentence in training mode."""
     cfg, labels = lab.cfg, lab.labels
-    st.subheader("4 · Dropout after masking")
+    st.subheader(_("4 · Dropout after masking"))
     p = cfg.dropout if cfg.dropout > 0 else 0.5
     dcfg = dataclasses.replace(cfg, dropout=p, train_mode=True)
     drun = load_run(lab.s, dcfg, quiet=True)
@@ -201,43 +224,51 @@ def _dropout(lab: Lab) -> None:
         mask_px = c_mask.fit(cap(HALF_CAP_PX), labels, legend=False)  # its legend is below
         show_matrix(c_mask, dmask, labels, labels, Look(scale="mask", max_px=mask_px,
                                                          mask_labels=scales.DROPOUT_MASK_LABELS),
-                    key="dropout_lab_mask", title="dropped (1 = zeroed)", cache_key=(drun.key, "dropout_lab_mask"),
+                    key="dropout_lab_mask", title=_("dropped (1 = zeroed)"), cache_key=(drun.key, "dropout_lab_mask"),
                     name=f"dropout_mask_p{p:g}")
         sums = dropped.sum(axis=1)
-        c_note.markdown(f"**Survivors × 1/(1−p) = {top:.3g}**: the two weight panels below share a colour scale "
-                        f"from 0 to {top:.3g}, so the scaled survivors are the brightest cells.")
-        c_note.markdown(f"p = {p:g}{' (the sidebar has dropout 0, so the lab uses 0.5)' if cfg.dropout == 0 else ''}: "
-                        f"survivors are multiplied by 1/(1−p) = {1 / (1 - p):.3g} so the *expected* row sum stays 1, "
-                        f"but each actual row sum now ranges {sums.min():.3f} … {sums.max():.3f}. In eval mode "
-                        "(`model.eval()`) dropout does nothing.")
-        show_panels(st, [before, dropped], ["weights (eval mode: used as is)", "after dropout (training)"],
+        c_note.markdown(_("**Survivors × 1/(1−p) = {top}**: the two weight panels below share a colour scale "
+                          "from 0 to {top}, so the scaled survivors are the brightest cells.", top=format(top, ".3g")))
+        values = dict(p=f"{p:g}", top=f"{top:.3g}", low=f"{sums.min():.3f}", high=f"{sums.max():.3f}")
+        if cfg.dropout == 0:
+            c_note.markdown(_("p = {p} (the sidebar has dropout 0, so the lab uses 0.5): survivors are multiplied by "
+                              "1/(1−p) = {top} so the *expected* row sum stays 1, but each actual row sum now ranges "
+                              "{low} … {high}. In eval mode (`model.eval()`) dropout does nothing.", **values))
+        else:
+            c_note.markdown(_("p = {p}: survivors are multiplied by 1/(1−p) = {top} so the *expected* row sum stays 1, "
+                              "but each actual row sum now ranges {low} … {high}. In eval mode (`model.eval()`) "
+                              "dropout does nothing.", **values))
+        show_panels(st, [before, dropped], [_("weights (eval mode: used as is)"), _("after dropout (training)")],
                     labels, look=Look(scale=scales.weights_scale(top), columns=2, max_px=lab.pair), key="dropout_lab",
                     cache_key=(drun.key, "dropout_lab"), name=f"dropout_p{p:g}",
-                    title=f"Weights before and after dropout (p = {p:g}, survivors × {top:.3g})")
+                    title=_("Weights before and after dropout (p = {p}, survivors × {top})", p=format(p, "g"),
+                            top=format(top, ".3g")))
 
 
 def _scaling(lab: Lab) -> None:
     """5. Why divide by √d_k: random unit-variance q and k, the same for every sentence."""
-    st.subheader("5 · Why divide by √d_k")
+    st.subheader(_("5 · Why divide by √d_k"))
     # the reason and the d_k knob beside the table: one row, not three (fewer screens)
     c_why, c_table = st.columns([2, 3])
-    c_why.markdown("If the components of q and k have variance 1, q·k is a sum of d_k such products and has variance "
-                "d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients vanish. "
-                "Dividing by √d_k brings the variance back to 1.")
+    c_why.markdown(_("If the components of q and k have variance 1, q·k is a sum of d_k such products and has "
+                     "variance d_k: scores spread out as √d_k, softmax saturates onto one key and its gradients "
+                     "vanish. Dividing by √d_k brings the variance back to 1."))
     srows = memo(("scaling_table", SCALING_SAMPLES), scaling_table)  # the same numbers for every sentence
+    std, unscaled_max, scaled_max = _("std of q·k"), _("mean max weight, no scaling"), _("mean max weight, ÷√d_k")
     show_table(c_table, pd.DataFrame([dataclasses.asdict(r) for r in srows]).rename(columns={
-        "d_k": "d_k", "score_std": "std of q·k", "max_weight_unscaled": "mean max weight, no scaling",
-        "max_weight_scaled": "mean max weight, ÷√d_k"}), hide_index=True, width="stretch",
-        formats={"std of q·k": "%.2f", "mean max weight, no scaling": "%.3f", "mean max weight, ÷√d_k": "%.3f"})
-    c_table.caption(f"Each row: random unit-variance q and k for 8 tokens, averaged over {SCALING_SAMPLES} seeded "
-                    "samples (one sample jumped about from row to row). The panels below show one of them.")
-    dk = c_why.select_slider("d_k (the panels below)", [2, 8, 32, 128, 512], value=128, key="scaling_dk")
+        "d_k": "d_k", "score_std": std, "max_weight_unscaled": unscaled_max,
+        "max_weight_scaled": scaled_max}), hide_index=True, width="stretch",
+        formats={std: "%.2f", unscaled_max: "%.3f", scaled_max: "%.3f"})
+    c_table.caption(_("Each row: random unit-variance q and k for 8 tokens, averaged over {samples} seeded samples "
+                      "(one sample jumped about from row to row). The panels below show one of them.",
+                      samples=SCALING_SAMPLES))
+    dk = c_why.select_slider(_("d_k (the panels below)"), [2, 8, 32, 128, 512], value=128, key="scaling_dk")
     unscaled, scaled = scaling_weights(dk)
     toks = [f"{i + 1}" for i in range(unscaled.shape[0])]
     slide_settings(extra=f"d_k {dk}")  # random q and k: not the sentence's
     show_panels(st, [unscaled.numpy(), scaled.numpy()], ["softmax(q·k)", "softmax(q·k / √d_k)"], toks,
                 look=Look(scale="weights", columns=2, max_px=lab.pair), key="scaling", cache_key=("scaling", dk),
-                name="scaling", title=f"Why divide by √d_k: softmax of random scores, d_k = {dk}")
+                name="scaling", title=_("Why divide by √d_k: softmax of random scores, d_k = {d_k}", d_k=dk))
 
 
 PARTS = dict(zip(SECTIONS, (_methods, _mistakes, _precision, _dropout, _scaling), strict=True))

@@ -18,9 +18,10 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap
 from dashboard.drawing.text import show_table
 from dashboard.drawing.tile_charts import tile_frame, tile_grid_chart
+from dashboard.i18n import _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import md_escape, plural
+from dashboard.state.links import md_escape
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import stepper
 
@@ -32,9 +33,9 @@ def _row_table(labels: list[str], rows: range, trace: Trace, tile: str) -> pd.Da
     """m, l before and after this tile, and alpha, one row per query of the tile."""
     def col(name: str) -> list[float]:
         return [float(v) for v in trace[f"{tile}.{name}"].tensor[0, 0]]
-    return pd.DataFrame({"m before": col("m_old"), "m after": col("m"), "α": col("alpha"),
-                         "ℓ before": col("l_old"), "ℓ after": col("l")},
-                        index=pd.Index([labels[q] for q in rows], name="query"))
+    return pd.DataFrame({_("m before"): col("m_old"), _("m after"): col("m"), "α": col("alpha"),
+                         _("ℓ before"): col("l_old"), _("ℓ after"): col("l")},
+                        index=pd.Index([labels[q] for q in rows], name=_("query")))
 
 
 def _grew(trace: Trace, tile: str) -> torch.Tensor:
@@ -48,22 +49,22 @@ def _corrections(trace: Trace) -> int:
 
 def _corrected_tiles(trace: Trace) -> list[str]:
     """The tiles (the loop's computed ones, in its order) where some row's max grew: "tile (1,2)"."""
-    return [f"tile ({tile.index[0] + 1},{tile.index[1] + 1})" for tile in trace.scopes_of_kind("tile")
+    return [_("tile ({i},{j})", i=tile.index[0] + 1, j=tile.index[1] + 1) for tile in trace.scopes_of_kind("tile")
             if bool(_grew(trace, tile.name).any())]
 
 
 def _block(labels: list[str], rows: range, cols: list[str], tensor: torch.Tensor) -> pd.DataFrame:
-    return pd.DataFrame(tensor[0, 0].numpy(), index=pd.Index([labels[q] for q in rows], name="query"), columns=cols)
+    return pd.DataFrame(tensor[0, 0].numpy(), index=pd.Index([labels[q] for q in rows], name=_("query")), columns=cols)
 
 
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
-    st.title("Tiled attention (FlashAttention)")
-    st.caption("A fused kernel never holds the num_tokens × num_tokens matrix: it walks tiles of queries × keys, "
-               "keeps each query row's running max **m** and sum **ℓ**, rescales what it summed by "
-               "**α = exp(m before − m after)** when the max grows, and divides by ℓ once at the end: here on your "
-               "sentence's real queries, keys and values.")
+    st.title(_("Tiled attention (FlashAttention)"))
+    st.caption(_("A fused kernel never holds the num_tokens × num_tokens matrix: it walks tiles of queries × keys, "
+                 "keeps each query row's running max **m** and sum **ℓ**, rescales what it summed by "
+                 "**α = exp(m before − m after)** when the max grows, and divides by ℓ once at the end: here on "
+                 "your sentence's real queries, keys and values."))
     cfg = s.cfg
     if not (cfg.spec.uses("context_length") or s.pretrained):  # no mask, no weights: take the chapter's module
         cfg = dataclasses.replace(cfg, variant="CausalAttention")
@@ -75,17 +76,18 @@ def render() -> None:
     H = num_heads(trace)
 
     c_bq, c_bk, c_head = st.columns(3, vertical_alignment="bottom")
-    head = c_head.selectbox("Head", range(H), format_func=lambda h: f"head {h + 1}", key="tile_head") if H > 1 else 0
-    block_q = int(c_bq.number_input("block_q (queries per tile)", 1, 1024, 2, key="tile_block_q"))
-    block_k = int(c_bk.number_input("block_k (keys per tile)", 1, 1024, 2, key="tile_block_k"))
+    head = c_head.selectbox(_("Head"), range(H), format_func=lambda h: _("head {head}", head=h + 1),
+                            key="tile_head") if H > 1 else 0
+    block_q = int(c_bq.number_input(_("block_q (queries per tile)"), 1, 1024, 2, key="tile_block_q"))
+    block_k = int(c_bk.number_input(_("block_k (keys per tile)"), 1, 1024, 2, key="tile_block_k"))
 
     rotated = bool(trace.of_kind("queries_rotated"))  # RoPE (the Llama family): the loop reads rotated q and k
     q, k, v = (head_matrix(trace, kind, head) for kind in (("queries_rotated", "keys_rotated", "values") if rotated
                                                             else ("queries", "keys", "values")))
     weights_explicit = head_matrix(trace, "weights", head)
     if q is None or k is None or v is None or weights_explicit is None:
-        st.info(f"{cfg.variant} records no per-head queries, keys, values and weights to tile: pick "
-                "CausalAttention or MultiHeadAttention in the sidebar.")
+        st.info(_("{variant} records no per-head queries, keys, values and weights to tile: pick "
+                  "CausalAttention or MultiHeadAttention in the sidebar.", variant=cfg.variant))
         st.stop()
     window = cfg.window if cfg.spec.uses("window") and cfg.window else None
     causal = cfg.causal if cfg.spec.uses("causal") else True
@@ -93,24 +95,23 @@ def render() -> None:
     mask_np = causal_mask(T, window=window, causal=causal).numpy() if masked else None
     plan = tile_plan(torch.from_numpy(mask_np) if masked else None, T, T, block_q, block_k)
     if plan.num_tiles > MAX_TILES:
-        st.warning(f"{T} tokens in tiles of {block_q} × {block_k} make {plan.num_tiles} tiles: too many to step "
-                   f"through. Raise block_q and block_k (to {-(-T // 16)} or more) or shorten the sentence.")
+        st.warning(_("{n} tokens in tiles of {block_q} × {block_k} make {tiles} tiles: too many to step through. "
+                     "Raise block_q and block_k (to {least} or more) or shorten the sentence.", n=T, block_q=block_q,
+                     block_k=block_k, tiles=plan.num_tiles, least=-(-T // 16)))
         st.stop()
     as_4d = [torch.from_numpy(np.array(m, dtype=np.float32))[None, None] for m in (q, k, v)]
     tiles = Trace()
     out = flash_attention(*as_4d, block_q=block_q, block_k=block_k, causal=causal, window=window, trace=tiles)
     explicit = torch.from_numpy(weights_explicit @ v)  # the chapter's path: the whole weights matrix @ values
-    what = ("causal" if causal else "no causal mask") + (f", window {window}" if window else "")
     kv_heads = [kv_head(trace, h) for h in range(H)]  # which K/V head each query head reads
-    grouped = kv_heads != list(range(H))
-    kv_note = f" (it reads K/V head {kv_heads[head] + 1} of {len(set(kv_heads))})" if grouped else ""
-    module = f"{models.label(s.weights)}, layer {s.layer + 1}" if s.pretrained else cfg.variant
-    st.caption(md_escape(f"{module}, head {head + 1}{kv_note}{', queries and keys after RoPE' if rotated else ''} · "
-                         f"{plural(T, 'token')} · mask: {what} · "
-                         f"tiles of {block_q} queries × {block_k} keys"))
+    module = cfg.variant
+    if s.pretrained:
+        module = _("{model}, layer {layer}", model=models.label(s.weights), layer=s.layer + 1)
+    st.caption(md_escape(_describe(module, head, kv_heads, rotated, T, causal, window, block_q, block_k)))
 
     order = plan.order()
-    names = [f"tile ({i + 1},{j + 1})" + ("" if c else " skipped") for i, j, c in order]
+    names = [_("tile ({i},{j})", i=i + 1, j=j + 1) if c else _("tile ({i},{j}) skipped", i=i + 1, j=j + 1)
+             for i, j, c in order]
     n = stepper("tile_step", names)
     i, j, computed = order[n]
     rows, cols = plan.rows(i), plan.cols(j)
@@ -122,62 +123,107 @@ def render() -> None:
         left.altair_chart(tile_grid_chart(frame, labels, size, numbers=T <= 12), key="tile_grid",
                           width="content")
     else:
-        left.caption(f"The grid is drawn for up to {MAX_GRID_TOKENS} tokens; your text has {T}.")
+        left.caption(_("The grid is drawn for up to {most} tokens; your text has {n}.", most=MAX_GRID_TOKENS, n=T))
     tile = scope_name("tile", i, j)
     col_names = [labels[c] for c in cols]
     if not computed:
-        right.markdown(f"**Tile ({i + 1},{j + 1}) is skipped.** Every key in it is hidden from every query in it "
-                       f"({'in their future' if causal and cols.start > rows.stop - 1 else 'outside the window'}): "
-                       "the loop never computes it. −∞ masking makes this free.")
+        if causal and cols.start > rows.stop - 1:
+            right.markdown(_("**Tile ({i},{j}) is skipped.** Every key in it is hidden from every query in it "
+                             "(in their future): the loop never computes it. −∞ masking makes this free.",
+                             i=i + 1, j=j + 1))
+        else:
+            right.markdown(_("**Tile ({i},{j}) is skipped.** Every key in it is hidden from every query in it "
+                             "(outside the window): the loop never computes it. −∞ masking makes this free.",
+                             i=i + 1, j=j + 1))
     else:
-        right.markdown(f"**Tile ({i + 1},{j + 1})**: queries {rows.start + 1}–{rows.stop} × keys "
-                       f"{cols.start + 1}–{cols.stop}. Scores S = q·k / √d_k (−∞ where masked):")
+        right.markdown(_("**Tile ({i},{j})**: queries {q_first}–{q_last} × keys {k_first}–{k_last}. Scores "
+                         "S = q·k / √d_k (−∞ where masked):", i=i + 1, j=j + 1, q_first=rows.start + 1,
+                         q_last=rows.stop, k_first=cols.start + 1, k_last=cols.stop))
         show_table(right, _block(labels, rows, col_names, tiles[f"{tile}.S"].tensor), formats=dict.fromkeys(
             col_names, "%.3f"))
-        first = bool((tiles[f"{tile}.m_old"].tensor == -torch.inf).all())
-        grew = bool(_grew(tiles, tile).any())
-        if first:
-            story = " — the row's first tile: m starts at −∞ and ℓ at 0, so α = 0 (nothing summed yet)"
-        elif grew:
-            story = " — **the max grew**: α < 1 shrinks the old sum and accumulator to the new max"
+        if bool((tiles[f"{tile}.m_old"].tensor == -torch.inf).all()):
+            right.markdown(_("Running max and sum of each query row — the row's first tile: m starts at −∞ and ℓ at "
+                             "0, so α = 0 (nothing summed yet):"))
+        elif bool(_grew(tiles, tile).any()):
+            right.markdown(_("Running max and sum of each query row — **the max grew**: α < 1 shrinks the old sum and "
+                             "accumulator to the new max:"))
         else:
-            story = " — the max did not grow: α = 1, the sums simply add"
-        right.markdown("Running max and sum of each query row" + story + ":")
+            right.markdown(_("Running max and sum of each query row — the max did not grow: α = 1, the sums simply "
+                             "add:"))
         show_table(right, _row_table(labels, rows, tiles, tile), formats={c: "%.4f" for c in (
-            "m before", "m after", "α", "ℓ before", "ℓ after")})
+            _("m before"), _("m after"), "α", _("ℓ before"), _("ℓ after"))})
     if computed:
-        with st.expander("The accumulator acc = α · acc + exp(S − m) @ v (unnormalized output rows)"):
+        with st.expander(_("The accumulator acc = α · acc + exp(S − m) @ v (unnormalized output rows)")):
             acc = tiles[f"{tile}.acc"].tensor
             show_table(st, _block(labels, rows, [f"d{c + 1}" for c in range(acc.shape[-1])], acc))
 
     diff = float((out[0, 0] - explicit).abs().max())
     corrections = _corrections(tiles)
     if not corrections:
-        st.caption("In this head no row's max grows after its first tile (each row's largest score sits in its first "
-                   "key tile), so α stays 1: try another head, smaller tiles or another sentence to see a correction.")
+        st.caption(_("In this head no row's max grows after its first tile (each row's largest score sits in its "
+                     "first key tile), so α stays 1: try another head, smaller tiles or another sentence to see a "
+                     "correction."))
     else:
-        st.caption(f"The running max was corrected {plural(corrections, 'time')} in this walk (a row's max grew in a "
-                   "later tile, α < 1): " + ", ".join(_corrected_tiles(tiles)) + ".")
+        st.caption(ngettext("The running max was corrected {n} time in this walk (a row's max grew in a later tile, "
+                            "α < 1): {tiles}.", "The running max was corrected {n} times in this walk (a row's max "
+                            "grew in a later tile, α < 1): {tiles}.", corrections,
+                            tiles=", ".join(_corrected_tiles(tiles))))
     c1, c2, c3 = st.columns(3)
-    c1.metric("Tiles computed", f"{plan.num_computed} of {plan.num_tiles}",
-              help="A tile whose every cell is masked is skipped: causal masking skips about half.")
+    c1.metric(_("Tiles computed"), _("{computed} of {tiles}", computed=plan.num_computed, tiles=plan.num_tiles),
+              help=_("A tile whose every cell is masked is skipped: causal masking skips about half."))
     explicit_bytes = T * T * 4
     tiled_bytes = (block_q * block_k + block_q * (q.shape[-1] + 2)) * 4
-    c2.metric("Memory for scores (float32)", f"{explicit_bytes:,} B vs {tiled_bytes:,} B",
-              help="The chapter's path holds the whole T × T matrix; the tiled loop one S tile plus each row's m, ℓ "
-                   "and accumulator (by formula; bench/flash.py measures it over T).")
-    c3.metric("max |tiled − chapter's output|", f"{diff:.1e}",
-              help="The tiled loop's output against the chapter's weights @ values: float rounding only.")
+    c2.metric(_("Memory for scores (float32)"), _("{explicit} B vs {tiled} B", explicit=format(explicit_bytes, ","),
+                                                   tiled=format(tiled_bytes, ",")),
+              help=_("The chapter's path holds the whole T × T matrix; the tiled loop one S tile plus each row's m, "
+                     "ℓ and accumulator (by formula; bench/flash.py measures it over T)."))
+    c3.metric(_("max |tiled − chapter's output|"), f"{diff:.1e}",
+              help=_("The tiled loop's output against the chapter's weights @ values: float rounding only."))
 
-    st.subheader("Why renormalize can't tile")
-    st.markdown(
-        f"The chapter's other method, *softmax first, then zero the future and renormalize*, takes its first softmax "
-        f"over **every** key, future ones included. No tile can be skipped, and the kept weights can be divided by "
-        f"their sum only after the whole row is known: a second pass. Here that is "
-        f"**{2 * plan.num_tiles} tile visits** (all {plan.num_tiles} tiles, twice) instead of "
-        f"**{plan.num_computed}** in one pass with −∞ masking."
-        + (" Your sidebar picks renormalize: the tiled loop above is the −∞ method, which gives the same weights."
-           if cfg.mask_method == "renormalize" else ""))
+    st.subheader(_("Why renormalize can't tile"))
+    values = dict(visits=2 * plan.num_tiles, tiles=plan.num_tiles, computed=plan.num_computed)
+    if cfg.mask_method == "renormalize":
+        st.markdown(_(
+            "The chapter's other method, *softmax first, then zero the future and renormalize*, takes its first "
+            "softmax over **every** key, future ones included. No tile can be skipped, and the kept weights can be "
+            "divided by their sum only after the whole row is known: a second pass. Here that is **{visits} tile "
+            "visits** (all {tiles} tiles, twice) instead of **{computed}** in one pass with −∞ masking. Your sidebar "
+            "picks renormalize: the tiled loop above is the −∞ method, which gives the same weights.", **values))
+    else:
+        st.markdown(_(
+            "The chapter's other method, *softmax first, then zero the future and renormalize*, takes its first "
+            "softmax over **every** key, future ones included. No tile can be skipped, and the kept weights can be "
+            "divided by their sum only after the whole row is known: a second pass. Here that is **{visits} tile "
+            "visits** (all {tiles} tiles, twice) instead of **{computed}** in one pass with −∞ masking.", **values))
 
+
+def _describe(module: str, head: int, kv_heads: list[int], rotated: bool, n: int, causal: bool, window: int | None,
+              block_q: int, block_k: int) -> str:
+    """The caption under the controls: which head on which tokens, the mask and the tile size."""
+    if causal:
+        mask = _("causal, window {window}", window=window) if window else _("causal")
+    else:
+        mask = _("no causal mask, window {window}", window=window) if window else _("no causal mask")
+    values = dict(module=module, head=head + 1, kv_head=kv_heads[head] + 1, kv_heads=len(set(kv_heads)),
+                  mask=mask, block_q=block_q, block_k=block_k)
+    grouped = kv_heads != list(range(len(kv_heads)))
+    if grouped and rotated:
+        return ngettext("{module}, head {head} (it reads K/V head {kv_head} of {kv_heads}), queries and keys after "
+                        "RoPE · {n} token · mask: {mask} · tiles of {block_q} queries × {block_k} keys",
+                        "{module}, head {head} (it reads K/V head {kv_head} of {kv_heads}), queries and keys after "
+                        "RoPE · {n} tokens · mask: {mask} · tiles of {block_q} queries × {block_k} keys", n, **values)
+    if grouped:
+        return ngettext("{module}, head {head} (it reads K/V head {kv_head} of {kv_heads}) · {n} token · mask: "
+                        "{mask} · tiles of {block_q} queries × {block_k} keys",
+                        "{module}, head {head} (it reads K/V head {kv_head} of {kv_heads}) · {n} tokens · mask: "
+                        "{mask} · tiles of {block_q} queries × {block_k} keys", n, **values)
+    if rotated:
+        return ngettext("{module}, head {head}, queries and keys after RoPE · {n} token · mask: {mask} · tiles of "
+                        "{block_q} queries × {block_k} keys",
+                        "{module}, head {head}, queries and keys after RoPE · {n} tokens · mask: {mask} · tiles of "
+                        "{block_q} queries × {block_k} keys", n, **values)
+    return ngettext("{module}, head {head} · {n} token · mask: {mask} · tiles of {block_q} queries × {block_k} keys",
+                    "{module}, head {head} · {n} tokens · mask: {mask} · tiles of {block_q} queries × {block_k} keys",
+                    n, **values)
 
 render()

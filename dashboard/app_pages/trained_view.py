@@ -15,7 +15,6 @@ from attn_core.labs.scores import head_scores, verdicts_msg
 from attn_core.models.traced import layer_trace
 from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads
-from dashboard.app_pages.page_i18n import said
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import Look, show_panels
 from dashboard.drawing.sizes import cap, fit

