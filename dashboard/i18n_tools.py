@@ -124,6 +124,8 @@ def update(codes: Iterable[str]) -> None:
         po = po_path(code)
         cat = read(po, code) if po.exists() else Catalog(locale=LOCALES[code], project=PROJECT, charset="utf-8")
         cat.update(template, no_fuzzy_matching=True)
+        cat.fuzzy = False  # a reviewed catalog: its header is not a guess
+        cat.last_translator = cat.language_team = "Attention Lab developers"
         waiting = translations(code)
         for m in cat:
             key = m.id[0] if isinstance(m.id, tuple) else m.id
