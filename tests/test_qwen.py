@@ -20,6 +20,15 @@ from attn_core.tracing.trace import Trace
 from tests.gguf_fixtures import TEXTS, qwen_cfg, randomize, transformers_model, write_gguf
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One thread: tiny matrices gain nothing from more, and a busy machine makes threads wait on each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
