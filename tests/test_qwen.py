@@ -188,3 +188,14 @@ def test_a_damaged_file_is_a_problem_that_says_what(tmp_path):
     with pytest.raises(Problem, match="'phi3' model.*llama.*qwen2.*qwen3.*gemma3") as e:
         registry.load_model(foreign)
     assert e.value.msgid.startswith("{path} holds a {arch} model")
+
+
+def test_the_messages_read_in_chinese(tmp_path):
+    from dashboard.i18n import language, message
+
+    foreign = write_gguf(tmp_path / "phi.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "phi3")
+    with pytest.raises(Problem) as e:
+        registry.load_model(foreign)
+    with language("zh"):
+        assert "架构" in message(e.value) and "qwen3" in message(e.value)
+        assert "ATTENTION_LAB_GGUF_DIR" in message(QWEN.how_to_get()) and "下载" in message(QWEN.how_to_get())
