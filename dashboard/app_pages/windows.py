@@ -200,7 +200,8 @@ def _rope(name: str, s) -> None:
         st.info("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
                 "add learned position embeddings instead; they are compared at the bottom).")
     else:
-        base, d = float(model.cfg.get("rope_base", 10_000.0)), model.cfg["emb_dim"] // model.cfg["n_heads"]
+        config = models.config(name)
+        d = config.head_dim  # its own in some families (Qwen3: 128 on a 1,024-wide stream), not emb_dim / n_heads
         c_layer, c_head = st.columns(2)
         layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
@@ -209,8 +210,11 @@ def _rope(name: str, s) -> None:
         except ValueError as e:
             st.error(sentence(e))
             return
-        queries = run.trace["queries.transpose"].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
-        keys = run.trace["keys.transpose"].tensor[0].float()  # (num_kv_groups, T, head_dim)
+        base = float(config.rope_bases[layer])  # the layer's own (Gemma 3's local layers have theirs)
+        normed = "queries.norm" in run.trace.names()  # Qwen3 and Gemma 3 rotate per-head-normed queries and keys
+        q_step, k_step = ("queries.norm", "keys.norm") if normed else ("queries.transpose", "keys.transpose")
+        queries = run.trace[q_step].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
+        keys = run.trace[k_step].tensor[0].float()  # (num_kv_groups, T, head_dim)
         kv = head // (queries.shape[0] // keys.shape[0])
         theta = rope_frequencies(d, base)
         T = queries.shape[1]
