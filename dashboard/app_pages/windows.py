@@ -201,7 +201,7 @@ def _rope(name: str, s) -> None:
                 "add learned position embeddings instead; they are compared at the bottom).")
     else:
         config = models.config(name)
-        d = config.head_dim  # its own in some families (Qwen3: 128 on a 1,024-wide stream), not emb_dim / n_heads
+        d = config.head_dim  # the model's own: not always emb_dim / n_heads
         c_layer, c_head = st.columns(2)
         layer = int(c_layer.number_input("Layer", 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input("Head", 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
@@ -210,8 +210,8 @@ def _rope(name: str, s) -> None:
         except ValueError as e:
             st.error(sentence(e))
             return
-        base = float(config.rope_bases[layer])  # the layer's own (Gemma 3's local layers have theirs)
-        normed = "queries.norm" in run.trace.names()  # Qwen3 and Gemma 3 rotate per-head-normed queries and keys
+        base = float(config.rope_bases[layer])  # the layer's own: local and global layers may differ
+        normed = "queries.norm" in run.trace.names()  # with q_norm / k_norm, RoPE rotates the normed queries and keys
         q_step, k_step = ("queries.norm", "keys.norm") if normed else ("queries.transpose", "keys.transpose")
         queries = run.trace[q_step].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
         keys = run.trace[k_step].tensor[0].float()  # (num_kv_groups, T, head_dim)

@@ -138,8 +138,8 @@ def config(name: str) -> ModelConfig:
 
 def model_config(name: str, cfg: AttentionConfig) -> AttentionConfig:
     """``cfg`` with the model's own sizes: its attention variant, emb_dim in and heads x head_dim out (not always
-    emb_dim: Qwen3, Gemma 3), its biases, causal, on the CPU where
-    the shared model lives. The chapter's other knobs (masking method, dropout, training, seed) stay the user's."""
+    emb_dim), its biases, causal, on the CPU where the shared model lives. The chapter's other knobs (masking
+    method, dropout, training, seed) stay the user's."""
     c = config(name)
     sizes = dict(variant=c.attention, d_in=c.emb_dim, d_out=c.n_heads * c.head_dim, num_heads=c.n_heads,
                  context_length=c.context_length, qkv_bias=c.qkv_bias, causal=True, window=0, device="cpu")
