@@ -62,7 +62,7 @@ IGNORED = ("rope_freqs.weight",)  # read into the config instead (Llama 3.1+ fre
 
 @dataclass(frozen=True)
 class GGUFWeights:
-    """What one GGUF file holds, ready for :class:`attn_core.models.llama.LlamaModel`."""
+    """What one GGUF file holds, ready for its family's model (``cfg["arch"]``: llama, qwen2, qwen3 or gemma3)."""
 
     path: Path
     cfg: dict  # the model's config (book names: vocab_size, context_length, emb_dim, n_heads, n_kv_groups, ...)
