@@ -23,11 +23,19 @@ class LayerCache:
 
     keys: torch.Tensor | None = None
     values: torch.Tensor | None = None
+    dropped: int = 0  # earlier positions no longer held (a sliding-window layer keeps only its window)
 
     @property
     def length(self) -> int:
-        """How many positions are cached."""
-        return 0 if self.keys is None else int(self.keys.shape[-2])
+        """How many positions have been cached (the next token's position), held or dropped."""
+        return self.dropped + (0 if self.keys is None else int(self.keys.shape[-2]))
+
+    def keep_last(self, n: int) -> None:
+        """Hold only the last ``n`` positions' keys and values (the positions before count as dropped)."""
+        held = 0 if self.keys is None else int(self.keys.shape[-2])
+        if held > n:
+            self.dropped += held - n
+            self.keys, self.values = self.keys[..., held - n:, :], self.values[..., held - n:, :]
 
     @property
     def nbytes(self) -> int:

@@ -46,18 +46,20 @@ class DecodeStep:
 def fork(cache: KVCache) -> KVCache:
     """A copy of ``cache`` that can grow without changing it (the tensors are shared until a step appends)."""
     copy = KVCache(0)
-    copy.layers = [LayerCache(layer.keys, layer.values) for layer in cache.layers]
+    copy.layers = [LayerCache(layer.keys, layer.values, layer.dropped) for layer in cache.layers]
     return copy
 
 
 def prefix(cache: KVCache, length: int) -> KVCache:
     """The first ``length`` positions of ``cache``, as views of its tensors (nothing is copied; it can grow
-    without changing ``cache``). Positions are the second-to-last axis of keys, values and latents alike."""
-    def first(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.narrow(-2, 0, length)
+    without changing ``cache``). Positions are the second-to-last axis of keys, values and latents alike; a
+    sliding-window layer holds only its last positions (``dropped`` before them)."""
+    def first(t: torch.Tensor | None, dropped: int) -> torch.Tensor | None:
+        return None if t is None else t.narrow(-2, 0, length - dropped)
 
     copy = KVCache(0)
-    copy.layers = [LayerCache(first(layer.keys), first(layer.values)) for layer in cache.layers]
+    copy.layers = [LayerCache(first(layer.keys, layer.dropped), first(layer.values, layer.dropped), layer.dropped)
+                   for layer in cache.layers]
     return copy
 
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from attn_core.models import llama
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.gguf_weights import INSTALL_HINT, find_gguf
+from attn_core.models.gguf_weights import ARCHITECTURES, INSTALL_HINT, find_gguf, gguf_architecture
 from attn_core.models.traced import layer_windows
 
 
@@ -35,7 +35,10 @@ class LlamaFamily(Family):
         return Found(name, path, label(name), self.name, f"{name} (real weights, Llama family)")
 
     def found_at(self, path: Path) -> Found | None:
-        return self._found(path.stem, path) if path.is_file() and path.suffix == ".gguf" else None
+        if not (path.is_file() and path.suffix == ".gguf"):
+            return None
+        arch = gguf_architecture(path)  # another family's file is that family's; an unknown one says so on loading
+        return self._found(path.stem, path) if arch == "llama" or arch not in ARCHITECTURES else None
 
     def load(self, found: Found) -> nn.Module:
         return llama.load_model_shared(found.path)

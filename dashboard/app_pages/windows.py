@@ -220,7 +220,8 @@ def _rope(name: str, s) -> None:
         st.info(_("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
                   "add learned position embeddings instead; they are compared at the bottom)."))
     else:
-        base, d = float(model.cfg.get("rope_base", 10_000.0)), model.cfg["emb_dim"] // model.cfg["n_heads"]
+        config = models.config(name)
+        d = config.head_dim  # the model's own: not always emb_dim / n_heads
         c_layer, c_head = st.columns(2)
         layer = int(c_layer.number_input(_("Layer"), 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input(_("Head"), 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
@@ -229,8 +230,11 @@ def _rope(name: str, s) -> None:
         except ValueError as e:
             st.error(sentence(e))
             return
-        queries = run.trace["queries.transpose"].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
-        keys = run.trace["keys.transpose"].tensor[0].float()  # (num_kv_groups, T, head_dim)
+        base = float(config.rope_bases[layer])  # the layer's own: local and global layers may differ
+        normed = "queries.norm" in run.trace.names()  # with q_norm / k_norm, RoPE rotates the normed queries and keys
+        q_step, k_step = ("queries.norm", "keys.norm") if normed else ("queries.transpose", "keys.transpose")
+        queries = run.trace[q_step].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
+        keys = run.trace[k_step].tensor[0].float()  # (num_kv_groups, T, head_dim)
         kv = head // (queries.shape[0] // keys.shape[0])
         theta = rope_frequencies(d, base)
         T = queries.shape[1]

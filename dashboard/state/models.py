@@ -145,12 +145,13 @@ def config(name: str) -> ModelConfig:
 
 
 def attention_config(name: str, cfg: AttentionConfig, layer: int | None = None) -> AttentionConfig:
-    """``cfg`` with the model's own sizes: its attention variant, emb_dim wide, its biases, its K/V heads (when the
-    variant takes them), ``layer``'s sliding window (when it has one), causal, on the CPU where the shared model
-    lives. The chapter's other knobs (masking method, dropout, training, seed) stay the user's."""
+    """``cfg`` with the model's own sizes: its attention variant, emb_dim in and heads x head_dim out (not always
+    emb_dim), its biases, its K/V heads (when the variant takes them), ``layer``'s sliding window (when it has one),
+    causal, on the CPU where the shared model lives. The chapter's other knobs (masking method, dropout, training,
+    seed) stay the user's."""
     c = config(name)
     takes = variant(c.attention)
-    sizes = dict(variant=c.attention, d_in=c.emb_dim, d_out=c.emb_dim, num_heads=c.n_heads,
+    sizes = dict(variant=c.attention, d_in=c.emb_dim, d_out=c.n_heads * c.head_dim, num_heads=c.n_heads,
                  context_length=c.context_length, qkv_bias=c.qkv_bias, causal=True, window=0, device="cpu")
     if takes.uses("num_kv_groups"):
         sizes["num_kv_groups"] = c.n_kv_heads

@@ -1,0 +1,185 @@
+"""Tiny GGUF files of the qwen2, qwen3 and gemma3 architectures, written here with ``gguf.GGUFWriter`` (no
+download): random weights in llama.cpp's tensor names and layout, and a small real vocabulary trained here on mixed
+English, Chinese, emoji and code (byte-level BPE with merges for Qwen; a SentencePiece-style vocabulary with
+scores and byte fallback, no merges, for Gemma), with the metadata transformers' GGUF loader needs."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import gguf
+import numpy as np
+import torch
+from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from attn_core.models.gguf_tokenizer import QWEN2_SPLIT
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs.",
+    "Attention weights sum to one: softmax(q . k / sqrt(d_k)).",
+    "注意力机制让模型关注输入的不同部分。自注意力计算每个词与其他词的关系。",
+    "因果注意力只看前面的词，多头注意力有多个头。",
+    "def attention(q, k, v):\n    return softmax(q @ k.T) @ v  # 计算上下文向量\n",
+    "emoji 🦊🚀 and numbers 12345, 3.14159 in 2026",
+    "Hello 你好 world 世界! print('hi')",
+]
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "注意力机制和自注意力：上下文向量。",
+         "mixed 中文 and English, numbers 2026 and 3.14", "emoji 🦊🚀👩‍💻 done",
+         "def f(x):\n    return x  # 代码\n\n  two  spaces", "<|im_start|>user\n你好<|im_end|>\n"]
+QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]
+NAMES = {"norm1": "attn_norm", "norm2": "ffn_norm", "att.W_query": "attn_q", "att.W_key": "attn_k",
+         "att.W_value": "attn_v", "att.out_proj": "attn_output", "att.q_norm": "attn_q_norm",
+         "att.k_norm": "attn_k_norm", "ff.fc1": "ffn_gate", "ff.fc2": "ffn_up", "ff.fc3": "ffn_down",
+         "post_attention_norm": "post_attention_norm", "post_ffn_norm": "post_ffw_norm"}
+GLOBAL = {"tok_emb.weight": "token_embd.weight", "final_norm.weight": "output_norm.weight",
+          "out_head.weight": "output.weight"}
+
+
+@lru_cache(maxsize=1)
+def qwen_vocab() -> tuple[list[str], list[str]]:
+    """(tokens, merges) of a byte-level BPE trained on :data:`CORPUS` with Qwen's pre-tokenizer."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    trainer = trainers.BpeTrainer(vocab_size=420, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS * 3, trainer)
+    vocab = tok.get_vocab()
+    tokens = [t for t, _unused in sorted(vocab.items(), key=lambda item: item[1])]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in json.loads(tok.to_str())["model"]["merges"]]
+    return tokens, merges
+
+
+@lru_cache(maxsize=1)
+def gemma_vocab() -> list[str]:
+    """SentencePiece-style pieces (``▁`` for a space) trained on :data:`CORPUS`, best merges first, after the
+    special tokens and the 256 byte-fallback tokens; a piece of two spaces stored as spaces, as Gemma's files do."""
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    trainer = trainers.BpeTrainer(vocab_size=300, show_progress=False)
+    tok.train_from_iterator(CORPUS * 3, trainer)
+    pieces = [t for t, _unused in sorted(tok.get_vocab().items(), key=lambda item: item[1])]
+    chars = [p for p in pieces if len(p) == 1]
+    merged = [p for p in pieces if len(p) > 1 and p != "\u2581\u2581"]
+    return GEMMA_SPECIAL + [f"<0x{b:02X}>" for b in range(256)] + ["  "] + merged + chars
+
+
+def write_tokenizer(w: gguf.GGUFWriter, arch: str) -> int:
+    """The vocabulary's metadata; returns the vocabulary size."""
+    if arch == "gemma3":
+        tokens = gemma_vocab()
+        types = [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260)
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores([-float(i) for i in range(len(tokens))])
+        w.add_token_types(types)
+        w.add_pad_token_id(0)
+        w.add_eos_token_id(1)
+        w.add_bos_token_id(2)
+        w.add_unk_token_id(3)
+        w.add_add_bos_token(True)
+        return len(tokens)
+    tokens, merges = qwen_vocab()
+    tokens = tokens + QWEN_SPECIAL + ["<think>"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * (len(tokens) - 4) + [3, 3, 3, 4])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(len(tokens) - 4)
+    w.add_bos_token_id(len(tokens) - 4)
+    w.add_add_bos_token(False)
+    return len(tokens)
+
+
+def qwen_cfg(arch: str = "qwen3", **over: object) -> dict:
+    """A tiny model's config: 3 layers, 4 query heads sharing 2 K/V heads; Qwen3's heads of 128 on a 64-wide
+    stream (transformers reads no head_dim for qwen3: 128 is its default), Qwen2's of 16."""
+    cfg = {"arch": arch, "vocab_size": vocab_size(arch), "context_length": 128, "emb_dim": 64, "n_heads": 4,
+           "head_dim": 128 if arch == "qwen3" else 16, "n_layers": 3, "hidden_dim": 96, "n_kv_groups": 2,
+           "rope_base": 1_000_000.0, "rms_eps": 1e-6, "tied": True, "qkv_bias": arch == "qwen2",
+           "qk_norm": arch == "qwen3"}
+    return cfg | over
+
+
+def gemma_cfg(**over: object) -> dict:
+    """A tiny Gemma 3: 6 layers (5 local over a window of 4, the 6th global), 2 query heads of 256 (Gemma's
+    head_dim; its query scaling 256 too) sharing 1 K/V head on a 64-wide stream."""
+    cfg = {"arch": "gemma3", "vocab_size": vocab_size("gemma3"), "context_length": 128, "emb_dim": 64,
+           "n_heads": 2, "head_dim": 256, "n_layers": 6, "hidden_dim": 96, "n_kv_groups": 1,
+           "rope_base": 1_000_000.0, "rope_local_base": 10_000.0, "rms_eps": 1e-6, "tied": True,
+           "windows": [4, 4, 4, 4, 4, None], "query_pre_attn_scalar": 256.0, "qk_norm": True}
+    return cfg | over
+
+
+def vocab_size(arch: str) -> int:
+    return len(gemma_vocab()) if arch == "gemma3" else len(qwen_vocab()[0]) + len(QWEN_SPECIAL) + 1
+
+
+def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Random weights (norm weights around 1, biases small) so every tensor matters."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.2 * torch.randn_like(p))
+            else:
+                p.normal_(0, 0.15 if p.ndim == 2 else 0.05)
+    return model.eval()
+
+
+def write_gguf(path: Path, model: torch.nn.Module, arch: str, *, window: int = 4, skip: str = "",
+               extra_meta: dict | None = None) -> Path:
+    """``model``'s weights as a GGUF file of ``arch`` (F32, llama.cpp's names; ``skip``: leave out the tensors whose
+    GGUF name ends so, to make a damaged file)."""
+    cfg = model.cfg
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"Tiny {arch}")
+    w.add_size_label("1M")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_block_count(cfg["n_layers"])
+    w.add_context_length(cfg["context_length"])
+    w.add_embedding_length(cfg["emb_dim"])
+    w.add_feed_forward_length(cfg["hidden_dim"])
+    w.add_head_count(cfg["n_heads"])
+    w.add_head_count_kv(cfg["n_kv_groups"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_rope_freq_base(cfg["rope_base"])
+    w.add_layer_norm_rms_eps(cfg["rms_eps"])
+    if arch == "gemma3":
+        w.add_sliding_window(window)
+    for key, value in (extra_meta or {}).items():
+        w.add_uint32(key, value) if isinstance(value, int) else w.add_float32(key, value)
+    write_tokenizer(w, arch)
+    for name, tensor in model.state_dict().items():
+        if name == "out_head.weight" and cfg.get("tied", True):
+            continue
+        if name.startswith("trf_blocks."):
+            _unused, i, rest = name.split(".", 2)
+            key, kind = rest.rsplit(".", 1)
+            gname = f"blk.{i}.{NAMES[key]}.{kind}"
+        else:
+            gname = GLOBAL[name]
+        if skip and gname.endswith(skip):
+            continue
+        w.add_tensor(gname, tensor.numpy().astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def transformers_model(path: Path):
+    """transformers' own model and tokenizer from the same GGUF file (eager attention: it returns the weights)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    return model, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
