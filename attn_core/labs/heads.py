@@ -194,10 +194,10 @@ def patch_heads(model: TracedLM, clean_idx: torch.Tensor, corrupt_idx: torch.Ten
     return Patch("logit" if foil is None else "logit difference", clean, corrupt, patched)
 
 
-def value_weighted(model: TracedLM, idx: torch.Tensor, layer: int) -> torch.Tensor:
-    """(num_heads, T, T): α_ij · ‖f_h(x_j)‖, f_h(x_j) = v_j^h W_O[:, h] (head h's value vector times its slice of the
-    output projection, bias left out; with grouped-query attention the K/V head each query head reads). A weight on
-    a token whose transformed value is small moves little."""
+def weights_and_moved(model: TracedLM, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer ``layer``'s attention weights α (num_heads, T, T) and ‖f_h(x_j)‖ (num_heads, T): the size of what head h
+    moves from token j, f_h(x_j) = v_j^h W_O[:, h] (its value vector times its slice of the output projection, bias
+    left out; with grouped-query attention the K/V head each query head reads)."""
     check_layer(model, layer)
     if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
         raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}",
@@ -211,6 +211,13 @@ def value_weighted(model: TracedLM, idx: torch.Tensor, layer: int) -> torch.Tens
     W_O = W_O.view(W_O.shape[0], num_heads, head_dim).permute(1, 2, 0)  # (num_heads, head_dim, emb_dim)
     with torch.no_grad():
         moved = (values @ W_O).norm(dim=-1)  # (num_heads, T): ‖f_h(x_j)‖
+    return attn_weights, moved
+
+
+def value_weighted(model: TracedLM, idx: torch.Tensor, layer: int) -> torch.Tensor:
+    """(num_heads, T, T): α_ij · ‖f_h(x_j)‖ (:func:`weights_and_moved`; Kobayashi et al. 2020). A weight on a token
+    whose transformed value is small moves little."""
+    attn_weights, moved = weights_and_moved(model, idx, layer)
     return attn_weights * moved[:, None, :]
 
 

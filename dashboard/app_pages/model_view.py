@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.labs.scores import HEAD_TYPES, head_type, verdict
+from dashboard.app_pages.heads_view import show_heads
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
@@ -106,6 +107,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
     st.caption(f"Every layer × head of {label} on {what}, weights on the fixed 0–1 scale. Frames: "
                + " · ".join(f"{n} {kind}" for kind, n in counts.most_common())
                + ". Hover for a head's verdict; click one to open it in every section.")
+    show_heads(name, shown, opened)
 
 
 def next_token_table(name: str, ids: tuple[int, ...]) -> None:
