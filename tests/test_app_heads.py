@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from apptest_utils import chart_with, messages, open_page, show_section, table_text
+from apptest_utils import ROOT, chart_with, messages, open_page, show_section, table_text
 from attn_core.labs.heads import head_ablation, weights_and_moved
 from attn_core.models.gguf_weights import wheel_file
 from attn_core.models.llama import load_model_shared
@@ -85,7 +85,7 @@ def test_weigh_by_value_shows_alpha_beside_what_moves_with_a_reading(smol):
     no_errors(at)
     at.selectbox(key="heads_vlayer").set_value(5).run()
     no_errors(at)
-    reading = next(m.value for m in at.markdown if "of what moves" in m.value)
+    reading = next(m.value for m in at.markdown if "of the attention of token" in m.value)
     ids = torch.tensor([smol.tokenizer.encode(SENTENCE)])
     alpha, moved = weights_and_moved(smol, ids, 5)
     row = alpha[0, -1]  # head 1, the last token
@@ -116,7 +116,22 @@ def test_one_token_gets_a_message_not_a_traceback(smol):
 
 
 def test_the_section_speaks_chinese(smol):
+    """Every part in Chinese: none of the section's English sentences (their first words) is left on the page."""
+    from babel.messages.pofile import read_po
+    from i18n_check import shown_text
+
+    from dashboard.i18n import language
+
+    with open(ROOT / "dashboard/locale/fragments/heads.zh.po", "rb") as f:
+        ours = [m.id for m in read_po(f) if m.id and isinstance(m.id, str) and len(m.id.split()) >= 3]
+    starts = {m.split("{")[0].strip() for m in ours if len(m.split("{")[0].split()) >= 3}
     at = model_view(lang="zh")
-    texts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    assert any("这个头重要吗" in t for t in texts)
     assert at.radio(key="heads_part").label == "显示"
+    for part in ("knock", "compare", "value", "rollout"):
+        with language("zh"):  # AppTest formats the options again in the test's thread: in Chinese there too
+            at.radio(key="heads_part").set_value(part).run()
+        no_errors(at)
+        texts = shown_text(at)
+        assert any("这个头重要吗" in t for t in texts)
+        left = [s for s in starts for t in texts if s in t]
+        assert not left, (part, left)

@@ -263,11 +263,12 @@ def test_other_families_ablate_value_weigh_and_roll_out(family):
     (lambda m, i: head_ablation(m, i, [(0, 9)]), "got layer 0, head 9"),
     (lambda m, i: head_ablation(m, i, [3]), "a pair (layer, head)"),
     (lambda m, i: head_ablation(m, i, [], how="half"), "how must be one of zero, mean"),
-    (lambda m, i: head_ablation(m, i[:, :1], []), "at least two are needed"),
+    (lambda m, i: head_ablation(m, i[:, :1], []), "at least two tokens are needed"),
     (lambda m, i: value_weighted(m, i, 30), "layers 0..29; got 30"),
     (lambda m, i: patch_heads(m, i, i[:, :-1], [], 5), "the same number of tokens"),
     (lambda m, i: patch_heads(m, i, i, [], 5), "no gap for a head to close"),
-    (lambda m, i: patch_heads(m, i, i, [], 10**6), "an id in 0..49151"),
+    (lambda m, i: patch_heads(m, i, i, [], 10**6), "the target token must be an id in 0..49151"),
+    (lambda m, i: patch_heads(m, i, i, [], 5, -1), "the foil token must be an id in 0..49151"),
     (lambda m, i: knockout(m, i, 0), "k must be a whole number from 1 to 269"),
 ])
 def test_bad_input_gets_a_clear_message(ours, idx, call, words):

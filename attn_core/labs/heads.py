@@ -58,13 +58,13 @@ def edited_block(block: nn.Module, edit: Edit) -> nn.Module:
     return new
 
 
-def check_tokens(model: TracedLM, idx: torch.Tensor, what: str = "the text") -> None:
+def check_tokens(model: TracedLM, idx: torch.Tensor) -> None:
     """A ``Problem`` for token ids that are not (1, T) with T >= 2 (a loss needs a next token) or do not fit."""
     if idx.ndim != 2 or idx.shape[0] != 1:
         raise Problem("expected token ids of shape (1, num_tokens); got {shape}", shape=tuple(idx.shape))
     if idx.shape[1] < 2:
-        raise Problem("{what} has {n} token: at least two are needed (a token and the one after it)",
-                      what=what, n=int(idx.shape[1]))
+        raise Problem("at least two tokens are needed (a token and the one after it); the text has {n}",
+                      n=int(idx.shape[1]))
     model.check_ids(idx)
 
 
@@ -155,16 +155,16 @@ def patch_heads(model: TracedLM, clean_idx: torch.Tensor, corrupt_idx: torch.Ten
     """Activation patching: run the corrupted ids with the clean run's context vectors for ``heads`` and measure,
     after the last token, m = the ``target`` token's logit (or, with a ``foil``, target minus foil: the logit
     difference). ``Patch.effect`` = (m_patched - m_corrupt) / (m_clean - m_corrupt)."""
-    check_tokens(model, clean_idx, "the clean text")
-    check_tokens(model, corrupt_idx, "the corrupted text")
+    check_tokens(model, clean_idx)
+    check_tokens(model, corrupt_idx)
     if clean_idx.shape != corrupt_idx.shape:
         raise Problem("the clean text has {clean} tokens and the corrupted one {corrupt}: patching needs the same "
                       "number of tokens", clean=int(clean_idx.shape[1]), corrupt=int(corrupt_idx.shape[1]))
-    vocab = model.cfg["vocab_size"]
-    for name, token in (("target", target), ("foil", foil)):
-        if token is not None and not (isinstance(token, int) and 0 <= token < vocab):
-            raise Problem("the {name} token must be an id in 0..{last}; got {token}", name=name, last=vocab - 1,
-                          token=repr(token))
+    last = model.cfg["vocab_size"] - 1
+    if not (isinstance(target, int) and 0 <= target <= last):
+        raise Problem("the target token must be an id in 0..{last}; got {token}", last=last, token=repr(target))
+    if foil is not None and not (isinstance(foil, int) and 0 <= foil <= last):
+        raise Problem("the foil token must be an id in 0..{last}; got {token}", last=last, token=repr(foil))
     layers = by_layer(model, heads)
     kept: dict[int, torch.Tensor] = {}
 
