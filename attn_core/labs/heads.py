@@ -93,7 +93,7 @@ def by_layer(model: TracedLM, heads: Sequence[tuple[int, int]]) -> dict[int, lis
 
 
 def edited_logits(model: TracedLM, idx: torch.Tensor, edits: dict[int, Edit]) -> torch.Tensor:
-    """The model's logits (1, T, vocab_size) with layer ``i``'s heads edited by ``edits[i]`` before its output
+    """The model's logits (b, T, vocab_size) with layer ``i``'s heads edited by ``edits[i]`` before its output
     projection: the base's forward (embed -> blocks -> final norm -> out_head) on per-call copies of those blocks."""
     with torch.no_grad():
         x = model.embed(idx)  # Shape [batch_size, num_tokens, emb_size]
