@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
+import torch.nn as nn
 
 from attn_core.labs.heads import head_ablation, mean_attention, rollout_of, weights_and_moved
 from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens, top_next
@@ -34,36 +35,36 @@ def _ids(ids: tuple[int, ...]) -> torch.Tensor:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def ablation(source: tuple, name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
+def ablation(source: tuple, _lm: nn.Module, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
              how: str) -> tuple[np.ndarray, list, list]:
     """Per-token losses with ``heads`` knocked out, and the top-5 next tokens without and with them (numbers
-    only: the words are added where shown, in the session's language)."""
-    lm = models.model(name)
+    only: the words are added where shown, in the session's language). Keyed on the model's ``source``, not on
+    the model itself (``_lm``: not hashed)."""
     idx = _ids(ids)
-    return (head_ablation(lm, idx, list(heads), how).numpy(), top_next(lm, idx, []),
-            top_next(lm, idx, list(heads), how))
+    return (head_ablation(_lm, idx, list(heads), how).numpy(), top_next(_lm, idx, []),
+            top_next(_lm, idx, list(heads), how))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def comparison(source: tuple, name: str, k: int, kind: str) -> dict:
+def comparison(source: tuple, _lm: nn.Module, k: int, kind: str) -> dict:
     """The knockout panel's numbers on the built-in repeated random tokens."""
-    lm = models.model(name)
-    result = knockout(lm, repeated_random_tokens(lm.cfg["vocab_size"], REPEAT_HALF), k, kind)
+    result = knockout(_lm, repeated_random_tokens(_lm.cfg["vocab_size"], REPEAT_HALF), k, kind)
     return dict(plain=result.plain, top=result.top, top_loss=result.top_loss, random_sets=result.random_sets,
                 random_losses=result.random_losses, losses=result.losses)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def weighed(source: tuple, name: str, ids: tuple[int, ...], layer: int) -> tuple[np.ndarray, np.ndarray]:
-    """One layer's α (heads, T, T) and ‖f_h(x_j)‖ (heads, T)."""
-    attn_weights, moved = weights_and_moved(models.model(name), _ids(ids), layer)
-    return attn_weights.numpy(), moved.numpy()
+def weighed(source: tuple, _lm: nn.Module, ids: tuple[int, ...], layer: int,
+            head: int) -> tuple[np.ndarray, np.ndarray]:
+    """One head's α (T, T) and ‖f_h(x_j)‖ (T,): one head kept, not the layer's (T, T) per head."""
+    attn_weights, moved = weights_and_moved(_lm, _ids(ids), layer)
+    return attn_weights[head].numpy().copy(), moved[head].numpy().copy()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def rolled(source: tuple, name: str, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rolled(source: tuple, _lm: nn.Module, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first and last layers' head-averaged attention and the rollout through every layer (T, T) each."""
-    means = mean_attention(models.model(name), _ids(ids))
+    means = mean_attention(_lm, _ids(ids))
     return means[0].numpy(), means[-1].numpy(), rollout_of(means)[-1].numpy()
 
 
@@ -105,8 +106,8 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
                       key="heads_how")
     source = models.source_key(name)
     with st.spinner(_("Running the model without those heads…")):
-        plain, top_before, _unused = ablation(source, name, ids, (), "zero")
-        after, _unused, top_after = ablation(source, name, ids, tuple(sorted(heads)), how)
+        plain, top_before, _unused = ablation(source, models.model(name), ids, (), "zero")
+        after, _unused, top_after = ablation(source, models.model(name), ids, tuple(sorted(heads)), how)
     without = ngettext("without {n} head", "without {n} heads", len(heads))
     losses = {_("every head"): plain} if not heads else {_("every head"): plain, without: after}
     frame = heads_charts.loss_frame(losses, pieces)
@@ -141,7 +142,7 @@ def compare_part(name: str) -> None:
     kind = b.selectbox(_("Heads to knock out"), list(KINDS), format_func=lambda k: _(KIND_NAMES[k]), key="heads_kind")
     k = c.number_input(_("How many"), 1, MOST_K, 6, key="heads_k")
     with st.spinner(_("Knocking out the top heads, then three random sets…")):
-        result = comparison(models.source_key(chosen), chosen, int(k), kind)
+        result = comparison(models.source_key(chosen), models.model(chosen), int(k), kind)
     st.caption(_("The text: {n} random tokens, then the same {n} again. On the repeat, a model that copies can "
                  "predict every token; its loss there says how much the heads that copy carry.", n=REPEAT_HALF))
     names_ = [_("every head"), _("without the top {k}", k=k)] + [_("without random set {i}", i=i + 1)
@@ -181,9 +182,8 @@ def value_part(name: str, ids: tuple[int, ...], pieces: list[str], opened: tuple
     head = b.selectbox(_("Head"), range(cfg.n_heads), format_func=lambda i: str(i + 1), key="heads_vhead")
     query = token_choice(_("Query token"), "heads_vquery", pieces, c)
     with st.spinner(_("Running the model up to that layer…")):
-        attn_weights, moved = weighed(models.source_key(name), name, ids, int(layer))
-    alpha = attn_weights[head]
-    weighted = alpha * moved[head][None, :]
+        alpha, moved = weighed(models.source_key(name), models.model(name), ids, int(layer), int(head))
+    weighted = alpha * moved[None, :]
     shares = weighted / np.maximum(weighted.sum(axis=-1, keepdims=True), 1e-30)  # each row: the share of what moves
     labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
     left, right = st.columns(2)
@@ -205,7 +205,7 @@ def rollout_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
     n_layers = models.config(name).n_layers
     query = token_choice(_("Where did this token's information come from?"), "heads_rquery", pieces)
     with st.spinner(_("Running every layer…")):
-        first, last, rollout = rolled(models.source_key(name), name, ids)
+        first, last, rollout = rolled(models.source_key(name), models.model(name), ids)
     rows = {_("layer 1, heads averaged"): first[query, :query + 1],
             _("layer {n}, heads averaged", n=n_layers): last[query, :query + 1],
             _("rollout through all {n} layers", n=n_layers): rollout[query, :query + 1]}
