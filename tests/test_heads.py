@@ -6,15 +6,19 @@ family, the shared model left untouched by concurrent calls, and bad input."""
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 import torch
 
 from attn_core import GPTModel
+from attn_core.labs.head_question import harmful_head
 from attn_core.labs.heads import head_ablation, mean_attention, patch_heads, rollout, rollout_of, value_weighted
 from attn_core.labs.knockout import knockout, repeated_random_tokens, top_next
+from attn_core.labs.questions import Question
 from attn_core.messages import Problem
 from attn_core.models import llama
 from attn_core.models.gguf_weights import wheel_file
@@ -275,3 +279,16 @@ def test_bad_input_gets_a_clear_message(ours, idx, call, words):
     with pytest.raises(Problem) as e:
         call(ours, idx)
     assert words in str(e.value)
+
+
+def test_the_poll_question_which_head_hurts_the_repeat_most(ours):
+    idx = repeated_random_tokens(ours.cfg["vocab_size"], 50, seed=0)
+    q = harmful_head(ours, idx)
+    assert q.kind == "harmful_head" and len(q.choices) == 4 and Question.from_dict(q.to_dict()) == q
+    losses = q.proof["values"]
+    assert q.answer == int(np.argmax(losses)) == q.proof["highlight"]
+    layer, head = (int(n) - 1 for n in re.findall(r"\d+", q.choices[q.answer]))
+    assert losses[q.answer] == pytest.approx(float(head_ablation(ours, idx, [(layer, head)])[50:].mean()), abs=1e-5)
+    sink = losses[2]  # the strongest first-token head: it looks hardest and moves least
+    assert sink < min(losses[0], losses[1])
+    assert abs(sink - float(head_ablation(ours, idx, [])[50:].mean())) < 0.2
