@@ -135,3 +135,21 @@ def test_the_section_speaks_chinese(smol):
         assert any("这个头重要吗" in t for t in texts)
         left = [s for s in starts for t in texts if s in t]
         assert not left, (part, left)
+
+
+def test_the_class_can_be_asked_which_head_hurts_the_repeat_most(smol, tmp_path, monkeypatch):
+    from dashboard.classroom import store as ps
+    from dashboard.classroom.ui import _stores
+
+    monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
+    try:
+        at = model_view()
+        at.radio(key="heads_part").set_value("compare").run()
+        at.button(key="poll_ask_heads").click().run()
+        no_errors(at)
+        asked = at.session_state["poll_current"]
+        assert asked["page"] == "heads" and asked["question"]["kind"] == "harmful_head"
+        assert len(asked["question"]["choices"]) == 4
+        assert any("Which head, knocked out alone, hurts" in m.value for m in at.markdown)
+    finally:
+        _stores.clear()

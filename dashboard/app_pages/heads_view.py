@@ -11,8 +11,10 @@ import streamlit as st
 import torch
 import torch.nn as nn
 
+from attn_core.labs.head_question import harmful_head
 from attn_core.labs.heads import head_ablation, mean_attention, rollout_of, weights_and_moved
 from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens, top_next
+from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
 from dashboard.drawing.matrices import show_matrix
 from dashboard.drawing.sizes import cap, column_px
@@ -156,6 +158,11 @@ def compare_part(name: str) -> None:
                   k=k, kind=_(KIND_NAMES[kind]), heads=", ".join(head_label(h) for h in result["top"]),
                   plain=result["plain"], top=result["top_loss"], ratio=result["top_loss"] / result["plain"],
                   low=min(result["random_losses"]), high=max(result["random_losses"])))
+    lm = models.model(chosen)
+    ask_question(st, "heads", _("Which head, knocked out alone, hurts the repeat most?"),
+                 lambda: harmful_head(lm, repeated_random_tokens(lm.cfg["vocab_size"], REPEAT_HALF)),
+                 _("The choices: the strongest induction, previous-token and first-token heads and one other head. "
+                   "The answer is measured by knocking each out when you ask."))
 
 
 def _pick(key: str, default: int) -> None:
