@@ -11,6 +11,7 @@ import torch
 from attn_core.labs.heads import head_ablation
 from attn_core.labs.knockout import KINDS, repeat_loss, scored_losses, top_heads
 from attn_core.labs.questions import TIE, Question
+from attn_core.messages import Problem
 from attn_core.models.traced import TracedLM
 
 
@@ -27,7 +28,7 @@ def harmful_head(model: TracedLM, idx: torch.Tensor, seed: int = 0) -> Question:
     losses = [repeat_loss(head_ablation(model, idx, [head])) for head in picked]
     order = np.argsort(losses)[::-1]
     if losses[order[0]] - losses[order[1]] <= TIE:
-        raise ValueError("two heads hurt the repeat equally when knocked out: draw another text (seed)")
+        raise Problem("two heads hurt the repeat equally when knocked out: draw another text (seed)")
     labels = [f"layer {layer + 1}, head {head + 1}" for layer, head in picked]
     best = int(order[0])
     return Question(

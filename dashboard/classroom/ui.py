@@ -121,10 +121,10 @@ def ask_the_class(where, page: str, trace: Trace, labels: list[str], **options) 
 def ask_question(where, page: str, label: str, build: Callable[[], Question], caption: str) -> None:
     """The "Ask the class" control for one question that is not read from a trace (``build()`` runs only when the
     teacher asks: it may run a model), and once asked the teacher's panel under it."""
-    with where.popover("Ask the class", icon=":material/how_to_vote:"):
+    with where.popover(_("Ask the class"), icon=":material/how_to_vote:"):
         st.markdown(label)
         st.caption(caption)
-        if st.button("Ask", key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
+        if st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
             try:
                 _ask(page, build())
             except ValueError as e:
