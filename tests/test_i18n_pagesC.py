@@ -82,7 +82,7 @@ def task_texts() -> list[str]:
 def test_learn_before_training_in_chinese():
     at = open_in("zh", LEARN)
     assert at.title[0].value == "学习：看注意力头如何形成"
-    assert at.button(key="learn_start").label == "开始" and at.button(key="learn_load").label == "已训练模型"
+    assert at.button(key="learn_start").label == "开始" and at.button(key="learn_load").label == "已训练的模型"
     assert at.selectbox(key="learn_task").label == "任务"
     assert "按 **开始** 进行训练" in at.info[0].value
     assert any("个训练名额中有" in c.value for c in at.caption)  # the server line, its plural form
