@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from attn_core.labs.knockout import repeated_random_tokens
-    from attn_core.models.gguf_weights import wheel_file
+    from attn_core.models.gguf_files import wheel_file
     from attn_core.models.llama import load_model_shared
 
     torch.set_num_threads(args.threads)

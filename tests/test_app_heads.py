@@ -12,7 +12,7 @@ import torch
 
 from apptest_utils import ROOT, chart_with, messages, open_page, show_section, table_text
 from attn_core.labs.heads import head_ablation, weights_and_moved
-from attn_core.models.gguf_weights import wheel_file
+from attn_core.models.gguf_files import wheel_file
 from attn_core.models.llama import load_model_shared
 
 SENTENCE = "The cat sat on the mat because the cat was tired"

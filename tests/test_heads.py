@@ -21,7 +21,7 @@ from attn_core.labs.knockout import knockout, repeated_random_tokens, top_next
 from attn_core.labs.questions import Question
 from attn_core.messages import Problem
 from attn_core.models import llama
-from attn_core.models.gguf_weights import wheel_file
+from attn_core.models.gguf_files import wheel_file
 from attn_core.models.llama import load_model, load_model_shared
 
 GGUF = wheel_file()
