@@ -152,3 +152,10 @@ def test_kv_cost_reads_the_chinese_label_of_your_own_numbers():
     at = open_in("en", KV, kv_preset=label, kv_layers="16")
     assert at.session_state["kv_preset"] == "Your own numbers" and at.number_input(key="kv_layers").value == 16
     assert link(at)["kv_preset"] == "Your own numbers"
+
+
+def test_a_head_kept_from_more_heads_falls_back_to_head_1():
+    at = rerun(open_in("zh", EXPLORE, **MHA), "zh", head=3)
+    assert link(at)["head"] == "head 4"
+    at = rerun(at, "zh", num_heads=2)
+    assert at.session_state["head"] == 0 and "head" not in at.query_params

@@ -81,6 +81,8 @@ def linked_choice(widget: Callable[..., Any], label: str, options: Sequence[T], 
     ident = ident or english(fmt)
     start_from_link(key, options, default, fmt, ident)
     shown = {option: fmt(option) for option in options}  # this run's language (format_func may be called later)
+    if st.session_state[key] not in shown:  # kept from a run with other options (fewer heads, another variant)
+        st.session_state[key] = default
     pick = widget(label, options, key=key, format_func=shown.__getitem__, **kwargs)
     pick = pick if pick in shown else default
     wanted = None if pick == default else ident(pick)
