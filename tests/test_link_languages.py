@@ -159,3 +159,21 @@ def test_a_head_kept_from_more_heads_falls_back_to_head_1():
     assert link(at)["head"] == "head 4"
     at = rerun(at, "zh", num_heads=2)
     assert at.session_state["head"] == 0 and "head" not in at.query_params
+
+
+def test_no_widget_bound_to_the_link_shows_formatted_labels():
+    """Streamlit's ``bind="query-params"`` writes the label a widget shows: one with a ``format_func`` would put a
+    translated label into the link (``url_state.linked_choice`` keeps the id instead)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "dashboard"
+    bound = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                kw = {k.arg: k.value for k in node.keywords}
+                if isinstance(kw.get("bind"), ast.Constant) and kw["bind"].value == "query-params":
+                    bound.append((path.name, node.lineno, "format_func" in kw))
+    assert len(bound) >= 10, bound  # the toggles, the zoom window, the prompt, KV cost's sizes
+    assert [b for b in bound if b[2]] == []
