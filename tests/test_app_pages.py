@@ -44,12 +44,12 @@ def test_stepper_slider_shows_the_step_and_the_link_follows():
     at.button(key="flow_step_next").click().run()
     at.button(key="flow_step_next").click().run()
     assert at.session_state["flow_step"] == 2 and slider().value == 2
-    assert at.query_params["flow_step"].startswith("3/")
+    assert at.query_params["flow_step"] == "3"  # the number: the same link in every language
     dragged = slider().key
     slider().set_value(5).run()
     assert at.session_state["flow_step"] == 5 and slider().value == 5
     assert slider().key == dragged, "a drag keeps the same slider (and its keyboard focus)"
-    assert at.query_params["flow_step"].startswith("6/")
+    assert at.query_params["flow_step"] == "6"
     at.session_state["flow_step"] = 1  # moved by the script
     at.run()
     assert slider().value == 1 and at.subheader[0].value.startswith("2. ")

@@ -222,8 +222,8 @@ def test_relative_scale_from_a_link_applies_on_the_first_run():
 
 
 def test_error_sentences_keep_code_names_as_written():
-    from dashboard.state.links import sentence
+    from dashboard.state.links import error_text
 
-    assert sentence("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
-    assert sentence("the text is empty.") == "The text is empty."
-    assert sentence("dropout must be at least 0") == "Dropout must be at least 0."
+    assert error_text("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
+    assert error_text("the text is empty.") == "The text is empty."
+    assert error_text("dropout must be at least 0") == "Dropout must be at least 0."

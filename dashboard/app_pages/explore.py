@@ -20,7 +20,6 @@ from attn_core.text.tokens import Token
 from attn_core.tracing.views import all_heads, head_matrix, kv_head, num_heads
 from dashboard.app_pages.explore_view import View, cell_story_text, summary
 from dashboard.app_pages.model_view import show_model_view
-from dashboard.app_pages.page_i18n import from_link, said
 from dashboard.app_pages.trained_view import show_trained_weights
 from dashboard.classroom.ui import ask_the_class
 from dashboard.drawing import cells, scales
@@ -33,10 +32,10 @@ from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, lang, ngettext
 from dashboard.state import models
 from dashboard.state.controls import MASK_NAMES, Settings, settings
-from dashboard.state.links import md_escape
+from dashboard.state.links import error_text, md_escape
 from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
-from dashboard.state.url_state import url_cell
+from dashboard.state.url_state import linked_choice, url_cell
 
 BYTE_PIECES = N_("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them "
                  "into UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: "
@@ -363,7 +362,7 @@ def model_section(v: View) -> None:
     try:
         ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
     except ValueError as e:
-        st.error(said(e))
+        st.error(error_text(e))
         return
     st.caption(_("The sidebar's weights are random: this view shows {model} on your sentence (its own tokens). "
                  "Click a head to switch the Weights to it and open that head in every section.",
@@ -402,23 +401,20 @@ def render() -> None:
     H = num_heads(run.trace)
     head = 0
     if H > 1:
-        head_names = [_("head {head}", head=h + 1) for h in range(H)]
-        from_link("head", list(range(H)), lambda h: _("head {head}", head=h + 1), head_names[0])
         # presentation mode: the buttons alone ("head 1" … say what they are), one line less above the chart
-        head = st.segmented_control(_("Look at one head (every section follows it)"), list(range(H)), default=0,
-                                    required=True, key="head", format_func=head_names.__getitem__, bind="query-params",
-                                    label_visibility="collapsed" if presenting() else "visible") or 0
+        head = linked_choice(st.segmented_control, _("Look at one head (every section follows it)"), list(range(H)),
+                             "head", 0, lambda h: _("head {head}", head=h + 1), required=True,
+                             label_visibility="collapsed" if presenting() else "visible")
     # the toggle is drawn in the sections it colours; a link's value counts before it is first drawn
     relative = st.session_state.get("row_scale", st.query_params.get("row_scale") == "true")
     v = View(s, run, head, H, "relative" if relative else "weights")
     st.markdown(summary(v))
     parts = sections(v)
     names = list(parts)
-    from_link("section", names, _, _(WEIGHTS))
     # A row of buttons, one per section, not st.tabs: a tab bar redrawn with every run slowed a sentence change
     # (docs/measurements.md); the page draws only the chosen section either way.
-    name = st.segmented_control(_("Section"), names, key="section", bind="query-params", default=WEIGHTS,
-                                required=True, format_func=_, label_visibility="collapsed", width="stretch")
+    name = linked_choice(st.segmented_control, _("Section"), names, "section", WEIGHTS, required=True,
+                         label_visibility="collapsed", width="stretch")
     name = name if name in parts else WEIGHTS
     if presenting():  # the section's charts first, right under the section buttons; its controls below them
         content = st.container()

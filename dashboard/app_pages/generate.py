@@ -27,10 +27,10 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit, room, sized_columns
 from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
-from dashboard.i18n import _, message, ngettext
+from dashboard.i18n import _, ngettext
 from dashboard.state import models
 from dashboard.state.ahead import Ahead
-from dashboard.state.links import md_escape, sentence
+from dashboard.state.links import error_text, md_escape
 from dashboard.state.steppers import NEXT_KEY
 
 STATE = "gen_state"
@@ -73,7 +73,7 @@ def start(ctl: Controls) -> Generation | None:
     try:
         ids = [t.id for t in model.tokenizer.tokens(ctl.prompt)]
     except ValueError as e:
-        st.error(sentence(message(e)))
+        st.error(error_text(e))
         return None
     if len(ids) > limit:
         st.error(_("Your prompt is {n} tokens long; this page continues prompts of up to {limit} tokens (every "
@@ -114,7 +114,7 @@ def advance(ctl: Controls) -> None:
     try:
         ahead = (pending and pending.take()) or next_step(gen, model, ctl)
     except ValueError as e:
-        st.session_state["gen_error"] = sentence(message(e))
+        st.session_state["gen_error"] = error_text(e)
         st.session_state["gen_playing"] = False
         return
     gen.cache, gen.logits, gen.generator = ahead.cache, ahead.logits, ahead.generator

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import streamlit as st
 import torch.nn as nn
 
-from dashboard.i18n import _, message
+from dashboard.i18n import N_, _
 from dashboard.state import models
-from dashboard.state.links import sentence
-from dashboard.state.url_state import url_choice
+from dashboard.state.links import error_text
+from dashboard.state.url_state import linked_choice, start_from_link
 
 DEFAULT_PROMPT = "Every effort moves you"
+HOW = {"greedy": N_("greedy"), "sample": N_("sample")}  # the link's value -> its label
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def loaded(name: str) -> nn.Module:
         with st.spinner(loading(name)):
             return models.model(name)
     except ValueError as e:
-        st.error(sentence(message(e)))
+        st.error(error_text(e))
         st.stop()
 
 
@@ -75,21 +76,18 @@ def model_help(name: str) -> str:
 def model_choice(where) -> str:
     """The Weights list (kept in the link as ``?gen_model=``)."""
     options = weight_options()
-    url_choice("gen_model", list(options.values()), next(iter(options.values())))  # a bad link value is named
-    by_label = {label: name for name, label in options.items()}  # a new session's link names the label
-    chosen = st.session_state.get("gen_model") or by_label.get(st.query_params.get("gen_model", ""))
-    return where.selectbox(_("Weights"), list(options), format_func=options.get, key="gen_model",
-                           bind="query-params", help=model_help(chosen if chosen in options else next(iter(options))))
+    names = list(options)
+    chosen = start_from_link("gen_model", names, names[0], options.__getitem__, str)  # the link: ?gen_model=<name>
+    return linked_choice(where.selectbox, _("Weights"), names, "gen_model", names[0], options.__getitem__, str,
+                         help=model_help(chosen if chosen in options else names[0]))
 
 
 def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, int]:
     """Greedy or seeded sampling: (temperature, top_k, seed); greedy is temperature 0 and no top_k."""
-    url_choice("gen_how", ["greedy", "sample"], "greedy")
-    names = {"greedy": _("greedy"), "sample": _("sample")}
-    how = c_how.segmented_control(_("Choice"), ["greedy", "sample"], default="greedy", key="gen_how", required=True,
-                                  format_func=names.get, bind="query-params",
-                                  help=_("Greedy: always the most likely token (the book's generate_text_simple). "
-                                         "Sample: draw from the probabilities, seeded."))
+    how = linked_choice(c_how.segmented_control, _("Choice"), ["greedy", "sample"], "gen_how", "greedy",
+                        lambda how: _(HOW[how]), str, required=True,
+                        help=_("Greedy: always the most likely token (the book's generate_text_simple). "
+                               "Sample: draw from the probabilities, seeded."))
     sample = how == "sample"
     temperature = c_temperature.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
                                              disabled=not sample)

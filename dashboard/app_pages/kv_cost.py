@@ -21,7 +21,7 @@ from dashboard.drawing.sizes import cap, content_px
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, Msg, _, ngettext
-from dashboard.state.url_state import url_choice, url_int
+from dashboard.state.url_state import linked_choice, url_choice, url_int
 
 OWN = N_("Your own numbers")  # the option's value in the link stays this English
 LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
@@ -156,29 +156,14 @@ def smollm2_rows(T: int) -> list[dict]:
              "formula": cache_bytes(shape, T)}]
 
 
-def preset_choice(names: list[str]) -> str:
-    """The Model control: its options shown in this run's language, the link's ``?kv_preset=`` the preset's own name
-    in every language (a widget bound to the link would write the label it shows, so a link made in Chinese would
-    not open in English)."""
-    url_choice("kv_preset", names, names[1])  # a bad link value is named, not dropped silently
-    asked = st.query_params.get("kv_preset")
-    shown = {n: _(n) for n in names}  # made in the run: its language (format_func runs later too)
-    name = st.selectbox(_("Model"), names, index=names.index(asked) if asked in names else 1, key="kv_preset",
-                        format_func=shown.__getitem__)
-    if name == names[1]:
-        st.query_params.pop("kv_preset", None)
-    else:
-        st.query_params["kv_preset"] = name
-    return name
-
-
 def render() -> None:
     if not presenting():
         st.title(_("KV cache cost: what each attention variant keeps"))
         st.caption(_("Generating one token at a time, every layer keeps the keys and values of earlier tokens (the "
                      "KV cache). Grouped-query, multi-query, latent and sliding-window attention keep less. Totals "
                      "by formula for real model sizes; the same formula checked against a model run here."))
-    name = preset_choice(list(PRESETS) + [OWN])
+    names = list(PRESETS) + [OWN]
+    name = linked_choice(st.selectbox, _("Model"), names, "kv_preset", names[1])
     preset = own_preset() if name == OWN else PRESETS[name]
     tokens = preset.context
     rows = kv_cost_rows(preset, tokens)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,7 +32,7 @@ from dashboard.state.controls import settings
 from dashboard.state.runs import load_run
 from dashboard.state.settings_schema import Settings
 from dashboard.state.steppers import section_steps
-from dashboard.state.url_state import url_choice
+from dashboard.state.url_state import linked_choice
 
 EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32 numbers near 1
 # Charts are sized for the narrowest screen the page is made for (dashboard/drawing/sizes.py: the main column at
@@ -84,30 +83,15 @@ def render() -> None:
     lab = Lab(s, cfg, labels, run.key, scores, int(head_matrix(trace, "keys", 0).shape[-1]),
               fit(cap(PAIR_CAP_PX), labels, panels=2))
     del run, trace
-    url_choice("lab_section", SECTIONS, SECTIONS[0])
     # an older link that names a mistake opens the mistakes
     first = SECTIONS[1] if "mistake" in st.query_params and "lab_section" not in st.query_params else SECTIONS[0]
-    name = linked_buttons(_("Section"), SECTIONS, "lab_section", first, required=True, width="stretch")
+    name = linked_choice(st.segmented_control, _("Section"), SECTIONS, "lab_section", first, required=True,
+                         label_visibility="collapsed", width="stretch")
     if name != SECTIONS[1]:  # a link copied here must not reopen the mistakes (the older links' rule above)
         st.query_params.pop("mistake", None)
     _unused, downloads = section_steps("lab_section", SECTIONS)
     PARTS[name](lab)
     page_downloads(downloads, page="masking-lab")
-
-
-def linked_buttons(label: str, options: Sequence[str], key: str, first: str, **kwargs) -> str:
-    """A row of buttons over ``options``, shown translated and kept in the link as ``?key=`` with the option's own
-    (English) value; the first option leaves the link clean. Streamlit's ``bind="query-params"`` would put the
-    translated text in the link, so an English link would not open a section in Chinese."""
-    linked = st.query_params.get(key)
-    pick = st.segmented_control(label, options, format_func=_, key=key, default=linked if linked in options else first,
-                                label_visibility="collapsed", **kwargs)
-    pick = pick if pick in options else first
-    if pick == options[0]:
-        st.query_params.pop(key, None)
-    else:
-        st.query_params[key] = pick
-    return pick
 
 
 def _methods(lab: Lab) -> None:
@@ -145,8 +129,7 @@ def _mistakes(lab: Lab) -> None:
     right_a = variants[0]
     st.subheader(_("2 · Classic mistakes, beside the right answer"))
     names = [v.name for v in variants[2:]]
-    url_choice("mistake", names, names[0])
-    pick = linked_buttons(_("Mistake"), names, "mistake", names[0])
+    pick = linked_choice(st.segmented_control, _("Mistake"), names, "mistake", names[0], label_visibility="collapsed")
     wrong = next(v for v in variants if v.name == pick)
     if wrong.correct:
         st.markdown(_(":green[**✓**] **{verdict}**", verdict=_(wrong.verdict)))

@@ -12,7 +12,6 @@ import streamlit as st
 
 from attn_core.labs.scores import HEAD_TYPES, head_type, verdict_msg
 from dashboard.app_pages.heads_view import show_heads
-from dashboard.app_pages.page_i18n import said
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
@@ -20,7 +19,7 @@ from dashboard.drawing.sizes import cap, column_px, grow
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.state import models
-from dashboard.state.links import md_escape
+from dashboard.state.links import error_text, md_escape
 
 GRID_KEY = "model_grid"
 GRID_WIDTHS = [2, 1]  # the grid | the toggle and the next-token table
@@ -81,7 +80,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
         view = models.model_view(name, shown, progress)
     except ValueError as e:
         bar.empty()
-        left.error(said(e))
+        left.error(error_text(e))
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]

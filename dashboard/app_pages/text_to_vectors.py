@@ -39,7 +39,6 @@ from attn_core.text.word_tokenizer import (
     verdict_text,
 )
 from attn_core.tracing.views import head_matrix, num_heads
-from dashboard.app_pages.page_i18n import from_link, said
 from dashboard.app_pages.samples import TEA_ZH
 from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
@@ -50,8 +49,9 @@ from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import code_span, md_escape
+from dashboard.state.links import code_span, error_text, md_escape
 from dashboard.state.runs import load_run
+from dashboard.state.url_state import linked_choice
 
 EXPLORE = Path(__file__).resolve().parent / "explore.py"  # absolute: st.switch_page matches main.py's st.Page paths
 VERDICT, OWN = N_("The Verdict (the book's text)"), N_("Your own text")  # the radio's values; shown translated
@@ -68,7 +68,7 @@ BOOKS = pd.DataFrame({N_("key (author)"): ["Jane Austen", "Charles Dickens", "Ed
 
 
 def _error(e: Exception) -> None:
-    st.error(md_escape(said(e)))
+    st.error(md_escape(error_text(e)))
 
 
 def _other_bpe(text: str) -> tuple[str, list[str]] | None:
@@ -125,7 +125,7 @@ def word_section(text: str, sent: str) -> None:
         st.markdown(_("SimpleTokenizerV1 (no `<|unk|>`): {ids}", ids=code_span(str(v1.encode(sent)))))
     except ValueError as e:
         st.warning(_("SimpleTokenizerV1 fails on this sentence (the book shows `KeyError: 'Hello'`): {problem}",
-                     problem=md_escape(said(e))), icon=":material/error:")
+                     problem=md_escape(error_text(e))), icon=":material/error:")
     cols = st.columns(2)
     for col, (name, pattern) in zip(cols, PATTERNS.items()):
         words = split_words(sent, pattern)  # the two patterns may split the sentence differently ("a:b")
@@ -386,9 +386,7 @@ def render() -> None:
     if not sent.strip():
         st.error(_("The sentence is empty: type one (for example: Hello, do you like tea?)."))
         return
-    from_link("t2v_section", SECTIONS, _, _(SECTIONS[0]))
-    section = st.segmented_control(_("Section"), SECTIONS, default=SECTIONS[0], key="t2v_section",
-                                   format_func=_, bind="query-params") or SECTIONS[0]  # a link opens a section
+    section = linked_choice(st.segmented_control, _("Section"), SECTIONS, "t2v_section", SECTIONS[0])
     if section == SECTIONS[0]:
         word_section(text, sent)
     elif section == SECTIONS[1]:

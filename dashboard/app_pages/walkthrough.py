@@ -24,7 +24,7 @@ from dashboard.i18n import _, lang, language, ngettext
 from dashboard.state.ahead import prefetch
 from dashboard.state.compute import EMBEDDING_SEED, cached_tokens
 from dashboard.state.controls import Settings, settings
-from dashboard.state.links import md_escape, sentence
+from dashboard.state.links import error_text, md_escape
 from dashboard.state.steppers import stepper
 
 # Steps whose values are attention weights (fixed 0-1 scale); dropout's survivors are scaled to 2.
@@ -210,7 +210,7 @@ def your_sentence(text: str, input_mode: str, i: int, key: str) -> Callable[[dic
     try:
         tokens = cached_tokens(text)
     except ValueError as e:
-        st.warning(sentence(e))
+        st.warning(error_text(e))
         return None
     if len(tokens) > 64:
         st.info(_("Your sentence has {n} tokens; the walkthrough uses its first 64.", n=len(tokens)))

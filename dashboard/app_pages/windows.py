@@ -27,7 +27,7 @@ from dashboard.drawing.sizes import cap
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
-from dashboard.state.links import md_escape, sentence
+from dashboard.state.links import error_text, md_escape
 
 RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
@@ -119,7 +119,7 @@ def render() -> None:
     try:
         ids = _ids(name, text, n)
     except ValueError as e:
-        st.error(sentence(e))
+        st.error(error_text(e))
         st.stop()
     if len(ids) < 16:
         st.warning(ngettext("Your text is {n} token long: a window needs a longer text to matter. Pick the sample "
@@ -155,7 +155,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
         with st.spinner(_("Running {model} three times on {n} tokens…", model=_label(name), n=T)):
             losses = {label: _losses(name, ids, w, k, "neg_inf") for label, (w, k) in settings_.items()}
     except ValueError as e:
-        st.error(sentence(e))
+        st.error(error_text(e))
         return
     ppl = {label: float(np.exp(v.mean())) for label, v in losses.items()}
     full = ppl[full_label]
@@ -228,7 +228,7 @@ def _rope(name: str, s) -> None:
         try:
             run = models.layer_run(s.text, name, layer, models.attention_config(name, s.cfg))
         except ValueError as e:
-            st.error(sentence(e))
+            st.error(error_text(e))
             return
         base = float(config.rope_bases[layer])  # the layer's own: local and global layers may differ
         normed = "queries.norm" in run.trace.names()  # with q_norm / k_norm, RoPE rotates the normed queries and keys

@@ -56,12 +56,3 @@ def error_text(error: BaseException | str) -> str:
     if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
         return text + end
     return text[:1].upper() + text[1:] + end
-
-
-sentence = error_text  # the pages' old name, until each calls error_text
-
-
-def plural(n: int, word: str) -> str:
-    """``1 token``, ``2 tokens``: English only. Retired: pages use ``ngettext("{n} token", "{n} tokens", n)``; kept
-    until the last page has moved."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"

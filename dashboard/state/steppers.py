@@ -12,26 +12,33 @@ from dashboard.state.links import md_escape
 from dashboard.state.url_state import warn_bad_link
 
 
-def _link_step(key: str, shown: Sequence[str]) -> None:
-    """Write a stepper's step into the link (``?key=`` its label; none for step 1). Called from the buttons' and
-    the slider's callbacks, before the run: a new link makes the browser redraw the whole page once more, and
-    that redraw then comes before the run's own instead of after it. (The slider bound to the link wrote it after
-    the run: that redraw and the thumb moving again were a step's last changes, ~40 ms after the rest.)"""
+def _link_step(key: str) -> None:
+    """Write a stepper's step into the link (``?key=`` its number, the same in every language; none for step 1).
+    Called from the buttons' and the slider's callbacks, before the run: a new link makes the browser redraw the
+    whole page once more, and that redraw then comes before the run's own instead of after it. (The slider bound
+    to the link wrote it after the run: that redraw and the thumb moving again were a step's last changes.)"""
     i = st.session_state.get(key, 0)
     if i:
-        st.query_params[key] = shown[i]
+        st.query_params[key] = str(i + 1)
     else:
         st.query_params.pop(key, None)
 
 
-def _slid(key: str, slider: str, shown: Sequence[str]) -> None:
+def step_from_link(raw: str, n: int) -> int | None:
+    """The step (0-based) a link's value names: its number, or an older link's "3/20 · label" in any language;
+    None if it names no step 1..n."""
+    number = raw.split("/", 1)[0].strip() if "/" in raw else raw.strip()
+    return int(number) - 1 if number.isdigit() and 1 <= int(number) <= n else None
+
+
+def _slid(key: str, slider: str) -> None:
     st.session_state[key] = st.session_state[slider]
-    _link_step(key, shown)
+    _link_step(key)
 
 
-def _step(key: str, delta: int, shown: Sequence[str]) -> None:
-    st.session_state[key] = min(len(shown) - 1, max(0, st.session_state.get(key, 0) + delta))
-    _link_step(key, shown)
+def _step(key: str, delta: int, n: int) -> None:
+    st.session_state[key] = min(n - 1, max(0, st.session_state.get(key, 0) + delta))
+    _link_step(key)
 
 
 PREV_KEY, NEXT_KEY = "PageUp", "PageDown"  # what a presentation clicker sends
@@ -63,30 +70,31 @@ def stepper(key: str, labels: Sequence[str]) -> int:
     """Previous / Next buttons and a slider over ``labels``; returns the chosen index.
 
     Buttons and slider share one session-state value, so a projector user can click or drag. The
-    step is in the link (``?key=`` the slider's label, or a plain step number in a hand-written
-    link; :func:`_link_step`); a bad value is reported and step 1 shown."""
+    step is in the link as its number (:func:`_link_step`; an older link's label is read too); a bad value is
+    reported and step 1 shown."""
     n = len(labels)
     shown = [f"{i + 1}/{n} · {labels[i]}" for i in range(n)]
-    if key not in st.session_state:  # a new session: the link may name a step (its label or its number)
+    if key not in st.session_state:  # a new session: the link may name a step
         raw = st.query_params.get(key)
         st.session_state[key] = 0
         if raw is not None:
-            if raw in shown:
-                st.session_state[key] = shown.index(raw)
-            elif raw.isdigit() and 1 <= int(raw) <= n:
-                st.session_state[key] = int(raw) - 1
-            else:
+            step = step_from_link(raw, n)
+            if step is None:
                 warn_bad_link(key, raw, _("step 1 (a step is a number from 1 to {n})", n=n))
+                st.query_params.pop(key, None)
+            else:
+                st.session_state[key] = step
+                _link_step(key)  # an older link's label becomes the number
     st.session_state[key] = min(st.session_state[key], n - 1)
     i = st.session_state[key]
     # One row that sizes each button to its label (fixed column ratios cut "◀ Previous" to "◀ Pre…" at
     # 1280 px with the sidebar open); the slider takes the rest.
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
-    row.button(_("◀ Previous"), key=f"{key}_prev", on_click=_step, args=(key, -1, shown), width="content",
+    row.button(_("◀ Previous"), key=f"{key}_prev", on_click=_step, args=(key, -1, n), width="content",
                disabled=i == 0, shortcut=PREV_KEY)
     if n > 1:
         # The position as its own line above the track ("Step 3 of 20 · x"): the slider's value rode on its
-        # thumb, which covered it. The slider keeps its formatted options for the link (``?key=3/20 · x``).
+        # thumb, which covered it.
         middle = row.container(gap=None, width="stretch")
         middle.html(f"<style>[class*='st-key-{key}_slider'] [data-testid='stSliderThumbValue'] {{display: none;}}"
                     "</style>")
@@ -100,8 +108,8 @@ def stepper(key: str, labels: Sequence[str]) -> int:
             st.session_state[moves] = st.session_state.get(moves, 0) + 1
         slider = f"{key}_slider{st.session_state.get(moves, 0)}"
         middle.select_slider(_("Step"), options=list(range(n)), value=i, key=slider, on_change=_slid,
-                             args=(key, slider, shown), format_func=shown.__getitem__,
+                             args=(key, slider), format_func=shown.__getitem__,
                              label_visibility="collapsed", width="stretch")
-    row.button(_("Next ▶"), key=f"{key}_next", on_click=_step, args=(key, 1, shown), width="content",
+    row.button(_("Next ▶"), key=f"{key}_next", on_click=_step, args=(key, 1, n), width="content",
                disabled=i == n - 1, shortcut=NEXT_KEY)
     return int(i)
