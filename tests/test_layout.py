@@ -213,8 +213,13 @@ def test_every_error_attn_core_raises_for_a_person_has_a_message_id():
                 exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
                 if isinstance(exc, ast.Name) and exc.id == "ValueError":
                     bare.append(f"{where}:{node.lineno}")
+        marked = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                  and isinstance(n.value.func, ast.Name) and n.value.func.id == "N_" for t in n.targets
+                  if isinstance(t, ast.Name)}  # a constant marked with N_ where it is written is extracted too
         for call in _message_calls(tree, {"Problem"}):
-            if not (call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+            first = call.args[0] if call.args else None
+            literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
+            if not (literal or (isinstance(first, ast.Name) and first.id in marked)):
                 not_literal.append(f"{where}:{call.lineno}")
     assert not bare, f"raise Problem('template {{value}}', value=...) instead of ValueError at {sorted(bare)}"
     assert not not_literal, f"a Problem's message id must be a string literal (an f-string cannot be translated): " \

@@ -16,8 +16,8 @@ from attn_core.labs.heads import head_ablation, mean_attention, rollout_of, weig
 from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens, top_next
 from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
-from dashboard.drawing.matrices import show_matrix
-from dashboard.drawing.sizes import cap, column_px
+from dashboard.drawing.matrices import Look, show_matrix
+from dashboard.drawing.sizes import cap, sized_columns
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import N_, _, lang, message, ngettext
 from dashboard.state import models
@@ -193,12 +193,12 @@ def value_part(name: str, ids: tuple[int, ...], pieces: list[str], opened: tuple
     weighted = alpha * moved[None, :]
     shares = weighted / np.maximum(weighted.sum(axis=-1, keepdims=True), 1e-30)  # each row: the share of what moves
     labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
-    left, right = st.columns(2)
-    px = min(cap(380), column_px([1, 1], 0))
+    left, right = sized_columns(2)
+    look = Look(scale="weights", max_px=min(cap(380), left.px))
     key = (models.source_key(name), ids, int(layer), int(head), lang())
-    show_matrix(left, alpha, labels, labels, key="heads_alpha", scale="weights", max_px=px, name="heads_alpha",
+    show_matrix(left, alpha, labels, labels, look, key="heads_alpha", name="heads_alpha",
                 title=_("α: attention weights"), cache_key=(*key, "alpha"))
-    show_matrix(right, shares, labels, labels, key="heads_moved", scale="weights", max_px=px, name="heads_moved",
+    show_matrix(right, shares, labels, labels, look, key="heads_moved", name="heads_moved",
                 title=_("α·‖f(x)‖: share of what moves"), cache_key=(*key, "moved"))
     j = int(np.argmax(alpha[query]))
     st.markdown(_("Token {j} ({piece}) takes {alpha:.0%} of the attention of token {i}, {moved:.0%} of what moves.",
