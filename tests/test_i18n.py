@@ -75,6 +75,7 @@ def test_chinese_uses_the_chapters_terms_and_fills_values():
         assert _("−∞ before softmax") == "softmax 之前填负无穷（−∞）"
         assert ngettext("{n} token", "{n} tokens", 3) == "3 个 token"
         assert _("{model} has {n} layers: showing layer {n}.", model="GPT-2", n=12) == "GPT-2 有 12 层：显示第 12 层。"
+        assert _("") == ""  # not the catalog's header (it broke a chart with no axis title)
     assert ngettext("{n} token", "{n} tokens", 1) == "1 token"  # outside a run: English
     assert _("Masking method") == "Masking method"
 
