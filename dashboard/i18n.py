@@ -128,6 +128,8 @@ def _(msgid: str | Msg, /, **values: object) -> str:
     if isinstance(msgid, Msg):
         msgid, values = msgid.msgid, {**msgid.values, **values}
     values = {k: _(v) if isinstance(v, Msg) else v for k, v in values.items()}  # a mask's name inside a note
+    if not msgid:  # gettext's "" is the catalog's header: an empty axis title became a broken Vega expression
+        return fill(msgid, values)
     return fill(catalog(lang()).gettext(msgid), values)
 
 

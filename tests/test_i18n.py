@@ -75,6 +75,7 @@ def test_chinese_uses_the_chapters_terms_and_fills_values():
         assert _("−∞ before softmax") == "softmax 之前填负无穷（−∞）"
         assert ngettext("{n} token", "{n} tokens", 3) == "3 个 token"
         assert _("{model} has {n} layers: showing layer {n}.", model="GPT-2", n=12) == "GPT-2 有 12 层：显示第 12 层。"
+        assert _("") == ""  # not the catalog's header (it broke a chart with no axis title)
     assert ngettext("{n} token", "{n} tokens", 1) == "1 token"  # outside a run: English
     assert _("Masking method") == "Masking method"
 
@@ -312,3 +313,19 @@ def test_an_exported_png_draws_chinese_glyphs():
     chinese, boxes, empty = png("注意力权重"), png("\ue000\ue001\ue002\ue003\ue004"), png("")
     assert chinese != boxes and chinese != empty and boxes != empty
     assert formats.register_cjk_fonts() or not any(Path(d).is_dir() for d in formats.CJK_FONT_DIRS)
+
+
+def test_an_exported_chinese_title_is_set_in_a_sans_cjk_face():
+    import altair as alt
+    import pandas as pd
+
+    from dashboard.export import formats
+
+    chart = alt.Chart(pd.DataFrame({"x": ["a", "b"], "y": [1, 2]})).mark_bar().encode(x="x:N", y="y:Q")
+    chinese = formats.titled(chart, "注意力权重", "CausalAttention · 6 个 token").title
+    assert chinese.font == chinese.subtitleFont == formats.CJK_TITLE_FONTS
+    assert formats.titled(chart, "weights", "CausalAttention · T6").title.font is alt.Undefined
+    if formats.register_cjk_fonts():  # the default face drew this title in a serif, not bold
+        plain = chart.properties(title=alt.TitleParams("注意力权重", anchor="start", fontSize=16),
+                                 padding=formats.SLIDE_PADDING)
+        assert formats.chart_png(formats.titled(chart, "注意力权重"), scale=1) != formats.chart_png(plain, scale=1)

@@ -192,7 +192,8 @@ def render() -> None:
     curve = pd.DataFrame([{context: n, variant: _(s.name), gb: cache_bytes(s, n) / 1e9}
                           for s in preset.shapes() for n in LENGTHS])
     with right:
-        width = min(cap(520), content_px() // 2 - 140)  # room for the 13 px axis labels and title
+        # room for the 13 px axis labels and title; at least 160 px: on a phone the columns stack (half was 30 px)
+        width = min(cap(520), max(160, content_px() // 2 - 140))
         draw_chart(st, lambda: measure_charts.line_chart(curve, context, gb, variant, log=True,
                                                          width=width, height=cap(190), y_title=_("KV cache (GB)")),
                    key="kv_curve", name="kv_cache_vs_context",

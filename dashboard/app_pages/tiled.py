@@ -15,7 +15,7 @@ from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, kv_head, num_heads
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap
+from dashboard.drawing.sizes import cap, fit
 from dashboard.drawing.text import show_table
 from dashboard.drawing.tile_charts import tile_frame, tile_grid_chart
 from dashboard.i18n import _, ngettext
@@ -118,7 +118,8 @@ def render() -> None:
 
     left, right = st.columns([1, 1])
     if T <= MAX_GRID_TOKENS:
-        size = cap(290 if not presenting() else 360)  # the half column at 1280x720, larger on a larger screen
+        # the half column at 1280x720, larger on a larger screen; on a phone (columns stacked) the screen's width
+        size = fit(cap(290 if not presenting() else 360), labels, legend=False)
         frame = tile_frame(plan, mask_np, n, weights_explicit)
         left.altair_chart(tile_grid_chart(frame, labels, size, numbers=T <= 12), key="tile_grid",
                           width="content")

@@ -23,7 +23,7 @@ from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
 from dashboard.drawing import window_charts as charts
-from dashboard.drawing.sizes import cap
+from dashboard.drawing.sizes import cap, content_px
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
@@ -164,8 +164,9 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
         col.metric(_("Perplexity · {setting}", setting=label), f"{value:,.1f}",
                    delta=None if value == full else _("{ratio}x full", ratio=format(value / full, ".1f")),
                    delta_color="inverse")
-    st.altair_chart(charts.loss_curve_chart(charts.loss_frame(losses, 16), cap(760), window if window < T else None),
-                    key="win_losses", width="content")
+    # within the main column: its axes take ~60 px beside the plot (a phone's column is ~360 px)
+    st.altair_chart(charts.loss_curve_chart(charts.loss_frame(losses, 16), min(cap(760), content_px() - 60),
+                                            window if window < T else None), key="win_losses", width="content")
     st.caption(_("Loss of each next token over the first {n} tokens (running mean of 16). Until position {edge} the "
                  "window hides nothing; after it the first tokens are gone unless they are sinks.", n=T,
                  edge=window + 1))
@@ -180,7 +181,9 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
                       n=n_show, window=window))
     else:
         st.markdown(_("**The three masks** on the first {n} positions:", n=n_show))
-    st.altair_chart(charts.masks_chart(charts.masks_frame(masks), 11), key="win_masks", width="content")
+    # as many 20-cell panels a row as the main column holds (3 on a projector, 1 on a phone)
+    per_row = max(1, min(3, (content_px() - 60) // (11 * n_show + 30)))
+    st.altair_chart(charts.masks_chart(charts.masks_frame(masks), 11, per_row), key="win_masks", width="content")
     with st.expander(_("−∞ or renormalize on the window + sinks mask")):
         if st.button(_("Compare the two masking methods"), key="win_compare"):
             with st.spinner(_("Running both methods…")):

@@ -31,7 +31,9 @@ def loss_curve_chart(frame: pd.DataFrame, width: int, window: int | None) -> alt
         x=alt.X("position:Q", title=_("token position"), axis=alt.Axis(**FONT)),
         y=alt.Y("loss:Q", title=_("next-token loss (nats, running mean)"), axis=alt.Axis(**FONT)),
         color=alt.Color("setting:N", scale=alt.Scale(domain=settings, range=list(SETTING_COLOURS[:len(settings)])),
-                        legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelLimit=360)),
+                        # one entry a line on a narrow (phone) chart: in one row they ran past its right edge
+                        legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelLimit=360,
+                                          columns=1 if width < 420 else alt.Undefined)),
         tooltip=["setting:N", "position:Q", alt.Tooltip("loss:Q", format=".2f")])
     layers = [lines]
     if window:
@@ -51,8 +53,8 @@ def masks_frame(masks: dict[str, np.ndarray]) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def masks_chart(frame: pd.DataFrame, cell_px: int) -> alt.FacetChart:
-    """The masks side by side: which key (column) each query (row) may see."""
+def masks_chart(frame: pd.DataFrame, cell_px: int, columns: int = 3) -> alt.FacetChart:
+    """The masks side by side, ``columns`` a row: which key (column) each query (row) may see."""
     n = int(frame["q"].max())
     return alt.Chart(frame).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("k:O", title=_("key position"), axis=alt.Axis(labelAngle=0, **FONT, values=_ticks(n))),
@@ -61,8 +63,8 @@ def masks_chart(frame: pd.DataFrame, cell_px: int) -> alt.FacetChart:
                         legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelExpr=shown_labels(SEEN))),
         tooltip=["panel:N", "q:O", "k:O", "seen:N"],
     ).properties(width=cell_px * n, height=cell_px * n).facet(
-        column=alt.Column("panel:N", sort=list(dict.fromkeys(frame["panel"])), title=None,
-                          header=alt.Header(labelFontSize=14)))
+        facet=alt.Facet("panel:N", sort=list(dict.fromkeys(frame["panel"])), title=None,
+                        header=alt.Header(labelFontSize=14)), columns=columns)
 
 
 def _ticks(n: int) -> list[int]:

@@ -195,6 +195,15 @@ class PageChart:
         return slide_name(self.what, s.variant, s.num_tokens, "x", extra=s.slug())[:-2]
 
 
+# A sans CJK face first: vl-convert takes the first family of a list, a browser (SVG) the first it has.
+CJK_TITLE_FONTS = "Noto Sans CJK SC, PingFang SC, Microsoft YaHei, sans-serif"
+
+
+def _has_cjk(text: object) -> bool:
+    """Whether ``text`` (a title: a string or a list of lines) holds a CJK character."""
+    return any("\u2e80" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef" for ch in str(text))
+
+
 def titled(chart: alt.TopLevelMixin, title: str, subtitle: str = "") -> alt.TopLevelMixin:
     """The chart with a title saying what it is (kept if it has one) and the settings as subtitle."""
     current = getattr(chart, "title", alt.Undefined)
@@ -203,6 +212,8 @@ def titled(chart: alt.TopLevelMixin, title: str, subtitle: str = "") -> alt.TopL
     else:
         text = title
     params = dict(text=text, anchor="start", fontSize=16)
+    if _has_cjk(f"{text}{subtitle}"):  # vl-convert draws a CJK title in a serif face, not bold, unless named
+        params.update(font=CJK_TITLE_FONTS, subtitleFont=CJK_TITLE_FONTS)
     if subtitle:
         params.update(subtitle=subtitle, subtitleFontSize=12, subtitleColor="#444")
     # Vega's bounds can miss a few pixels of a legend that reaches below a short plot, or of a title longer
