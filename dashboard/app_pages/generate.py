@@ -27,7 +27,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit, room, sized_columns
 from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
-from dashboard.i18n import _, ngettext
+from dashboard.i18n import _, ngettext, sentences
 from dashboard.state import models
 from dashboard.state.ahead import Ahead
 from dashboard.state.links import error_text, md_escape
@@ -189,14 +189,14 @@ def timing(gen: Generation, step: DecodeStep) -> str:
     total_c = sum(c for c, _unused in gen.steps)
     total_f = sum(f for _unused, f in gen.steps if f is not None)
     n = len(gen.steps)
-    return ngettext("**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
+    return sentences(ngettext("**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
                     "without it ({slower:.1f}× slower: every position again) · all {n} step: **{rate:.0f} tokens/s** "
                     "with the cache, {rate_full:.0f} without",
                     "**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
                     "without it ({slower:.1f}× slower: every position again) · all {n} steps: **{rate:.0f} tokens/s** "
                     "with the cache, {rate_full:.0f} without", n, ms_cached=cached * 1e3, ms_full=full * 1e3,
-                    slower=full / cached, rate=n / total_c, rate_full=n / total_f) + " " + _(
-        "(each step is worked out while the one before is on screen, so Next only draws it)")
+                    slower=full / cached, rate=n / total_c, rate_full=n / total_f),
+                     _("(each step is worked out while the one before is on screen, so Next only draws it)"))
 
 
 def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], layer: int) -> None:

@@ -22,7 +22,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px, sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
-from dashboard.i18n import _, message, ngettext
+from dashboard.i18n import _, message, ngettext, sentences
 from dashboard.state import models
 from dashboard.state.controls import Settings, settings
 from dashboard.state.links import md_escape
@@ -228,8 +228,8 @@ def render() -> None:
                          "and all {H} heads.",
                          "Your sizes (d_out = {d_out}, num_heads = {H}, head_dim = {head_dim}), drawn for {n} tokens "
                          "and all {H} heads.", demo_T, **values)
-    st.caption(drawn + " " + _("Each number is one entry of the projected queries, numbered in memory order; the "
-                               "colour says which head gets it."))
+    st.caption(sentences(drawn, _("Each number is one entry of the projected queries, numbered in memory order; the "
+                                  "colour says which head gets it.")))
     # One above the other: a slice of up to 24 numbered columns needs the page's whole width.
     st.markdown(_("**Before**: `queries` (num_tokens, d_out)"))
     before = demo.flat.numpy()[:demo_T, columns]  # (demo_T, demo_h * demo_hd)
