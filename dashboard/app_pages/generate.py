@@ -189,14 +189,14 @@ def timing(gen: Generation, step: DecodeStep) -> str:
     total_c = sum(c for c, _unused in gen.steps)
     total_f = sum(f for _unused, f in gen.steps if f is not None)
     n = len(gen.steps)
-    return sentences(ngettext("**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
+    line = ngettext("**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
                     "without it ({slower:.1f}× slower: every position again) · all {n} step: **{rate:.0f} tokens/s** "
                     "with the cache, {rate_full:.0f} without",
                     "**Timed here:** this step took **{ms_cached:.1f} ms** with the KV cache, **{ms_full:.1f} ms** "
                     "without it ({slower:.1f}× slower: every position again) · all {n} steps: **{rate:.0f} tokens/s** "
                     "with the cache, {rate_full:.0f} without", n, ms_cached=cached * 1e3, ms_full=full * 1e3,
-                    slower=full / cached, rate=n / total_c, rate_full=n / total_f),
-                     _("(each step is worked out while the one before is on screen, so Next only draws it)"))
+                    slower=full / cached, rate=n / total_c, rate_full=n / total_f)
+    return sentences(line, _("(each step is worked out while the one before is on screen, so Next only draws it)"))
 
 
 def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], layer: int) -> None:
