@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.models.family import Family, Found, ModelConfig, Shared
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, attention_like
 from attn_core.models.traced import layer_windows
@@ -67,8 +67,8 @@ class BookFamily(Family):
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)
 
-    def how_to_get(self) -> str:
-        return "The book's GPTModel is built here: nothing to install."
+    def how_to_get(self) -> Msg:
+        return Msg("The book's GPTModel is built here: nothing to install.")
 
 
 FAMILY = BookFamily()

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from attn_core.messages import N_, Problem, fill
+from attn_core.messages import N_, Msg, Problem, fill
 from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
 from attn_core.models.family_book import gpt_config, gpt_layer_attention
 from attn_core.models.gpt import GPTModel
@@ -359,7 +359,7 @@ class GPT2Family(Family):
         return [self._found(name, path) for name, path in found]
 
     def _found(self, name: str, path: Path) -> Found:
-        return Found(name, path, label(name, path), self.name, f"{name} (OpenAI's weights)")
+        return Found(name, path, label(name, path), self.name, Msg("{model} (OpenAI's weights)", model=name))
 
     def found_at(self, path: Path) -> Found | None:
         if (path.is_dir() and (path / WEIGHTS_FILE).is_file()) or path.suffix == ".safetensors":
@@ -382,8 +382,9 @@ class GPT2Family(Family):
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)
 
-    def how_to_get(self, name: str = "gpt2", why: str = "GPT-2 weights are not on this machine") -> str:
-        return how_to_get_gpt2(name, why)
+    def how_to_get(self, name: str = "gpt2") -> Msg:
+        return Msg(GET_GPT2, why=Msg("GPT-2 weights are not on this machine"), name=name,
+                   repo=HF_REPOS.get(name, HF_REPOS["gpt2"]), env_var=ENV_VAR)
 
     # the command line (attn_core.models.pretrained)
     def download(self, name: str, folder: str | os.PathLike | None = None) -> Path:
