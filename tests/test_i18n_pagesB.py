@@ -213,7 +213,7 @@ def test_windows_in_chinese_every_section():
 
     state = {"win_model": "random-small", "win_tokens": 64}
     en, zh = _both(WINDOWS, state)
-    assert zh.title[0].value == "窗口与注意力汇聚"
+    assert zh.title[0].value == "滑动窗口与注意力汇聚"
     assert own_english(en)
     for section in ("Window and sinks", "Sinks in every layer", "RoPE on real queries and keys"):
         en, zh = _rerun(en, "en", win_section=section), _rerun(zh, "zh", win_section=section)

@@ -1,11 +1,12 @@
-"""Learn, KV cache cost and Benchmark in Chinese: nothing raises, no English sentence of these pages is left, and
-every number is the same as in English. Strict: English from ``attn_core`` (task descriptions, verdicts), from
-``dashboard/drawing`` (chart titles) and from the sidebar counts as much as the pages' own.
+"""Learn, KV cache cost, Benchmark and Generate in Chinese: nothing raises, no English sentence is left, and every
+number is the same as in English. Strict: English from ``attn_core`` (task descriptions, verdicts, model names),
+from ``dashboard/drawing`` (chart titles) and from the sidebar counts as much as the pages' own.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from i18n_check import english_left
@@ -14,7 +15,7 @@ import attn_core.labs.jobs as jobs
 from apptest_utils import _rows, messages, new_app
 from attn_core.labs.benchmark import Result
 
-LEARN, KV, BENCH = "app_pages/learn.py", "app_pages/kv_cost.py", "app_pages/benchmark.py"
+LEARN, KV, BENCH, GEN = "app_pages/learn.py", "app_pages/kv_cost.py", "app_pages/benchmark.py", "app_pages/generate.py"
 # the book's and the libraries' words that stay as written on these pages
 ALLOWED = {"emb_dim", "head_dim", "num_heads", "MultiHeadAttention", "GroupedQueryAttention", "batch", "raw",
            "wrapper", "GPTModel", "MultiHeadLatentAttention", "SWA", "GPT-2"}
@@ -206,3 +207,24 @@ def test_benchmark_results_in_chinese_show_the_same_numbers():
     assert ours(zh) == []
     en = bench("en", (rows, scaling))
     same_numbers(en, zh)
+
+
+# Generate --------------------------------------------------------------------------------------------------------
+PROMPT = {"Every", "effort", "moves", "you"}  # the book's prompt, quoted as written
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_generate_in_chinese_names_every_model_in_chinese():
+    """Every weights choice (a real model's family, the book's random GPTModels) and a step of each say no English
+    sentence; the labels come from attn_core's families as messages, translated here."""
+    from dashboard.i18n import language
+
+    with language("zh"):  # the AppTest formats a selectbox's options outside the run: in the same language
+        at = open_in("zh", GEN)
+        options = at.selectbox(key="gen_model").options
+        assert options and all(CJK.search(o) for o in options), options  # "（真实权重，Llama 系列）", "随机权重：…"
+        for name in ("random-small", at.selectbox(key="gen_model").value):
+            at.selectbox(key="gen_model").set_value(name).run()
+            at.button(key="gen_next").click().run()
+            assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+            assert english_left(at, ALLOWED | PROMPT) == [], (name, english_left(at, ALLOWED | PROMPT))
