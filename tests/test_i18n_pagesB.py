@@ -227,3 +227,35 @@ def test_windows_in_chinese_every_section():
     assert own_english(zh) == [], own_english(zh)
     assert same_numbers(numbers(en), numbers(zh))
     assert any(m.label.startswith("整个句子后移") for m in zh.metric)
+
+
+def test_ask_the_class_in_chinese_teacher_and_phone(tmp_path, monkeypatch):
+    """The masking lab's poll, asked in Chinese: the popover, the teacher's panel, the phone page with the question,
+    and both after the reveal show no English sentence (attn_core's question texts are messages, translated)."""
+    from dashboard.classroom import store as ps
+    from dashboard.classroom.ui import _stores
+
+    monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
+    try:
+        teacher = _open(MASKING, "zh")
+        assert own_english(teacher, {"d_k"}) == [], own_english(teacher, {"d_k"})  # the popover included
+        teacher.button(key="poll_ask_masking_lab").click().run()
+        assert not messages(teacher)["exception"], messages(teacher)
+        code = teacher.session_state["poll_room"]["code"]
+        phone = new_app(code=code, lang="zh")
+        phone.run()
+        phone.switch_page("app_pages/answer.py").run()
+        assert not messages(phone)["exception"], messages(phone)
+        choices = [b for b in phone.button if b.key and b.key.startswith("choice_")]
+        assert choices and any("？" in m.value for m in [*phone.markdown, *phone.subheader]), phone.markdown  # zh
+        choices[0].click().run()
+        for at in (teacher.run(), phone):
+            assert own_english(at, {"d_k"}) == [], own_english(at, {"d_k"})
+        teacher.button(key="poll_reveal").click().run()
+        phone.run()
+        for at in (teacher, phone):
+            assert not messages(at)["exception"], messages(at)
+            assert own_english(at, {"d_k"}) == [], own_english(at, {"d_k"})
+        assert any(s.value.startswith("正确答案") for s in teacher.success), [s.value for s in teacher.success]
+    finally:
+        _stores.clear()
