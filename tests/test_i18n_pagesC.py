@@ -98,6 +98,9 @@ def test_learn_trained_model_in_chinese_shows_the_same_numbers():
     assert any(c.value.startswith("探测输入：") for c in zh.caption)
     assert any(b.value.startswith(("这一步已达到目标。", "目标：")) for b in [*zh.success, *zh.info])
     assert ours(zh) == []
+    table = zh.dataframe[0].value  # the heads' scores: Chinese headers, each verdict in Chinese
+    assert {"层", "头", "结论", "平均距离"} <= set(table.columns), list(table.columns)
+    assert all(CJK.search(str(v)) for v in table["结论"]), list(table["结论"])
     en = trained("en")
     assert en.get("progress")[0].proto.text.startswith("done · step 1000 / 1000")
     same_numbers(en, zh)

@@ -60,7 +60,7 @@ SIZES = {  # names marked for translation: the results keep the English name, a 
     "book": Size(N_("book demo (d 3, 1 head)"), 2, 6, 3, 1),
     "small": Size(N_("small"), 4, 128, 256, 4),
     "medium": Size(N_("medium"), 8, 256, 768, 12),
-    "124M": Size(N_("GPT-2 small"), 8, 1024, 768, 12),  # the book's GPT_CONFIG_124M
+    "124M": Size("GPT-2 small", 8, 1024, 768, 12),  # the book's GPT_CONFIG_124M: a model name, kept as written
 }
 
 

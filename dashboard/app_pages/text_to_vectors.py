@@ -132,8 +132,7 @@ def word_section(text: str, sent: str) -> None:
         if words:
             ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
             ids_of = _("book id") if name == "book" else _("notes id")
-            show_table(col, pd.DataFrame({_("word"): words, ids_of: ids}).T.astype(str),
-                       width="stretch")
+            show_table(col, pd.DataFrame({_("word"): words, ids_of: ids}).T.astype(str), width="stretch")
 
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------
