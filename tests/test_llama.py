@@ -14,7 +14,7 @@ import torch
 
 from attn_core.attention.kv_cache import KVCache, cache_bytes_per_token
 from attn_core.labs.scores import head_scores
-from attn_core.models.gguf_weights import find_gguf, wheel_file
+from attn_core.models.gguf_files import find_gguf, wheel_file
 from attn_core.models.gpt import generate
 from attn_core.models.llama import LlamaModel, load_model, load_model_shared
 from attn_core.models.traced import layer_trace

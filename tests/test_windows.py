@@ -82,7 +82,7 @@ def _unshipped_text() -> str:
 def smollm2():
     import os
 
-    from attn_core.models.gguf_weights import wheel_file
+    from attn_core.models.gguf_files import wheel_file
     from attn_core.models.llama import load_model_shared
 
     path = wheel_file()

@@ -11,7 +11,7 @@ import torch.nn as nn
 from attn_core.messages import Msg
 from attn_core.models import gemma3, qwen
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.gguf_weights import ENV_VAR, describe, find_gguf, gguf_architecture
+from attn_core.models.gguf_files import ENV_VAR, describe, find_gguf, gguf_architecture
 from attn_core.models.traced import layer_windows
 
 ARCHITECTURES = ("gemma3",)

@@ -11,7 +11,8 @@ import torch.nn as nn
 from attn_core.messages import Msg
 from attn_core.models import llama
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.gguf_weights import ARCHITECTURES, INSTALL_HINT, find_gguf, gguf_architecture
+from attn_core.models.gguf_files import INSTALL_HINT, find_gguf, gguf_architecture
+from attn_core.models.gguf_weights import ARCHITECTURES
 from attn_core.models.traced import layer_windows
 
 

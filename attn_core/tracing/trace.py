@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from attn_core.messages import Problem
 from attn_core.tracing.steps import STEPS, scope_name
 
 
@@ -152,7 +153,7 @@ class Trace:
         prefix = self.prefix
         full = f"{prefix}.{name}" if prefix else name
         if full in self._names:
-            raise ValueError(f"trace already has a step named {full!r}")
+            raise Problem("trace already has a step named {name}", name=repr(full))
         self.check()
         last = self._last
         if not self.copy and tensor.device.type == "cpu":

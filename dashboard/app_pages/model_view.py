@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from attn_core.labs.scores import HEAD_TYPES, head_type, verdict_msg
+from dashboard.app_pages.heads_view import show_heads
 from dashboard.app_pages.page_i18n import said
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
@@ -126,6 +127,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                         "{frames}. Hover for a head's verdict; click one to open it in every section.",
                         view.T, **values)
     st.caption(text)
+    show_heads(name, shown, opened)
 
 
 def next_token_table(name: str, ids: tuple[int, ...]) -> None:

@@ -118,6 +118,23 @@ def ask_the_class(where, page: str, trace: Trace, labels: list[str], **options) 
             teacher_panel()
 
 
+def ask_question(where, page: str, label: str, build: Callable[[], Question], caption: str) -> None:
+    """The "Ask the class" control for one question that is not read from a trace (``build()`` runs only when the
+    teacher asks: it may run a model), and once asked the teacher's panel under it."""
+    with where.popover(_("Ask the class"), icon=":material/how_to_vote:"):
+        st.markdown(label)
+        st.caption(caption)
+        if st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
+            try:
+                _ask(page, build())
+            except ValueError as e:
+                st.warning(str(e))
+    current = st.session_state.get("poll_current")
+    if current and current.get("page") == page:
+        with where.container(border=True, key=f"poll_panel_{page}"):
+            teacher_panel()
+
+
 def _ask(page: str, question: Question) -> None:
     """Put ``question`` to the teacher's room (made on first use; the same code for every next question)."""
     room = st.session_state.get("poll_room")

@@ -1,0 +1,43 @@
+"""A poll question answered by removing heads: "which head, knocked out, hurts the repeat most?" The choices are
+the strongest head of each kind (induction, previous-token, first-token sink) and one other head, each knocked out
+alone on random tokens repeated once; the answer is the one whose removal raises the loss on the repeat most. The
+sink head looks the hardest and usually matters least: α alone misleads."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attn_core.labs.heads import head_ablation
+from attn_core.labs.knockout import KINDS, repeat_loss, scored_losses, top_heads
+from attn_core.labs.questions import TIE, Question
+from attn_core.messages import Problem
+from attn_core.models.traced import TracedLM
+
+
+def harmful_head(model: TracedLM, idx: torch.Tensor, seed: int = 0) -> Question:
+    """The question on token ids ``idx`` (a text repeated once): 1 scored run and one ablation per choice."""
+    scores, plain = scored_losses(model, idx)
+    picked: list[tuple[int, int]] = []
+    for kind in KINDS:
+        head = next(h for h in top_heads(scores, kind, len(picked) + 1) if h not in picked)
+        picked.append(head)
+    others = [(layer, head) for layer in range(model.cfg["n_layers"]) for head in range(model.cfg["n_heads"])
+              if (layer, head) not in picked]
+    picked.append(others[int(np.random.default_rng(seed).integers(len(others)))])
+    losses = [repeat_loss(head_ablation(model, idx, [head])) for head in picked]
+    order = np.argsort(losses)[::-1]
+    if losses[order[0]] - losses[order[1]] <= TIE:
+        raise Problem("two heads hurt the repeat equally when knocked out: draw another text (seed)")
+    labels = [f"layer {layer + 1}, head {head + 1}" for layer, head in picked]
+    best = int(order[0])
+    return Question(
+        kind="harmful_head",
+        prompt="Random tokens, then the same tokens again. Which head, knocked out alone, hurts the loss on the "
+               "repeat most?",
+        choices=tuple(labels), answer=best,
+        explain=f"Loss on the repeat: {repeat_loss(plain):.2f} nats with every head, {losses[best]:.2f} without "
+                f"{labels[best]}; the others: " + ", ".join(f"{labels[i]} {losses[i]:.2f}" for i in order[1:]) + ".",
+        proof={"title": "loss on the repeat without each head (nats)", "labels": labels,
+               "values": [float(v) for v in losses], "highlight": best},
+    )

