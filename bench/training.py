@@ -35,11 +35,11 @@ def time_to_goals(name: str, device: str = "cpu", steps: int | None = None) -> d
         tr.step()
         if tr.snapshots[-1].step == tr.step_count:
             for g in task.goals:
-                key = g.describe(n_layers)
+                key = str(g.describe(n_layers))  # the English sentence: a JSON key
                 if key not in met and g.best(tr.snapshots[-1].scores) >= g.threshold:
                     met[key] = (time.perf_counter() - start, tr.step_count, g.best(tr.snapshots[-1].scores))
     return {"task": name, "met": met, "steps": tr.step_count, "seconds": time.perf_counter() - start,
-            "loss": tr.snapshots[-1].loss, "goals": [g.describe(n_layers) for g in task.goals]}
+            "loss": tr.snapshots[-1].loss, "goals": [str(g.describe(n_layers)) for g in task.goals]}
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """What an AppTest page shows as text, and the English sentences left in it (for the Chinese interface's tests).
 
-``shown_text(at)`` gathers every string a person reads: Markdown, captions, headers, alerts, widget labels,
-options and help, button labels, table headers and chart titles / axis and legend titles. ``english_left(at,
-allowed)`` returns the runs of three or more English words in it, outside code spans, LaTeX and URLs, ignoring
-``allowed`` words (the user's own sentence, tensor and model names).
+``shown_text(at)`` gathers every string a person reads: Markdown, captions, plain text, headers, alerts, widget
+labels, options and help, button and popover labels, table headers and chart titles / axis and legend titles.
+``english_left(at, allowed)`` returns the runs of three or more English words in it, outside code spans, LaTeX and
+URLs, ignoring ``allowed`` words (the user's own sentence, tensor and model names).
 """
 
 from __future__ import annotations
@@ -55,11 +55,21 @@ def _chart_texts(at: AppTest) -> list[str]:
     return out
 
 
+def _popover_labels(node, out: list[str]) -> list[str]:
+    """The labels of the popovers under ``node`` (AppTest has no popover element: they are blocks)."""
+    proto = getattr(node, "proto", None)
+    if proto is not None and type(proto).__name__ == "Block" and proto.WhichOneof("type") == "popover":
+        out.append(proto.popover.label)
+    for child in getattr(node, "children", {}).values():
+        _popover_labels(child, out)
+    return out
+
+
 def shown_text(at: AppTest) -> list[str]:
     """Every string the page shows a person (not the data inside charts and tables)."""
-    out: list[str] = []
+    out: list[str] = _popover_labels(getattr(at, "_tree", at), [])
     for kind in ("markdown", "caption", "header", "subheader", "title", "error", "warning", "info", "success",
-                 "exception", "expander", "tab"):
+                 "exception", "expander", "tab", "text"):
         for el in at.get(kind):
             v = getattr(el, "value", None) if kind not in ("expander", "tab") else getattr(el, "label", None)
             if isinstance(v, str):

@@ -178,7 +178,7 @@ def test_a_family_without_weights_says_how_to_get_them_and_blocks_nothing(tmp_pa
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "nothing"))
     gpt2 = registry.family("gpt2")
     assert gpt2.find() == [] and gpt2 in registry.missing()
-    how = gpt2.how_to_get()
+    how = str(gpt2.how_to_get())  # the English sentence, as the sidebar shows it in English
     assert "python -m attn_core.models.pretrained download gpt2" in how and ENV_VAR in how
     from dashboard.state import models
 

@@ -1,27 +1,24 @@
-"""Learn, KV cache cost and Benchmark in Chinese: nothing raises, no English sentence of these pages is left, and
-every number is the same as in English.
-
-Text that ``attn_core`` and ``dashboard/drawing`` produce (task descriptions, verdicts, chart titles) is being
-translated elsewhere; :func:`ours` leaves it out until then, so these tests name only what the pages write.
+"""Learn, KV cache cost, Benchmark and Generate in Chinese: nothing raises, no English sentence is left, and every
+number is the same as in English. Strict: English from ``attn_core`` (task descriptions, verdicts, model names),
+from ``dashboard/drawing`` (chart titles) and from the sidebar counts as much as the pages' own.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
-from i18n_check import _CODE, _chart_texts, english_left
+from i18n_check import english_left
 
 import attn_core.labs.jobs as jobs
 from apptest_utils import _rows, messages, new_app
 from attn_core.labs.benchmark import Result
-from attn_core.labs.benchmark_verdict import describe_scaling, explain, verdict
-from attn_core.labs.learn import TASKS
 
-LEARN, KV, BENCH = "app_pages/learn.py", "app_pages/kv_cost.py", "app_pages/benchmark.py"
+LEARN, KV, BENCH, GEN = "app_pages/learn.py", "app_pages/kv_cost.py", "app_pages/benchmark.py", "app_pages/generate.py"
 # the book's and the libraries' words that stay as written on these pages
 ALLOWED = {"emb_dim", "head_dim", "num_heads", "MultiHeadAttention", "GroupedQueryAttention", "batch", "raw",
-           "wrapper", "GPTModel", "Multi-query", "MultiHeadLatentAttention", "SWA", "GPT-2", "small", "book", "demo"}
+           "wrapper", "GPTModel", "MultiHeadLatentAttention", "SWA", "GPT-2"}
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
@@ -35,11 +32,9 @@ def open_in(lang: str, page: str, **query: str):
     return at
 
 
-def ours(at, others: list[str] = ()) -> list[str]:
-    """The English runs left on the page that these pages wrote: runs in the sidebar (dashboard/state), inside a
-    chart's own text (drawing) or inside ``others`` (attn_core's English, for now) are another module's."""
-    theirs = [_CODE.sub(" ", str(t)) for t in [*others, *_chart_texts(at)]] + english_left(at.sidebar, ALLOWED)
-    return [run for run in english_left(at, ALLOWED) if not any(run in t for t in theirs)]
+def ours(at) -> list[str]:
+    """The English runs left anywhere on the page (main area, sidebar, charts)."""
+    return english_left(at, ALLOWED)
 
 
 def numbers(values) -> list[float]:
@@ -74,11 +69,6 @@ def same_numbers(en, zh) -> None:
 
 
 # Learn -----------------------------------------------------------------------------------------------------------
-def task_texts() -> list[str]:
-    return [str(x) for t in TASKS.values() for x in (t.title, t.description, t.expect)] + [
-        str(g.describe(n)) for t in TASKS.values() for g in t.goals for n in (1, 2, 3)]
-
-
 def test_learn_before_training_in_chinese():
     at = open_in("zh", LEARN)
     assert at.title[0].value == "学习：看注意力头如何形成"
@@ -86,7 +76,7 @@ def test_learn_before_training_in_chinese():
     assert at.selectbox(key="learn_task").label == "任务"
     assert "按 **开始** 进行训练" in at.info[0].value
     assert any("个训练名额中有" in c.value for c in at.caption)  # the server line, its plural form
-    assert ours(at, task_texts()) == []
+    assert ours(at) == []
 
 
 def trained(lang: str):
@@ -107,9 +97,10 @@ def test_learn_trained_model_in_chinese_shows_the_same_numbers():
     assert any(m.value == "**第 500 步的 L1 H1**" for m in zh.markdown)
     assert any(c.value.startswith("探测输入：") for c in zh.caption)
     assert any(b.value.startswith(("这一步已达到目标。", "目标：")) for b in [*zh.success, *zh.info])
-    table = zh.dataframe[0].value
-    verdicts = [str(v) for v in table["verdict"]] if "verdict" in table.columns else []
-    assert ours(zh, task_texts() + verdicts) == []
+    assert ours(zh) == []
+    table = zh.dataframe[0].value  # the heads' scores: Chinese headers, each verdict in Chinese
+    assert {"层", "头", "结论", "平均距离"} <= set(table.columns), list(table.columns)
+    assert all(CJK.search(str(v)) for v in table["结论"]), list(table["结论"])
     en = trained("en")
     assert en.get("progress")[0].proto.text.startswith("done · step 1000 / 1000")
     same_numbers(en, zh)
@@ -130,7 +121,7 @@ def test_learn_queue_in_chinese(monkeypatch):
         assert at.get("progress")[0].proto.text.startswith("排队中 · 第 1 位 · ")
         assert "**你在队列中排第 1 位**" in at.info[0].value
         assert at.button(key="learn_leave").label == "退出队列"
-        assert ours(at, task_texts()) == []
+        assert ours(at) == []
     finally:
         for at in apps:
             if "learn_job" in at.session_state:
@@ -143,6 +134,9 @@ def test_kv_cost_in_chinese_shows_the_same_numbers():
     assert zh.title[0].value == "KV 缓存开销：各注意力变体存什么"
     total = zh.dataframe[0].value
     assert list(total.columns) == ["变体", "每个 token", "32,768 个 token", "缩小倍数"]
+    assert "MQA（1 个 K/V 头）" in set(total["变体"])  # attn_core's variant names, shown translated
+    assert zh.selectbox(key="kv_preset").value.startswith("Llama-3-8B-like")  # the link keeps the English name
+    assert "类 Llama-3-8B（32 层，4096 维，bf16）" in zh.selectbox(key="kv_preset").options
     measured = zh.dataframe[1].value
     assert {"实测字节数", "公式字节数", "相等"} <= set(measured.columns)
     assert set(measured["相等"]) <= {"是", "–"} and "未测量 ¹" in set(measured["实测字节数"])
@@ -196,7 +190,7 @@ def test_benchmark_before_a_run_in_chinese():
     assert "按 **运行基准测试**" in zh.info[0].value and zh.button(key="bench_run").label == "运行基准测试"
     assert list(zh.multiselect(key="bench_passes").options) == ["前向", "前向+反向"]
     assert zh.multiselect(key="bench_passes").value == ["forward"]  # the value stays the identifier
-    assert any(o.startswith("small：b 4，T 128，d 256，4 个头") for o in zh.multiselect(key="bench_sizes").options)
+    assert any(o.startswith("小：b 4，T 128，d 256，4 个头") for o in zh.multiselect(key="bench_sizes").options)
     assert ours(zh) == []
     zh.multiselect(key="bench_passes").set_value([]).run()
     assert "请至少选一种传播和一个尺寸（或 T）再运行。" in messages(zh)["info"]
@@ -213,12 +207,27 @@ def test_benchmark_results_in_chinese_show_the_same_numbers():
     assert "**噪声太大，不可信**：14 次测量中有 2 次" in warnings, warnings
     assert any(h.value == "为什么一种实现可以更快，这里是否如此" for h in zh.header)
     assert zh.download_button(key="bench_csv").label == "下载结果（CSV）"
-    groups: dict[str, dict] = {}
-    for r in rows:
-        groups.setdefault(f"{r['size']}, {r['pass']}", {})[r["implementation"]] = r["times"]
-    attn_core_text = [str(verdict({r["implementation"]: r["times"] for r in rows if r["size"] == s}).text)
-                      for s in ("small", "book demo (d 3, 1 head)")]
-    attn_core_text += [str(x) for x in explain(groups)] + [str(describe_scaling(scaling))]
-    assert ours(zh, attn_core_text) == []
+    assert ours(zh) == []
     en = bench("en", (rows, scaling))
     same_numbers(en, zh)
+
+
+# Generate --------------------------------------------------------------------------------------------------------
+PROMPT = {"Every", "effort", "moves", "you"}  # the book's prompt, quoted as written
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_generate_in_chinese_names_every_model_in_chinese():
+    """Every weights choice (a real model's family, the book's random GPTModels) and a step of each say no English
+    sentence; the labels come from attn_core's families as messages, translated here."""
+    from dashboard.i18n import language
+
+    with language("zh"):  # the AppTest formats a selectbox's options outside the run: in the same language
+        at = open_in("zh", GEN)
+        options = at.selectbox(key="gen_model").options
+        assert options and all(CJK.search(o) for o in options), options  # "（真实权重，Llama 系列）", "随机权重：…"
+        for name in ("random-small", at.selectbox(key="gen_model").value):
+            at.selectbox(key="gen_model").set_value(name).run()
+            at.button(key="gen_next").click().run()
+            assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+            assert english_left(at, ALLOWED | PROMPT) == [], (name, english_left(at, ALLOWED | PROMPT))

@@ -28,7 +28,7 @@ from attn_core.attention.flash import MultiHeadAttentionTiled
 from attn_core.attention.masks import MaskKind
 from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
 from attn_core.devices import pick_device
-from attn_core.messages import Problem
+from attn_core.messages import N_, Msg, Problem
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class Variant:
     """One attention variant: how to build it and what the pages need to know of it."""
 
     id: str  # the class name; the link's ?variant= value
-    label: str  # what the variant list shows: "MultiHeadAttention (§3.6.2)"
+    label: str  # what the variant list shows: "MultiHeadAttention (§3.6.2)" (N_-marked where it holds words)
     caption: str  # one line: what it is
     build: Callable[[AttentionConfig], nn.Module | None]  # the module for a config (None: no module, no weights)
     knobs: frozenset[str] = frozenset()  # of KNOBS: the ones this variant uses
@@ -122,7 +122,7 @@ class Variant:
     head_dim: Callable[[AttentionConfig], int] = _d_out  # d_k: the width of one head's queries and keys
     output_width: Callable[[AttentionConfig], int] = _d_out
     d_out_note: str = ""  # what d_out means here, under the sidebar's sizes ("" says nothing)
-    sizes: Callable[[AttentionConfig], str] = field(default=lambda cfg: "")  # the summary's sizes, " · 4 heads …"
+    sizes: Callable[[AttentionConfig], Msg | None] = field(default=lambda cfg: None)  # the summary's "4 heads …"
     shape_flow: bool = False  # Shape flow steps through this variant's trace (its heads are split by .view)
 
     @property
@@ -200,16 +200,17 @@ def _simplified(cfg: AttentionConfig) -> None:
     return None  # no module: the inputs play queries, keys and values (run_attention calls simplified_attention)
 
 
-def _wrapper_sizes(cfg: AttentionConfig) -> str:
-    return f" · {cfg.num_heads} heads × d_out {cfg.d_out} each, concatenated"
+def _wrapper_sizes(cfg: AttentionConfig) -> Msg:
+    return Msg("{num_heads} heads × d_out {d_out} each, concatenated", num_heads=cfg.num_heads, d_out=cfg.d_out)
 
 
-def _mha_sizes(cfg: AttentionConfig) -> str:
-    return f" · {cfg.num_heads} heads × head_dim {cfg.d_out // cfg.num_heads} = d_out {cfg.d_out}"
+def _mha_sizes(cfg: AttentionConfig) -> Msg:
+    return Msg("{num_heads} heads × head_dim {head_dim} = d_out {d_out}", num_heads=cfg.num_heads,
+               head_dim=cfg.d_out // cfg.num_heads, d_out=cfg.d_out)
 
 
 register(Variant(
-    "simplified", "Simplified (no weights, §3.3)",
+    "simplified", N_("Simplified (no weights, §3.3)"),
     "Each token's input vector is its own query, key and value: scores are dot products of the inputs.",
     _simplified, head_dim=lambda cfg: cfg.d_in, output_width=lambda cfg: cfg.d_in))
 register(Variant(
@@ -230,21 +231,25 @@ register(Variant(
     lambda cfg: MultiHeadAttentionWrapper(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
                                           **_masked(cfg)),
     MASKED | {"num_heads"}, heads=_heads, output_width=lambda cfg: cfg.d_out * cfg.num_heads,
-    d_out_note="d_out is **per head**: the wrapper's output is d_out × num_heads wide.", sizes=_wrapper_sizes))
+    d_out_note=N_("d_out is **per head**: the wrapper's output is d_out × num_heads wide."), sizes=_wrapper_sizes))
 register(Variant(
     "MultiHeadAttention", "MultiHeadAttention (§3.6.2)",
     "One set of W_query, W_key, W_value split into num_heads heads by .view: one matmul for all heads.",
     lambda cfg: MultiHeadAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
                                    **_masked(cfg)),
     MASKED | {"num_heads"}, heads=_heads, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
-    d_out_note="d_out is the **total** width: each head gets head_dim = d_out / num_heads.", sizes=_mha_sizes,
+    d_out_note=N_("d_out is the **total** width: each head gets head_dim = d_out / num_heads."), sizes=_mha_sizes,
     shape_flow=True))
 
 
-def _gqa_sizes(cfg: AttentionConfig) -> str:
+def _gqa_sizes(cfg: AttentionConfig) -> Msg:
     share = cfg.num_heads // cfg.num_kv_groups if cfg.num_kv_groups and cfg.num_heads % cfg.num_kv_groups == 0 else 0
-    return (f" · {cfg.num_heads} query heads share {cfg.num_kv_groups} K/V head{'s' if cfg.num_kv_groups > 1 else ''}"
-            f" ({share} each) × head_dim {cfg.d_out // cfg.num_heads}")
+    values = dict(num_heads=cfg.num_heads, num_kv_groups=cfg.num_kv_groups, share=share,
+                  head_dim=cfg.d_out // cfg.num_heads)
+    if cfg.num_kv_groups == 1:
+        return Msg("{num_heads} query heads share 1 K/V head ({share} each) × head_dim {head_dim}", **values)
+    return Msg("{num_heads} query heads share {num_kv_groups} K/V heads ({share} each) × head_dim {head_dim}",
+               **values)
 
 
 register(Variant(
@@ -255,14 +260,15 @@ register(Variant(
                                       cfg.num_kv_groups, **_masked(cfg)),
     MASKED | {"num_heads", "num_kv_groups"}, heads=_heads, kv_heads=lambda cfg: cfg.num_kv_groups,
     head_dim=lambda cfg: cfg.d_out // cfg.num_heads, sizes=_gqa_sizes, shape_flow=True,
-    d_out_note="d_out is the queries' total width; keys and values are num_kv_groups × head_dim wide."))
+    d_out_note=N_("d_out is the queries' total width; keys and values are num_kv_groups × head_dim wide.")))
 register(Variant(
-    "MultiQueryAttention", "Multi-query (GQA, 1 K/V head)",
+    "MultiQueryAttention", N_("Multi-query (GQA, 1 K/V head)"),
     "Every query head shares one K/V head: the smallest KV cache of the grouped family.",
     lambda cfg: GroupedQueryAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads, 1,
                                       **_masked(cfg)),
     MASKED | {"num_heads"}, heads=_heads, kv_heads=_one, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
-    sizes=lambda cfg: f" · {cfg.num_heads} query heads share 1 K/V head × head_dim {cfg.d_out // cfg.num_heads}",
+    sizes=lambda cfg: Msg("{num_heads} query heads share 1 K/V head × head_dim {head_dim}", num_heads=cfg.num_heads,
+                          head_dim=cfg.d_out // cfg.num_heads),
     shape_flow=True))
 register(Variant(
     "MultiHeadLatentAttention", "MultiHeadLatentAttention",
@@ -271,14 +277,15 @@ register(Variant(
     lambda cfg: MultiHeadLatentAttention(cfg.d_in, cfg.d_out, cfg.context_length, cfg.dropout, cfg.num_heads,
                                          cfg.latent_dim, **_masked(cfg)),
     MASKED | {"num_heads", "latent_dim"}, heads=_heads, head_dim=lambda cfg: cfg.d_out // cfg.num_heads,
-    sizes=lambda cfg: (f" · {cfg.num_heads} heads × head_dim {cfg.d_out // cfg.num_heads}, keys and values from a "
-                       f"{cfg.latent_dim}-wide latent"), shape_flow=True))
+    sizes=lambda cfg: Msg("{num_heads} heads × head_dim {head_dim}, keys and values from a {latent_dim}-wide latent",
+                          num_heads=cfg.num_heads, head_dim=cfg.d_out // cfg.num_heads, latent_dim=cfg.latent_dim),
+    shape_flow=True))
 register(Variant(
-    "MultiHeadAttentionTiled", "MultiHeadAttention, tiled",
+    "MultiHeadAttentionTiled", N_("MultiHeadAttention, tiled"),
     "FlashAttention's loop: MultiHeadAttention computed tile by tile with an online softmax (running max m, sum "
     "l): the num_tokens x num_tokens matrix is never held; −∞ masking only.",
     lambda cfg: MultiHeadAttentionTiled(cfg.d_in, cfg.d_out, cfg.context_length, cfg.num_heads,
                                         qkv_bias=cfg.qkv_bias, causal=cfg.causal, window=_window(cfg)),
     frozenset({"d_out", "num_heads", "context_length", "causal", "qkv_bias", "window"}), heads=_heads,
     head_dim=lambda cfg: cfg.d_out // cfg.num_heads, sizes=_mha_sizes,
-    d_out_note="d_out is the **total** width: each head gets head_dim = d_out / num_heads."))
+    d_out_note=N_("d_out is the **total** width: each head gets head_dim = d_out / num_heads.")))

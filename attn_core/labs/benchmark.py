@@ -32,7 +32,7 @@ from attn_core.attention.masks import causal_mask
 from attn_core.devices import pick_device
 from attn_core.labs.benchmark_verdict import NOISY_IQR, describe_scaling, noisy_rows, quartiles  # noqa: F401 - re-exported
 from attn_core.labs.lab import DTYPES
-from attn_core.messages import Problem
+from attn_core.messages import N_, Problem
 
 IMPLEMENTATIONS = (
     "MultiHeadAttentionWrapper",
@@ -56,11 +56,11 @@ class Size:
     num_heads: int
 
 
-SIZES = {
-    "book": Size("book demo (d 3, 1 head)", 2, 6, 3, 1),
-    "small": Size("small", 4, 128, 256, 4),
-    "medium": Size("medium", 8, 256, 768, 12),
-    "124M": Size("GPT-2 small", 8, 1024, 768, 12),  # the book's GPT_CONFIG_124M
+SIZES = {  # names marked for translation: the results keep the English name, a page shows it translated
+    "book": Size(N_("book demo (d 3, 1 head)"), 2, 6, 3, 1),
+    "small": Size(N_("small"), 4, 128, 256, 4),
+    "medium": Size(N_("medium"), 8, 256, 768, 12),
+    "124M": Size("GPT-2 small", 8, 1024, 768, 12),  # the book's GPT_CONFIG_124M: a model name, kept as written
 }
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from attn_core.messages import N_, Msg
+
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
 
 
@@ -28,6 +30,12 @@ class AttentionShape:
     local: int = 1  # with a window: `local` window layers for every `global_` full ones (5:1 in Gemma 3)
     global_: int = 0
     bytes_per_value: int = 4
+    label: Msg | None = None  # the name as a page shows it, translated there (None: ``name`` as written)
+
+    @property
+    def shown_name(self) -> Msg:
+        """The variant's name for a page (``name`` stays the English identifier)."""
+        return self.label if self.label is not None else Msg(self.name)
 
     def values_per_token(self) -> int:
         """Cached values per token and batch row in one layer."""
@@ -81,19 +89,26 @@ class ModelPreset:
         """Multi-head attention and its cheaper variants at this model's sizes."""
         base = AttentionShape("MHA", self.n_layers, self.n_heads, self.head_dim,
                               bytes_per_value=DTYPE_BYTES[self.dtype])
-        gqa = replace(base, name=f"GQA ({self.kv_heads} K/V heads)", kv_heads=self.kv_heads)
+        gqa = named(base, Msg("GQA ({kv_heads} K/V heads)", kv_heads=self.kv_heads), kv_heads=self.kv_heads)
         ratio = f"{self.local}:{self.global_}"
         swa = dict(window=self.window, local=self.local, global_=self.global_)
-        return [base, gqa, replace(base, name="MQA (1 K/V head)", kv_heads=1),
-                replace(base, name=f"MLA (latent {self.latent_dim})", latent_dim=self.latent_dim),
-                replace(base, name=f"MHA + SWA {self.window} ({ratio})", **swa),
-                replace(gqa, name=f"GQA + SWA {self.window} ({ratio})", **swa)]
+        return [base, gqa, named(base, Msg("MQA (1 K/V head)"), kv_heads=1),
+                named(base, Msg("MLA (latent {latent})", latent=self.latent_dim), latent_dim=self.latent_dim),
+                named(base, Msg("MHA + SWA {window} ({ratio})", window=self.window, ratio=ratio), **swa),
+                named(gqa, Msg("GQA + SWA {window} ({ratio})", window=self.window, ratio=ratio), **swa)]
 
 
+def named(shape: AttentionShape, label: Msg, **changes: object) -> AttentionShape:
+    """``shape`` changed and renamed: its English name from ``label``, which a page shows translated."""
+    return replace(shape, name=str(label), label=label, **changes)
+
+
+# names marked for translation: a page shows them translated, the link keeps the English name
 PRESETS: dict[str, ModelPreset] = {p.name: p for p in (
-    ModelPreset("GPT-2 small (12 layers, 768-d, float32)", 12, 768, 12, "float32", 1024, kv_heads=4, window=256),
-    ModelPreset("Llama-3-8B-like (32 layers, 4096-d, bf16)", 32, 4096, 32, "bfloat16", 32_768, kv_heads=8),
-    ModelPreset("SmolLM2-135M (30 layers, 576-d, 9 heads / 3 K/V, float32)", 30, 576, 9, "float32", 8192, kv_heads=3),
+    ModelPreset(N_("GPT-2 small (12 layers, 768-d, float32)"), 12, 768, 12, "float32", 1024, kv_heads=4, window=256),
+    ModelPreset(N_("Llama-3-8B-like (32 layers, 4096-d, bf16)"), 32, 4096, 32, "bfloat16", 32_768, kv_heads=8),
+    ModelPreset(N_("SmolLM2-135M (30 layers, 576-d, 9 heads / 3 K/V, float32)"), 30, 576, 9, "float32", 8192,
+                kv_heads=3),
 )}
 
 
@@ -103,10 +118,11 @@ class CostRow:
     bytes_per_token: float  # averaged over the layers at this length (window layers stop growing)
     total_bytes: int
     ratio: float  # multi-head attention's bytes / these
+    label: Msg | None = None  # the name as a page shows it (translated there)
 
 
 def kv_cost_rows(preset: ModelPreset, tokens: int, batch: int = 1) -> list[CostRow]:
     """Each variant's cache at ``tokens`` tokens, and how many times smaller than multi-head attention's it is."""
     shapes = preset.shapes()
     totals = [cache_bytes(s, tokens, batch) for s in shapes]
-    return [CostRow(s.name, t / max(tokens * batch, 1), t, totals[0] / t) for s, t in zip(shapes, totals)]
+    return [CostRow(s.name, t / max(tokens * batch, 1), t, totals[0] / t, s.shown_name) for s, t in zip(shapes, totals)]

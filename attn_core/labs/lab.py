@@ -87,8 +87,10 @@ class PrecisionRow:
     device: str
     method: str
     max_diff_vs_fp32: float  # against the float32 −∞ result, over the normal rows
-    fully_masked_row: str  # what a row with every key masked becomes
+    fully_masked_row: str  # what a row with every key masked becomes (English)
     finite: bool  # every weight finite, the fully masked row's included
+    said: Msg | None = None  # fully_masked_row as a message, translated where shown
+    error: str | None = None  # PyTorch's own error when the method failed (shown as written)
 
 
 def precision_table(attn_scores: torch.Tensor, d_k: int, device: str = "cpu") -> list[PrecisionRow]:
@@ -106,17 +108,18 @@ def precision_table(attn_scores: torch.Tensor, d_k: int, device: str = "cpu") ->
                 w = torch.softmax(s.masked_fill(mask, fill) / d_k**0.5, dim=-1).float().cpu()
                 wf = torch.softmax(s.masked_fill(full, fill) / d_k**0.5, dim=-1).float().cpu()
             except RuntimeError as e:  # -1e9 does not fit in float16
-                rows.append(PrecisionRow(name, str(s.device), label, float("nan"),
-                                         f"PyTorch error: {str(e).splitlines()[0]}", False))
+                error = str(e).splitlines()[0]
+                said = Msg("PyTorch error: {error}", error=error)
+                rows.append(PrecisionRow(name, str(s.device), label, float("nan"), str(said), False, said, error))
                 continue
             diff = float((w - reference).abs().nan_to_num(float("inf")).max())
             first = wf[0]
             if torch.isnan(first).any():
-                row = "NaN (0/0: every exp(−∞) is 0)"
+                said = Msg("NaN (0/0: every exp(−∞) is 0)")
             else:
-                row = f"uniform 1/T = {first[0].item():.3f} (attends to masked keys!)"
+                said = Msg("uniform 1/T = {weight} (attends to masked keys!)", weight=f"{first[0].item():.3f}")
             finite = bool(torch.isfinite(w).all() and torch.isfinite(wf).all())  # the fully masked row too
-            rows.append(PrecisionRow(name, str(s.device), label, diff, row, finite))
+            rows.append(PrecisionRow(name, str(s.device), label, diff, str(said), finite, said))
     return rows
 
 

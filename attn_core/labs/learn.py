@@ -20,13 +20,21 @@ import torch
 import torch.nn.functional as F
 
 from attn_core.labs.scores import head_scores
-from attn_core.messages import Problem
+from attn_core.messages import N_, Msg, Problem
 from attn_core.models.gpt import GPTModel
 from attn_core.models.traced import layer_scope
 from attn_core.paths import asset
 from attn_core.tracing.trace import Trace
 
 IGNORE = -100  # cross_entropy's ignore_index: positions without a loss
+
+
+# one sentence per score a goal can name (a score's name is not glued into a shared sentence)
+GOAL_TEXTS = {
+    "previous_token": N_("previous-token >= {threshold} in a layer-{layer} head"),
+    "induction": N_("induction >= {threshold} in a layer-{layer} head"),
+    "first_token": N_("first-token >= {threshold} in a layer-{layer} head"),
+}
 
 
 @dataclass(frozen=True)
@@ -37,9 +45,9 @@ class Goal:
     layer: int
     threshold: float
 
-    def describe(self, n_layers: int) -> str:
-        layer = self.layer % n_layers
-        return f"{self.score.replace('_', '-')} >= {self.threshold:g} in a layer-{layer + 1} head"
+    def describe(self, n_layers: int) -> Msg:
+        """The goal in words, e.g. "previous-token >= 0.4 in a layer-1 head" (translated where shown)."""
+        return Msg(GOAL_TEXTS[self.score], threshold=format(self.threshold, "g"), layer=self.layer % n_layers + 1)
 
     def best(self, scores: dict[str, np.ndarray]) -> float:
         return float(np.nanmax(scores[self.score][self.layer]))
@@ -145,34 +153,34 @@ SMALL_MODEL = {"vocab_size": 64, "context_length": 48, "emb_dim": 64, "n_heads":
                "drop_rate": 0.0, "qkv_bias": False}
 
 TASKS: dict[str, Task] = {t.name: t for t in (
-    Task("induction", "Induction: copy a repeated segment",
-         "Random tokens; a segment of 10 appears twice, the second copy at a random later position. "
-         "The loss counts only the second copy: to predict it the model must find the earlier copy.",
-         "layer 1: a previous-token head; layer 2: induction heads (query looks at the token after the "
-         "earlier copy of itself)",
+    Task("induction", N_("Induction: copy a repeated segment"),
+         N_("Random tokens; a segment of 10 appears twice, the second copy at a random later position. "
+         "The loss counts only the second copy: to predict it the model must find the earlier copy."),
+         N_("layer 1: a previous-token head; layer 2: induction heads (query looks at the token after the "
+         "earlier copy of itself)"),
          SMALL_MODEL | {"attention_only": True},
          (Goal("previous_token", 0, 0.4), Goal("induction", 1, 0.7)), steps=1000),
-    Task("induction_fixed", "Induction with a fixed offset (the shortcut)",
-         "The same, but the second copy always starts exactly half a context later. A single head can "
-         "then attend by position alone: no two-layer circuit is needed.",
-         "layer 1: a head that attends T/2 - 1 tokens back by position (high induction score with no "
-         "previous-token head)",
+    Task("induction_fixed", N_("Induction with a fixed offset (the shortcut)"),
+         N_("The same, but the second copy always starts exactly half a context later. A single head can "
+         "then attend by position alone: no two-layer circuit is needed."),
+         N_("layer 1: a head that attends T/2 - 1 tokens back by position (high induction score with no "
+         "previous-token head)"),
          SMALL_MODEL | {"attention_only": True}, (Goal("induction", 0, 0.7),), steps=400, random_offset=False),
-    Task("previous", "Copy the previous token",
-         "Random tokens; at every position the model must output the token before it.",
-         "a previous-token head: a bright line just below the diagonal",
+    Task("previous", N_("Copy the previous token"),
+         N_("Random tokens; at every position the model must output the token before it."),
+         N_("a previous-token head: a bright line just below the diagonal"),
          SMALL_MODEL, (Goal("previous_token", -1, 0.9),), steps=300, snapshot_every=20),
-    Task("first", "Copy the first token",
-         "Random tokens; at every position the model must output the sequence's first token.",
-         "a first-token head: a bright first column",
+    Task("first", N_("Copy the first token"),
+         N_("Random tokens; at every position the model must output the sequence's first token."),
+         N_("a first-token head: a bright first column"),
          SMALL_MODEL, (Goal("first_token", -1, 0.9),), steps=200, snapshot_every=20),
-    Task("verdict", "The Verdict, letter by letter (real text)",
-         "Next-character prediction on the book's short story (20,479 characters, 90% for training). At this "
+    Task("verdict", N_("The Verdict, letter by letter (real text)"),
+         N_("Next-character prediction on the book's short story (20,479 characters, 90% for training). At this "
          "size the model learns spelling statistics, not the story: its loss on the held-out 10% keeps falling "
          "with the training loss (measured: 2.5 -> 1.9 in 1,000 steps). With GPT-2 tokens instead (5,145 tokens) "
-         "the same model memorises the story within ~500 steps (held-out loss rises) before any crisp head forms.",
-         "layer 1: a previous-token head (which letter came just before?); other heads look further back "
-         "(word starts, spaces). The probe is held-out text.",
+         "the same model memorises the story within ~500 steps (held-out loss rises) before any crisp head forms."),
+         N_("layer 1: a previous-token head (which letter came just before?); other heads look further back "
+         "(word starts, spaces). The probe is held-out text."),
          SMALL_MODEL | {"vocab_size": 64, "context_length": 64, "attention_only": True},
          (Goal("previous_token", 0, 0.5),), steps=1000),
 )}

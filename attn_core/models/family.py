@@ -22,6 +22,8 @@ from typing import Protocol
 
 import torch.nn as nn
 
+from attn_core.messages import Msg
+
 POSITIONS = ("learned", "rope")
 
 
@@ -30,7 +32,7 @@ class ModelConfig:
     """A loaded model's facts, as the pages read them: they never ask a family's name or an attention class's
     name, only these fields."""
 
-    label: str  # "GPT-2 small", "SmolLM2-135M (Llama family)"
+    label: str | Msg  # "GPT-2 small", "SmolLM2-135M (Llama family)" (a Msg: translated where shown)
     n_layers: int
     n_heads: int  # query heads
     n_kv_heads: int  # key/value heads (= n_heads: multi-head attention; fewer: grouped-query attention)
@@ -72,12 +74,12 @@ class Found:
 
     name: str  # what links and the app call it (``?model=<name>``)
     path: Path | None  # its file or folder (None: nothing on disk, e.g. random weights built here)
-    label: str  # how the sidebar names it
+    label: str | Msg  # how the sidebar names it (a Msg: translated where shown)
     family: str  # its family's name
-    title: str = ""  # how a longer list (Generate's) names it, with where it comes from; "" = label
+    title: str | Msg = ""  # how a longer list (Generate's) names it, with where it comes from; "" = label
 
     @property
-    def long_label(self) -> str:
+    def long_label(self) -> str | Msg:
         return self.title or self.label
 
 
@@ -125,9 +127,9 @@ class Family:
         ``knobs`` (``mask_method``, ``dropout``, ``train``): the chapter's, on a copy that shares the weights."""
         raise NotImplementedError
 
-    def how_to_get(self) -> str:
+    def how_to_get(self) -> Msg:
         """One sentence: this family's weights are missing, and the install step that brings them."""
-        return f"{self.title or self.name} is not on this machine."
+        return Msg("{family} is not on this machine.", family=self.title or self.name)
 
     def stamp(self, found: Found) -> tuple:
         """What changes when the files are replaced (the app's caches key on it)."""

@@ -7,16 +7,16 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.models.family import Family, Found, ModelConfig, Shared
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel, attention_like
 from attn_core.models.traced import layer_windows
 from attn_core.text.tokens import bpe_tokenizer
 
-RANDOM_MODELS: dict[str, tuple[str, dict]] = {
-    "random-small": ("Random weights: small GPTModel (4 layers, 256-d, 4 heads)",
+RANDOM_MODELS: dict[str, tuple[Msg, dict]] = {  # name -> (label, translated where shown; config)
+    "random-small": (Msg("Random weights: small GPTModel (4 layers, 256-d, 4 heads)"),
                      dict(GPT_CONFIG_124M, n_layers=4, emb_dim=256, n_heads=4, context_length=256, drop_rate=0.0)),
-    "random-124M": ("Random weights: the 124M shape (12 layers, 768-d, 12 heads)",
+    "random-124M": (Msg("Random weights: the 124M shape (12 layers, 768-d, 12 heads)"),
                     dict(GPT_CONFIG_124M, drop_rate=0.0)),
 }
 
@@ -32,7 +32,7 @@ def random_model(name: str) -> GPTModel:
     return model
 
 
-def gpt_config(model: nn.Module, label: str, family_title: str = "") -> ModelConfig:
+def gpt_config(model: nn.Module, label: str | Msg, family_title: str = "") -> ModelConfig:
     """A ``GPTModel``'s facts: learned positions, LayerNorm, multi-head attention."""
     c = model.cfg
     return ModelConfig(label, c["n_layers"], c["n_heads"], c["n_heads"], c["emb_dim"] // c["n_heads"], c["emb_dim"],
@@ -67,8 +67,8 @@ class BookFamily(Family):
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)
 
-    def how_to_get(self) -> str:
-        return "The book's GPTModel is built here: nothing to install."
+    def how_to_get(self) -> Msg:
+        return Msg("The book's GPTModel is built here: nothing to install.")
 
 
 FAMILY = BookFamily()

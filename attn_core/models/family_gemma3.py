@@ -28,7 +28,7 @@ class Gemma3Family(Family):
 
     def _found(self, name: str, path: Path) -> Found:
         label = describe(path)
-        return Found(name, path, label, self.name, str(Msg("{label} (real weights, Gemma 3 family)", label=label)))
+        return Found(name, path, label, self.name, Msg("{label} (real weights, Gemma 3 family)", label=label))
 
     def found_at(self, path: Path) -> Found | None:
         ok = path.is_file() and path.suffix == ".gguf" and gguf_architecture(path) in ARCHITECTURES

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from attn_core.messages import N_, Problem, fill
+from attn_core.messages import N_, Msg, Problem, fill
 from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
 from attn_core.models.family_book import gpt_config, gpt_layer_attention
 from attn_core.models.gpt import GPTModel
@@ -92,9 +92,10 @@ GET_GPT2 = N_("{why}: on a computer with internet run `python -m attn_core.model
               "gpt2-weights` (or save `config.json` and `model.safetensors` of `{repo}` from huggingface.co into a "
               "folder `{name}`), copy the folder here and name it in the environment variable `{env_var}` (it then "
               "shows in the app's Weights choice).")
+NO_GPT2 = Msg("GPT-2 weights are not on this machine")  # the usual ``why``: translated where the sentence is shown
 
 
-def how_to_get_gpt2(name: str = "gpt2", why: str = "GPT-2 weights are not on this machine") -> str:
+def how_to_get_gpt2(name: str = "gpt2", why: str | Msg = NO_GPT2) -> str:
     """One sentence: ``why``, then how to get a GPT-2 folder onto a machine without network and how to name it."""
     return fill(GET_GPT2, dict(why=why, name=name, repo=HF_REPOS.get(name, HF_REPOS["gpt2"]), env_var=ENV_VAR))
 
@@ -275,9 +276,8 @@ def _in_hf_cache() -> list[tuple[str, Path]]:
 
 
 def find_gpt2(folder: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
-    """The GPT-2 folders on this machine as ``(name, path)``: in ``folder`` (e.g. typed in the app's
-    sidebar), in ``$ATTENTION_LAB_GPT2_DIR``, then in the Hugging Face cache, each once. The files are not
-    checked here (``load_gpt2`` says what is wrong); empty: show ``how_to_get_gpt2()``."""
+    """The GPT-2 folders on this machine as ``(name, path)``: in ``folder`` (e.g. typed in the app's sidebar), in
+    ``$ATTENTION_LAB_GPT2_DIR``, then in the Hugging Face cache, each once; not checked (``load_gpt2`` is)."""
     places = [Path(p).expanduser() for p in (folder, os.environ.get(ENV_VAR)) if p]
     found: list[tuple[str, Path]] = []
     seen: set[Path] = set()
@@ -359,7 +359,7 @@ class GPT2Family(Family):
         return [self._found(name, path) for name, path in found]
 
     def _found(self, name: str, path: Path) -> Found:
-        return Found(name, path, label(name, path), self.name, f"{name} (OpenAI's weights)")
+        return Found(name, path, label(name, path), self.name, Msg("{model} (OpenAI's weights)", model=name))
 
     def found_at(self, path: Path) -> Found | None:
         if (path.is_dir() and (path / WEIGHTS_FILE).is_file()) or path.suffix == ".safetensors":
@@ -382,8 +382,8 @@ class GPT2Family(Family):
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return gpt_layer_attention(model, layer, **knobs)
 
-    def how_to_get(self, name: str = "gpt2", why: str = "GPT-2 weights are not on this machine") -> str:
-        return how_to_get_gpt2(name, why)
+    def how_to_get(self, name: str = "gpt2") -> Msg:
+        return Msg(GET_GPT2, why=NO_GPT2, name=name, repo=HF_REPOS.get(name, HF_REPOS["gpt2"]), env_var=ENV_VAR)
 
     # the command line (attn_core.models.pretrained)
     def download(self, name: str, folder: str | os.PathLike | None = None) -> Path:

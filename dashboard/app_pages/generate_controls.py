@@ -37,7 +37,7 @@ class Controls:
 def weight_options() -> dict[str, str]:
     """Every model a generation can use, name -> label: the real ones, and those of random weights (a family that is
     not ``pretrained``: the book's GPTModel), from the app's one found list."""
-    return {f.name: f.long_label for f in models.found(pretrained=False)}
+    return {f.name: message(f.long_label) for f in models.found(pretrained=False)}
 
 
 def loading(name: str) -> str:
@@ -102,7 +102,7 @@ def say_missing_weights(where) -> None:
         return
     for fam in models.missing():
         where.expander(_("{family}'s real weights are not on this machine: how to add them",
-                         family=fam.title)).text(fam.how_to_get())
+                         family=fam.title)).text(message(fam.how_to_get()))
 
 
 def controls(where) -> Controls:

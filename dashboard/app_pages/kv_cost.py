@@ -149,7 +149,7 @@ def smollm2_rows(T: int) -> list[dict]:
     cache = KVCache(c.n_layers)
     with torch.no_grad():
         model(idx, cache=cache)
-    name = c.label.split(" (")[0]
+    name = str(c.label).split(" (")[0]
     return [{"variant": Msg("{name}, real ({layers} layers, {heads} q / {kv_heads} K/V heads)", name=name,
                             layers=c.n_layers, heads=c.n_heads, kv_heads=c.n_kv_heads),
              "shape": str(tuple(cache.layers[0].keys.shape)), "measured": cache.nbytes,
@@ -169,7 +169,7 @@ def render() -> None:
     rows = kv_cost_rows(preset, tokens)
     slide_settings("kv-cache", tokens, preset.name.split(" (")[0])
     smaller = _("× smaller")
-    table = pd.DataFrame({_("variant"): [_(r.name) for r in rows],
+    table = pd.DataFrame({_("variant"): [_(r.label) for r in rows],
                           _("per token"): [human(r.bytes_per_token) for r in rows],
                           ngettext("{count} token", "{count} tokens", tokens, count=format(tokens, ",")):
                               [human(r.total_bytes) for r in rows],
@@ -189,7 +189,7 @@ def render() -> None:
                             "at most W tokens: its cost stops growing at W. {n}:{full} mixes {n} window layers with "
                             "each full one.", preset.local, full=preset.global_))
     context, variant, gb = _("context (tokens)"), _("variant"), "GB"
-    curve = pd.DataFrame([{context: n, variant: _(s.name), gb: cache_bytes(s, n) / 1e9}
+    curve = pd.DataFrame([{context: n, variant: _(s.shown_name), gb: cache_bytes(s, n) / 1e9}
                           for s in preset.shapes() for n in LENGTHS])
     with right:
         # room for the 13 px axis labels and title; at least 160 px: on a phone the columns stack (half was 30 px)

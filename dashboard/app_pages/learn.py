@@ -9,7 +9,7 @@ import streamlit as st
 from attn_core.labs import checkpoints
 from attn_core.labs.jobs import TrainingJob, server_load
 from attn_core.labs.learn import TASKS, Trainer, get_task, verdict_chars
-from attn_core.labs.scores import induction_targets
+from attn_core.labs.scores import SCORE_TITLES, induction_targets
 from dashboard.app_pages.trained_view import LEARN_JOB
 from dashboard.drawing import cells, heatmaps, learn_charts, rasters, screen
 from dashboard.drawing.chart_cache import memo
@@ -231,7 +231,7 @@ def live(job: TrainingJob) -> None:
                            lambda m=snap.weights[layer, h]: rasters.raster_png(m, "weights", target_px=96,
                                                                                min_side=96))
                 row = table.iloc[layer * n_h + h]
-                caption = _("L{layer} H{head}: {pattern}", layer=layer + 1, head=h + 1, pattern=_(row["pattern"]))
+                caption = _("L{layer} H{head}: {pattern}", layer=layer + 1, head=h + 1, pattern=row["pattern"])
                 cols[h].image(png, caption=caption, width=thumb_px)
                 thumbs.append((caption, png))
         probe = tr.task.labels(tr.probe_tokens)
@@ -257,11 +257,12 @@ def live(job: TrainingJob) -> None:
                      "diagonal; a first-token head is a bright first column.", n=len(tr.probe_tokens)))
 
     # the verdict gets the room ("no clear pattern (entropy 2.60, distance 9.0)" was cut at "entropy 2.88, c…")
-    show_table(st, table.drop(columns="pattern"), hide_index=True, width="stretch", height=38 + 35 * len(table),
-               formats={c: "%.2f" for c in table.columns if c not in ("layer", "head", "verdict", "pattern")},
-               column_config={"layer": st.column_config.NumberColumn(width="small"),
-                              "head": st.column_config.NumberColumn(width="small"),
-                              "verdict": st.column_config.TextColumn(width="large")})
+    heads = {"layer": _("layer"), "head": _("head"), "verdict": _("verdict")} | {t: _(t) for t in SCORE_TITLES.values()}
+    show_table(st, table.drop(columns="pattern").rename(columns=heads), hide_index=True, width="stretch",
+               height=38 + 35 * len(table), formats={_(t): "%.2f" for t in SCORE_TITLES.values() if t in table},
+               column_config={heads["layer"]: st.column_config.NumberColumn(width="small"),
+                              heads["head"]: st.column_config.NumberColumn(width="small"),
+                              heads["verdict"]: st.column_config.TextColumn(width="large")})
     st.markdown(_("**Scores over training** (each line one head; the dashed line is the snapshot shown)"))
     scores = [s.scores for s in snaps]
     draw_chart(st, lambda: learn_charts.scores_chart(snap_steps, scores, max_steps=tr.steps, at_step=at),

@@ -39,7 +39,6 @@ EPS32 = float(torch.finfo(torch.float32).eps)  # 1.19e-7: the spacing of float32
 # 1280x720 with the sidebar open, 820 px; a half column 402 px); tests/test_browser_layout.py checks the fit.
 PAIR_CAP_PX = 280  # each of two panels across the page, at most (more only in presentation mode)
 HALF_CAP_PX = 240  # one heatmap in half the page, at most
-ERROR_PREFIX = "PyTorch error: "
 
 
 # short names: the Previous / Next buttons that name them fit one line at 1280x720 ("◀ Two methods" and
@@ -162,14 +161,13 @@ def _precision(lab: Lab) -> None:
     rows = memo((rk, "precision", cfg.device), lambda: precision_table(scores, lab.d_k, cfg.device))
     device, mask_value, max_diff = _("device"), _("mask value"), _("max |Δ| vs float32 −∞")
     last, finite = _("a fully masked row becomes"), _("finite (all rows)")
-    table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).rename(columns={
+    table = pd.DataFrame([dataclasses.asdict(r) for r in rows]).drop(columns=["said", "error"]).rename(columns={
         "dtype": "dtype", "device": device, "method": mask_value, "max_diff_vs_fp32": max_diff,
         "fully_masked_row": last, "finite": finite})
     table = table[[c for c in table.columns if c != last] + [last]]
     # PyTorch's error messages are longer than the page is wide: the table says "error", the text follows it.
-    errors = [(r.dtype, r.method, r.fully_masked_row.removeprefix(ERROR_PREFIX)) for r in rows
-              if r.fully_masked_row.startswith(ERROR_PREFIX)]
-    table[last] = [v if not v.startswith(ERROR_PREFIX) else _("PyTorch error (below the table)") for v in table[last]]
+    errors = [(r.dtype, r.method, r.error) for r in rows if r.error is not None]
+    table[last] = [_(r.said) if r.error is None else _("PyTorch error (below the table)") for r in rows]
     show_table(st, table, formats={max_diff: "%.2e"}, hide_index=True, width="stretch",
                column_config={device: st.column_config.TextColumn(width="small"),
                               last: st.column_config.TextColumn(width="large")})

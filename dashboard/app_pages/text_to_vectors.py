@@ -105,7 +105,7 @@ def word_section(text: str, sent: str) -> None:
             st.markdown(_("**The book**: {split}", split=split) if name == "book" else
                         _("**The study notes**: {split}", split=split))
             n_words = len(vocab) - len(SPECIAL_TOKENS)
-            st.metric(_("vocabulary ({name})", name=name),
+            st.metric(_("vocabulary (book)") if name == "book" else _("vocabulary (notes)"),
                       ngettext("{count} word", "{count} words", n_words, count=f"{n_words:,}"))
             st.caption(_("+ {n} special tokens (V2) = {ids} ids", n=len(SPECIAL_TOKENS), ids=f"{len(vocab):,}"))
             st.markdown(_("first: {first}  \nlast: {last}", first=code_span(" ".join(words[:6])),
@@ -131,8 +131,8 @@ def word_section(text: str, sent: str) -> None:
         words = split_words(sent, pattern)  # the two patterns may split the sentence differently ("a:b")
         if words:
             ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
-            show_table(col, pd.DataFrame({_("word"): words, _("{name} id", name=name): ids}).T.astype(str),
-                       width="stretch")
+            ids_of = _("book id") if name == "book" else _("notes id")
+            show_table(col, pd.DataFrame({_("word"): words, ids_of: ids}).T.astype(str), width="stretch")
 
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------

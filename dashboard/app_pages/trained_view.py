@@ -68,9 +68,9 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     if not options:
         st.info(_("No trained model ships with this copy of the app: train one on the **Learn** page."))
         return
-    names = {task: message(TASKS[task].title) for task in shipped}
+    names = {task: _(TASKS[task].title) for task in shipped}
     if job is not None:
-        names[SESSION] = _("Yours: {task}, step {step}", task=message(TASKS[job.trainer.task.name].title),
+        names[SESSION] = _("Yours: {task}, step {step}", task=_(TASKS[job.trainer.task.name].title),
                            step=job.trainer.step_count)
     choice = st.segmented_control(
         _(LABEL), options, default=options[0], key="explore_weights", format_func=names.get,
@@ -95,7 +95,7 @@ def show_trained_weights(tokens: list[Token], labels: list[str]) -> None:
     st.caption(_("This model learned the Learn task *{task}* on {vocab} abstract symbols, never on words. Each "
                  "distinct token of your sentence became one symbol in order of first appearance ({shown}), so the "
                  "model sees only which tokens repeat: type a phrase twice to watch its induction heads.",
-                 task=message(TASKS[task].title), vocab=TASKS[task].model["vocab_size"], shown=shown))
+                 task=_(TASKS[task].title), vocab=TASKS[task].model["vocab_size"], shown=shown))
     n_layers, n_heads = weights.shape[:2]
     scores = head_scores(weights, symbols)
     lines = [_(m) for m in verdicts_msg(scores)]

@@ -52,7 +52,7 @@ def _label(name: str) -> str:
 
 def _short_label(name: str) -> str:
     """The model's name as a chart title."""
-    return _("Random weights") if name == RANDOM else models.label(name).split(" (")[0]
+    return _("Random weights") if name == RANDOM else models.label(name).split(" (")[0].split("（")[0]  # zh: "（"
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

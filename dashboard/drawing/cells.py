@@ -107,10 +107,11 @@ def label_expr(labels: Sequence[str]) -> str:
     return f"{json.dumps(list(labels), ensure_ascii=False)}[datum.value]"
 
 
-def shown_labels(names: Sequence[str]) -> str:
+def shown_labels(names: Sequence[str], field: str = "datum.label") -> str:
     """A legend's ``labelExpr`` that shows each category (its data value: the ``N_``-marked English) in this run's
-    language; the data, and so a cached frame, stays the same in every language."""
-    return f"{json.dumps({n: _(n) for n in names}, ensure_ascii=False)}[datum.label] || datum.label"
+    language; the data, and so a cached frame, stays the same in every language. ``field``: another field (a
+    tooltip's calculated copy, e.g. ``datum.status``)."""
+    return f"{json.dumps({n: _(n) for n in names}, ensure_ascii=False)}[{field}] || {field}"
 
 
 def layered(df: pd.DataFrame, *layers: alt.Chart) -> alt.LayerChart:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from attn_core.labs.scores import SCORE_NAMES, SCORE_TITLES, verdict
+from attn_core.labs.scores import SCORE_NAMES, SCORE_TITLES, verdict_msg
 from dashboard.drawing.cells import layered
-from dashboard.i18n import _
+from dashboard.i18n import N_, _
 
 PATTERN_SCORES = ("previous_token", "induction", "first_token")  # the 0-1 scores drawn over steps
-SHORT_NAMES = {"previous_token": "previous", "induction": "induction", "first_token": "first-token"}
+SHORT_NAMES = {"previous_token": N_("previous"), "induction": N_("induction"), "first_token": N_("first-token")}
 
 
 def head_name(layer: int, head: int) -> str:
@@ -87,17 +88,18 @@ def scores_chart(steps: Sequence[int], scores: Sequence[dict[str, np.ndarray]], 
 
 
 def score_table(scores: dict[str, np.ndarray]) -> pd.DataFrame:
-    """One row per head: every score and its one-line verdict."""
+    """One row per head: every score and its one-line verdict (in this run's language: cache it by language)."""
     n_layers, n_heads = scores["entropy"].shape
     rows = []
     for layer in range(n_layers):
         for h in range(n_heads):
             row = {"layer": layer + 1, "head": h + 1}
             row |= {SCORE_TITLES[n]: float(scores[n][layer, h]) for n in SCORE_NAMES}
-            key, line, value = verdict(scores, layer, h)
-            # without a pattern, the line's entropy and distance repeat the columns beside it (and were cut off)
-            row["verdict"] = line.split(": ", 1)[1] if key else _("no clear pattern")
-            row["pattern"] = f"{SHORT_NAMES[key]} {value:.2f}" if key else _("no clear pattern")
+            key, line, value = verdict_msg(scores, layer, h)
+            # without a pattern, the line's entropy and distance repeat the columns beside it (and were cut off);
+            # with one, the line's "layer 1 head 2: " (Chinese "：") repeats the row's first two columns
+            row["verdict"] = re.split(r": |：", _(line), maxsplit=1)[1] if key else _("no clear pattern")
+            row["pattern"] = f"{_(SHORT_NAMES[key])} {value:.2f}" if key else _("no clear pattern")
             rows.append(row)
     df = pd.DataFrame(rows)
     return df.loc[:, df.notna().any()]  # a score the task has no use for (induction without repeats) is all NaN

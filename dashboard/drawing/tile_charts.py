@@ -50,12 +50,16 @@ def tile_grid_chart(frame: pd.DataFrame, labels: Sequence[str], size_px: int, *,
         x=alt.X("k:O", sort="ascending", axis=axis_x, scale=alt.Scale(domain=list(range(n)))),
         y=alt.Y("q:O", sort="ascending", axis=axis_y, scale=alt.Scale(domain=list(range(n)))),
     )
-    cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
+    # the tooltip shows the status in this run's language (the data keeps the English, as the legend's labelExpr)
+    cells = base.mark_rect(stroke="white", strokeWidth=1).transform_calculate(
+        shown_status=shown_labels(STATUS, "datum.status")).encode(
         color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS), range=list(STATUS_COLOURS)),
                         legend=alt.Legend(title=_("tile"), orient="bottom", columns=2, labelFontSize=13,
                                           labelExpr=shown_labels(STATUS),
                                           titleFontSize=13)),
-        tooltip=["query_tile:Q", "key_tile:Q", "status:N", alt.Tooltip("weight:Q", format=".3f")],
+        tooltip=[alt.Tooltip("query_tile:Q", title=_("query tile")), alt.Tooltip("key_tile:Q", title=_("key tile")),
+                 alt.Tooltip("shown_status:N", title=_("status")),
+                 alt.Tooltip("weight:Q", format=".3f", title=_("weight"))],
     )
     layers = [cells]
     if numbers:

@@ -19,7 +19,7 @@ import streamlit as st
 
 from attn_core import MAX_TEXT_CHARS, AttentionConfig, available_devices, variant
 from attn_core.attention.variants import KNOBS as VARIANT_KNOBS
-from dashboard.i18n import N_, _, ngettext, sentences
+from dashboard.i18n import N_, _, message, ngettext, sentences
 from dashboard.state import models
 from dashboard.state.links import error_text, link_warning, md_escape
 from dashboard.state.settings_schema import (  # noqa: F401  (names pages import from here)
@@ -182,7 +182,7 @@ def _weights(sb, messages: list[tuple[str, str]]) -> tuple[str, AttentionConfig 
     for family in models.missing():
         # folded: the how-to is long, and the sidebar's attention knobs come after it on every page
         sb.expander(_("{family} is not on this machine: how to add it", family=family.title)).text(
-            family.how_to_get())
+            message(family.how_to_get()))
     if name == models.RANDOM:
         return models.RANDOM, None
     with sb, st.spinner(_("Loading {model} (once per server)…", model=md_escape(models.label(name)))):

@@ -36,7 +36,7 @@ from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.traced import Walk, walk_layers
 from attn_core.text.tokens import BPETokenizer, readable_piece
 from attn_core.tracing.views import pool
-from dashboard.i18n import N_, _
+from dashboard.i18n import N_, _, message
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 
@@ -53,7 +53,7 @@ def label(name: str) -> str:
     if name == RANDOM:
         return _("Random (the chapter's)")
     hit = next((f for f in found(pretrained=False) if f.name == name), None)
-    return name if hit is None else hit.label
+    return name if hit is None else message(hit.label)  # a family's Msg in this run's language
 
 
 _FOUND: list = [0.0, []]  # (when looked, [Found] of every family): looking in the Hugging Face cache stats ~16 files
