@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import streamlit as st
 import torch.nn as nn
 
-from dashboard.i18n import N_, _
+from dashboard.i18n import N_, _, message
 from dashboard.state import models
 from dashboard.state.links import error_text
 from dashboard.state.url_state import linked_choice, start_from_link
