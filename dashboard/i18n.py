@@ -204,7 +204,8 @@ def html_lang_script(code: str) -> str:
 
 
 HTML_LANG_KEY = "html_lang"
-_HIDDEN = f"<style>.st-key-{HTML_LANG_KEY} {{display: none;}}</style>"  # in no layout: no gap above the page
+# in no layout, nor its wrapper: a zero-height block still took a flex gap above the page
+_HIDDEN = f"<style>.st-key-{HTML_LANG_KEY}, div:has(> .st-key-{HTML_LANG_KEY}) {{display: none;}}</style>"
 
 
 def declare_html_lang() -> None:
