@@ -4,42 +4,29 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch.nn as nn
 
 from attn_core.messages import Msg
 from attn_core.models import gemma3, qwen
-from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.gguf_files import ENV_VAR, describe, find_gguf, gguf_architecture
+from attn_core.models.family import Found, ModelConfig
+from attn_core.models.gguf_files import ENV_VAR, GGUFFamily
 from attn_core.models.traced import layer_windows
 
 ARCHITECTURES = ("gemma3",)
 
 
-class Gemma3Family(Family):
+class Gemma3Family(GGUFFamily):
     name = "gemma3"
     order = 30  # after SmolLM2 and Qwen
     title = "Gemma 3"
-    positions = "rope"
-
-    def find(self) -> list[Found]:
-        return [self._found(name, path) for name, path in find_gguf(architectures=ARCHITECTURES, unknown=False)]
-
-    def _found(self, name: str, path: Path) -> Found:
-        label = describe(path)
-        return Found(name, path, label, self.name, Msg("{label} (real weights, Gemma 3 family)", label=label))
-
-    def found_at(self, path: Path) -> Found | None:
-        ok = path.is_file() and path.suffix == ".gguf" and gguf_architecture(path) in ARCHITECTURES
-        return self._found(path.stem, path) if ok else None
+    architectures = ARCHITECTURES
 
     def load(self, found: Found) -> nn.Module:
         return gemma3.load_model_shared(found.path)
 
     def config(self, model: nn.Module) -> ModelConfig:
         c = model.cfg
-        label = describe(Path(c["path"])) if c.get("path") else "Gemma 3"
+        label = self.file_label(model)
         bases = tuple(float(c["rope_local_base"] if w else c["rope_base"]) for w in c["windows"])
         return ModelConfig(label, c["n_layers"], c["n_heads"], c["n_kv_groups"], c["head_dim"], c["emb_dim"],
                            c["context_length"], c["vocab_size"], "rope", "RMSNorm", False, "GroupedQueryAttention",

@@ -13,6 +13,10 @@ import os
 import struct
 from pathlib import Path
 
+import torch.nn as nn
+
+from attn_core.messages import Msg
+from attn_core.models.family import Family, Found
 from attn_core.models.gguf_weights import ARCHITECTURES, INSTALL_HINT  # noqa: F401  (families name it)
 
 ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file)
@@ -127,3 +131,31 @@ def find_gguf(folder: str | os.PathLike | None = None, architectures: tuple[str,
         if arch in architectures or (unknown and arch not in ARCHITECTURES):
             found.append((name, path))
     return found
+
+
+class GGUFFamily(Family):
+    """A family whose models are ``.gguf`` files a person brings (``$ATTENTION_LAB_GGUF_DIR``), told apart by the
+    architecture in each file's header and named by the file's own metadata. A subclass sets ``architectures`` and
+    says how to load and describe its model."""
+
+    architectures: tuple[str, ...] = ()
+    positions = "rope"
+
+    def find(self) -> list[Found]:
+        return [self.found_file(name, path)
+                for name, path in find_gguf(architectures=self.architectures, unknown=False)]
+
+    def found_file(self, name: str, path: Path) -> Found:
+        """``path`` as one of this family's models, named by its metadata ("Qwen2.5 0.5B Instruct · Q4_K_M")."""
+        label = describe(path)
+        return Found(name, path, label, self.name,
+                     Msg("{label} (real weights, {family} family)", label=label, family=self.title))
+
+    def found_at(self, path: Path) -> Found | None:
+        ok = path.is_file() and path.suffix == ".gguf" and gguf_architecture(path) in self.architectures
+        return self.found_file(path.stem, path) if ok else None
+
+    def file_label(self, model: nn.Module) -> str:
+        """How a loaded model is named: its file's metadata, else the family's title."""
+        path = model.cfg.get("path")
+        return describe(Path(path)) if path else self.title
