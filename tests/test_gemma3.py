@@ -24,13 +24,8 @@ from tests.gguf_fixtures import TEXTS, gemma_cfg, randomize, transformers_model,
 WINDOW = 4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread: tiny matrices gain nothing from more, and a busy machine makes threads wait on each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(autouse=True)

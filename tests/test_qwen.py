@@ -19,14 +19,7 @@ from attn_core.models.traced import layer_trace, trace_layer, walk_layers
 from attn_core.tracing.trace import Trace
 from tests.gguf_fixtures import TEXTS, qwen_cfg, randomize, transformers_model, write_gguf
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread: tiny matrices gain nothing from more, and a busy machine makes threads wait on each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(autouse=True)
