@@ -143,3 +143,35 @@ def test_the_real_models_tokenizer_beside_gpt2s(at):
     ids = models.model(name).tokenizer.encode("someunknownPlace")
     assert rows["someunknownPlace"][f"{label} tokens"] == len(ids) > 1  # split into known sub-words too
     assert rows["<|endoftext|>"][f"{label} tokens"] == 1  # one special token in SmolLM2's vocabulary as well
+
+
+def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
+    """A tiny Qwen file in ATTENTION_LAB_GGUF_DIR joins GPT-2 in the Chinese table, counted in its own tokens."""
+    from attn_core.models.qwen import QwenModel
+    from dashboard.state import models
+    from gguf_fixtures import qwen_cfg, randomize, write_gguf
+
+    path = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
+    monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
+    models.forget_found()
+    zh = "注意力机制和自注意力：上下文向量。"
+    at = open_page(PAGE)
+    at.text_input(key="t2v_sentence").input(zh).run()
+    section(at, "BPE side by side")
+    table = at.dataframe[1].value
+    rows = {r["model"]: r for r in table.to_dict("records")}
+    qwen = rows[models.label(path.stem)]
+    n_qwen = len(models.model(path.stem).tokenizer.encode(zh))
+    assert (qwen["tokens"], qwen["characters"]) == (n_qwen, len(zh)) == (qwen["tokens"], 17)
+    assert rows["GPT-2"]["tokens"] == len(bpe_ids(zh)) and rows["GPT-2"]["characters"] == 17
+    assert qwen["tokens per character"] == round(n_qwen / 17, 2) < rows["GPT-2"]["tokens per character"]
+    assert "**Tokens per Chinese character**" in markdown(at)
+    models.forget_found()
+
+
+def test_the_chinese_table_falls_back_to_the_tea_sentence_and_says_how_to_add_qwen(at):
+    section(at, "BPE side by side")  # the book's English sentence: the table reads chapter 2's Chinese one
+    rows = at.dataframe[1].value.to_dict("records")
+    assert rows[0]["model"] == "GPT-2" and rows[0]["tokens"] == len(bpe_ids("你好，你喜欢喝茶吗？"))
+    assert rows[0]["characters"] == 10
+    assert any("A Qwen model" in c.value for c in at.caption)

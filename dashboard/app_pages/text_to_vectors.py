@@ -71,6 +71,35 @@ def _other_bpe(text: str) -> tuple[str, list[str]] | None:
     return models.label(name), [readable_piece(tokenizer.token_bytes(i)) for i in tokenizer.encode(text)]
 
 
+def _has_chinese(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def _chinese_rows(zh: str) -> list[dict]:
+    """Tokens per character of one Chinese sentence: GPT-2's BPE, SmolLM2 (when installed) and every Qwen found,
+    each in its own tokenizer."""
+    counts = [("GPT-2", len(bpe_ids(zh)))]
+    names = [models.default_model(), *(f.name for f in models.found() if f.family == "qwen")]
+    for name in dict.fromkeys(n for n in names if n is not None):  # in order, each once
+        counts.append((models.label(name), len(models.model(name).tokenizer.encode(zh))))
+    return [{_("model"): label, _("tokens"): n, _("characters"): len(zh),
+             _("tokens per character"): round(n / len(zh), 2)} for label, n in counts]
+
+
+def chinese_table(sent: str) -> None:
+    """How many tokens each model spends on one Chinese sentence (the user's when it holds Chinese)."""
+    zh = sent if _has_chinese(sent) else TEA_ZH
+    st.markdown(_("**Tokens per Chinese character** on {sentence}", sentence=code_span(zh[:120])))
+    show_table(st, pd.DataFrame(_chinese_rows(zh)), hide_index=True, width="stretch")
+    if not any(f.family == "qwen" for f in models.found()):
+        st.caption(_(":material/info: A Qwen model (a .gguf file in ATTENTION_LAB_GGUF_DIR) joins this table once "
+                     "it is found: its vocabulary holds whole Chinese characters and words, so it needs about one "
+                     "token per character or fewer, where GPT-2 needs two or three bytes."))
+    else:
+        st.caption(_("GPT-2 splits most Chinese characters into their UTF-8 bytes; Qwen's vocabulary holds whole "
+                     "characters and common words, so it spends about one token per character or fewer."))
+
+
 def _pieces(ids: list[int]) -> list[str]:
     enc = bpe_encoding()
     return [readable_piece(enc.decode_single_token_bytes(t)) for t in ids]
@@ -150,6 +179,7 @@ def bpe_section(text: str, sent: str) -> None:
     if other is None:
         st.caption(_(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
                      "installed."))
+    chinese_table(sent)
 
 
 # 3. Sliding windows --------------------------------------------------------------------------------------------
