@@ -112,3 +112,31 @@ def test_a_bad_kv_preset_in_the_link_is_named():
     at.switch_page("app_pages/kv_cost.py").run()
     warnings = " ".join(messages(at)["warning"])
     assert "kv\\_preset" in warnings and "` <b>bogus</b> `" in warnings, warnings  # the value only in a code span
+
+
+def test_the_kv_cost_page_reads_the_found_models_own_configs(tmp_path, monkeypatch):
+    """A tiny Qwen3 and a tiny Gemma 3 in ATTENTION_LAB_GGUF_DIR: each row from the model's own config, Gemma's
+    five local layers keeping only their window of 4 tokens."""
+    from attn_core.labs.kv_cost import model_cost
+    from attn_core.models.gemma3 import Gemma3Model
+    from attn_core.models.qwen import QwenModel
+    from dashboard.state import models
+    from gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+
+    qwen = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
+    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
+    models.forget_found()
+    at = open_page("app_pages/kv_cost.py")
+    assert "The models found here, from their own configs" in [h.value for h in at.header]
+    rows = {r["model"]: r for r in at.dataframe[-1].value.to_dict("records")}
+    g, q = rows[models.label(gemma.stem)], rows[models.label(qwen.stem)]
+    # Gemma: 2 x 1 K/V head x 256 x 4 bytes = 2,048 bytes a token a layer; 128 tokens in the global layer, 4 in each
+    # of the five local ones
+    assert (g["layers"], g["K/V heads × head_dim"], g["window layers"]) == (6, "1 × 256", "5 of 6: 4 tokens")
+    assert g["KV cache"] == "303.10 kB" and g["if every layer were full"] == "1.57 MB"  # 2,048 x 148; x 768
+    assert g["× smaller"] == pytest.approx(768 / 148)
+    assert (q["layers"], q["K/V heads × head_dim"], q["window layers"]) == (3, "2 × 128", "none (every layer full)")
+    assert q["KV cache"] == q["if every layer were full"] == "786.43 kB" and q["× smaller"] == 1  # 4,096 x 3 x 128
+    assert model_cost(6, 1, 256, (4,) * 5 + (None,), 2).total_bytes == 2_048 * 12  # shorter than the window
+    models.forget_found()

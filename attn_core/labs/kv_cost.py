@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from attn_core.messages import N_, Msg
+from attn_core.messages import N_, Msg, Problem
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
 
@@ -126,3 +126,40 @@ def kv_cost_rows(preset: ModelPreset, tokens: int, batch: int = 1) -> list[CostR
     shapes = preset.shapes()
     totals = [cache_bytes(s, tokens, batch) for s in shapes]
     return [CostRow(s.name, t / max(tokens * batch, 1), t, totals[0] / t, s.shown_name) for s, t in zip(shapes, totals)]
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """A real model's KV cache from its own config: every layer's K/V heads x head_dim, and a window layer keeping
+    only its window."""
+
+    n_layers: int
+    kv_heads: int
+    head_dim: int
+    windows: tuple[int | None, ...]  # per layer: its window in tokens, None = full (every token kept)
+    tokens: int
+    bytes_per_value: int
+    total_bytes: int  # at ``tokens`` tokens, batch 1
+    full_bytes: int  # the same model with every layer full
+
+    @property
+    def window_layers(self) -> tuple[int, ...]:
+        return tuple(i for i, w in enumerate(self.windows) if w is not None)
+
+    @property
+    def saving(self) -> float:
+        """How many times smaller the model's own mix keeps its cache than all-full layers."""
+        return self.full_bytes / self.total_bytes
+
+
+def model_cost(n_layers: int, kv_heads: int, head_dim: int, windows: tuple[int | None, ...], tokens: int,
+               bytes_per_value: int = 4) -> ModelCost:
+    """A model's cache at ``tokens`` tokens (batch 1): ``2 * kv_heads * head_dim`` values a token in each layer,
+    a window layer holding at most its window of tokens. ``windows``: () when every layer is full."""
+    if tokens < 1:
+        raise Problem("the context must be at least 1 token; got {tokens}", tokens=tokens)
+    per_layer = 2 * kv_heads * head_dim * bytes_per_value  # bytes a token in one layer
+    windows = tuple(windows) or (None,) * n_layers
+    kept = sum(tokens if w is None else min(tokens, w) for w in windows)
+    return ModelCost(n_layers, kv_heads, head_dim, windows, tokens, bytes_per_value, per_layer * kept,
+                     per_layer * n_layers * tokens)

@@ -12,7 +12,16 @@ import torch
 from attn_core.attention.classes import MultiHeadAttention
 from attn_core.attention.kv_cache import KVCache
 from attn_core.attention.modern import GroupedQueryAttention, MultiHeadLatentAttention
-from attn_core.labs.kv_cost import DTYPE_BYTES, PRESETS, AttentionShape, ModelPreset, cache_bytes, kv_cost_rows
+from attn_core.labs.kv_cost import (
+    DTYPE_BYTES,
+    PRESETS,
+    AttentionShape,
+    ModelCost,
+    ModelPreset,
+    cache_bytes,
+    kv_cost_rows,
+    model_cost,
+)
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
 from dashboard.drawing import measure_charts
 from dashboard.drawing.chart_cache import memo
@@ -20,7 +29,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
-from dashboard.i18n import N_, Msg, _, ngettext
+from dashboard.i18n import N_, Msg, _, message, ngettext
 from dashboard.state.url_state import linked_choice, url_choice, url_int
 
 OWN = N_("Your own numbers")  # the option's value in the link stays this English
@@ -156,6 +165,61 @@ def smollm2_rows(T: int) -> list[dict]:
              "formula": cache_bytes(shape, T)}]
 
 
+def found_costs() -> list[tuple[str, ModelCost]]:
+    """(label, ModelCost) of every real model found here, from its own config (``models.config``) at its own
+    context length, in the dtype this app holds its weights in."""
+    from dashboard.state import models
+
+    costs = []
+    for f in models.found():
+        try:
+            c = models.config(f.name)
+            per_value = next(models.model(f.name).parameters()).element_size()
+        except ValueError as e:  # a damaged file: said in the table's place, the rest still shown
+            st.warning(message(e))
+            continue
+        costs.append((models.label(f.name), model_cost(c.n_layers, c.n_kv_heads, c.head_dim, c.windows,
+                                                       c.context_length, per_value)))
+    return costs
+
+
+def _windows_said(cost: ModelCost) -> str:
+    """Which layers keep a window, as a cell: "none" or "5 of 6: 4 tokens"."""
+    local = cost.window_layers
+    if not local:
+        return _("none (every layer full)")
+    sizes = sorted({cost.windows[i] for i in local})
+    return ngettext("{n} of {layers}: {windows} token", "{n} of {layers}: {windows} tokens", sizes[-1],
+                    n=len(local), layers=cost.n_layers, windows=" / ".join(f"{w:,}" for w in sizes))
+
+
+def found_section() -> None:
+    """The real models found on this machine, each from its own config: layers, K/V heads, head_dim and the
+    window of each local layer decide its cache."""
+    st.header(_("The models found here, from their own configs"))
+    costs = found_costs()
+    if not costs:
+        st.caption(_(":material/info: No real model is on this machine yet: install SmolLM2 or put a Qwen or "
+                     "Gemma 3 .gguf file in ATTENTION_LAB_GGUF_DIR, and its own sizes show here."))
+        return
+    full = _("if every layer were full")
+    table = pd.DataFrame({
+        _("model"): [label for label, _unused in costs],
+        _("layers"): [c.n_layers for _unused, c in costs],
+        _("K/V heads × head_dim"): [f"{c.kv_heads} × {c.head_dim}" for _unused, c in costs],
+        _("window layers"): [_windows_said(c) for _unused, c in costs],
+        _("context (tokens)"): [f"{c.tokens:,}" for _unused, c in costs],
+        _("per token"): [human(c.total_bytes / c.tokens) for _unused, c in costs],
+        _("KV cache"): [human(c.total_bytes) for _unused, c in costs],
+        full: [human(c.full_bytes) for _unused, c in costs],
+        _("× smaller"): [c.saving for _unused, c in costs],
+    })
+    show_table(st, table, formats={_("× smaller"): "%.2f"}, hide_index=True, width="stretch")
+    st.caption(_("Each model at its own context length, batch 1, in the dtype this app holds it in. A window layer "
+                 "(Gemma 3's local layers) keeps only its last window of keys and values, so its share stops "
+                 "growing; × smaller compares the model's own mix with every layer full."))
+
+
 def render() -> None:
     if not presenting():
         st.title(_("KV cache cost: what each attention variant keeps"))
@@ -207,6 +271,7 @@ def render() -> None:
     show_table(st, measured, hide_index=True)
     st.caption(_("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, "
                  "so there is no smaller cache to measure: the row gives the formula for a cache that drops them."))
+    found_section()
     page_downloads(page="kv-cache")
 
 
