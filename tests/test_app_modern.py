@@ -121,7 +121,7 @@ def test_the_kv_cost_page_reads_the_found_models_own_configs(tmp_path, monkeypat
     from attn_core.models.gemma3 import Gemma3Model
     from attn_core.models.qwen import QwenModel
     from dashboard.state import models
-    from gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
 
     qwen = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
     gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")

@@ -149,7 +149,7 @@ def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
     """A tiny Qwen file in ATTENTION_LAB_GGUF_DIR joins GPT-2 in the Chinese table, counted in its own tokens."""
     from attn_core.models.qwen import QwenModel
     from dashboard.state import models
-    from gguf_fixtures import qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import qwen_cfg, randomize, write_gguf
 
     path = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
     monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))

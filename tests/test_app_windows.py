@@ -81,3 +81,40 @@ def test_without_a_real_model_the_page_says_how_to_get_one(monkeypatch):
         at.run()
         assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
     models.forget_found()
+
+
+def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monkeypatch):
+    """A tiny Gemma 3 (layers 1-5 local over a window of 4, layer 6 global): its layers marked with their real
+    window, and the perplexity of its own mix beside every layer full, each equal to a forward pass run here."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    from attn_core.labs.windows import masked_like
+    from attn_core.models.gemma3 import Gemma3Model
+    from attn_core.paths import asset
+    from dashboard.state import models
+    from tests.gguf_fixtures import gemma_cfg, randomize, write_gguf
+
+    path = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
+    models.forget_found()
+    at = _open(win_model=path.stem, win_tokens=64)
+    table = at.dataframe[0].value
+    assert list(table.loc["attention"]) == ["local"] * 5 + ["global"]
+    assert list(table.loc["window (tokens)"]) == ["4"] * 5 + ["–"]
+    assert list(table.loc["RoPE base"]) == ["10,000"] * 5 + ["1,000,000"]
+    assert any("5 of its 6 layers are local" in m.value for m in at.markdown)
+
+    model = models.model(path.stem)
+    text = asset("the-verdict.txt").read_text(encoding="utf-8")
+    idx = torch.tensor([model.tokenizer.encode(text[: 64 * 12])[:64]])  # the page's first 64 tokens
+    with torch.no_grad():
+        own = math.exp(float(F.cross_entropy(model(idx)[0, :-1], idx[0, 1:])))
+        full = math.exp(float(F.cross_entropy(masked_like(model, 64, None)(idx)[0, :-1], idx[0, 1:])))
+    assert abs(own - full) > 0.1  # on 64 tokens a window of 4 hides most of the text
+    assert _metric(at, "Perplexity · its own mix") == pytest.approx(own, abs=0.051)
+    assert _metric(at, "Perplexity · every layer full") == pytest.approx(full, abs=0.051)
+    assert _metric(at, "Perplexity · full") == _metric(at, "Perplexity · every layer full")  # the sliders' full
+    models.forget_found()

@@ -84,7 +84,19 @@ def token_losses(model: nn.Module, idx: torch.Tensor, window: int | None = None,
     if idx.ndim != 2 or idx.shape[1] < 2:
         raise Problem("perplexity needs token ids shaped (batch, num_tokens) with at least 2 tokens; got {shape}",
                       shape=tuple(idx.shape))
-    view = masked_like(model, idx.shape[1], window, sinks, mask_method)
+    return _losses(masked_like(model, idx.shape[1], window, sinks, mask_method), idx)
+
+
+def own_mix_losses(model: nn.Module, idx: torch.Tensor) -> torch.Tensor:
+    """Each next-token loss (num_tokens - 1,) with the model's own masks, unchanged: a Gemma 3's local layers over
+    their own window, its global layers full (``token_losses`` with ``window=None`` makes every layer full)."""
+    if idx.ndim != 2 or idx.shape[1] < 2:
+        raise Problem("perplexity needs token ids shaped (batch, num_tokens) with at least 2 tokens; got {shape}",
+                      shape=tuple(idx.shape))
+    return _losses(_light_copy(model), idx)  # a copy to set to eval: the shared model is never changed
+
+
+def _losses(view: nn.Module, idx: torch.Tensor) -> torch.Tensor:
     view.eval()
     with torch.inference_mode():
         logits = view(idx[:1])  # (1, num_tokens, vocab_size)

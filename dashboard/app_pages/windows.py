@@ -16,7 +16,7 @@ from attn_core.labs.positions import (
     sinusoidal_embeddings,
 )
 from attn_core.labs.scores import first_token_score
-from attn_core.labs.windows import masked_like, token_losses
+from attn_core.labs.windows import masked_like, own_mix_losses, token_losses
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
 from attn_core.models.traced import walk_layers
 from attn_core.paths import asset
@@ -24,6 +24,7 @@ from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.sizes import cap, content_px
+from dashboard.drawing.text import show_table
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
@@ -70,6 +71,11 @@ def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
 @st.cache_data(show_spinner=False, max_entries=48)
 def _losses(name: str, ids: tuple[int, ...], window: int | None, sinks: int, method: str) -> np.ndarray:
     return token_losses(_model(name), torch.tensor([ids]), window, sinks, method).numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _own_losses(name: str, ids: tuple[int, ...]) -> np.ndarray:
+    return own_mix_losses(_model(name), torch.tensor([ids])).numpy()
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -142,8 +148,44 @@ def render() -> None:
         _rope(name, s)
 
 
+def _own_mix(name: str, ids: tuple[int, ...]) -> None:
+    """A model with local layers of its own (Gemma 3): which layers, their real window, and its perplexity with
+    that mix against every layer full."""
+    config = models.config(name)
+    local = config.sliding_layers
+    st.markdown(ngettext("**{model}'s own mix**: {n} of its {layers} layers are local (marked below): each keeps "
+                         "only its window of keys; the others see every earlier token.",
+                         "**{model}'s own mix**: {n} of its {layers} layers are local (marked below): each keeps "
+                         "only its window of keys; the others see every earlier token.", len(local),
+                         model=md_escape(_label(name)), layers=config.n_layers))
+    local_word, global_word = _("local"), _("global")
+    table = pd.DataFrame({str(i + 1): [local_word if config.window(i) else global_word,
+                                       f"{config.window(i):,}" if config.window(i) else "–",
+                                       f"{config.rope_bases[i]:,.0f}" if config.rope_bases else "–"]
+                          for i in range(config.n_layers)},
+                         index=[_("attention"), _("window (tokens)"), _("RoPE base")])
+    table.columns.name = _("layer")
+    show_table(st, table, width="stretch")
+    try:
+        with st.spinner(_("Running {model} with its own mix…", model=_label(name))):
+            own = float(np.exp(_own_losses(name, ids).mean()))
+            full = float(np.exp(_losses(name, ids, None, 0, "neg_inf").mean()))
+    except ValueError as e:
+        st.error(error_text(e))
+        return
+    a, b = st.columns(2)
+    a.metric(_("Perplexity · its own mix"), f"{own:,.1f}")
+    b.metric(_("Perplexity · every layer full"), f"{full:,.1f}", delta=_("{ratio}x its own", ratio=format(
+        full / own, ".2f")), delta_color="off")
+    st.caption(_("The same {n} tokens both times: its own mix is how the model was trained and runs; every layer "
+                 "full lets the local layers see the whole text too. The sliders below set one window for every "
+                 "layer instead.", n=len(ids)))
+
+
 def _windows(name: str, ids: tuple[int, ...]) -> None:
     T = len(ids)
+    if name != RANDOM and models.config(name).sliding_layers:
+        _own_mix(name, ids)
     c_w, c_s = st.columns(2)
     window = int(c_w.slider(_("Window W (keys each query sees)"), 1, max(2, T), min(32, T), key="win_window"))
     sinks = int(c_s.slider(_("Sinks (first tokens always visible)"), 0, 16, 4, key="win_sinks"))
