@@ -94,7 +94,7 @@ def chinese_table(sent: str) -> None:
     if not any(f.family == "qwen" for f in models.found()):
         st.caption(_(":material/info: A Qwen model (a .gguf file in ATTENTION_LAB_GGUF_DIR) joins this table once "
                      "it is found: its vocabulary holds whole Chinese characters and words, so it needs about one "
-                     "token per character or fewer, where GPT-2 needs two or three bytes."))
+                     "token per character or fewer, where GPT-2 spends up to three byte tokens on one."))
     else:
         st.caption(_("GPT-2 splits most Chinese characters into their UTF-8 bytes; Qwen's vocabulary holds whole "
                      "characters and common words, so it spends about one token per character or fewer."))

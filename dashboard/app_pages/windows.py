@@ -153,7 +153,7 @@ def _own_mix(name: str, ids: tuple[int, ...]) -> None:
     that mix against every layer full."""
     config = models.config(name)
     local = config.sliding_layers
-    st.markdown(ngettext("**{model}'s own mix**: {n} of its {layers} layers are local (marked below): each keeps "
+    st.markdown(ngettext("**{model}'s own mix**: {n} of its {layers} layers is local (marked below): it keeps "
                          "only its window of keys; the others see every earlier token.",
                          "**{model}'s own mix**: {n} of its {layers} layers are local (marked below): each keeps "
                          "only its window of keys; the others see every earlier token.", len(local),
