@@ -139,4 +139,6 @@ def test_the_kv_cost_page_reads_the_found_models_own_configs(tmp_path, monkeypat
     assert (q["layers"], q["K/V heads × head_dim"], q["window layers"]) == (3, "2 × 128", "none (every layer full)")
     assert q["KV cache"] == q["if every layer were full"] == "786.43 kB" and q["× smaller"] == 1  # 4,096 x 3 x 128
     assert model_cost(6, 1, 256, (4,) * 5 + (None,), 2).total_bytes == 2_048 * 12  # shorter than the window
+    with pytest.raises(ValueError, match="at least 1 token; got 0"):
+        model_cost(6, 1, 256, (), 0)
     models.forget_found()

@@ -90,10 +90,12 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
 
     import torch
     import torch.nn.functional as F
+    from i18n_check import english_left
 
     from attn_core.labs.windows import masked_like
     from attn_core.models.gemma3 import Gemma3Model
     from attn_core.paths import asset
+    from dashboard.i18n import _, language
     from dashboard.state import models
     from tests.gguf_fixtures import gemma_cfg, randomize, write_gguf
 
@@ -117,4 +119,16 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     assert _metric(at, "Perplexity · its own mix") == pytest.approx(own, abs=0.051)
     assert _metric(at, "Perplexity · every layer full") == pytest.approx(full, abs=0.051)
     assert _metric(at, "Perplexity · full") == _metric(at, "Perplexity · every layer full")  # the sliders' full
+    zh = new_app()
+    zh.query_params["lang"] = "zh"
+    zh.run()
+    zh.switch_page(PAGE).run()
+    zh.session_state["win_model"], zh.session_state["win_tokens"] = path.stem, 64
+    with language("zh"):  # the radio sends the option as shown (AppTest spells it with str(), not format_func)
+        zh.radio(key="win_text").set_value(_("The Verdict (the book's sample text)"))
+    zh.run()
+    assert list(zh.dataframe[0].value.loc["注意力"]) == ["局部"] * 5 + ["全局"]
+    assert any("6 层中有 5 层是局部层" in m.value for m in zh.markdown)
+    assert _metric(zh, "困惑度 · 自己的层搭配") == _metric(at, "Perplexity · its own mix")
+    assert not english_left(zh, {"Tiny"}), english_left(zh, {"Tiny"})
     models.forget_found()
