@@ -146,12 +146,15 @@ def test_the_real_models_tokenizer_beside_gpt2s(at):
 
 
 def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
-    """A tiny Qwen file in ATTENTION_LAB_GGUF_DIR joins GPT-2 in the Chinese table, counted in its own tokens."""
+    """Tiny Qwen and Gemma 3 files in ATTENTION_LAB_GGUF_DIR join GPT-2 in the Chinese table, each counted in its
+    own tokens (Gemma's <bos> not counted)."""
+    from attn_core.models.gemma3 import Gemma3Model
     from attn_core.models.qwen import QwenModel
     from dashboard.state import models
-    from tests.gguf_fixtures import qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
 
     path = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
+    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
     monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
     models.forget_found()
     zh = "注意力机制和自注意力：上下文向量。"
@@ -166,6 +169,9 @@ def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
     assert rows["GPT-2"]["tokens"] == len(bpe_ids(zh)) and rows["GPT-2"]["characters"] == 17
     assert qwen["tokens per character"] == round(n_qwen / 17, 2) < rows["GPT-2"]["tokens per character"]
     assert "**Tokens per Chinese character**" in markdown(at)
+    tokenizer = models.model(gemma.stem).tokenizer
+    assert tokenizer.encode(zh)[0] == tokenizer.bos_id  # Gemma's files put <bos> first: not one of the text's
+    assert rows[models.label(gemma.stem)]["tokens"] == len(tokenizer.encode(zh)) - 1
     models.forget_found()
 
 
@@ -174,4 +180,4 @@ def test_the_chinese_table_falls_back_to_the_tea_sentence_and_says_how_to_add_qw
     rows = at.dataframe[1].value.to_dict("records")
     assert rows[0]["model"] == "GPT-2" and rows[0]["tokens"] == len(bpe_ids("你好，你喜欢喝茶吗？"))
     assert rows[0]["characters"] == 10
-    assert any("A Qwen model" in c.value for c in at.caption)
+    assert any("a Qwen .gguf file in" in c.value for c in at.caption)

@@ -116,7 +116,7 @@ def measured_rows() -> pd.DataFrame:
             model(idx, cache=cache)
         rows.append({"variant": name, "shape": str(tuple(cache.layers[0].keys.shape)),
                      "measured": cache.nbytes, "formula": cache_bytes(shape, T)})
-    rows += smollm2_rows(T)
+    rows += real_rows(T)
     swa = dataclasses.replace(base, window=window, local=1, global_=0)
     # our KVCache keeps every token (the window is applied by the mask): nothing smaller to measure on that row
     rows.append({"variant": Msg("MHA + window {window} (every layer)", window=window),
@@ -141,28 +141,35 @@ def measured_table(raw: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def smollm2_rows(T: int) -> list[dict]:
-    """SmolLM2-135M itself (the default real model, when its wheel is installed), run over ``T`` tokens with a KV
-    cache: 30 layers, 9 query heads sharing 3 K/V heads of 64."""
+def real_rows(T: int) -> list[dict]:
+    """Every real model found here (SmolLM2 from its wheel, Qwen and Gemma 3 files), run over ``T`` tokens with a
+    KV cache: its cache tensors' bytes beside :func:`model_cost` from its own config (a Gemma 3 local layer's cache
+    holds only its window)."""
     from dashboard.state import models
 
-    name = models.default_model()
-    if name is None:
-        return []
-    try:
-        model, c = models.model(name), models.config(name)
-    except ValueError:
-        return []
-    shape = AttentionShape("GQA", c.n_layers, c.n_heads, c.head_dim, kv_heads=c.n_kv_heads)
-    idx = torch.randint(0, c.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
-    cache = KVCache(c.n_layers)
-    with torch.no_grad():
-        model(idx, cache=cache)
-    name = str(c.label).split(" (")[0]
-    return [{"variant": Msg("{name}, real ({layers} layers, {heads} q / {kv_heads} K/V heads)", name=name,
-                            layers=c.n_layers, heads=c.n_heads, kv_heads=c.n_kv_heads),
-             "shape": str(tuple(cache.layers[0].keys.shape)), "measured": cache.nbytes,
-             "formula": cache_bytes(shape, T)}]
+    rows = []
+    for f in models.found():
+        try:
+            model, c = models.model(f.name), models.config(f.name)
+        except ValueError:  # a damaged file: the table of found models says why
+            continue
+        idx = torch.randint(0, c.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
+        cache = KVCache(c.n_layers)
+        with torch.no_grad():
+            model(idx, cache=cache)
+        per_value = cache.layers[0].keys.element_size()
+        name = str(c.label).split(" (")[0]
+        local = c.sliding_layers
+        values = dict(name=name, layers=c.n_layers, heads=c.n_heads, kv_heads=c.n_kv_heads)
+        if local:
+            variant = Msg("{name}, real ({layers} layers, {local} over a window of {window}, {heads} q / "
+                          "{kv_heads} K/V heads)", local=len(local), window=c.window(local[0]), **values)
+        else:
+            variant = Msg("{name}, real ({layers} layers, {heads} q / {kv_heads} K/V heads)", **values)
+        rows.append({"variant": variant, "shape": str(tuple(cache.layers[0].keys.shape)), "measured": cache.nbytes,
+                     "formula": model_cost(c.n_layers, c.n_kv_heads, c.head_dim, c.windows, T,
+                                           per_value).total_bytes})
+    return rows
 
 
 def found_costs() -> list[tuple[str, ModelCost]]:
@@ -264,10 +271,14 @@ def render() -> None:
                    title=_("KV cache vs context: {model}", model=_(preset.name)), table=lambda: curve)
     st.header(_("Measured here: the cache tensors' bytes = the formula"))
     st.caption(_("A small GPTModel ({layers} layers, {emb_dim}-d, {heads} heads, float32) with each variant's "
-                 "attention runs {tokens} tokens through its KV cache; so does SmolLM2-135M itself when installed "
-                 "(its real grouped-query attention).", layers=SMALL["n_layers"], emb_dim=SMALL["emb_dim"],
+                 "attention runs {tokens} tokens through its KV cache; so does every real model found here (SmolLM2 "
+                 "when installed, Qwen and Gemma 3 files): their own grouped-query attention, and a Gemma 3 local "
+                 "layer's cache holding only its window.", layers=SMALL["n_layers"], emb_dim=SMALL["emb_dim"],
                  heads=SMALL["n_heads"], tokens=SMALL["tokens"]))
-    measured = measured_table(memo(("kv_measured",), measured_rows))
+    from dashboard.state import models
+
+    found = tuple(models.source_key(f.name) for f in models.found())  # a model copied in is measured too
+    measured = measured_table(memo(("kv_measured", found), measured_rows))
     show_table(st, measured, hide_index=True)
     st.caption(_("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, "
                  "so there is no smaller cache to measure: the row gives the formula for a cache that drops them."))

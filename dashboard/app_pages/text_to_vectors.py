@@ -76,12 +76,13 @@ def _has_chinese(text: str) -> bool:
 
 
 def _chinese_rows(zh: str) -> list[dict]:
-    """Tokens per character of one Chinese sentence: GPT-2's BPE, SmolLM2 (when installed) and every Qwen found,
-    each in its own tokenizer."""
+    """Tokens per character of one Chinese sentence: GPT-2's BPE and every real model found here (SmolLM2, each
+    Qwen and Gemma 3 file), each in its own tokenizer."""
     counts = [("GPT-2", len(bpe_ids(zh)))]
-    names = [models.default_model(), *(f.name for f in models.found() if f.family == "qwen")]
-    for name in dict.fromkeys(n for n in names if n is not None):  # in order, each once
-        counts.append((models.label(name), len(models.model(name).tokenizer.encode(zh))))
+    for f in models.found():
+        tokenizer = models.model(f.name).tokenizer
+        # the text's own tokens: without the <bos> a tokenizer may put before any text
+        counts.append((models.label(f.name), len(tokenizer.encode(zh)) - len(tokenizer.encode(""))))
     return [{_("model"): label, _("tokens"): n, _("characters"): len(zh),
              _("tokens per character"): round(n / len(zh), 2)} for label, n in counts]
 
@@ -91,13 +92,10 @@ def chinese_table(sent: str) -> None:
     zh = sent if _has_chinese(sent) else TEA_ZH
     st.markdown(_("**Tokens per Chinese character** on {sentence}", sentence=code_span(zh[:120])))
     show_table(st, pd.DataFrame(_chinese_rows(zh)), hide_index=True, width="stretch")
-    if not any(f.family == "qwen" for f in models.found()):
-        st.caption(_(":material/info: A Qwen model (a .gguf file in ATTENTION_LAB_GGUF_DIR) joins this table once "
-                     "it is found: its vocabulary holds whole Chinese characters and words, so it needs about one "
-                     "token per character or fewer, where GPT-2 spends up to three byte tokens on one."))
-    else:
-        st.caption(_("GPT-2 splits most Chinese characters into their UTF-8 bytes; Qwen's vocabulary holds whole "
-                     "characters and common words, so it spends about one token per character or fewer."))
+    st.caption(_("Every real model found here, each in its own tokenizer (a Qwen .gguf file in "
+                 "ATTENTION_LAB_GGUF_DIR joins the table once it is found). GPT-2 splits most Chinese characters "
+                 "into their UTF-8 bytes; Qwen's vocabulary holds whole characters and common words, so it spends "
+                 "about one token per character or fewer."))
 
 
 def _pieces(ids: list[int]) -> list[str]:
