@@ -141,8 +141,8 @@ def test_the_kv_cost_page_reads_the_found_models_own_configs(tmp_path, monkeypat
     assert model_cost(6, 1, 256, (4,) * 5 + (None,), 2).total_bytes == 2_048 * 12  # shorter than the window
     measured = {r["variant"]: r for r in at.dataframe[1].value.to_dict("records")}
     g = measured["Tiny gemma3 · 1M · F32, real (6 layers, 5 over a window of 4, 2 q / 1 K/V heads)"]
-    assert g["cache shape per layer"] == "(1, 1, 4, 256)" and g["equal"] == "yes"  # its cache drops what the window hides
-    assert g["measured bytes"] == f"{2_048 * (128 + 5 * 4):,}"
+    assert g["cache shape per layer"] == "(1, 1, 4, 256)"  # the cache drops what the window hides
+    assert g["equal"] == "yes" and g["measured bytes"] == f"{2_048 * (128 + 5 * 4):,}"
     assert measured["Tiny qwen3 · 1M · F32, real (3 layers, 4 q / 2 K/V heads)"]["equal"] == "yes"
     with pytest.raises(ValueError, match="at least 1 token; got 0"):
         model_cost(6, 1, 256, (), 0)
