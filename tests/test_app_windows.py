@@ -116,9 +116,14 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
         own = math.exp(float(F.cross_entropy(model(idx)[0, :-1], idx[0, 1:])))
         full = math.exp(float(F.cross_entropy(masked_like(model, 64, None)(idx)[0, :-1], idx[0, 1:])))
     assert abs(own - full) > 0.1  # on 64 tokens a window of 4 hides most of the text
-    assert _metric(at, "Perplexity · its own mix") == pytest.approx(own, abs=0.051)
+    own_shown = _metric(at, "Perplexity · its own mix")
+    assert own_shown == pytest.approx(own, abs=0.051)
     assert _metric(at, "Perplexity · every layer full") == pytest.approx(full, abs=0.051)
     assert _metric(at, "Perplexity · full") == _metric(at, "Perplexity · every layer full")  # the sliders' full
+    for section in ("Sinks in every layer", "RoPE on real queries and keys"):  # the other sections on a Gemma
+        at.session_state["win_section"] = section
+        at.run()
+        assert not messages(at)["exception"] and not messages(at)["error"], (section, messages(at))
     zh = new_app()
     zh.query_params["lang"] = "zh"
     zh.run()
@@ -129,6 +134,6 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     zh.run()
     assert list(zh.dataframe[0].value.loc["注意力"]) == ["局部"] * 5 + ["全局"]
     assert any("6 层中有 5 层是局部层" in m.value for m in zh.markdown)
-    assert _metric(zh, "困惑度 · 自己的层搭配") == _metric(at, "Perplexity · its own mix")
+    assert _metric(zh, "困惑度 · 自己的层搭配") == own_shown
     assert not english_left(zh, {"Tiny"}), english_left(zh, {"Tiny"})
     models.forget_found()
