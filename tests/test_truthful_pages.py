@@ -227,3 +227,7 @@ def test_error_sentences_keep_code_names_as_written():
     assert error_text("d_out (6) must be divisible by num_heads (4)") == "d_out (6) must be divisible by num_heads (4)."
     assert error_text("the text is empty.") == "The text is empty."
     assert error_text("dropout must be at least 0") == "Dropout must be at least 0."
+    # a Chinese sentence keeps its code name as written and ends with a Chinese full stop, even after a bracket
+    assert error_text("d_out（5）必须能被 num_heads（2）整除") == "d_out（5）必须能被 num_heads（2）整除。"
+    assert error_text("文本为空：请输入一个句子（例如：Your journey starts with one step）.") == \
+        "文本为空：请输入一个句子（例如：Your journey starts with one step）。"

@@ -51,7 +51,9 @@ def error_text(error: BaseException | str) -> str:
     text = (message(error) if isinstance(error, BaseException) else str(error)).strip().rstrip(".。")
     if not text:
         return ""
-    end = "。" if any("\u4e00" <= c <= "\u9fff" for c in text[-3:]) else "."
+    if any("\u4e00" <= c <= "\u9fff" for c in text):  # a Chinese sentence: no capitals, a Chinese full stop
+        return text + "。"
+    end = "."
     first = text.split(" ", 1)[0]
     if first.isidentifier() and ("_" in first or any(c.isupper() for c in first[1:])):
         return text + end
