@@ -51,7 +51,14 @@ def test_attends_most_is_the_rows_argmax(seed, variant):
             # the wrong choices are the row's runners-up: each weighs no more than the answer
             for c in question.choices:
                 assert float(w[i, labels.index(c)]) <= float(w[i].max())
-            assert np.allclose(question.proof["values"], w[i].numpy())
+            # the proof: the row's weights the question is about (its visible keys, the choices among them)
+            kept = [labels.index(c) for c in question.proof["labels"]]
+            assert kept == sorted(kept) and set(question.choices) <= set(question.proof["labels"])
+            assert np.allclose(question.proof["values"], w[i].numpy()[kept], atol=1e-6)
+            assert {k for k in range(len(labels)) if w[i, k] > 0} <= set(kept)  # short rows: every visible key
+            decimals = question.proof["decimals"]
+            best, runner_up = np.sort(w[i].numpy())[::-1][:2]
+            assert q.printed(best, decimals) != q.printed(runner_up, decimals)
 
 
 def test_attends_most_rejects_ties_and_bad_rows():
@@ -127,3 +134,76 @@ def test_previous_token_head_of_a_trace_and_a_planted_head():
     assert q.previous_token_head(planted).answer == q.previous_token_head(planted).in_words(str).choices.index("head 3")
     with pytest.raises(ValueError, match="3 or more heads"):
         q.previous_token_head(w[:2])
+
+
+def test_a_near_tie_at_two_decimals_says_the_decimals_that_tell_it():
+    """0.341 vs 0.340 both print as 0.34 in a heatmap cell: the question asks for 3 decimals and proves it there,
+    and the teacher's menu asks about a row the screen settles instead."""
+    trace, labels = traced(0)
+    weights = trace.of_kind("weights")[0].tensor
+    weights[0, 0, 3, :] = torch.tensor([0.341, 0.340, 0.200, 0.119, 0.0, 0.0])
+    question = q.attends_most(trace, labels, 0, query=3).in_words(str)
+    assert question.proof["decimals"] == 3
+    assert "read them to 3 decimals" in question.prompt
+    assert "0.341" in question.explain and "0.340" in question.explain
+    assert question.choices[question.answer] == labels[0]
+    assert q.provable_query(trace, 0, 3) != 3  # the clicked near tie: the menu asks about another row
+    clear = q.provable_query(trace, 0, 3)
+    assert q.attends_most(trace, labels, 0, clear).proof["decimals"] == q.SHOWN_DECIMALS
+    weights[0, 0, 3, :] = torch.tensor([0.34001, 0.34, 0.200, 0.11999, 0.0, 0.0])  # beyond 4 decimals: no question
+    with pytest.raises(ValueError, match="attends equally to two tokens in head 1, even to 4 decimals"):
+        q.attends_most(trace, labels, 0, query=3)
+
+
+def test_the_default_row_wins_by_a_margin_the_heatmap_prints():
+    """The widest gap is not enough: 0.344 vs 0.338 (gap 0.006) print as 0.34 and 0.34; 0.3451 vs 0.3399
+    (gap 0.0052) print as 0.35 and 0.34."""
+    trace, labels = traced(0)
+    weights = trace.of_kind("weights")[0].tensor
+    rows = {2: [0.334, 0.333, 0.333], 3: [0.344, 0.338, 0.318, 0.0], 4: [0.3451, 0.3399, 0.3150, 0.0, 0.0],
+            5: [0.2002, 0.2, 0.2, 0.2, 0.1998, 0.0]}
+    for i, row in rows.items():
+        weights[0, 0, i, :] = torch.tensor(row + [0.0] * (len(labels) - len(row)))
+    assert q.default_query(trace, 0) == 4
+    question = q.attends_most(trace, labels, 0)
+    assert question.proof["decimals"] == 2 and question.in_words(str).prompt.endswith("in head 1?")
+    weights[0, 0, 4, :2] = torch.tensor([0.3449, 0.3399])  # now no row wins at 2 decimals: the fewest that tell
+    assert q.default_query(trace, 0) in (3, 4) and q.attends_most(trace, labels, 0).proof["decimals"] == 3
+    for i in rows:
+        weights[0, 0, i, :] = 0.25
+    with pytest.raises(ValueError, match="No row of this picture has one clear largest weight"):
+        q.default_query(trace, 0)
+
+
+def test_previous_token_head_proves_a_close_call_at_three_decimals():
+    T = 5
+    w = np.tile(np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None], (4, 1, 1))
+    for h, mean in ((1, 0.341), (2, 0.340)):
+        for i in range(1, T):
+            w[h, i] = 0.0
+            w[h, i, i - 1] = mean
+            w[h, i, i] = 1 - mean
+    question = q.previous_token_head(w).in_words(str)
+    assert question.choices[question.answer] == "head 2" and question.proof["decimals"] == 3
+    assert "head 2 0.341" in question.explain and "head 3 0.340" in question.explain
+    w[2, 1:, :] = w[1, 1:, :] - 1e-6 * np.eye(T, k=-1)[1:]
+    with pytest.raises(ValueError, match="equally"):
+        q.previous_token_head(w)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_masking_row_differs_from_every_other_method_as_printed(seed):
+    """A method that leaks ~0.0001 onto the future keys prints like the correct one at 3 decimals: a row the
+    student cannot tell apart is never the question."""
+    trace, labels = traced(seed % 3, text=TEXTS[0])
+    scores = trace.of_kind("scores")[0].tensor
+    T, d_k = len(labels), trace.of_kind("keys")[0].tensor.shape[-1]
+    past = torch.arange(T, dtype=torch.float32) * 0.3 * d_k**0.5
+    scores[0, 0] = torch.where(torch.ones(T, T).tril().bool(), past, past.max() - 6.0 * d_k**0.5)
+    question = q.masking(trace, labels, head=0, seed=seed)
+    check_choices(question)
+    question = question.in_words(str)
+    assert question.proof["decimals"] == 3
+    printed = {c: [q.printed(x, 3) for x in row] for c, row in question.proof["rows"].items()}
+    right = printed[question.choices[question.answer]]
+    assert [c for c in question.choices if printed[c] == right] == [question.choices[question.answer]]

@@ -10,7 +10,7 @@ import torch
 
 from attn_core.labs.heads import head_ablation
 from attn_core.labs.knockout import KINDS, repeat_loss, scored_losses, top_heads
-from attn_core.labs.questions import TIE, Question
+from attn_core.labs.questions import TIE, Question, decimals_to_tell, printed
 from attn_core.messages import Problem
 from attn_core.models.traced import TracedLM
 
@@ -27,17 +27,20 @@ def harmful_head(model: TracedLM, idx: torch.Tensor, seed: int = 0) -> Question:
     picked.append(others[int(np.random.default_rng(seed).integers(len(others)))])
     losses = [repeat_loss(head_ablation(model, idx, [head])) for head in picked]
     order = np.argsort(losses)[::-1]
-    if losses[order[0]] - losses[order[1]] <= TIE:
+    decimals = decimals_to_tell(losses[order[0]], losses[order[1]]) if losses[order[0]] - losses[order[1]] > TIE \
+        else None
+    if decimals is None:
         raise Problem("two heads hurt the repeat equally when knocked out: draw another text (seed)")
     labels = [f"layer {layer + 1}, head {head + 1}" for layer, head in picked]
     best = int(order[0])
+    shown = [printed(loss, decimals) for loss in losses]  # as many decimals as tell the answer from the next
     return Question(
         kind="harmful_head",
         prompt="Random tokens, then the same tokens again. Which head, knocked out alone, hurts the loss on the "
                "repeat most?",
         choices=tuple(labels), answer=best,
-        explain=f"Loss on the repeat: {repeat_loss(plain):.2f} nats with every head, {losses[best]:.2f} without "
-                f"{labels[best]}; the others: " + ", ".join(f"{labels[i]} {losses[i]:.2f}" for i in order[1:]) + ".",
+        explain=f"Loss on the repeat: {printed(repeat_loss(plain), decimals)} nats with every head, {shown[best]} "
+                f"without {labels[best]}; the others: " + ", ".join(f"{labels[i]} {shown[i]}" for i in order[1:]) + ".",
         proof={"title": "loss on the repeat without each head (nats)", "labels": labels,
-               "values": [float(v) for v in losses], "highlight": best},
+               "values": [float(v) for v in losses], "highlight": best, "decimals": decimals},
     )

@@ -4,8 +4,10 @@ Each generator reads a :class:`Trace` (through :mod:`attn_core.tracing.views`) o
 :class:`Question`: 3-5 distinct choices, the index of the true one, and the numbers that prove it (a row of
 weights, the shapes, the rows each masking method gives). The wrong choices come from the same tensor (the
 runners-up of a row, the other reshapes of the same sizes, the classic masking mistakes on the same scores),
-so they are plausible. A question that the tensor cannot answer unambiguously (a tie) raises ``ValueError``
-saying what to change. Questions are plain data (:meth:`Question.to_dict`): a poll store keeps them as JSON, their
+so they are plausible. The answer must be provable on screen: it wins by a margin that shows at the precision the
+heatmaps print (:data:`SHOWN_DECIMALS`), or the question says how many decimals tell it apart; a question that
+the tensor cannot answer unambiguously (a tie, even to :data:`MAX_DECIMALS`) raises ``Problem`` saying what to
+change. Questions are plain data (:meth:`Question.to_dict`): a poll store keeps them as JSON, their
 sentences as :class:`~attn_core.messages.Msg` (message id and values), so each reader sees them in their own
 language (:meth:`Question.in_words`).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 import torch
@@ -26,6 +29,9 @@ from attn_core.tracing.views import head_matrix, head_step, num_heads
 
 MIN_CHOICES, MAX_CHOICES = 3, 5
 TIE = 1e-6  # two numbers closer than this are a tie: the tensor does not single out one answer
+SHOWN_DECIMALS = 2  # what a heatmap cell and a proof print: a question's winner must look larger there
+MAX_DECIMALS = 4  # the most a proof prints (a heatmap's tooltip); closer numbers make no question
+PROOF_VALUES = 12  # a proving row keeps its largest weights, few enough for a phone and for a poll store's JSON
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,9 @@ class Question:
     choices: tuple[Msg | str, ...]  # token labels and shapes as written; words as Msg
     answer: int  # index into choices
     explain: Msg | str  # one sentence: why the answer is right
-    # The numbers that prove it: {"title": Msg, "labels": [str | Msg], "values": [float], "highlight": int}, and
-    # for masking {"rows": {choice's msgid: [float]}, "answer_row": msgid}
+    # The numbers that prove it: {"title": Msg, "labels": [str | Msg], "values": [float], "highlight": int,
+    # "decimals": int (the precision at which the answer shows)}, and for masking {"rows": {choice's msgid: [float]},
+    # "answer_row": msgid}
     proof: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -114,25 +121,65 @@ def _weights(trace: Trace, head: int) -> np.ndarray:
     return w
 
 
+def printed(x: float, decimals: int) -> str:
+    """``x`` as a chart prints it to ``decimals`` places (d3's toFixed: half up, on the float's exact value)."""
+    if np.isnan(x):
+        return "nan"
+    return str(Decimal(float(x)).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP))
+
+
+def decimals_to_tell(best: float, runner_up: float) -> int | None:
+    """The fewest decimals, from :data:`SHOWN_DECIMALS` up to :data:`MAX_DECIMALS`, at which ``best`` prints larger
+    than ``runner_up`` (in a chart and in Python's text alike); None when they print the same even then."""
+    for d in range(SHOWN_DECIMALS, MAX_DECIMALS + 1):
+        if Decimal(printed(best, d)) > Decimal(printed(runner_up, d)) and f"{best:.{d}f}" != f"{runner_up:.{d}f}":
+            return d
+    return None
+
+
+def _margin(weights_row: np.ndarray) -> tuple[int, int | None, float]:
+    """One row of weights: (its visible keys, the decimals that tell its largest weight from the next, the gap)."""
+    row = np.sort(np.nan_to_num(weights_row.astype(np.float64), nan=0.0))[::-1]
+    if len(row) < 2:
+        return int((row > 0).sum()), None, 0.0
+    return int((row > 0).sum()), decimals_to_tell(row[0], row[1]), float(row[0] - row[1])
+
+
 def default_query(trace: Trace, head: int = 0) -> int:
-    """The query row that makes the clearest question: the latest row with 3+ visible keys and the widest gap
-    between its largest and second-largest weight (the first row with a unique largest weight otherwise)."""
+    """The query row that makes the clearest question: among the rows with 3+ visible keys, one whose largest
+    weight prints larger than the next at :data:`SHOWN_DECIMALS` (else at the fewest decimals that tell them apart),
+    the widest gap first, the latest of equal gaps."""
     w = _weights(trace, head)
-    best, best_gap = None, -1.0
+    best, best_key = None, None
     for i in range(w.shape[0]):
-        row = np.sort(np.nan_to_num(w[i], nan=0.0))[::-1]
-        gap = float(row[0] - row[1]) if len(row) > 1 else float(row[0])
-        visible = int((np.nan_to_num(w[i]) > 0).sum())
-        if visible >= MIN_CHOICES and gap > TIE and gap >= best_gap:
-            best, best_gap = i, gap
+        visible, decimals, gap = _margin(w[i])
+        if visible >= MIN_CHOICES and decimals is not None and gap > TIE:
+            key = (-decimals, gap)
+            if best_key is None or key >= best_key:
+                best, best_key = i, key
     if best is None:
-        raise Problem("no query row has one clear largest weight over 3 or more keys: type a longer sentence")
+        raise Problem("No row of this picture has one clear largest weight over 3 or more keys (even to {decimals} "
+                      "decimals): pick another head or type another sentence", decimals=MAX_DECIMALS)
     return best
+
+
+def provable_query(trace: Trace, head: int = 0, query: int | None = None) -> int:
+    """``query`` (the row the teacher picked) when its largest weight visibly wins at :data:`SHOWN_DECIMALS`,
+    else :func:`default_query`'s row: a near tie the screen prints as equal makes no question."""
+    if query is not None:
+        w = _weights(trace, head)
+        if 0 <= query < w.shape[0]:
+            visible, decimals, _gap = _margin(w[query])
+            if visible >= 2 and decimals == SHOWN_DECIMALS:
+                return query
+    return default_query(trace, head)
 
 
 def attends_most(trace: Trace, labels: list[str], head: int = 0, query: int | None = None) -> Question:
     """"Which token does *query* attend to most in head h?" The answer is the row's argmax in the trace's
-    weights; the wrong choices are the row's runners-up (then other tokens), listed in token order."""
+    weights; the wrong choices are the row's runners-up (then other tokens), listed in token order. When the
+    winner prints equal to the runner-up at :data:`SHOWN_DECIMALS`, the question says how many decimals tell them
+    apart (and the proof prints that many); beyond :data:`MAX_DECIMALS` there is no question."""
     w = _weights(trace, head)
     T = w.shape[-1]
     if len(labels) != w.shape[0] or w.shape[0] != T:
@@ -149,28 +196,45 @@ def attends_most(trace: Trace, labels: list[str], head: int = 0, query: int | No
     if int((row > 0).sum()) < 2:
         raise Problem("'{token}' sees only one token (the causal mask hides the rest): ask about a later token",
                       token=_piece(labels[i]))
-    if row[order[0]] - row[order[1]] <= TIE:
-        raise Problem("'{token}' attends equally to two tokens in head {head}: ask about another token",
-                      token=_piece(labels[i]), head=head + 1)
+    decimals = decimals_to_tell(row[order[0]], row[order[1]]) if row[order[0]] - row[order[1]] > TIE else None
+    if decimals is None:
+        raise Problem("'{token}' attends equally to two tokens in head {head}, even to {decimals} decimals: ask "
+                      "about another token", token=_piece(labels[i]), head=head + 1, decimals=MAX_DECIMALS)
     picked = sorted(int(k) for k in order[:min(4, T)])
     choices = tuple(labels[k] for k in picked)
     words = {"token": _piece(labels[i]), "position": labels[i].split(":")[0], "label": labels[i],
-             "head": head + 1, "best": float(row[order[0]]), "best_label": labels[int(order[0])],
-             "next": float(row[order[1]])}
-    if num_heads(trace) > 1:
+             "head": head + 1, "best": printed(row[order[0]], decimals), "best_label": labels[int(order[0])],
+             "next": printed(row[order[1]], decimals), "decimals": decimals}
+    many, close = num_heads(trace) > 1, decimals > SHOWN_DECIMALS
+    if many and close:
+        prompt = Msg("Which token does '{token}' ({position}) attend to most in head {head}? Its two largest weights "
+                     "are close: read them to {decimals} decimals.", **words)
+    elif many:
         prompt = Msg("Which token does '{token}' ({position}) attend to most in head {head}?", **words)
-        explain = Msg("Row '{label}' of the weights in head {head}: its largest weight, {best:.3f}, is on "
-                      "'{best_label}' (next: {next:.3f}).", **words)
-        title = Msg("weights in head {head}, row '{label}'", label=labels[i], head=head + 1)
+    elif close:
+        prompt = Msg("Which token does '{token}' ({position}) attend to most? Its two largest weights are close: "
+                     "read them to {decimals} decimals.", **words)
     else:
         prompt = Msg("Which token does '{token}' ({position}) attend to most?", **words)
-        explain = Msg("Row '{label}' of the weights: its largest weight, {best:.3f}, is on '{best_label}' "
-                      "(next: {next:.3f}).", **words)
-        title = Msg("weights, row '{label}'", label=labels[i])
+    if many:
+        explain = Msg("Row '{label}' of the weights in head {head}: its largest weight, {best}, is on '{best_label}' "
+                      "(next: {next}).", **words)
+    else:
+        explain = Msg("Row '{label}' of the weights: its largest weight, {best}, is on '{best_label}' (next: "
+                      "{next}).", **words)
+    seen = [int(k) for k in order if row[k] > 0]
+    keep = sorted(set(seen[:PROOF_VALUES]) | set(picked))  # in token order; the choices always among them
+    cut = {"label": labels[i], "head": head + 1, "n": len(keep), "total": len(seen)}
+    if len(keep) < len(seen):
+        title = (Msg("weights in head {head}, row '{label}': the {n} largest of {total}", **cut) if many else
+                 Msg("weights, row '{label}': the {n} largest of {total}", **cut))
+    else:
+        title = (Msg("weights in head {head}, row '{label}'", label=labels[i], head=head + 1) if many else
+                 Msg("weights, row '{label}'", label=labels[i]))
     return Question(
         kind="attends_most", prompt=prompt, choices=choices, answer=picked.index(int(order[0])), explain=explain,
-        proof={"title": title, "labels": list(labels), "values": [float(v) for v in row],
-               "highlight": int(order[0])},
+        proof={"title": title, "labels": [labels[k] for k in keep], "values": [round(float(row[k]), 6) for k in keep],
+               "highlight": keep.index(int(order[0])), "decimals": decimals},
     )
 
 
@@ -206,6 +270,14 @@ def view_shape(trace: Trace, name: str = "keys") -> Question:
     )
 
 
+ROW_DECIMALS = 3  # a masking question prints its row to 3 decimals: the methods must differ there
+
+
+def _rounded(row: np.ndarray) -> list[float]:
+    """A row for the proof: NaN as 0 (JSON has no NaN), 6 decimals (a poll store re-reads it every refresh)."""
+    return [round(float(x), 6) for x in np.nan_to_num(row)]
+
+
 MASKING_CHOICES = {  # lab variant name -> the choice a student sees (a msgid); the two correct methods are one choice
     "−∞ before softmax": N_("−∞ or renormalize (the same row)"),
     "softmax, zero, renormalize": N_("−∞ or renormalize (the same row)"),
@@ -218,7 +290,8 @@ MASKING_CHOICES = {  # lab variant name -> the choice a student sees (a msgid); 
 def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Question:
     """"Renormalize or −∞: which gives this row?" One method (chosen by ``seed``) is applied to the trace's own
     scores (head ``head``) and a row is shown; the choices are the methods, each computed on the same scores.
-    The shown row is one that exactly one choice gives (the first rows are the same for several)."""
+    The shown row is one that exactly one choice gives as printed to :data:`ROW_DECIMALS` decimals (the first rows
+    are the same for several; a method that leaks a weight of 0.0001 prints like the correct one)."""
     scores = head_matrix(trace, "scores", head)
     keys = head_matrix(trace, "keys", head)
     if scores is None or keys is None or scores.shape[0] != scores.shape[1]:
@@ -235,9 +308,10 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
     for target in [choices[k] for k in rng.permutation(len(choices))]:
         for i in [*range(T - 2, 0, -1), T - 1]:  # rows with masked keys first: there the methods differ
             shown = rows[target][i]
-            matching = [c for c in choices if np.allclose(rows[c][i], shown, rtol=0, atol=1e-5, equal_nan=True)]
+            printed_rows = {c: [printed(x, ROW_DECIMALS) for x in rows[c][i]] for c in choices}
+            matching = [c for c in choices if printed_rows[c] == printed_rows[target]]  # as a student reads them
             if matching == [target]:
-                numbers = ", ".join("nan" if np.isnan(x) else f"{x:.3f}" for x in shown)
+                numbers = ", ".join(printed_rows[target])
                 if num_heads(trace) > 1:
                     prompt = Msg("Row '{label}' of these scores (head {head}), masked causally, came out as "
                                  "[{numbers}]. Which masking gives this row?", label=labels[i], head=head + 1,
@@ -251,8 +325,8 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
                     explain=Msg("Each method computed on the same scores; only this one gives that row. Masking "
                                 "with −∞ and renormalizing after softmax give the very same weights."),
                     proof={"title": Msg("row '{label}' by each method", label=labels[i]), "labels": list(labels),
-                           "values": [float(x) for x in np.nan_to_num(shown)], "highlight": -1, "answer_row": target,
-                           "rows": {c: [float(x) for x in np.nan_to_num(rows[c][i])] for c in choices}},
+                           "values": _rounded(shown), "highlight": -1, "answer_row": target,
+                           "rows": {c: _rounded(rows[c][i]) for c in choices}, "decimals": ROW_DECIMALS},
                 )
     raise Problem("every row is the same under two masking methods: type a longer sentence")
 
@@ -260,15 +334,19 @@ def masking(trace: Trace, labels: list[str], head: int = 0, seed: int = 0) -> Qu
 def previous_token_head(weights: np.ndarray, layer: int | None = None) -> Question:
     """"Which head of layer L is the previous-token head?" ``weights``: one layer's (num_heads, T, T). The answer
     is the head with the largest mean weight on the previous token (:func:`scores.previous_token_score`); the wrong
-    choices are the runners-up, listed by head number."""
+    choices are the runners-up, listed by head number. The proof prints the means to as many decimals as tell the
+    best from the next (:func:`decimals_to_tell`)."""
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 3 or w.shape[0] < MIN_CHOICES:
         raise Problem("a head question needs {low} or more heads; got weights of shape {shape}", low=MIN_CHOICES,
                       shape=w.shape)
     score = np.nan_to_num(previous_token_score(w), nan=-1.0)
     order = np.argsort(-score, kind="stable")
-    if score[order[0]] - score[order[1]] <= TIE:
-        raise Problem("two heads attend to the previous token equally: pick another layer")
+    decimals = (decimals_to_tell(score[order[0]], score[order[1]]) if score[order[0]] - score[order[1]] > TIE
+                else None)
+    if decimals is None:
+        raise Problem("two heads attend to the previous token equally (even to {decimals} decimals): pick another "
+                      "layer", decimals=MAX_DECIMALS)
     picked = sorted(int(h) for h in order[:MAX_CHOICES - 1])
     if layer is not None:
         prompt = Msg("Which head of layer {layer} is the previous-token head (puts most weight on the token just "
@@ -280,11 +358,11 @@ def previous_token_head(weights: np.ndarray, layer: int | None = None) -> Questi
     return Question(
         kind="previous_token_head", prompt=prompt,
         choices=tuple(Msg("head {head}", head=h + 1) for h in picked), answer=picked.index(int(order[0])),
-        explain=Msg("Mean weight on the previous token: head {best} {best_score:.2f}, the next best head {next} "
-                    "{next_score:.2f}.", best=int(order[0]) + 1, best_score=float(score[order[0]]),
-                    next=int(order[1]) + 1, next_score=float(score[order[1]])),
+        explain=Msg("Mean weight on the previous token: head {best} {best_score}, the next best head {next} "
+                    "{next_score}.", best=int(order[0]) + 1, best_score=printed(score[order[0]], decimals),
+                    next=int(order[1]) + 1, next_score=printed(score[order[1]], decimals)),
         proof={"title": title, "labels": [Msg("head {head}", head=h + 1) for h in range(len(score))],
-               "values": [float(s) for s in score], "highlight": int(order[0])},
+               "values": [round(float(s), 6) for s in score], "highlight": int(order[0]), "decimals": decimals},
     )
 
 
