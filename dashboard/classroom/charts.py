@@ -6,6 +6,8 @@ import altair as alt
 import pandas as pd
 
 RIGHT, OTHER, PENDING = "#1a9850", "#9e9e9e", "#4575b4"  # colour-blind-safe enough beside the ✓ text marks
+PHONE_BARS_PX = 220  # a proving row's bars on a phone: with the labels beside them it fits a 360-px screen
+BAR_PX = 26  # one bar of a proving row: a finger's width, its value printed at 13 px
 
 
 def tally_chart(choices: list[str], counts: list[int], answer: int | None = None,
@@ -33,7 +35,8 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
 
 def proof_chart(proof: dict, width: int | None = None) -> alt.Chart | None:
     """The numbers that prove the answer as a heatmap strip: the row of weights (or each head's score) with the
-    answer's cell outlined, or one row per masking method. None when they are not numbers (shapes: a table)."""
+    answer's cell outlined, or one row per masking method, printed to the proof's ``decimals`` (the precision at
+    which the answer shows). None when they are not numbers (shapes: a table)."""
     values, labels = proof.get("values") or [], proof.get("labels") or []
     if not values or not all(isinstance(v, int | float) for v in values) or len(values) != len(labels):
         return None
@@ -53,9 +56,47 @@ def proof_chart(proof: dict, width: int | None = None) -> alt.Chart | None:
         stroke=alt.StrokeValue(None, condition={"test": "datum.mark", "value": "#d7191c"}),
         strokeWidth=alt.StrokeWidthValue(4), tooltip=["row:N", "label:N", alt.Tooltip("value:Q", format=".4f")])
     text = alt.Chart().mark_text(fontSize=13).encode(
-        x=x, y=y, text=alt.Text("value:Q", format=".2f"),
+        x=x, y=y, text=alt.Text("value:Q", format=f".{int(proof.get('decimals', 2))}f"),
         color=alt.ColorValue("black", condition={"test": f"datum.value < {lo + 0.5 * (top - lo)}", "value": "white"}))
     step = 56 if width is None else max(28, width // max(1, len(labels)))
     return alt.layer(cells, text, data=frame).properties(
         width=alt.Step(step), height=alt.Step(40), title=proof.get("title", ""),
         autosize=alt.AutoSizeParams(type="pad"))
+
+
+def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetChart | None:
+    """The proving row, phone-sized: one horizontal bar per label (the question's row of weights, each head's
+    score) in their order, each value printed to the proof's ``decimals``, the answer's bar green and its label
+    marked ✓; a masking proof gives one block of bars per method, the answer's green and marked ✓. ``width``: the
+    bars' width (None: the container's; a masking proof takes :data:`PHONE_BARS_PX`). None when the proof holds no
+    numbers (shapes: a table)."""
+    values, labels = proof.get("values") or [], proof.get("labels") or []
+    if not values or not all(isinstance(v, int | float) for v in values) or len(values) != len(labels):
+        return None
+    decimals = int(proof.get("decimals", 2))
+    many = bool(proof.get("rows"))
+    rows = proof["rows"] if many else {"": values}
+    hi = int(proof.get("highlight", -1))
+    frame = pd.DataFrame([{"row": ("✓ " if name == proof.get("answer_row") else "") + name, "r": r, "k": k,
+                           "label": ("✓ " if not many and k == hi else "") + str(label), "value": float(v),
+                           "colour": RIGHT if (name == proof.get("answer_row") if many else k == hi) else OTHER}
+                          for r, (name, row) in enumerate(rows.items())
+                          for k, (label, v) in enumerate(zip(labels, row))])
+    lo, top = min(0.0, frame["value"].min()), max(frame["value"].max(), 1e-9) * 1.3  # room for the printed value
+    y = alt.Y("label:N", sort=alt.EncodingSortField("k", op="min"), title=None,
+              axis=alt.Axis(labelFontSize=13, labelLimit=130))
+    x = alt.X("value:Q", title=None, scale=alt.Scale(domain=[lo, top]), axis=None)
+    bars = alt.Chart().mark_bar(height=BAR_PX - 6).encode(
+        y=y, x=x, color=alt.Color("colour:N", scale=None),
+        tooltip=[alt.Tooltip("label:N"), alt.Tooltip("value:Q", format=".4f")])
+    text = alt.Chart().mark_text(align="left", dx=4, fontSize=13).encode(
+        y=y, x=x, text=alt.Text("value:Q", format=f".{decimals}f"))
+    height = BAR_PX * len(labels)
+    if not many:
+        return alt.layer(bars, text, data=frame).properties(width=width or "container", height=height,
+                                                            title=proof.get("title", ""))
+    header = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelFontSize=13,
+                        labelLimit=(width or PHONE_BARS_PX) + 130, title=None)
+    return alt.layer(bars, text).properties(width=width or PHONE_BARS_PX, height=height).facet(
+        data=frame, row=alt.Row("row:N", sort=alt.EncodingSortField("r", op="min"), header=header),
+        title=proof.get("title", ""))

@@ -19,7 +19,7 @@ import streamlit as st
 from attn_core.labs import questions as qs
 from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
-from dashboard.classroom.charts import proof_chart, tally_chart
+from dashboard.classroom.charts import proof_bars, proof_chart, tally_chart
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, default_url, normalize_code
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.i18n import switch as language_switch
@@ -77,7 +77,7 @@ def question_options(trace: Trace, labels: list[str], *, head: int = 0, query: i
     for kind in kinds:
         if kind == "attends_most":
             try:
-                i = qs.default_query(trace, head) if query is None else query
+                i = qs.provable_query(trace, head, query)  # a clicked near tie the screen cannot settle: another row
             except ValueError:
                 i = len(labels) - 1
             token = md_escape(_piece(labels[i]))
@@ -242,6 +242,18 @@ def show_proof(q: Question, width: int | None = None) -> None:
         st.table({_("step"): q.proof["labels"], _("shape"): q.proof["values"]})
 
 
+def show_proving_row(q: Question) -> None:
+    """The proof on a phone: the proving row as bars (the right answer green and ✓, each value to the decimals
+    that tell it apart), or the table of shapes with the right step marked; never the whole heatmap."""
+    chart = proof_bars(q.proof)
+    if chart is not None:
+        st.altair_chart(chart, width="stretch" if not q.proof.get("rows") else "content")
+    elif q.proof.get("labels"):
+        hi = q.proof.get("highlight", -1)
+        st.table({_("step"): [("✓ " if k == hi else "") + str(s) for k, s in enumerate(q.proof["labels"])],
+                  _("shape"): q.proof["values"]})
+
+
 # -- the students' page ----------------------------------------------------------------------------------------
 def student_page() -> None:
     """One question, big buttons, the reveal when the teacher reveals. No login, nothing personal stored."""
@@ -319,6 +331,7 @@ def _student_live(code: str, session: str) -> None:
             st.error(_("The answer is **{answer}**; you chose {mine}", answer=right,
                        mine=md_escape(q.choices[mine])))
         st.caption(md_escape(q.explain))
+        show_proving_row(q)
         try:
             counts = store().tally(code, poll.seq)
             st.altair_chart(tally_chart(list(q.choices), counts, q.answer, x_title=_("answers")), width="stretch")

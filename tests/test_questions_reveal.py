@@ -1,0 +1,75 @@
+"""The proof at the reveal, on a phone: the proving row (its labels, values at the precision that proves the answer,
+the right answer marked), never the whole heatmap; and the proof charts' pure builders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apptest_utils import _rows, messages, new_app, open_page, spec_nodes
+from attn_core.labs.questions import PROOF_VALUES, Question
+from dashboard.classroom import store as ps
+from dashboard.classroom.charts import RIGHT, proof_bars, proof_chart
+from dashboard.classroom.ui import _stores
+
+
+@pytest.fixture
+def class_db(tmp_path, monkeypatch, fresh_caches):
+    monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
+    yield tmp_path / "class.sqlite3"
+    _stores.clear()
+
+
+def proving_charts(at) -> list[tuple[list[dict], dict]]:
+    """(rows, spec) of each chart on the page that marks a label with ✓ (the tally marks its ``choice`` instead)."""
+    charts = [(_rows(el), json.loads(el.proto.spec)) for el in at.get("vega_lite_chart")]
+    return [(rows, spec) for rows, spec in charts if any(str(r.get("label", "")).startswith("✓ ") for r in rows)]
+
+
+def test_a_phone_sees_the_proving_row_at_the_reveal(class_db):
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    assert not messages(teacher)["exception"], messages(teacher)
+    code = teacher.session_state["poll_room"]["code"]
+    q = Question.from_dict(teacher.session_state["poll_current"]["question"]).in_words(str)
+    phone = new_app(code=code)
+    phone.run()
+    phone.switch_page("app_pages/answer.py").run()
+    assert not proving_charts(phone)  # nothing proves anything before the reveal
+    teacher.button(key="poll_reveal").click().run()
+    phone.run()
+    assert not messages(phone)["exception"], messages(phone)
+    charts = proving_charts(phone)
+    assert len(charts) == 1, charts
+    rows, spec = charts[0]
+    marked = [r for r in rows if r["label"].startswith("✓ ")]
+    assert [r["label"] for r in marked] == ["✓ " + q.choices[q.answer]] and marked[0]["colour"] == RIGHT
+    assert len(rows) <= PROOF_VALUES and {r["label"].removeprefix("✓ ") for r in rows} >= set(q.choices)
+    assert any(n.get("format") == f".{q.proof['decimals']}f" for n in spec_nodes(spec))  # the proving precision
+    assert not any(n.get("mark") in ("rect", {"type": "rect"}) for n in spec_nodes(spec))  # a row, not a heatmap
+
+
+def test_a_near_tie_is_printed_to_the_decimals_that_tell_it():
+    proof = {"title": "weights, row '4: with'", "labels": ["1: Your", "2: journey", "3: starts", "4: with"],
+             "values": [0.341, 0.340, 0.2, 0.119], "highlight": 0, "decimals": 3}
+    for chart in (proof_bars(proof), proof_chart(proof)):
+        formats = {n["format"] for n in spec_nodes(chart.to_dict()) if "format" in n and n.get("field") == "value"}
+        assert ".3f" in formats and ".2f" not in formats, formats
+    bars = proof_bars(proof).to_dict()
+    data = next(iter(bars["datasets"].values()))
+    assert [r["label"] for r in data if r["colour"] == RIGHT] == ["✓ 1: Your"]
+
+
+def test_a_masking_proof_on_a_phone_is_one_block_per_method_the_answer_marked():
+    labels = ["1: a", "2: b", "3: c"]
+    proof = {"title": "row '2: b' by each method", "labels": labels, "values": [0.4, 0.6, 0.0], "highlight": -1,
+             "answer_row": "−∞ or renormalize (the same row)", "decimals": 3,
+             "rows": {"−∞ or renormalize (the same row)": [0.4, 0.6, 0.0],
+                      "zeros in the scores (not −∞)": [0.3, 0.4, 0.3]}}
+    spec = proof_bars(proof).to_dict()
+    assert "facet" in spec and spec["spec"]["width"] <= 260  # fits a 360-px phone beside its labels
+    data = next(iter(spec["datasets"].values()))
+    assert {r["row"] for r in data if r["colour"] == RIGHT} == {"✓ −∞ or renormalize (the same row)"}
+    assert len(data) == 6
+    assert proof_bars({"labels": ["keys.view"], "values": ["(1, 6, 2, 1)"], "highlight": 0}) is None  # a table
