@@ -52,7 +52,7 @@ def test_bpe_side_by_side(at):
     assert rows[BOOK_EXAMPLE]["GPT-2 ids"] == str(bpe_ids(BOOK_EXAMPLE))
     assert rows[BOOK_EXAMPLE]["<|unk|>"] == 2  # "Hello" and "palace" are not in The Verdict's words
     assert rows["someunknownPlace"]["GPT-2 BPE tokens"] > 1 and rows["someunknownPlace"]["<|unk|>"] == 1
-    assert "⟨" in rows["Hello 😀"]["GPT-2 pieces"]  # the emoji as bytes
+    assert "😀(1/2) · 😀(2/2)" in rows["Hello 😀"]["GPT-2 pieces"]  # the emoji's bytes, each naming it
     assert rows["<|endoftext|>"]["GPT-2 ids"] == "[50256]"
 
 

@@ -165,14 +165,16 @@ def test_row_labels_thin_out_when_rows_are_lower_than_the_labels(big):
 
 
 def test_byte_pieces_are_explained_once_and_show_the_character_they_complete():
-    """Issue 20 item 9: emoji and CJK tokens showed as ⟨f0 9f⟩ with no word of why."""
+    """Issue 20 item 9: emoji and CJK tokens showed as ⟨f0 9f⟩ with no word of why; issue 41 item 12: every token
+    of the run names its character, not only the last."""
     from attn_core import tokenize
 
     labels = [t.label for t in tokenize("I love 😀 and 猫")]
-    assert labels[3].endswith("⟨80⟩=😀") and labels[-1].endswith("=猫")
+    assert labels[2:4] == ["3: 😀(1/2)", "4: 😀(2/2)"] and labels[-3:] == ["6: 猫(1/3)", "7: 猫(2/3)", "8: 猫(3/3)"]
     at = open_app(None, sentence="I love 😀 and 猫", input_mode="learned", section="Tokens")
     notes = [c.value for c in at.caption if "splits them into UTF-8 bytes" in c.value]
-    assert len(notes) == 1, [c.value for c in at.caption]
+    assert len(notes) == 1 and "猫(1/3)" in notes[0], [c.value for c in at.caption]
+    assert "3: 😀(1/2)" in list(at.dataframe[0].value.iloc[:, 0])
     at = open_app(None, sentence="plain words only", input_mode="learned", section="Tokens")
     assert not [c.value for c in at.caption if "UTF-8 bytes" in c.value]
 

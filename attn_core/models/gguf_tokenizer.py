@@ -185,7 +185,7 @@ class GGUFTokenizer:
     def tokens(self, text: str, max_tokens: int | None = None) -> list:
         """``text`` as :class:`attn_core.text.tokens.Token` s (id, piece, unique label), as ``tokens.tokenize`` gives
         GPT-2's; the same bounds and messages."""
-        from attn_core.text.tokens import MAX_TEXT_CHARS, Token, readable_piece
+        from attn_core.text.tokens import MAX_TEXT_CHARS, make_tokens
 
         if text is None or not text.strip():
             raise Problem("The text is empty: type a sentence (for example: The quick brown fox)")
@@ -197,11 +197,7 @@ class GGUFTokenizer:
         if max_tokens is not None and len(ids) > max_tokens:
             raise Problem("Your text is {n_ids:,} tokens long; this takes up to {max_tokens:,}. Shorten it by about "
                           "{over:,} tokens", n_ids=len(ids), max_tokens=max_tokens, over=len(ids) - max_tokens)
-        out = []
-        for i, t in enumerate(ids):
-            raw = self.token_bytes(t)
-            out.append(Token(i, t, raw.decode("utf-8", errors="replace"), f"{i + 1}: {readable_piece(raw)}", raw))
-        return out
+        return make_tokens(ids, [self.token_bytes(t) for t in ids])
 
     def is_special(self, token_id: int) -> bool:
         return self.backend.id_to_token(int(token_id)) in self.special_tokens

@@ -8,8 +8,9 @@ tokenizer (``encode`` / ``decode`` / ``token_bytes`` / ``tokens``).
 from __future__ import annotations
 
 import binascii
-import codecs
 import hashlib
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -64,15 +65,71 @@ _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
 
 
 def readable_piece(raw: bytes) -> str:
-    """A piece as a person reads it: whitespace made visible, partial UTF-8 shown as hex bytes."""
+    """A piece as a person reads it: whitespace made visible, partial UTF-8 shown as hex bytes (alone, a token
+    cannot say which character its bytes belong to: :func:`piece_labels` reads them in their run)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return "⟨" + " ".join(f"{b:02x}" for b in raw) + "⟩"
+        return _hex(raw)
     stripped = text.strip()
     if stripped:
         return stripped
     return "".join(_VISIBLE.get(c, c) for c in text) or "∅"
+
+
+def _hex(raw: bytes) -> str:
+    return "⟨" + " ".join(f"{b:02x}" for b in raw) + "⟩"
+
+
+def _characters(data: bytes) -> list[tuple[int, int, str | None]]:
+    """``data``'s UTF-8 characters as (start, end, character) byte spans; a byte that starts no character: None."""
+    spans, i = [], 0
+    while i < len(data):
+        lead = data[i]
+        n = 1 if lead < 0x80 else 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else \
+            4 if 0xF0 <= lead <= 0xF4 else 0
+        try:
+            spans.append((i, i + n, data[i:i + n].decode("utf-8")) if n else (i, i + 1, None))
+        except UnicodeDecodeError:  # a lead byte without its continuation bytes
+            spans.append((i, i + 1, None))
+        i = spans[-1][1]
+    return spans
+
+
+def piece_labels(raws: Sequence[bytes]) -> list[str]:
+    """Each token's piece as a person reads it, read in its run: a byte-level BPE (GPT-2, SmolLM2) splits a character
+    it has no token for (emoji, many Chinese characters) into byte tokens, and each of them names the character and
+    which part of it it holds: "猫(1/3)", "猫(2/3)", "猫(3/3)". A token of whole characters reads as
+    :func:`readable_piece`; bytes that make no character stay hex (⟨e7⟩)."""
+    starts, at = [], 0
+    for raw in raws:
+        starts.append(at)
+        at += len(raw)
+    characters = _characters(b"".join(raws))
+    char_starts = [c[0] for c in characters]
+    labels = []
+    for t, raw in enumerate(raws):
+        a, b = starts[t], starts[t] + len(raw)
+        inside = characters[max(0, bisect_right(char_starts, a) - 1):bisect_right(char_starts, b - 1)] if raw else []
+        if all(ch is not None and a <= cs and ce <= b for cs, ce, ch in inside):  # whole characters: as written
+            labels.append(readable_piece(raw))
+            continue
+        parts: list[str] = []
+        for cs, ce, ch in inside:
+            if ch is None:
+                parts.append(_hex(raw[max(cs, a) - a:min(ce, b) - a]))
+            elif a <= cs and ce <= b:
+                parts.append(ch)
+            else:  # the tokens that hold this character's bytes, first to last
+                first, last = bisect_right(starts, cs) - 1, bisect_right(starts, ce - 1) - 1
+                shown = f"U+{ord(ch):04X}" if ch.isspace() else ch  # an ideographic space must still show
+                parts.append(f"{shown}({t - first + 1}/{last - first + 1})")
+        while parts[0].isspace():  # whole spaces around a part, as readable_piece strips them
+            parts.pop(0)
+        while parts[-1].isspace():
+            parts.pop()
+        labels.append("".join(parts).replace("⟩⟨", " "))
+    return labels
 
 
 def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
@@ -92,16 +149,13 @@ def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
         raise Problem("Your text is {n_tokens} tokens long; Attention Lab shows up to {max_tokens} tokens (GPT-2's "
                       "context length). Shorten the text by about {cut} tokens", n_tokens=len(ids),
                       max_tokens=max_tokens, cut=len(ids) - max_tokens)
-    tokens = []
-    pending = codecs.getincrementaldecoder("utf-8")(errors="replace")  # characters split over several tokens
-    for i, tid in enumerate(ids):
-        raw = enc.decode_single_token_bytes(tid)
-        piece = readable_piece(raw)
-        completed = pending.decode(raw)
-        if piece.startswith("⟨") and completed.strip():  # these bytes finish a character: show it ("⟨98 80⟩=😀")
-            piece += "=" + completed.strip()
-        tokens.append(Token(i, tid, raw.decode("utf-8", errors="replace"), f"{i + 1}: {piece}", raw))
-    return tokens
+    return make_tokens(ids, [enc.decode_single_token_bytes(tid) for tid in ids])
+
+
+def make_tokens(ids: Sequence[int], raws: Sequence[bytes]) -> list[Token]:
+    """Tokens from their ids and bytes, labelled "position: piece" (:func:`piece_labels`), for every tokenizer."""
+    return [Token(i, int(tid), raw.decode("utf-8", errors="replace"), f"{i + 1}: {piece}", raw)
+            for i, (tid, raw, piece) in enumerate(zip(ids, raws, piece_labels(raws)))]
 
 
 class BPETokenizer:

@@ -34,9 +34,9 @@ from dashboard.state.runs import load_run
 from dashboard.state.steppers import section_steps
 from dashboard.state.url_state import linked_choice
 
-BYTE_PIECES = N_("GPT-2 has no token for some characters (emoji, many Chinese or Japanese ones): it splits them "
-                 "into UTF-8 bytes, shown in hex as ⟨f0 9f⟩. The token whose bytes complete a character shows it: "
-                 "⟨80⟩=😀.")
+BYTE_PIECES = N_("The tokenizer has no token for some characters (emoji, many Chinese or Japanese ones): it splits "
+                 "them into UTF-8 bytes, several tokens for one character. Each of them names its character and "
+                 "which piece it holds: 猫(1/3), 猫(2/3), 猫(3/3); the piece column shows its bytes.")
 INPUT_KINDS = {"book": N_("book"), "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "onehot": N_("one-hot")}
 WEIGHTS = N_("Weights")  # the section a new visitor sees: the heart of the chapter
 MODEL_VIEW = N_("Model view")  # with pretrained weights: every layer x head, and the next token
@@ -56,7 +56,7 @@ def tokens_section(v: View) -> None:
     token_df = pd.DataFrame({_("label"): v.labels, _("id"): [t.id for t in v.run.tokens],
                              _("piece"): [piece_text(t) for t in v.run.tokens]})
     left.dataframe(token_df, hide_index=True, height=min(400, 38 + 35 * v.T), width="stretch")
-    if any(label.split(": ", 1)[1].startswith("⟨") for label in v.labels):
+    if any("\ufffd" in t.text for t in v.run.tokens):  # a token holds part of a character
         left.caption(_(BYTE_PIECES))
     x = v.mat("input", 0)
     dims = [_("dim {i}", i=i + 1) for i in range(x.shape[1])]

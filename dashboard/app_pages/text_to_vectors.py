@@ -22,7 +22,7 @@ from attn_core.text.text_pipeline import (
     one_hot,
     sliding_windows,
 )
-from attn_core.text.tokens import MAX_TEXT_CHARS, bpe_encoding, readable_piece
+from attn_core.text.tokens import MAX_TEXT_CHARS, bpe_encoding, piece_labels
 from attn_core.text.word_tokenizer import (
     BOOK_EXAMPLE,
     PATTERNS,
@@ -68,7 +68,7 @@ def _other_bpe(text: str) -> tuple[str, list[str]] | None:
     if name is None:
         return None
     tokenizer = models.model(name).tokenizer
-    return models.label(name), [readable_piece(tokenizer.token_bytes(i)) for i in tokenizer.encode(text)]
+    return models.label(name), piece_labels([tokenizer.token_bytes(i) for i in tokenizer.encode(text)])
 
 
 def _has_chinese(text: str) -> bool:
@@ -100,7 +100,7 @@ def chinese_table(sent: str) -> None:
 
 def _pieces(ids: list[int]) -> list[str]:
     enc = bpe_encoding()
-    return [readable_piece(enc.decode_single_token_bytes(t)) for t in ids]
+    return piece_labels([enc.decode_single_token_bytes(t) for t in ids])
 
 
 # 1. Word tokenizer ---------------------------------------------------------------------------------------------
@@ -171,9 +171,10 @@ def bpe_section(text: str, sent: str) -> None:
         rows.append(row)
     show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(_("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji or most "
-                 "Chinese characters into their UTF-8 bytes (shown as hex, ⟨…⟩), and `<|endoftext|>` is one special "
-                 "token (50256). The word tokenizer maps every word outside its {n}-word vocabulary to `<|unk|>` and "
-                 "loses it.", n=f"{len(vocab) - 2:,}"))
+                 "Chinese characters into their UTF-8 bytes, one token per piece (each names its character and "
+                 "which piece it holds: 猫(1/3) 猫(2/3) 猫(3/3)), and `<|endoftext|>` is one special token (50256). "
+                 "The word tokenizer maps every word outside its {n}-word vocabulary to `<|unk|>` and loses it.",
+                 n=f"{len(vocab) - 2:,}"))
     if other is None:
         st.caption(_(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
                      "installed."))
