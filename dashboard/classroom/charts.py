@@ -8,6 +8,7 @@ import pandas as pd
 RIGHT, OTHER, PENDING = "#1a9850", "#9e9e9e", "#4575b4"  # colour-blind-safe enough beside the ✓ text marks
 PHONE_BARS_PX = 220  # a proving row's bars on a phone: with the labels beside them it fits a 360-px screen
 BAR_PX = 26  # one bar of a proving row: a finger's width, its value printed at 13 px
+METHOD_BAR_PX = 20  # a masking proof draws a row per method: thinner bars keep the four on about one phone screen
 
 
 def tally_chart(choices: list[str], counts: list[int], answer: int | None = None,
@@ -86,12 +87,13 @@ def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetCh
     y = alt.Y("label:N", sort=alt.EncodingSortField("k", op="min"), title=None,
               axis=alt.Axis(labelFontSize=13, labelLimit=130))
     x = alt.X("value:Q", title=None, scale=alt.Scale(domain=[lo, top]), axis=None)
-    bars = alt.Chart().mark_bar(height=BAR_PX - 6).encode(
+    row_px = METHOD_BAR_PX if many else BAR_PX
+    bars = alt.Chart().mark_bar(height=row_px - 6).encode(
         y=y, x=x, color=alt.Color("colour:N", scale=None),
         tooltip=[alt.Tooltip("label:N"), alt.Tooltip("value:Q", format=".4f")])
     text = alt.Chart().mark_text(align="left", dx=4, fontSize=13).encode(
         y=y, x=x, text=alt.Text("value:Q", format=f".{decimals}f"))
-    height = BAR_PX * len(labels)
+    height = row_px * len(labels)
     if not many:
         return alt.layer(bars, text, data=frame).properties(width=width or "container", height=height,
                                                             title=proof.get("title", ""))
