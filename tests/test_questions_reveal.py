@@ -27,13 +27,14 @@ def proving_charts(at) -> list[tuple[list[dict], dict]]:
     return [(rows, spec) for rows, spec in charts if any(str(r.get("label", "")).startswith("✓ ") for r in rows)]
 
 
-def test_a_phone_sees_the_proving_row_at_the_reveal(class_db):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_phone_sees_the_proving_row_at_the_reveal(class_db, lang):
     teacher = open_page()
     teacher.button(key="poll_ask_explore").click().run()
     assert not messages(teacher)["exception"], messages(teacher)
     code = teacher.session_state["poll_room"]["code"]
     q = Question.from_dict(teacher.session_state["poll_current"]["question"]).in_words(str)
-    phone = new_app(code=code)
+    phone = new_app(code=code, lang=lang)
     phone.run()
     phone.switch_page("app_pages/answer.py").run()
     assert not proving_charts(phone)  # nothing proves anything before the reveal
@@ -48,6 +49,8 @@ def test_a_phone_sees_the_proving_row_at_the_reveal(class_db):
     assert len(rows) <= PROOF_VALUES and {r["label"].removeprefix("✓ ") for r in rows} >= set(q.choices)
     assert any(n.get("format") == f".{q.proof['decimals']}f" for n in spec_nodes(spec))  # the proving precision
     assert not any(n.get("mark") in ("rect", {"type": "rect"}) for n in spec_nodes(spec))  # a row, not a heatmap
+    title = str(spec.get("title", ""))
+    assert ("注意力权重" in title) if lang == "zh" else title.startswith("weights"), title  # the phone's language
 
 
 def test_a_near_tie_is_printed_to_the_decimals_that_tell_it():
