@@ -275,7 +275,7 @@ def test_the_poll_question_which_head_hurts_the_repeat_most(ours):
     assert q.kind == "harmful_head" and len(q.choices) == 4 and Question.from_dict(q.to_dict()) == q
     losses = q.proof["values"]
     assert q.answer == int(np.argmax(losses)) == q.proof["highlight"]
-    layer, head = (int(n) - 1 for n in re.findall(r"\d+", q.choices[q.answer]))
+    layer, head = (int(n) - 1 for n in re.findall(r"\d+", str(q.choices[q.answer])))
     assert losses[q.answer] == pytest.approx(float(head_ablation(ours, idx, [(layer, head)])[50:].mean()), abs=1e-5)
     sink = losses[2]  # the strongest first-token head: it looks hardest and moves least
     assert sink < min(losses[0], losses[1])

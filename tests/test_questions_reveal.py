@@ -8,7 +8,7 @@ import json
 import pytest
 
 from apptest_utils import _rows, messages, new_app, open_page, spec_nodes
-from attn_core.labs.questions import PROOF_VALUES, Question
+from attn_core.labs.questions import PROOF_VALUES, Question, printed
 from dashboard.classroom import store as ps
 from dashboard.classroom.charts import RIGHT, proof_bars, proof_chart
 from dashboard.classroom.ui import _stores
@@ -76,3 +76,22 @@ def test_a_masking_proof_on_a_phone_is_one_block_per_method_the_answer_marked():
     assert {r["row"] for r in data if r["colour"] == RIGHT} == {"✓ −∞ or renormalize (the same row)"}
     assert len(data) == 6
     assert proof_bars({"labels": ["keys.view"], "values": ["(1, 6, 2, 1)"], "highlight": 0}) is None  # a table
+
+
+def test_the_head_question_reads_in_chinese_and_proves_at_its_decimals(smollm2):
+    """The knock-out question was plain English on a Chinese phone; its losses print to the decimals that tell
+    the answer from the next."""
+    from attn_core.labs.head_question import harmful_head
+    from attn_core.labs.knockout import repeated_random_tokens
+    from dashboard.i18n import language, message
+
+    question = harmful_head(smollm2, repeated_random_tokens(smollm2.cfg["vocab_size"], 20, seed=1))
+    with language("zh"):
+        zh = Question.from_dict(json.loads(json.dumps(question.to_dict()))).in_words(message)
+    words = [zh.prompt, zh.explain, zh.proof["title"], *zh.choices]
+    assert all("layer" not in w and "head" not in w and "loss" not in w for w in words), words
+    assert zh.choices[zh.answer].startswith("第 ") and "nats" in zh.explain
+    losses = sorted(question.proof["values"], reverse=True)
+    decimals = question.proof["decimals"]
+    assert printed(losses[0], decimals) != printed(losses[1], decimals)
+    assert printed(losses[0], decimals) in zh.explain

@@ -11,7 +11,7 @@ import torch
 from attn_core.labs.heads import head_ablation
 from attn_core.labs.knockout import KINDS, repeat_loss, scored_losses, top_heads
 from attn_core.labs.questions import TIE, Question, decimals_to_tell, printed
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.models.traced import TracedLM
 
 
@@ -31,16 +31,17 @@ def harmful_head(model: TracedLM, idx: torch.Tensor, seed: int = 0) -> Question:
         else None
     if decimals is None:
         raise Problem("two heads hurt the repeat equally when knocked out: draw another text (seed)")
-    labels = [f"layer {layer + 1}, head {head + 1}" for layer, head in picked]
+    labels = [Msg("layer {layer}, head {head}", layer=layer + 1, head=head + 1) for layer, head in picked]
     best = int(order[0])
-    shown = [printed(loss, decimals) for loss in losses]  # as many decimals as tell the answer from the next
+    layer, head = picked[best]
     return Question(
         kind="harmful_head",
-        prompt="Random tokens, then the same tokens again. Which head, knocked out alone, hurts the loss on the "
-               "repeat most?",
+        prompt=Msg("Random tokens, then the same tokens again. Which head, knocked out alone, hurts the loss on the "
+                   "repeat most?"),
         choices=tuple(labels), answer=best,
-        explain=f"Loss on the repeat: {printed(repeat_loss(plain), decimals)} nats with every head, {shown[best]} "
-                f"without {labels[best]}; the others: " + ", ".join(f"{labels[i]} {shown[i]}" for i in order[1:]) + ".",
-        proof={"title": "loss on the repeat without each head (nats)", "labels": labels,
+        explain=Msg("Loss on the repeat: {plain} nats with every head, {loss} without layer {layer}, head {head}, "
+                    "the most of the four (each choice's loss is below).", plain=printed(repeat_loss(plain), decimals),
+                    loss=printed(losses[best], decimals), layer=layer + 1, head=head + 1),
+        proof={"title": Msg("loss on the repeat without each head (nats)"), "labels": labels,
                "values": [float(v) for v in losses], "highlight": best, "decimals": decimals},
     )
