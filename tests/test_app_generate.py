@@ -272,32 +272,29 @@ def test_the_candidates_are_this_steps_with_the_chosen_one_marked():
 
 
 def test_a_sampled_token_below_the_shown_candidates_is_named():
-    """The chosen token is marked only where it is; sampled from outside the rows shown, the sentence names it."""
-    from attn_core.models.decoding import DecodeStep
-    from dashboard.app_pages import generate
-    from dashboard.i18n import language
+    """The chosen token is marked only where it is: sampled from below the rows shown (the book's untrained model
+    spreads its probability over the whole vocabulary), no row is marked and the sentence names the token."""
+    at = open_page(PAGE)
+    at.segmented_control(key="gen_how").set_value("sample").run()
+    at.number_input(key="gen_top_k").set_value(0).run()
+    at.number_input(key="gen_temperature").set_value(2.0).run()
+    from dashboard.state import models
+    from dashboard.state.links import md_escape
 
-    class Tok:
-        def decode(self, ids):
-            return f"t{ids[0]}"
-
-    class Model:
-        tokenizer = Tok()
-
-    step = DecodeStep(token_id=99, position=4, layer=0, top_ids=list(range(10)), top_probs=[0.1] * 10,
-                      row=np.empty(0), mask_row=np.empty(0), mask_slice="", cache_shapes=[], cache_bytes=0,
-                      seconds_cached=1.0, seconds_full=1.0, full_weights=None)
-    shown = []
-    monkey = type("St", (), {"markdown": staticmethod(shown.append)})
-    old = generate.st
-    generate.st = monkey
-    try:
-        with language("en"):
-            generate.show_candidates(step, Model(), 10)
-    finally:
-        generate.st = old
-    assert "the chosen one, 't99', was sampled from below them" in shown[0], shown[0]
-    assert "◀" not in shown[1]
+    outside = 0
+    for _unused in range(3):
+        at.button(key="gen_next").click().run()
+        step = at.session_state["gen_state"].last
+        table = next(m.value for m in at.markdown if m.value.startswith("| token |"))
+        heading = next(m.value for m in at.markdown if m.value.startswith("**The 10 most likely tokens at this step**"))
+        if step.token_id in step.top_ids:
+            assert "◀ marks the chosen one" in heading and table.count("◀") == 1
+        else:
+            outside += 1
+            token = repr(models.model(at.selectbox(key="gen_model").value).tokenizer.decode([step.token_id]))
+            assert f"the chosen one, {md_escape(token)}, was sampled from below them" in heading, heading
+            assert "◀" not in table
+    assert outside >= 1
 
 
 def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells_are_drawn_in():
