@@ -208,13 +208,18 @@ def test_a_bad_link_value_on_the_page_is_named():
 
 def test_a_link_keeps_the_prompt_and_the_no_cache_matrix_is_labelled():
     """Issue 33 item 8: the prompt was not in the link; the "without cache" matrix was an unlabelled image."""
+    import json
+
+    from apptest_utils import spec_nodes
+
     at = open_page(PAGE, gen_prompt="Once upon a time")
     assert at.text_input(key="gen_prompt").value == "Once upon a time"
     at.button(key="gen_next").click().run()
     assert not messages(at)["exception"], messages(at)
     shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "Without the cache: attention weights, layer 1, head 1" in shown
-    assert "queries, tokens 1–5 top to bottom" in shown and "keys, tokens 1–5 left to right" in shown
+    titles = [n.get("title") for el in at.get("vega_lite_chart") for n in spec_nodes(json.loads(el.proto.spec))]
+    assert "queries, tokens 1–5 top to bottom" in titles and "keys, tokens 1–5 left to right" in titles
     assert "Top left: token 1 “Once”" in shown
 
 
@@ -243,8 +248,112 @@ def test_the_page_speaks_chinese():
         left = " ".join(english_left(at, {"Every", "effort", "moves", "you"}))
         title = at.title[0].value
     assert title == "生成：借助 KV 缓存，一次一个 token" and "**第 1 步：token 5 是" in shown
-    assert "本机计时" in shown and "KV 缓存，每一层" in shown and "最可能的 10 个下一个 token" in shown
+    assert "本机计时" in shown and "KV 缓存，每一层" in shown and "这一步最可能的 10 个 token" in shown and "◀" in shown
     assert "不用缓存：注意力权重，第 1 层，头 1" in shown and "显示的层" in shown and "提示词" in shown
     for english in ("Timed here", "every layer", "most likely", "Without the cache", "Prompt and settings",
                     "Layer shown", "Next token", "one token at a time"):
         assert english not in left and english not in shown, english
+
+
+def test_the_candidates_are_this_steps_with_the_chosen_one_marked():
+    """Issue 41 item 9: the table was titled "next tokens (after this one)" but is the distribution the new token was
+    chosen from (greedy: its top row is always the token just generated). Now it says so and marks the chosen one."""
+    at = open_page(PAGE)
+    for _unused in range(2):
+        at.button(key="gen_next").click().run()
+    step = at.session_state["gen_state"].last
+    assert step.top_ids[0] == step.token_id  # greedy: the chosen token is this distribution's most likely
+    shown = " ".join(m.value for m in at.markdown)
+    assert "**The 10 most likely tokens at this step**" in shown and "◀ marks the chosen one" in shown
+    assert "after this one" not in shown
+    table = next(m.value for m in at.markdown if m.value.startswith("| token |"))
+    rows = table.splitlines()[2:]
+    assert len(rows) == 10 and rows[0].endswith("| ◀ |") and all(r.endswith("|  |") for r in rows[1:]), rows
+
+
+def test_a_sampled_token_below_the_shown_candidates_is_named():
+    """The chosen token is marked only where it is: sampled from below the rows shown (the book's untrained model
+    spreads its probability over the whole vocabulary), no row is marked and the sentence names the token."""
+    at = open_page(PAGE)
+    at.segmented_control(key="gen_how").set_value("sample").run()
+    at.number_input(key="gen_top_k").set_value(0).run()
+    at.number_input(key="gen_temperature").set_value(2.0).run()
+    from dashboard.state import models
+    from dashboard.state.links import md_escape
+
+    outside = 0
+    for _unused in range(3):
+        at.button(key="gen_next").click().run()
+        step = at.session_state["gen_state"].last
+        table = next(m.value for m in at.markdown if m.value.startswith("| token |"))
+        heading = next(m.value for m in at.markdown if m.value.startswith("**The 10 most likely tokens at this step**"))
+        if step.token_id in step.top_ids:
+            assert "◀ marks the chosen one" in heading and table.count("◀") == 1
+        else:
+            outside += 1
+            token = repr(models.model(at.selectbox(key="gen_model").value).tokenizer.decode([step.token_id]))
+            assert f"the chosen one, {md_escape(token)}, was sampled from below them" in heading, heading
+            assert "◀" not in table
+    assert outside >= 1
+
+
+def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells_are_drawn_in():
+    """Issue 41 item 9: the 9 x 9 matrix was an image without axes captioned "grey = masked" while its masked cells
+    (weight 0 after the softmax) are the scale's dark purple. Now: cells with the tokens on both axes, and the
+    caption names the colour the scale gives 0."""
+    import json
+
+    from apptest_utils import _rows, spec_nodes
+    from dashboard.drawing.rasters import raster_rgb
+    from dashboard.drawing.scales import SCHEMES
+    from dashboard.state import models
+
+    at = open_page(PAGE)
+    for _unused in range(5):
+        at.button(key="gen_next").click().run()
+    gen = at.session_state["gen_state"]
+    T = len(gen.ids)
+    assert T == 9 and not at.get("imgs")  # no image: the matrix is drawn as cells
+    keys_title = "keys, tokens 1–9 left to right"
+    chart = next(el for el in at.get("vega_lite_chart")
+                 if any(n.get("title") == keys_title for n in spec_nodes(json.loads(el.proto.spec))))
+    cells = _rows(chart)
+    name = at.selectbox(key="gen_model").value
+    labels = [f"{i + 1}: {models.piece(name, t)}" for i, t in enumerate(gen.ids)]
+    assert [r["col"] for r in sorted(cells, key=lambda r: r["k"]) if r["q"] == 0] == labels  # keys: every token
+    assert [r["row"] for r in sorted(cells, key=lambda r: r["q"]) if r["k"] == 0] == labels  # queries: every token
+    nodes = spec_nodes(json.loads(chart.proto.spec))
+    assert any(n.get("field") == "col" and n.get("title") == "keys, tokens 1–9 left to right" for n in nodes)
+    assert any(n.get("field") == "row" and n.get("title") == "queries, tokens 1–9 top to bottom" for n in nodes)
+    masked = [r for r in cells if r["k"] > r["q"]]
+    assert masked and all(r["value"] == 0 and not r["masked"] for r in masked)  # weight 0, not a grey −∞ cell
+    caption = next(c.value for c in at.caption if c.value.startswith("Top left"))
+    assert "grey" not in caption and "weight 0, shown in dark purple" in caption, caption
+    assert SCHEMES["weights"] == "viridis" and tuple(raster_rgb(np.zeros((1, 1)), "weights")[0, 0]) == (68, 1, 84)
+
+
+def test_a_raster_says_grey_only_when_it_draws_grey():
+    from dashboard.drawing import matrices
+    from dashboard.i18n import language
+
+    class Box:
+        def __init__(self):
+            self.captions = []
+
+        def image(self, *a, **k):
+            pass
+
+        def caption(self, text):
+            self.captions.append(text)
+
+        def markdown(self, text):
+            pass
+
+    weights = np.tril(np.full((30, 30), 1 / 30))
+    scores = np.where(np.tril(np.ones((30, 30))) > 0, 0.5, -np.inf)
+    with language("en"):
+        plain, masked = Box(), Box()
+        matrices.show_matrix(plain, weights, ["a"] * 30, ["a"] * 30, matrices.Look(scale="weights", raster=True),
+                             key="w")
+        matrices.show_matrix(masked, scores, ["a"] * 30, ["a"] * 30, matrices.Look(raster=True), key="s")
+    assert "grey" not in plain.captions[0] and "grey = masked" in masked.captions[0]

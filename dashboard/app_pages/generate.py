@@ -24,6 +24,7 @@ from attn_core.models.family import ModelConfig
 from dashboard.app_pages.generate_controls import Controls, controls
 from dashboard.drawing.matrices import Look, show_matrix
 from dashboard.drawing.present import presenting
+from dashboard.drawing.scales import zero_colour_name
 from dashboard.drawing.sizes import cap, fit, room, sized_columns
 from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
@@ -39,6 +40,7 @@ MAX_NEW = PAGE_NEW_TOKENS  # tokens one generation on this page may add
 # shape stays within the server's memory goal (docs/measurements.md)
 PROMPT_TOKENS = 200
 PLAY_EVERY_S = 0.6
+FULL_CELLS_TOKENS = 24  # the no-cache matrix as labelled cells up to this many tokens, an image above
 
 
 @dataclass(frozen=True)
@@ -164,11 +166,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                 key="gen_row", name=f"new_row_layer{layer + 1}")
     with right:
         n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
-        token_col, prob_col = _("next token"), _("probability")
-        top = pd.DataFrame({token_col: [repr(model.tokenizer.decode([t])) for t in step.top_ids[:n]],
-                            prob_col: step.top_probs[:n]})
-        st.markdown(_("**The {n} most likely next tokens** (after this one)", n=n))
-        markdown_table(st, top, formats={prob_col: "%.4f"})
+        show_candidates(step, model, n)
     st.markdown(timing(gen, step))
     c = models.config(name)
     st.markdown(_("**The KV cache, every layer** (each layer keeps its own keys and values, each of this shape; it "
@@ -180,6 +178,23 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                  nbytes=step.cache_bytes, mib=step.cache_bytes / 2**20, n=len(gen.ids)) + gqa_note(c))
     if step.full_weights is not None:
         show_full(step, gen, name, labels, layer)
+
+
+def show_candidates(step: DecodeStep, model: nn.Module, n: int) -> None:
+    """The distribution the new token was drawn from (this step's, not the next one's): its ``n`` most likely
+    tokens, the chosen one marked."""
+    token_col, prob_col, chosen_col = _("token"), _("probability"), _("chosen")
+    top = pd.DataFrame({token_col: [repr(model.tokenizer.decode([t])) for t in step.top_ids[:n]],
+                        prob_col: step.top_probs[:n],
+                        chosen_col: ["◀" if t == step.token_id else "" for t in step.top_ids[:n]]})
+    if step.token_id in step.top_ids[:n]:
+        st.markdown(_("**The {n} most likely tokens at this step**: the distribution the new token was chosen "
+                      "from; ◀ marks the chosen one.", n=n))
+    else:
+        st.markdown(_("**The {n} most likely tokens at this step**: the distribution the new token was chosen "
+                      "from; the chosen one, {token}, was sampled from below them.", n=n,
+                      token=md_escape(repr(model.tokenizer.decode([step.token_id])))))
+    markdown_table(st, top, formats={prob_col: "%.4f"})
 
 
 def timing(gen: Generation, step: DecodeStep) -> str:
@@ -204,16 +219,20 @@ def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], l
     T = len(gen.ids)
     st.markdown(_("**Without the cache** the model recomputes every row: layer {layer}, head 1, all {T} × {T} "
                   "weights. Its last row is the new query's row above.", layer=layer + 1, T=T))
-    # an image: a new T x T chart every step cost the browser more than the whole rest of the step
+    # cells with token labels while they are few; above, an image (a new T x T chart every step cost the browser
+    # more than the whole rest of the step)
+    cells_drawn = T <= FULL_CELLS_TOKENS
     show_matrix(st, step.full_weights, labels, labels, Look(
-                    scale="weights", raster=True, max_px=fit(cap(420), labels),
+                    scale="weights", raster=not cells_drawn, max_px=fit(cap(420), labels),
                     x_title=_("keys, tokens 1–{T} left to right", T=T),
                     y_title=_("queries, tokens 1–{T} top to bottom", T=T)),
                 key="gen_full", name=f"full_matrix_layer{layer + 1}_head1",
                 title=_("Without the cache: attention weights, layer {layer}, head 1", layer=layer + 1))
+    # a masked (future) key's weight is exactly 0 after the softmax: drawn in the scale's colour of 0, not grey
     st.caption(_("Top left: token 1 “{first}”; bottom row: the new token {T} “{last}”, the row the cache computed "
-                 "alone. Bright = high weight.", first=md_escape(models.piece(name, gen.ids[0])), T=T,
-                 last=md_escape(models.piece(name, gen.ids[-1]))))
+                 "alone. Bright = high weight. Above the diagonal the mask hides the future keys: weight 0, shown in "
+                 "{zero}.", first=md_escape(models.piece(name, gen.ids[0])), T=T,
+                 last=md_escape(models.piece(name, gen.ids[-1])), zero=_(zero_colour_name("weights"))))
 
 
 def cache_rows(shapes: list[tuple[int, ...]], heads: str) -> list[dict]:

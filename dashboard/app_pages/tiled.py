@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attn_core.attention.flash import flash_attention, tile_plan
+from attn_core.attention.flash import TilePlan, flash_attention, tile_plan
 from attn_core.attention.masks import causal_mask
 from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace
@@ -17,7 +17,7 @@ from attn_core.tracing.views import head_matrix, kv_head, num_heads
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, fit
 from dashboard.drawing.text import show_table
-from dashboard.drawing.tile_charts import tile_frame, tile_grid_chart
+from dashboard.drawing.tile_charts import label_every, tile_frame, tile_grid_chart
 from dashboard.i18n import _, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
@@ -27,6 +27,7 @@ from dashboard.state.steppers import stepper
 
 MAX_TILES = 400  # a stepper longer than this is no lesson: the page asks for larger tiles
 MAX_GRID_TOKENS = 64  # cells drawn as rects (GUIDE: ~16k cells a chart); more tokens: counters only
+NUMBERS = "%.4f"  # S, m, α and ℓ alike: m after is then a shown score, digit for digit
 
 
 def _row_table(labels: list[str], rows: range, trace: Trace, tile: str) -> pd.DataFrame:
@@ -43,14 +44,17 @@ def _grew(trace: Trace, tile: str) -> torch.Tensor:
     return (trace[f"{tile}.alpha"].tensor < 1) & (trace[f"{tile}.m_old"].tensor > -torch.inf)
 
 
-def _corrections(trace: Trace) -> int:
-    return sum(int(_grew(trace, tile.name).sum()) for tile in trace.scopes_of_kind("tile"))
-
-
-def _corrected_tiles(trace: Trace) -> list[str]:
-    """The tiles (the loop's computed ones, in its order) where some row's max grew: "tile (1,2)"."""
-    return [_("tile ({i},{j})", i=tile.index[0] + 1, j=tile.index[1] + 1) for tile in trace.scopes_of_kind("tile")
-            if bool(_grew(trace, tile.name).any())]
+def _corrections(trace: Trace, labels: list[str], plan: TilePlan) -> list[tuple[str, list[str]]]:
+    """Each tile (the loop's computed ones, in its order) where some row's max grew, with those rows' query labels:
+    one correction a row, so the count is the rows listed."""
+    found = []
+    for tile in trace.scopes_of_kind("tile"):
+        grew = _grew(trace, tile.name)[0, 0]
+        if bool(grew.any()):
+            rows = plan.rows(tile.index[0])
+            found.append((_("tile ({i},{j})", i=tile.index[0] + 1, j=tile.index[1] + 1),
+                          [labels[q] for q, g in zip(rows, grew.tolist()) if g]))
+    return found
 
 
 def _block(labels: list[str], rows: range, cols: list[str], tensor: torch.Tensor) -> pd.DataFrame:
@@ -121,8 +125,18 @@ def render() -> None:
         # the half column at 1280x720, larger on a larger screen; on a phone (columns stacked) the screen's width
         size = fit(cap(290 if not presenting() else 360), labels, legend=False)
         frame = tile_frame(plan, mask_np, n, weights_explicit)
-        left.altair_chart(tile_grid_chart(frame, labels, size, numbers=T <= 12), key="tile_grid",
+        numbers = T <= 12
+        # the numbers are the loop's result, not this step's: the scores of this step are in the table beside
+        title = (_("The loop at step {step} of {steps}", step=n + 1, steps=len(order)),
+                 _("numbers: final weights (after the loop)") if numbers
+                 else _("hover a cell: its final weight (after the loop)"))
+        left.altair_chart(tile_grid_chart(frame, labels, size, numbers=numbers, title=title), key="tile_grid",
                           width="content")
+        every = label_every(T, size)
+        if every > 1:
+            left.caption(_("One label every {every} tokens (tokens 1, {second}, {third}, …): the cells are too small "
+                           "for one each; hover a cell for its query and key.", every=every, second=every + 1,
+                           third=2 * every + 1))
     else:
         left.caption(_("The grid is drawn for up to {most} tokens; your text has {n}.", most=MAX_GRID_TOKENS, n=T))
     tile = scope_name("tile", i, j)
@@ -137,11 +151,13 @@ def render() -> None:
                              "(outside the window): the loop never computes it. −∞ masking makes this free.",
                              i=i + 1, j=j + 1))
     else:
-        right.markdown(_("**Tile ({i},{j})**: queries {q_first}–{q_last} × keys {k_first}–{k_last}. Scores "
-                         "S = q·k / √d_k (−∞ where masked):", i=i + 1, j=j + 1, q_first=rows.start + 1,
-                         q_last=rows.stop, k_first=cols.start + 1, k_last=cols.stop))
+        right.markdown(_("**Tile ({i},{j}), step {step} of {steps}**: queries {q_first}–{q_last} × keys "
+                         "{k_first}–{k_last}. The scores of this tile, S = q·k / √d_k (−∞ where masked):", i=i + 1,
+                         j=j + 1, step=n + 1, steps=len(order), q_first=rows.start + 1, q_last=rows.stop,
+                         k_first=cols.start + 1, k_last=cols.stop))
+        # the precision of m and ℓ below: m after is one of these scores, and ℓ is summed from them by hand
         show_table(right, _block(labels, rows, col_names, tiles[f"{tile}.S"].tensor), formats=dict.fromkeys(
-            col_names, "%.3f"))
+            col_names, NUMBERS))
         if bool((tiles[f"{tile}.m_old"].tensor == -torch.inf).all()):
             right.markdown(_("Running max and sum of each query row — the row's first tile: m starts at −∞ and ℓ at "
                              "0, so α = 0 (nothing summed yet):"))
@@ -151,24 +167,32 @@ def render() -> None:
         else:
             right.markdown(_("Running max and sum of each query row — the max did not grow: α = 1, the sums simply "
                              "add:"))
-        show_table(right, _row_table(labels, rows, tiles, tile), formats={c: "%.4f" for c in (
+        show_table(right, _row_table(labels, rows, tiles, tile), formats={c: NUMBERS for c in (
             _("m before"), _("m after"), "α", _("ℓ before"), _("ℓ after"))})
+        right.caption(_("Every number here is rounded to 4 decimals: m after is one of the scores shown (or m "
+                        "before), and α and ℓ worked out by hand from these numbers agree with the table within "
+                        "their rounding (a few units in the 4th decimal)."))
     if computed:
         with st.expander(_("The accumulator acc = α · acc + exp(S − m) @ v (unnormalized output rows)")):
             acc = tiles[f"{tile}.acc"].tensor
             show_table(st, _block(labels, rows, [f"d{c + 1}" for c in range(acc.shape[-1])], acc))
 
     diff = float((out[0, 0] - explicit).abs().max())
-    corrections = _corrections(tiles)
+    corrections = _corrections(tiles, labels, plan)
+    n_corrected = sum(len(rows) for __, rows in corrections)
     if not corrections:
         st.caption(_("In this head no row's max grows after its first tile (each row's largest score sits in its "
                      "first key tile), so α stays 1: try another head, smaller tiles or another sentence to see a "
                      "correction."))
     else:
-        st.caption(ngettext("The running max was corrected {n} time in this walk (a row's max grew in a later tile, "
-                            "α < 1): {tiles}.", "The running max was corrected {n} times in this walk (a row's max "
-                            "grew in a later tile, α < 1): {tiles}.", corrections,
-                            tiles=", ".join(_corrected_tiles(tiles))))
+        where = _("; ").join(_("{tile}: {queries}", tile=tile, queries=_(", ").join(f"“{md_escape(q)}”" for q in rows))
+                             for tile, rows in corrections)
+        st.caption(ngettext(
+            "The running max was corrected {n} time in this walk (a query row's max grew in a later tile, α < 1), "
+            "in {tiles}: {where}.",
+            "The running max was corrected {n} times in this walk (a query row's max grew in a later tile, α < 1), "
+            "in {tiles}: {where}.", n_corrected,
+            tiles=ngettext("{n} tile", "{n} tiles", len(corrections)), where=where))
     c1, c2, c3 = st.columns(3)
     c1.metric(_("Tiles computed"), _("{computed} of {tiles}", computed=plan.num_computed, tiles=plan.num_tiles),
               help=_("A tile whose every cell is masked is skipped: causal masking skips about half."))

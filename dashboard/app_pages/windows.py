@@ -34,6 +34,7 @@ RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
 SAMPLE = N_("The Verdict (the book's sample text)")
 YOURS = N_("Your sentence (sidebar)")
+ROPE_TOKENS = 64  # the sample's first tokens the RoPE section runs on
 SECTIONS = (N_("Window and sinks"), N_("Sinks in every layer"), N_("RoPE on real queries and keys"))  # English in links
 
 
@@ -145,7 +146,7 @@ def render() -> None:
     elif section == SECTIONS[1]:
         _sinks(name, ids, names)
     else:
-        _rope(name, s)
+        _rope(name, s, ids[:ROPE_TOKENS] if source == SAMPLE else None)
 
 
 def _own_mix(name: str, ids: tuple[int, ...]) -> None:
@@ -212,17 +213,13 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
     st.caption(_("Loss of each next token over the first {n} tokens (running mean of 16). Until position {edge} the "
                  "window hides nothing; after it the first tokens are gone unless they are sinks.", n=T,
                  edge=window + 1))
-    n_show = 20
-    shown_window = min(window, n_show)
+    n_show, shown_window, shown_sinks = charts.mask_picture(T, window, sinks)
     masks = {_("full causal"): causal_mask(n_show).numpy(),
-             _("window {window}", window=shown_window): causal_mask(n_show, window=shown_window).numpy(),
-             ngettext("window {window} + {n} sink", "window {window} + {n} sinks", sinks, window=shown_window):
-             causal_mask(n_show, window=shown_window, sinks=sinks).numpy()}
-    if window > n_show:
-        st.markdown(_("**The three masks** on the first {n} positions (window shown as {n}: yours is {window}):",
-                      n=n_show, window=window))
-    else:
-        st.markdown(_("**The three masks** on the first {n} positions:", n=n_show))
+             _("window {window}", window=shown_window): causal_mask(n_show, window=shown_window).numpy()}
+    if shown_sinks:  # with no sinks a third mask would repeat the window's
+        masks[ngettext("window {window} + {n} sink", "window {window} + {n} sinks", shown_sinks,
+                       window=shown_window)] = causal_mask(n_show, window=shown_window, sinks=shown_sinks).numpy()
+    st.markdown(_masks_heading(T, window, sinks, (n_show, shown_window, shown_sinks)))
     # as many 20-cell panels a row as the main column holds (3 on a projector, 1 on a phone)
     per_row = max(1, min(3, (content_px() - 60) // (11 * n_show + 30)))
     st.altair_chart(charts.masks_chart(charts.masks_frame(masks), 11, per_row), key="win_masks", width="content")
@@ -236,6 +233,27 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
             c.metric(_("Largest weight difference, layer 1"), f"{diff:.1e}")
             st.caption(_("Renormalizing after the softmax divides by the kept weights' sum: that *is* a softmax over "
                          "the kept keys, so the masked keys shift nothing beyond float rounding."))
+
+
+def _masks_heading(T: int, window: int, sinks: int, shown: tuple[int, int, int]) -> str:
+    """What the mask picture draws: the setting on the first positions, or a smaller window and fewer sinks, said."""
+    positions, w, k = shown
+    if (w, k) == (window, sinks) and k:
+        return ngettext("**The three masks** on the first {positions} positions (W = {window}, {n} sink):",
+                        "**The three masks** on the first {positions} positions (W = {window}, {n} sinks):", k,
+                        positions=positions, window=w)
+    if (w, k) == (window, sinks):
+        return _("**The two masks** on the first {positions} positions (W = {window}; with no sinks, window + sinks "
+                 "is the window's mask):", positions=positions, window=w)
+    if k:
+        return ngettext("**The three masks**, drawn with W = {w} and {n} sink on {positions} positions so that the "
+                        "window and the sink show (your setting: W = {window}, sinks = {sinks}, on {T} tokens):",
+                        "**The three masks**, drawn with W = {w} and {n} sinks on {positions} positions so that the "
+                        "window and the sinks show (your setting: W = {window}, sinks = {sinks}, on {T} tokens):", k,
+                        w=w, positions=positions, window=window, sinks=sinks, T=T)
+    return _("**The two masks**, drawn with W = {w} on {positions} positions so that the window shows (your setting: "
+             "W = {window}, no sinks, on {T} tokens; with no sinks, window + sinks is the window's mask):", w=w,
+             positions=positions, window=window, T=T)
 
 
 def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
@@ -259,7 +277,9 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
                              shares.shape[0], sinks=sinks_at))
 
 
-def _rope(name: str, s) -> None:
+def _rope(name: str, s, sample_ids: tuple[int, ...] | None) -> None:
+    """RoPE on a layer's real queries and keys: of the sample's first tokens ``sample_ids`` (few: a RoPE run walks
+    the model up to its layer), or with None of the sidebar's sentence, as the Text choice says."""
     model = _model(name)
     if name == RANDOM or models.config(name).positions != "rope":
         st.info(_("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
@@ -271,7 +291,8 @@ def _rope(name: str, s) -> None:
         layer = int(c_layer.number_input(_("Layer"), 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
         head = int(c_head.number_input(_("Head"), 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
         try:
-            run = models.layer_run(s.text, name, layer, models.attention_config(name, s.cfg))
+            text = s.text if sample_ids is None else model.tokenizer.decode(list(sample_ids))
+            run = models.layer_run(text, name, layer, models.attention_config(name, s.cfg))
         except ValueError as e:
             st.error(error_text(e))
             return
@@ -284,13 +305,22 @@ def _rope(name: str, s) -> None:
         theta = rope_frequencies(d, base)
         T = queries.shape[1]
         shown_base = f"{base:,.0f}"
-        st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your sentence "
-                             "({n} token). RoPE turns each of the {pairs} dimension pairs by position × θᵢ, "
-                             "θᵢ = {base}^(−2i/{d}).",
-                             "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your sentence "
-                             "({n} tokens). RoPE turns each of the {pairs} dimension pairs by position × θᵢ, "
-                             "θᵢ = {base}^(−2i/{d}).", T, model=md_escape(_label(name)), layer=layer + 1,
-                             head=head + 1, kv_head=kv + 1, pairs=d // 2, base=shown_base, d=d))
+        values = dict(model=md_escape(_label(name)), layer=layer + 1, head=head + 1, kv_head=kv + 1, pairs=d // 2,
+                      base=shown_base, d=d)
+        if sample_ids is not None:
+            st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on the first "
+                                 "{n} token of The Verdict. RoPE turns each of the {pairs} dimension pairs by "
+                                 "position × θᵢ, θᵢ = {base}^(−2i/{d}).",
+                                 "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on the first "
+                                 "{n} tokens of The Verdict. RoPE turns each of the {pairs} dimension pairs by "
+                                 "position × θᵢ, θᵢ = {base}^(−2i/{d}).", T, **values))
+        else:
+            st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your "
+                                 "sentence ({n} token). RoPE turns each of the {pairs} dimension pairs by position × "
+                                 "θᵢ, θᵢ = {base}^(−2i/{d}).",
+                                 "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your "
+                                 "sentence ({n} tokens). RoPE turns each of the {pairs} dimension pairs by position "
+                                 "× θᵢ, θᵢ = {base}^(−2i/{d}).", T, **values))
         left, right = st.columns(2)
         pairs = [0, d // 8, d // 4, d // 2 - 1]
         angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": _("pair {i}", i=i)}

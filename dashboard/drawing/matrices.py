@@ -66,15 +66,17 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
     container.image(png, width=min(max_px, round(640 * look.grow)))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     cells_n = f"{n_rows * n_cols:,}"
-    if k == 1:
-        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
-                 "masked).", cells=cells_n, rows=y_title, cols=x_title)
+    if not np.isfinite(np.asarray(matrix, dtype=np.float32)).all():  # grey pixels: say what they are
+        note = _raster_note_grey(cells_n, y_title, x_title, k, scale)
+    elif k == 1:
+        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}).",
+                 cells=cells_n, rows=y_title, cols=x_title)
     elif scale == "scores":
-        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
-                 "masked; each pixel is the mean of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
+        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; each pixel "
+                 "is the mean of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
     else:
-        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
-                 "masked; each pixel is the max of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
+        note = _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; each pixel "
+                 "is the max of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
     container.caption(note)
     if k == 1:
         slide_note = _("{rows} × {cols} cells", rows=n_rows, cols=n_cols)
@@ -112,6 +114,18 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
         chart=lambda: look.slide.chart(zoomed, row_labels, col_labels, start, cols[0]),
         table=slides.matrix_table(lambda: zoomed, row_labels[start:start + size], col_labels[cols[0]:cols[1]])))
     return _clicked(event)
+
+
+def _raster_note_grey(cells_n: str, y_title: str, x_title: str, k: int, scale: str) -> str:
+    """The raster's caption when some cells are masked (−∞ / NaN, drawn grey)."""
+    if k == 1:
+        return _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
+                 "masked).", cells=cells_n, rows=y_title, cols=x_title)
+    if scale == "scores":
+        return _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
+                 "masked; each pixel is the mean of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
+    return _("{cells} cells: drawn as an image so the page stays fast (rows: {rows}, columns: {cols}; grey = "
+             "masked; each pixel is the max of a {k}×{k} block).", cells=cells_n, rows=y_title, cols=x_title, k=k)
 
 
 def prepare_matrix(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], look: Look,

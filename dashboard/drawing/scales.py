@@ -29,6 +29,15 @@ MASK_LABELS = (N_("0 = visible"), N_("1 = hidden"))  # the causal mask
 DROPOUT_MASK_LABELS = (N_("0 = kept"), N_("1 = zeroed"))
 
 
+# A weight of 0 in words, by scheme: what a masked key's weight (0 after the softmax) is drawn in, for captions.
+ZERO_COLOUR_NAMES = {"viridis": N_("dark purple"), "cividis": N_("dark blue")}
+
+
+def zero_colour_name(scale: str = "weights") -> str:
+    """The colour a 0 is drawn in on the sequential ``scale``, in words (English, to show through ``_()``)."""
+    return ZERO_COLOUR_NAMES.get(SCHEMES.get(scale_parts(scale)[0], SCHEMES["weights"]), N_("the colour of 0"))
+
+
 def scale_parts(scale: str) -> tuple[str, float]:
     """A scale name and its top: "weights" (0-1), "weights:2" (0-2, dropout's scaled survivors),
     "relative" (each row divided by its largest value, 0-1), "magnitude:N" (sizes ≥ 0, sequential

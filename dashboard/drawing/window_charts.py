@@ -13,6 +13,7 @@ FONT = dict(labelFontSize=13, titleFontSize=13)
 SEEN = [N_("visible"), N_("hidden")]  # a mask cell's two values, as the data holds them
 PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's: Streamlit's default "fit" squeezed them
 SETTING_COLOURS = ("#4c78a8", "#e45756", "#54a24b")  # full | window | window + sinks
+LOSS_HEIGHT = 260  # the loss chart's plot, px
 
 
 def loss_frame(losses: dict[str, np.ndarray], smooth: int) -> pd.DataFrame:
@@ -29,7 +30,9 @@ def loss_curve_chart(frame: pd.DataFrame, width: int, window: int | None) -> alt
     settings = list(dict.fromkeys(frame["setting"]))
     lines = alt.Chart(frame).mark_line(strokeWidth=2).encode(
         x=alt.X("position:Q", title=_("token position"), axis=alt.Axis(**FONT)),
-        y=alt.Y("loss:Q", title=_("next-token loss (nats, running mean)"), axis=alt.Axis(**FONT)),
+        # short enough for the plot's height: Vega cuts an axis title at its axis's length (the caption says
+        # "running mean")
+        y=alt.Y("loss:Q", title=_("next-token loss (nats)"), axis=alt.Axis(**FONT)),
         color=alt.Color("setting:N", scale=alt.Scale(domain=settings, range=list(SETTING_COLOURS[:len(settings)])),
                         # one entry a line on a narrow (phone) chart: in one row they ran past its right edge
                         legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelLimit=360,
@@ -40,7 +43,17 @@ def loss_curve_chart(frame: pd.DataFrame, width: int, window: int | None) -> alt
         rule = pd.DataFrame({"position": [window + 1], "label": [f"token 1 leaves the window (position {window + 1})"]})
         layers.append(alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="#888").encode(
             x="position:Q", tooltip=["label:N"]))
-    return alt.layer(*layers).properties(width=width, height=260, autosize=PAD)
+    return alt.layer(*layers).properties(width=width, height=LOSS_HEIGHT, autosize=PAD)
+
+
+def mask_picture(num_tokens: int, window: int, sinks: int, positions: int = 20) -> tuple[int, int, int]:
+    """(positions, window, sinks) to draw the masks with: the first ``positions`` tokens, and the setting itself
+    when its window and sinks show there; else scaled down (a window of half the positions, at most a fifth of them
+    as sinks) so that "window" differs from "full causal" and "window + sinks" from both."""
+    n = min(num_tokens, positions)
+    k = min(sinks, max(1, n // 5))
+    w = window if window + k < n else max(1, (n - k) // 2)  # the last query must lose a key that is no sink
+    return n, w, k
 
 
 def masks_frame(masks: dict[str, np.ndarray]) -> pd.DataFrame:
