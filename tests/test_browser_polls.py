@@ -83,3 +83,47 @@ def test_bad_code_gives_a_message(poll_server):
         phone.goto(f"{poll_server}/answer?code=NOSUCH1")
         phone.get_by_text("no open poll with the code NOSUCH1").wait_for(timeout=60_000)
         assert phone.locator('[data-testid="stException"]').count() == 0
+
+
+def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll_server):
+    with chromium_page(1280, 720) as teacher:
+        teacher.goto(poll_server)
+        wait_idle(teacher)
+        teacher.get_by_role("button", name="Ask the class").click()
+        teacher.get_by_role("button", name="Ask", exact=True).click()
+        panel = teacher.locator(".st-key-poll_panel_explore")
+        code_text = panel.get_by_text(re.compile(r"^Code [2-9A-Z]{7}$"))
+        code_text.wait_for(timeout=30_000)
+        code = code_text.inner_text().split()[-1]
+        # Ask closed its popover: nothing covers the panel (it stayed open until Escape)
+        teacher.locator('[data-testid="stPopoverBody"]').wait_for(state="hidden", timeout=10_000)
+        panel.get_by_role("button", name="Reveal").click(timeout=10_000)  # clickable: not under the popover
+        panel.get_by_text("Right answer:").wait_for(timeout=30_000)
+        teacher.get_by_role("button", name="Ask the class").click()
+        teacher.get_by_role("button", name="Ask", exact=True).click()  # question 2, open
+        panel.get_by_text("question 2").first.wait_for(timeout=30_000)
+        assert "key=" not in panel.locator('[data-testid="stCode"]').inner_text()  # the students' link: no secret
+        assert "key=" in teacher.url and f"room={code}" in teacher.url  # the teacher's own link reclaims the room
+
+        phone = teacher.context.browser.new_context(viewport={"width": 360, "height": 640}, is_mobile=True,
+                                                    has_touch=True)
+        tabs = []
+        for k in (0, 1):  # the QR link opened twice: two tabs of one phone's browser
+            tab = phone.new_page()
+            tab.goto(f"{poll_server}/answer?code={code}")
+            tab.locator(".st-key-poll_choices button").first.wait_for(timeout=60_000)
+            wait_idle(tab, charts=False)
+            tab.locator(".st-key-poll_choices button").nth(k).click()
+            tab.get_by_text("Your answer:").wait_for(timeout=30_000)
+            tabs.append(tab)
+        me = [re.search(r"me=([\w-]+)", tab.url).group(1) for tab in tabs]
+        assert me[0] == me[1]  # the second tab took the first one's id from the cookie
+        panel.get_by_text("1 answer", exact=False).first.wait_for(timeout=10_000)
+        time.sleep(2.5)  # two more refreshes of the teacher's tally: still one answer
+        assert panel.get_by_text(re.compile(r"^1 answer")).count() == 1
+
+        tabs[0].reload()  # the store knows this phone's answer (the second tab's, the latest)
+        tabs[0].get_by_text("(yours)").wait_for(timeout=60_000)
+        yours = tabs[0].locator(".st-key-poll_choices button").filter(has_text="(yours)")
+        assert yours.count() == 1 and "(yours)" in tabs[0].locator(".st-key-poll_choices button").nth(1).inner_text()
+        phone.close()
