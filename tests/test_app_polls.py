@@ -3,6 +3,8 @@ replicas behind the balancer would."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from apptest_utils import chart_with, messages, new_app, open_page
@@ -179,3 +181,23 @@ def test_a_reload_shows_the_students_own_answer():
     teacher.button(key="poll_reveal").click().run()
     reloaded.run()
     assert "(yours)" in choice_buttons(reloaded)[1].label
+
+
+def test_the_join_address_is_explained_in_the_teachers_language(monkeypatch):
+    from dashboard.classroom import address
+
+    monkeypatch.delenv(address.PUBLIC_URL_ENV, raising=False)
+    monkeypatch.delenv(address.BIND_ADDRESS_ENV, raising=False)
+    teacher = open_page(lang="zh")  # Streamlit's server.address here: 127.0.0.1 (.streamlit/config.toml)
+    teacher.button(key="poll_ask_explore").click().run()
+    assert any("本机自己的地址" in c.value for c in teacher.caption)
+    assert any(re.match(r"手机无法访问 `(localhost|127\.0\.0\.1)`", w) and "--address 0.0.0.0" in w
+               for w in messages(teacher)["warning"])  # AppTest's page has no URL: localhost
+    monkeypatch.setenv(address.PUBLIC_URL_ENV, "http://lab.school.example:8501")
+    teacher.run()
+    link = next(c.value for c in teacher.code if "/answer?code=" in c.value)
+    assert link.startswith("http://lab.school.example:8501/answer?code=") and link.endswith("&lang=zh")
+    assert any("ATTENTION_LAB_PUBLIC_URL" in c.value and "加入" in c.value for c in teacher.caption)
+    assert not any("手机无法访问" in w for w in messages(teacher)["warning"])
+    wrong = open_page(room=teacher.session_state["poll_room"]["code"], key="wrong", lang="zh")
+    assert any("无法用这个链接接管投票" in w for w in messages(wrong)["warning"])
