@@ -23,4 +23,4 @@ def test_quick_poll_bench_loses_nothing():
     assert "(the teacher's) killed after 6 answers" in out.stdout
     reclaimed = re.search(r"teacher reclaimed in ([\d.]+) s .*the poll is (\w+)", out.stdout)
     assert reclaimed and reclaimed.group(2) == "revealed", out.stdout  # Reveal works on the reclaimed panel
-    assert float(reclaimed.group(1)) < 30, out.stdout  # the goal is 5 s; a test on busy cores checks it came back
+    assert float(reclaimed.group(1)) < 30, out.stdout  # busy cores: only that it came back

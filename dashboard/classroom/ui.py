@@ -5,7 +5,7 @@ that trace (:mod:`attn_core.labs.questions`) when the teacher presses Ask. The r
 teacher's session and the teacher's own link (``?room=&key=``: when the teacher's app process dies, the page
 reconnects to another one and reclaims the room from the store; never in the students' link); answers go to the
 shared store (:mod:`.store`), so every app process behind the balancer sees them. The tally refreshes every
-:data:`REFRESH_S` seconds in a fragment. A student's phone keeps one random id for every tab (a cookie).
+:data:`REFRESH_S` seconds in a fragment. A phone answers under one random id (:mod:`.device`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
 from dashboard.classroom import address
 from dashboard.classroom.charts import proof_chart, tally_chart
+from dashboard.classroom.device import student_id
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, StoreDown, default_url, normalize_code
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.i18n import switch as language_switch
@@ -32,8 +33,6 @@ REFRESH_S = 1.0  # the teacher's tally: answers show well within the goal (docs/
 STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the next question
 ANSWER_PATH = "answer"  # the students' page (dashboard/app_pages/answer.py)
 ROOM_PARAM, KEY_PARAM = "room", "key"  # the teacher's own link: ?room=CODE&key=SECRET (never the students')
-DEVICE_COOKIE = "attention_lab_me"  # a phone's random answer id, shared by its tabs
-DEVICE_COOKIE_DAYS = 7
 STUDENT_CSS = """<style>
 .st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
 .st-key-poll_choices button p {font-size: 1.15rem;}
@@ -112,43 +111,40 @@ def question_options(trace: Trace, labels: list[str], *, head: int = 0, query: i
 def ask_the_class(where, page: str, trace: Trace, labels: list[str], **options) -> None:
     """The "Ask the class" control in ``where`` (a column or the page) and, once asked, the teacher's panel
     under it. ``options``: :func:`question_options`'s (head, query, kinds, layer)."""
-    _reclaim(page)
-    with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
-                       on_change="rerun"):
-        menu = question_options(trace, labels, **options)
-        pick = st.radio(_("Question"), list(menu), key=f"poll_kind_{page}", label_visibility="collapsed")
+    def menu() -> Callable[[], Question]:
+        builders = question_options(trace, labels, **options)
+        pick = st.radio(_("Question"), list(builders), key=f"poll_kind_{page}", label_visibility="collapsed")
         st.caption(_("The class answers on their phones; the true answer is read from this trace."))
-        st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:", on_click=_ask_clicked,
-                  args=(page, menu[pick]))
-        _ask_problem(page)
-    _panel(where, page)
+        return builders[pick]
+
+    _control(where, page, menu)
 
 
 def ask_question(where, page: str, label: str, build: Callable[[], Question], caption: str) -> None:
     """The "Ask the class" control for one question that is not read from a trace (``build()`` runs only when the
     teacher asks: it may run a model), and once asked the teacher's panel under it."""
-    _reclaim(page)
-    with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
-                       on_change="rerun"):
+    def one() -> Callable[[], Question]:
         st.markdown(label)
         st.caption(caption)
+        return build
+
+    _control(where, page, one)
+
+
+def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> None:
+    """The popover (``inside()`` draws its choices and returns the question's builder) with Ask, then the panel."""
+    _reclaim(page)
+    with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
+                       on_change="rerun"):  # a key and on_change: Ask can close it (see _ask_clicked)
         st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:", on_click=_ask_clicked,
-                  args=(page, build))
-        _ask_problem(page)
-    _panel(where, page)
-
-
-def _panel(where, page: str) -> None:
+                  args=(page, inside()))
+        problem = st.session_state.pop(f"poll_ask_msg_{page}", None)
+        if problem:
+            st.warning(problem)
     current = st.session_state.get("poll_current")
     if current and current.get("page") == page:
         with where.container(border=True, key=f"poll_panel_{page}"):
             teacher_panel()
-
-
-def _ask_problem(page: str) -> None:
-    problem = st.session_state.pop(f"poll_ask_msg_{page}", None)
-    if problem:
-        st.warning(problem)
 
 
 def _ask_clicked(page: str, build: Callable[[], Question]) -> None:
@@ -330,29 +326,6 @@ def student_page() -> None:
             st.rerun()
         return
     _student_live(code, student_id())
-
-
-def _is_id(me: str | None) -> bool:
-    return bool(me) and 16 <= len(me) <= 32 and all(c.isalnum() or c in "-_" for c in me)
-
-
-def student_id() -> str:
-    """This browser's random answer id. Kept in a cookie, so every tab of the phone answers as one (a second tab
-    of the QR link replaces the answer instead of adding one), and in its link (``?me=``): when its app process
-    dies and the page reconnects to another one, the same id comes back. The cookie wins over the link. Nothing
-    personal: 16 random bytes."""
-    cookie = (getattr(st.context, "cookies", None) or {}).get(DEVICE_COOKIE)
-    me = cookie if _is_id(cookie) else st.query_params.get("me", "")
-    if not _is_id(me):
-        me = st.session_state.setdefault("poll_session", secrets.token_urlsafe(16))
-    if st.query_params.get("me") != me:
-        st.query_params["me"] = me
-    if cookie != me:  # Streamlit cannot set a cookie from the server: the page does (the next tab reads it)
-        st.html("<style>.st-key-poll_device {display: none;}</style>")
-        with st.container(key="poll_device"):
-            st.html(f'<script>document.cookie = "{DEVICE_COOKIE}={me}; path=/; max-age='
-                    f'{DEVICE_COOKIE_DAYS * 86400}; SameSite=Lax";</script>', unsafe_allow_javascript=True)
-    return me
 
 
 def _send(code: str, seq: int, session: str, choice: int) -> None:
