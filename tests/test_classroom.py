@@ -230,6 +230,8 @@ def test_host_allow_list_from_environment(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_ALLOWED_HOSTS", "lab.school.example, other.example")
     assert host_allowed("lab.school.example:8501") and host_allowed("http://other.example")
     assert not host_allowed("attacker.example")
+    monkeypatch.setenv("ATTENTION_LAB_PUBLIC_URL", "https://poll.school.example:8443/")  # the students' link's name
+    assert host_allowed("poll.school.example") and not host_allowed("attacker.example")
 
 
 def test_server_config_is_local_and_quiet():
