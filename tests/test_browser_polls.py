@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from browser import chromium_page, require_browser, streamlit_server, wait_idle
+from browser import chromium_page, require, require_browser, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -127,3 +128,40 @@ def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll
         yours = tabs[0].locator(".st-key-poll_choices button").filter(has_text="(yours)")
         assert yours.count() == 1 and "(yours)" in tabs[0].locator(".st-key-poll_choices button").nth(1).inner_text()
         phone.close()
+
+
+def test_the_teachers_page_gets_its_poll_back_after_its_replica_is_killed(tmp_path):
+    """Two replicas behind HAProxy: the teacher's replica gets SIGKILL; Streamlit's page reconnects (HAProxy sends
+    it to the other one) with the teacher's link, the panel comes back with the same code and Reveal works."""
+    require_browser()
+    from playwright.sync_api import Error as PlaywrightError
+
+    from bench.course import free_course_port
+    from deploy.course import Course, haproxy_missing_reason
+
+    require(haproxy_missing_reason(), "the teacher's failover")
+    with Course(2, free_course_port(2), class_db=str(tmp_path / "class.sqlite3"), timeout=180) as course, \
+            chromium_page(1280, 720) as teacher:
+        teacher.goto(course.url)
+        wait_idle(teacher)
+        teacher.get_by_role("button", name="Ask the class").click()
+        teacher.get_by_role("button", name="Ask", exact=True).click()
+        panel = teacher.locator(".st-key-poll_panel_explore")
+        panel.get_by_text(re.compile(r"^Code [2-9A-Z]{7}$")).wait_for(timeout=30_000)
+        code = panel.get_by_text(re.compile(r"^Code [2-9A-Z]{7}$")).inner_text().split()[-1]
+        replica = {c["name"]: c["value"] for c in teacher.context.cookies()}["SERVERID"]
+        os.kill(course.pid(replica), signal.SIGKILL)
+        t0 = time.monotonic()
+        while not panel.get_by_text("Right answer:").count():  # a click on the old page before it reconnects is lost
+            if time.monotonic() - t0 > 60:
+                teacher.screenshot(path=shots(tmp_path) / "teacher_after_kill.png")
+                raise AssertionError(f"the teacher's panel did not come back: {teacher.context.cookies()}, "
+                                     f"{panel.all_inner_texts()}, {course.states()}, {teacher.url}")
+            try:  # the button may be redrawn, disabled (revealed) or the link rewritten under the click
+                panel.get_by_role("button", name="Reveal").click(timeout=2_000, no_wait_after=True)
+            except PlaywrightError:
+                pass
+            teacher.wait_for_timeout(500)
+        assert {c["name"]: c["value"] for c in teacher.context.cookies()}["SERVERID"] != replica
+        assert panel.get_by_text(f"Code {code}", exact=True).count() == 1  # the same room, reclaimed
+        panel.get_by_text("question 1").first.wait_for(timeout=10_000)
