@@ -201,3 +201,18 @@ def test_the_join_address_is_explained_in_the_teachers_language(monkeypatch):
     assert not any("手机无法访问" in w for w in messages(teacher)["warning"])
     wrong = open_page(room=teacher.session_state["poll_room"]["code"], key="wrong", lang="zh")
     assert any("无法用这个链接接管投票" in w for w in messages(wrong)["warning"])
+
+
+def test_the_teachers_link_stays_on_every_page_and_reclaims_on_any():
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    code, secret = qp(teacher, "room"), qp(teacher, "key")
+    for name in ("room", "key"):  # a page switch in the browser empties the link's other values
+        del teacher.query_params[name]
+    teacher.switch_page("app_pages/text_to_vectors.py").run()
+    assert (qp(teacher, "room"), qp(teacher, "key")) == (code, secret)  # back in the link, on a page with no poll
+
+    other = open_page("app_pages/text_to_vectors.py", room=code, key=secret)  # its replica died there
+    assert other.session_state["poll_room"] == {"code": code, "secret": secret}
+    other.switch_page("app_pages/explore.py").run()
+    assert any(f"Code {code}" in h.value for h in other.subheader)  # the panel at the next Ask control

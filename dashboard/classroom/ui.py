@@ -133,7 +133,7 @@ def ask_question(where, page: str, label: str, build: Callable[[], Question], ca
 
 def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> None:
     """The popover (``inside()`` draws its choices and returns the question's builder) with Ask, then the panel."""
-    _reclaim(page)
+    teacher_link()
     with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
                        on_change="rerun"):  # a key and on_change: Ask can close it (see _ask_clicked)
         st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:", on_click=_ask_clicked,
@@ -142,6 +142,8 @@ def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> 
         if problem:
             st.warning(problem)
     current = st.session_state.get("poll_current")
+    if current and current.get("page") is None:  # reclaimed on a page without this control: the panel goes here
+        current["page"] = page
     if current and current.get("page") == page:
         with where.container(border=True, key=f"poll_panel_{page}"):
             teacher_panel()
@@ -171,11 +173,16 @@ def _forget_room() -> None:
     st.query_params.pop(KEY_PARAM, None)
 
 
-def _reclaim(page: str) -> None:
-    """A session without a room whose link is the teacher's (``?room=&key=``: the teacher's app process died and
-    the page reconnected to another one, or the teacher reloaded): the room again from the store, with its
-    current poll on this page. A wrong key or an ended room: a message, and the link forgets them."""
-    if st.session_state.get("poll_room") is not None:
+def teacher_link() -> None:
+    """Every run of a teacher's page (dashboard/main.py). A session with a room keeps it in the link (a page switch
+    empties the link's other values). A session without one whose link is the teacher's (``?room=&key=``: the
+    teacher's app process died and the page reconnected to another one, or the teacher reloaded) gets the room
+    back from the store, its current poll shown by the next Ask control. A wrong key or an ended room: a message,
+    and the link forgets them."""
+    room = st.session_state.get("poll_room")
+    if room is not None:
+        if (st.query_params.get(ROOM_PARAM), st.query_params.get(KEY_PARAM)) != (room["code"], room["secret"]):
+            _remember_room(room["code"], room["secret"])
         return
     code, secret = normalize_code(st.query_params.get(ROOM_PARAM, "")), st.query_params.get(KEY_PARAM, "")
     if not code and not secret:
@@ -192,7 +199,7 @@ def _reclaim(page: str) -> None:
         return
     st.session_state["poll_room"] = {"code": code, "secret": secret}
     if poll is not None:
-        st.session_state["poll_current"] = {"page": page, "seq": poll.seq, "question": poll.question}
+        st.session_state["poll_current"] = {"page": None, "seq": poll.seq, "question": poll.question}
 
 
 def _ask(page: str, question: Question) -> bool:
