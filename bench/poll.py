@@ -3,16 +3,21 @@
 What it does, exactly:
 - starts ``deploy.course`` (N replicas behind HAProxy) with one poll store: a SQLite file, or (``--postgres``) a
   throwaway PostgreSQL cluster on loopback (tests/postgres.py);
-- the teacher's side is the store itself (``PollStore.create_room`` / ``ask`` with the question "which token does
-  *starts* attend to most", generated from the book's sentence), not a browser page; the teacher's page reads
-  the same ``tally`` every second (dashboard/classroom/ui.py), so "tally seen" below is when a ``tally`` call
-  first counts every answer, plus up to that one second on a real page;
+- the teacher's room and question are made in the store (``PollStore.create_room`` / ``ask`` with the question
+  "which token does *starts* attend to most", generated from the book's sentence); the teacher's page is a
+  websocket session through HAProxy on Explore with the teacher's link (``?room=CODE&key=SECRET``), which shows the
+  teacher's panel (the code, the QR code, the tally). The panel reads the same ``tally`` every second
+  (dashboard/classroom/ui.py), so "tally seen" below is when a ``tally`` call first counts every answer, plus up to
+  that one second on a real page;
 - each student is a websocket session through HAProxy, as a browser opens it: it asks for the students' page
   (``/answer?code=...&me=<its id>``), reads its choice buttons' widget ids from the page the server sends, and
   clicks one (a rerun with the button's trigger, as the browser sends it); an answer is "sent" once the server has
   finished that run;
-- half way, one replica is killed (SIGKILL); its students reconnect through HAProxy (to another replica, a new
-  session with the same link, so the same answer id) and send their answer again; the rest of the class answers.
+- half way, the teacher's replica is killed (SIGKILL); its students reconnect through HAProxy (to another replica,
+  a new session with the same link, so the same answer id) and send their answer again; the rest of the class
+  answers. The teacher's page reconnects too (a new session elsewhere, the same link) and must show its panel
+  again, the same code and question: ``teacher reclaimed in X s`` is the time from the SIGKILL to that panel
+  (goal: 5 s); at the end the teacher presses Reveal on it and the store must say ``revealed``.
 Every answer must be counted exactly once: ``answers sent N, counted N, lost 0``.
 
     python -m bench.poll --quick                 # 3 replicas, 12 students, SQLite (under a minute)
@@ -75,14 +80,14 @@ def _cookie(headers) -> str | None:
     return None
 
 
-async def _run(ws, query: str, widget: str | None = None) -> list:
-    """One script run of the students' page; the ForwardMsgs it sent."""
+async def _run(ws, query: str, widget: str | None = None, page: str = "answer") -> list:
+    """One script run of a page (the students' by default); the ForwardMsgs it sent."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     msg = BackMsg()
     msg.rerun_script.query_string = query
-    msg.rerun_script.page_name = "answer"
+    msg.rerun_script.page_name = page
     if widget is not None:
         w = msg.rerun_script.widget_states.widgets.add()
         w.id, w.trigger_value = widget, True
@@ -105,6 +110,52 @@ def _buttons(msgs: list, seq: int) -> dict[int, str]:
             if el.WhichOneof("type") == "button" and f"-choice_{seq}_" in el.button.id:
                 found[int(el.button.id.rsplit("_", 1)[1])] = el.button.id
     return found
+
+
+def _elements(msgs: list) -> list:
+    return [fm.delta.new_element for fm in msgs
+            if fm.WhichOneof("type") == "delta" and fm.delta.WhichOneof("type") == "new_element"]
+
+
+def _panel(msgs: list, code: str) -> str | None:
+    """The widget id of the teacher panel's Reveal button when the page shows the panel of room ``code``."""
+    els = _elements(msgs)
+    shown = any(el.WhichOneof("type") == "heading" and el.heading.body == f"Code {code}" for el in els)
+    reveal = [el.button.id for el in els if el.WhichOneof("type") == "button" and "-poll_reveal" in el.button.id]
+    return reveal[0] if shown and reveal else None
+
+
+@dataclass
+class Teacher:
+    query: str
+    cookie: str | None = None
+    ws: object = None
+    reveal: str | None = None
+
+
+async def open_panel(t: Teacher, ws_url: str, origin: str, code: str) -> None:
+    """Open (or reopen) the teacher's page with the teacher's link until it shows the panel of ``code``."""
+    import websockets
+
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            if t.ws is None:
+                headers = {"Cookie": f"{COOKIE}={t.cookie}"} if t.cookie else {}
+                t.ws = await websockets.connect(ws_url, additional_headers=headers, origin=origin, max_size=2**26,
+                                                open_timeout=TIMEOUT)
+                t.cookie = _cookie(t.ws.response.headers) or t.cookie
+            t.reveal = _panel(await _run(t.ws, t.query, page=""), code)
+            if t.reveal is None:
+                raise RuntimeError(f"the teacher's page shows no panel of {code}")
+            return
+        except Exception:  # noqa: BLE001 - a dropped connection: reconnect like the page does
+            if time.monotonic() > deadline:
+                raise
+            if t.ws is not None:
+                await t.ws.close()
+            t.ws, t.cookie = None, None
+            await asyncio.sleep(0.1)
 
 
 async def answer(s: Student, ws_url: str, origin: str, code: str, seq: int) -> float:
@@ -147,37 +198,51 @@ async def main_async(args) -> int:
         code, secret = teacher.create_room()
         seq = teacher.ask(code, secret, book_question())
         n_choices = len(teacher.current(code).question["choices"])
+        t = Teacher(urlencode({"room": code, "key": secret}))
         students = [Student(secrets.token_urlsafe(16), i % n_choices) for i in range(args.students)]
         ws_url, origin = f"ws://127.0.0.1:{port}/_stcore/stream", f"http://127.0.0.1:{port}"
         half = len(students) // 2
+        await open_panel(t, ws_url, origin, code)
         t_start = time.perf_counter()
         times = await asyncio.gather(*(answer(s, ws_url, origin, code, seq) for s in students[:half]))
-        killed = course.servers[0].name
+        killed = t.cookie  # the teacher's replica
         moved = [s for s in students[:half] if s.cookie == killed]
+        t_kill = time.perf_counter()
         os.kill(course.pid(killed), signal.SIGKILL)
-        for s in moved:  # its pages reconnect elsewhere and the students tap their answer again
+        for s in [*moved, t]:  # its pages reconnect elsewhere; the students tap their answer again
             s.ws, s.cookie = None, None
-        times += await asyncio.gather(*(answer(s, ws_url, origin, code, seq) for s in students[half:] + moved))
+
+        async def reclaim() -> float:
+            await open_panel(t, ws_url, origin, code)
+            return time.perf_counter() - t_kill
+
+        reclaimed, *more = await asyncio.gather(reclaim(), *(answer(s, ws_url, origin, code, seq)
+                                                             for s in students[half:] + moved))
+        times += more
         t_last = time.perf_counter()
         while sum(teacher.tally(code, seq)) < len(students) and time.perf_counter() - t_last < 10:
             await asyncio.sleep(0.02)
         seen = time.perf_counter() - t_last
         counts = teacher.tally(code, seq)
         expected = [sum(1 for s in students if s.choice == k) for k in range(n_choices)]
-        for s in students:
+        await _run(t.ws, t.query, t.reveal, page="")  # the teacher presses Reveal on the reclaimed panel
+        state = teacher.current(code).state
+        for s in [*students, t]:
             if s.ws is not None:
                 await s.ws.close()
     sent = sum(s.answered for s in students)
     times.sort()
-    print(f"store: {'PostgreSQL' if args.postgres else 'SQLite'}; {args.replicas} replicas; {killed} killed after "
-          f"{half} answers, {len(moved)} of its students answered again from another replica")
+    print(f"store: {'PostgreSQL' if args.postgres else 'SQLite'}; {args.replicas} replicas; {killed} (the teacher's) "
+          f"killed after {half} answers, {len(moved)} of its students answered again from another replica")
+    print(f"teacher reclaimed in {reclaimed:.2f} s (SIGKILL to the panel of {code} on {t.cookie}, through HAProxy; "
+          f"goal 5 s); Reveal on it: the poll is {state}")
     print(f"answer round trip (page opened + click run): median {times[len(times) // 2]:.2f} s, "
           f"p95 {times[int(0.95 * (len(times) - 1))]:.2f} s; all answers in {t_last - t_start:.1f} s")
     print(f"tally counted every answer {seen:.2f} s after the last one finished (a teacher's page adds its 1 s "
           f"refresh); per choice {counts}, expected {expected}")
     counted = sum(counts)
     print(f"answers sent {sent}, counted {counted}, lost {sent - counted}")
-    return 0 if counted == sent == len(students) and counts == expected else 1
+    return 0 if counted == sent == len(students) and counts == expected and state == "revealed" else 1
 
 
 def main() -> int:

@@ -36,7 +36,8 @@ def _machine_names() -> frozenset[str]:
 
 def allowed_names() -> frozenset[str]:
     extra = {n.strip().lower() for n in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if n.strip()}
-    return _machine_names() | extra
+    public = host_name(os.environ.get("ATTENTION_LAB_PUBLIC_URL", ""))  # the name the students' QR code uses
+    return _machine_names() | extra | ({public} if public else set())
 
 
 def host_allowed(value: str) -> bool:

@@ -19,6 +19,7 @@ from dashboard import startup  # noqa: E402
 
 startup.prepare()  # the heavy imports, once per server: usually done while the browser loaded the page
 
+from dashboard.classroom.ui import teacher_link  # noqa: E402
 from dashboard.drawing.present import controls as presentation_controls  # noqa: E402
 from dashboard.drawing.present import presenting  # noqa: E402
 from dashboard.drawing.present import requested as presentation_requested  # noqa: E402
@@ -81,6 +82,7 @@ page = st.navigation([p for p, _knobs in pages], position="top" if present else 
 if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
     page.run()
     st.stop()
+teacher_link()  # a teacher's poll stays in the link on every page, and comes back on another replica
 language_switch(st.sidebar)  # at the top, with presentation mode: how the whole app is shown
 presentation_controls(st.sidebar)
 measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column

@@ -29,6 +29,7 @@ from string import Template
 from subprocess import Popen
 from typing import IO
 
+from dashboard.classroom.address import BIND_ADDRESS_ENV, lan_address
 from dashboard.classroom.store import DB_ENV, default_url
 from deploy import processes
 
@@ -127,6 +128,11 @@ class Course:
         host = "127.0.0.1" if self.address in ("0.0.0.0", "::", "") else self.address
         return f"http://{host}:{self.port}"
 
+    def replica_env(self) -> dict[str, str]:
+        """What each replica is told: the one poll store, and the address HAProxy listens on (the students' link
+        and QR code use it: the replicas themselves listen on loopback)."""
+        return {DB_ENV: self.class_db, BIND_ADDRESS_ENV: self.address}
+
     def _start(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> Popen:
         self._logs[name] = log = open(self.run_dir / f"{name}.log", "w+b")  # noqa: SIM115 - closed in stop()
         self.procs[name] = proc = processes.start(cmd, log, env=env)
@@ -147,7 +153,7 @@ class Course:
         try:
             if not self.external:
                 for s in self.servers:
-                    self._start(s.name, processes.streamlit_command(s.port, s.host), env={DB_ENV: self.class_db})
+                    self._start(s.name, processes.streamlit_command(s.port, s.host), env=self.replica_env())
                 for s in self.servers:
                     processes.wait_healthy(s.url, self.procs[s.name], self._logs[s.name], self.timeout)
             self.config.write_text(render_config(self.servers, self.address, self.port, self.stats_socket))
@@ -262,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         what = "HAProxy" if servers else f"{len(course.servers)} app processes and HAProxy"
         print(f"Starting {what} (logs in {logs}) ...", flush=True)
         course.start()
-        where = (f"http://<this computer's IP address>:{args.port} (and {course.url})"
-                 if args.address in ("0.0.0.0", "::") else course.url)
+        where = course.url
+        if args.address in ("0.0.0.0", "::"):  # the address phones use (the students' QR code shows the same)
+            where = f"http://{lan_address() or '<this computer’s IP address>'}:{args.port} (and {course.url})"
         print(f"Attention Lab for a course: {where}", flush=True)
         for s in course.servers:
             pid = f"pid {course.pid(s.name)}" if s.name in course.procs else "started elsewhere"

@@ -3,6 +3,8 @@ replicas behind the balancer would."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from apptest_utils import chart_with, messages, new_app, open_page
@@ -118,3 +120,99 @@ def test_a_student_who_reconnects_elsewhere_answers_once():
     teacher.run()
     tally = {r["choice"]: r["count"] for r in chart_with(teacher, "answers")}
     assert sum(tally.values()) == 1
+
+
+def qp(at, key: str) -> str:
+    value = at.query_params[key]
+    return value[0] if isinstance(value, list) else value
+
+
+def test_the_teachers_link_reclaims_the_poll_on_another_replica():
+    """The teacher's replica was killed: the page reconnects elsewhere (a fresh session) with the teacher's link."""
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    assert teacher.session_state["poll_popover_explore"] is False  # Ask closed the popover: the panel is visible
+    code, secret = qp(teacher, "room"), qp(teacher, "key")
+    assert code == teacher.session_state["poll_room"]["code"] and secret == teacher.session_state["poll_room"]["secret"]
+    link = next(c.value for c in teacher.code if "/answer?code=" in c.value)
+    assert secret not in link and "key=" not in link  # the students' link carries the code only
+    q = Question.from_dict(teacher.session_state["poll_current"]["question"]).in_words(str)
+    alice = student(code)
+    choice_buttons(alice)[q.answer].click().run()
+
+    again = open_page(room=code, key=secret)  # another replica: nothing in its session
+    assert any(f"Code {code}" in h.value for h in again.subheader)
+    assert any("question 1" in m.value and "open" in m.value for m in again.markdown)
+    tally = {r["choice"]: r["count"] for r in chart_with(again, "answers")}
+    assert tally[q.choices[q.answer]] == 1 and sum(tally.values()) == 1
+    again.button(key="poll_reveal").click().run()
+    assert any("Right answer" in s.value for s in again.success)
+    alice.run()
+    assert any(s.value.startswith("Right:") for s in alice.success)
+    again.button(key="poll_ask_explore").click().run()  # the numbering goes on, on the same code
+    assert again.session_state["poll_room"]["code"] == code and again.session_state["poll_current"]["seq"] == 2
+    alice.run()
+    assert any("question 2" in c.value for c in alice.caption)
+
+    wrong = open_page(room=code, key="not-the-teachers-key")
+    assert any("cannot be taken over" in w for w in messages(wrong)["warning"])
+    assert "poll_room" not in wrong.session_state and not wrong.get("image")  # nothing reclaimed, no panel
+    assert "room" not in wrong.query_params and "key" not in wrong.query_params
+
+    again.button(key="poll_end").click().run()
+    assert "room" not in again.query_params and "key" not in again.query_params
+    gone = open_page(room=code, key=secret)
+    assert any("no open poll" in w for w in messages(gone)["warning"]) and "poll_room" not in gone.session_state
+
+
+def test_a_reload_shows_the_students_own_answer():
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    code = teacher.session_state["poll_room"]["code"]
+    first = student(code)
+    me = qp(first, "me")
+    choice_buttons(first)[1].click().run()
+    reloaded = new_app(code=code, me=me)  # a reload: a new session, the same id
+    reloaded.run()
+    reloaded.switch_page("app_pages/answer.py").run()
+    labels = [b.label for b in choice_buttons(reloaded)]
+    assert "(yours)" in labels[1] and sum("(yours)" in label for label in labels) == 1
+    assert any("Your answer" in c.value for c in reloaded.caption)
+    teacher.button(key="poll_reveal").click().run()
+    reloaded.run()
+    assert "(yours)" in choice_buttons(reloaded)[1].label
+
+
+def test_the_join_address_is_explained_in_the_teachers_language(monkeypatch):
+    from dashboard.classroom import address
+
+    monkeypatch.delenv(address.PUBLIC_URL_ENV, raising=False)
+    monkeypatch.delenv(address.BIND_ADDRESS_ENV, raising=False)
+    teacher = open_page(lang="zh")  # Streamlit's server.address here: 127.0.0.1 (.streamlit/config.toml)
+    teacher.button(key="poll_ask_explore").click().run()
+    assert any("本机自己的地址" in c.value for c in teacher.caption)
+    assert any(re.match(r"手机无法访问 `(localhost|127\.0\.0\.1)`", w) and "--address 0.0.0.0" in w
+               for w in messages(teacher)["warning"])  # AppTest's page has no URL: localhost
+    monkeypatch.setenv(address.PUBLIC_URL_ENV, "http://lab.school.example:8501")
+    teacher.run()
+    link = next(c.value for c in teacher.code if "/answer?code=" in c.value)
+    assert link.startswith("http://lab.school.example:8501/answer?code=") and link.endswith("&lang=zh")
+    assert any("ATTENTION_LAB_PUBLIC_URL" in c.value and "加入" in c.value for c in teacher.caption)
+    assert not any("手机无法访问" in w for w in messages(teacher)["warning"])
+    wrong = open_page(room=teacher.session_state["poll_room"]["code"], key="wrong", lang="zh")
+    assert any("无法用这个链接接管投票" in w for w in messages(wrong)["warning"])
+
+
+def test_the_teachers_link_stays_on_every_page_and_reclaims_on_any():
+    teacher = open_page()
+    teacher.button(key="poll_ask_explore").click().run()
+    code, secret = qp(teacher, "room"), qp(teacher, "key")
+    for name in ("room", "key"):  # a page switch in the browser empties the link's other values
+        del teacher.query_params[name]
+    teacher.switch_page("app_pages/text_to_vectors.py").run()
+    assert (qp(teacher, "room"), qp(teacher, "key")) == (code, secret)  # back in the link, on a page with no poll
+
+    other = open_page("app_pages/text_to_vectors.py", room=code, key=secret)  # its replica died there
+    assert other.session_state["poll_room"] == {"code": code, "secret": secret}
+    other.switch_page("app_pages/explore.py").run()
+    assert any(f"Code {code}" in h.value for h in other.subheader)  # the panel at the next Ask control

@@ -8,10 +8,13 @@ import tomllib
 
 import pytest
 from markdown_it import MarkdownIt
+from test_poll_store import QUESTION, pg_url, url  # noqa: F401 - the store tests' fixtures: SQLite and PostgreSQL
 
 import attn_core.text.tokens as tokens_mod
 from apptest_utils import ROOT, messages, new_app
 from attn_core import MAX_TEXT_CHARS, tokenize
+from dashboard.classroom import address
+from dashboard.classroom import store as ps
 from dashboard.guard import foreign_host, host_allowed
 from dashboard.state.controls import DEFAULTS, URL_KEYS, URL_TEXT_LIMIT
 
@@ -227,6 +230,8 @@ def test_host_allow_list_from_environment(monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_ALLOWED_HOSTS", "lab.school.example, other.example")
     assert host_allowed("lab.school.example:8501") and host_allowed("http://other.example")
     assert not host_allowed("attacker.example")
+    monkeypatch.setenv("ATTENTION_LAB_PUBLIC_URL", "https://poll.school.example:8443/")  # the students' link's name
+    assert host_allowed("poll.school.example") and not host_allowed("attacker.example")
 
 
 def test_server_config_is_local_and_quiet():
@@ -242,3 +247,80 @@ def test_url_text_limit_keeps_links_loadable():
 
     assert URL_TEXT_LIMIT <= 16_000  # far below the request line a server or browser refuses
     assert len(quote_plus(str(DEFAULTS["sentence"]))) < URL_TEXT_LIMIT
+
+
+# -- Ask the class: the teacher's room comes back on any replica (the store part, on both backends) --------------
+
+
+def test_the_teacher_reclaims_the_room_from_another_process(url):  # noqa: F811 - the fixture
+    first, other = ps.PollStore(url), ps.PollStore(url)  # the teacher's replica, and the one after its SIGKILL
+    code, secret = first.create_room()
+    assert other.reclaim(code, secret) is None  # the room, before its first question
+    seq = first.ask(code, secret, QUESTION)
+    first.answer(code, seq, "phone1", 2)
+    first.close()  # the replica is gone
+    poll = other.reclaim(code.lower(), secret)
+    assert (poll.code, poll.seq, poll.state, poll.question) == (code, seq, "open", QUESTION)
+    assert other.tally(code, seq) == [0, 0, 1, 0]
+    with pytest.raises(ps.NotTeacher):
+        other.reclaim(code, "not-the-secret")
+    with pytest.raises(ps.NotTeacher):
+        other.reclaim(code, "")
+    other.set_state(code, secret, "revealed")  # close / reveal / end still work with the secret alone
+    assert other.ask(code, secret, QUESTION) == seq + 1  # the numbering goes on
+    other.delete_room(code, secret)
+    with pytest.raises(ps.NoSuchPoll):
+        other.reclaim(code, secret)
+
+
+# -- Ask the class: the address in the students' link and QR code --------------------------------------------------
+def test_join_address_prefers_the_configured_public_url():
+    base = address.choose("http://127.0.0.1:8501/explore", "https://lab.school.example/", "0.0.0.0", "192.168.1.20")
+    assert base.url == "https://lab.school.example" and base.warning is None
+    assert "ATTENTION_LAB_PUBLIC_URL" in str(base.why) and "https://lab.school.example" in str(base.why)
+    assert address.choose("http://127.0.0.1:8501/", "10.0.0.5:8080").url == "http://10.0.0.5:8080"
+
+
+def test_join_address_uses_the_address_the_class_was_started_on():
+    base = address.choose("http://127.0.0.1:8501/", None, "192.168.1.30", "192.168.1.20")
+    assert base.url == "http://192.168.1.30:8501" and base.warning is None  # the teacher's port, the bound host
+    assert "started on" in str(base.why)
+    assert address.choose("http://localhost:9000/", None, "fe80::1", None).url == "http://[fe80::1]:9000"
+
+
+def test_join_address_keeps_a_real_address_the_browser_used():
+    base = address.choose("https://lab.school.example:8443/explore", None, "127.0.0.1", "192.168.1.20")
+    assert base.url == "https://lab.school.example:8443" and base.warning is None and "browser" in str(base.why)
+
+
+def test_join_address_falls_back_to_the_lan_address_with_the_teachers_port():
+    base = address.choose("http://127.0.0.1:8601/explore", None, "0.0.0.0", "192.168.1.20")
+    assert base.url == "http://192.168.1.20:8601" and base.warning is None and "local network" in str(base.why)
+    assert address.choose("http://localhost:8501/", None, "", "10.1.2.3").url == "http://10.1.2.3:8501"
+
+
+def test_join_address_on_loopback_warns_and_says_what_to_change():
+    for bound, lan in [("127.0.0.1", "192.168.1.20"), ("0.0.0.0", None), ("localhost", None)]:
+        base = address.choose("http://127.0.0.1:8501/", None, bound, lan)
+        assert base.url == "http://127.0.0.1:8501", bound  # a server on loopback only: the LAN cannot reach it
+        warning = str(base.warning)
+        assert "cannot reach `127.0.0.1`" in warning and "ATTENTION_LAB_PUBLIC_URL" in warning
+        assert "--address 0.0.0.0" in warning
+
+
+def test_join_address_from_the_environment(monkeypatch):
+    monkeypatch.setattr(address, "lan_address", lambda: "192.168.1.20")
+    monkeypatch.delenv(address.PUBLIC_URL_ENV, raising=False)
+    monkeypatch.setenv(address.BIND_ADDRESS_ENV, "0.0.0.0")  # deploy.course --address 0.0.0.0, replicas on loopback
+    assert address.from_environment("http://127.0.0.1:8501/", "127.0.0.1").url == "http://192.168.1.20:8501"
+    monkeypatch.delenv(address.BIND_ADDRESS_ENV)
+    assert address.from_environment("http://127.0.0.1:8501/", "127.0.0.1").warning is not None
+    monkeypatch.setenv(address.PUBLIC_URL_ENV, "http://lab.example:80")
+    assert address.from_environment("http://127.0.0.1:8501/", "127.0.0.1").url == "http://lab.example:80"
+
+
+def test_lan_address_is_not_loopback():
+    found = address.lan_address()
+    assert found is None or not address.is_loopback(found)
+    assert address.is_loopback("127.0.0.1") and address.is_loopback("[::1]") and address.is_loopback("localhost")
+    assert not address.is_loopback("192.168.1.20") and not address.is_loopback("lab.example")

@@ -123,3 +123,13 @@ def test_container_files_use_the_readmes_commands():
     replica = compose_list("command", 2)
     assert replica[:len(shlex.split(start))] == shlex.split(start), replica
     assert all(m.startswith("127.0.0.1:") for m in compose_list("ports", 4))  # this computer only by default
+
+
+def test_the_replicas_know_the_address_the_class_uses(tmp_path):
+    """The replicas listen on loopback behind HAProxy; the students' QR code needs HAProxy's --address."""
+    from dashboard.classroom.address import BIND_ADDRESS_ENV
+    from dashboard.classroom.store import DB_ENV
+
+    env = course.Course(2, 9100, "192.168.1.30", run_dir=tmp_path, class_db=str(tmp_path / "c.sqlite3")).replica_env()
+    assert env == {DB_ENV: str(tmp_path / "c.sqlite3"), BIND_ADDRESS_ENV: "192.168.1.30"}
+    assert course.Course(1, 9100, run_dir=tmp_path).replica_env()[BIND_ADDRESS_ENV] == "127.0.0.1"

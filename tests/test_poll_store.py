@@ -191,6 +191,6 @@ def test_the_course_gives_every_replica_one_store(monkeypatch, tmp_path):
     with course.Course(3, class_db=db, run_dir=tmp_path):
         pass
     replicas = [e for cmd, es in envs.items() if cmd != "haproxy" for e in es]
-    assert replicas == [{ps.DB_ENV: db}] * 3
+    assert replicas == [{ps.DB_ENV: db, "ATTENTION_LAB_BIND_ADDRESS": "127.0.0.1"}] * 3  # and HAProxy's address
     monkeypatch.delenv(ps.DB_ENV, raising=False)
     assert course.Course(2, run_dir=tmp_path).class_db == str(ps.DEFAULT_PATH)

@@ -254,6 +254,15 @@ class PollStore:
             run("UPDATE rooms SET expires = ? WHERE code = ?", now + EXPIRY_S, code)
         return seq
 
+    def reclaim(self, code: str, secret: str) -> Poll | None:
+        """The teacher's room again, on any process (after its own one died): checks the secret (:class:`NotTeacher`
+        when wrong, :class:`NoSuchPoll` when the room ended) and returns its current poll (None before the first
+        question), so the panel is rebuilt from the store with the same code, numbering and tally."""
+        code = normalize_code(code)
+        with self._tx() as run:
+            self._room(run, code, secret)
+        return self.current(code)
+
     def set_state(self, code: str, secret: str, state: str) -> None:
         """Close or reveal the current poll (a revealed poll is closed too), or open it again."""
         if state not in STATES:
@@ -324,6 +333,7 @@ class PollStore:
                 code, seq, session, choice, now)
 
     def my_answer(self, code: str, seq: int, session: str) -> int | None:
+        """This browser's answer to poll ``seq`` (None when it has not answered): a reloaded page shows it."""
         with self._tx() as run:
             rows = run("SELECT choice FROM answers WHERE code = ? AND seq = ? AND session = ?",
                        normalize_code(code), seq, session)

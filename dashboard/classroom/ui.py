@@ -2,8 +2,10 @@
 
 A page calls :func:`ask_the_class` with what it shows (a trace and its labels); the question is generated from
 that trace (:mod:`attn_core.labs.questions`) when the teacher presses Ask. The room's code and secret stay in the
-teacher's session (the secret nowhere else); answers go to the shared store (:mod:`.store`), so every app process
-behind the balancer sees them. The tally refreshes every :data:`REFRESH_S` seconds in a fragment.
+teacher's session and the teacher's own link (``?room=&key=``: when the teacher's app process dies, the page
+reconnects to another one and reclaims the room from the store; never in the students' link); answers go to the
+shared store (:mod:`.store`), so every app process behind the balancer sees them. The tally refreshes every
+:data:`REFRESH_S` seconds in a fragment. A phone answers under one random id (:mod:`.device`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ import io
 import secrets
 import threading
 from collections.abc import Callable
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import streamlit as st
 
 from attn_core.labs import questions as qs
 from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
+from dashboard.classroom import address
 from dashboard.classroom.charts import proof_bars, proof_chart, tally_chart
-from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, default_url, normalize_code
+from dashboard.classroom.device import student_id
+from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, StoreDown, default_url, normalize_code
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.i18n import switch as language_switch
 from dashboard.state.links import error_text, md_escape
@@ -28,6 +32,7 @@ from dashboard.state.links import error_text, md_escape
 REFRESH_S = 1.0  # the teacher's tally: answers show well within the goal (docs/measurements.md)
 STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the next question
 ANSWER_PATH = "answer"  # the students' page (dashboard/app_pages/answer.py)
+ROOM_PARAM, KEY_PARAM = "room", "key"  # the teacher's own link: ?room=CODE&key=SECRET (never the students')
 STUDENT_CSS = """<style>
 .st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
 .st-key-poll_choices button p {font-size: 1.15rem;}
@@ -46,13 +51,16 @@ def store() -> PollStore:
         return _stores[url]
 
 
-def join_link(code: str) -> str:
-    """The students' link, on the host the teacher's browser used (behind the balancer: the balancer's), in the
-    teacher's language (``&lang=``: a student can switch on the phone)."""
-    url = getattr(st.context, "url", None) or "http://localhost:8501/"
-    parts = urlsplit(url)
-    return (f"{parts.scheme or 'http'}://{parts.netloc or 'localhost:8501'}/{ANSWER_PATH}?code={quote(code)}"
-            f"&lang={lang()}")
+def join_base() -> address.JoinBase:
+    """Where phones join (:func:`dashboard.classroom.address.choose`), from the address the teacher's browser used
+    (behind the balancer: the balancer's) and this server's settings."""
+    seen = getattr(st.context, "url", None) or "http://localhost:8501/"
+    return address.from_environment(seen, st.get_option("server.address"))
+
+
+def join_link(code: str, base: address.JoinBase | None = None) -> str:
+    """The students' link, in the teacher's language (``&lang=``: a student can switch on the phone)."""
+    return f"{(base or join_base()).url}/{ANSWER_PATH}?code={quote(code)}&lang={lang()}"
 
 
 def qr_png(text: str) -> bytes:
@@ -103,54 +111,116 @@ def question_options(trace: Trace, labels: list[str], *, head: int = 0, query: i
 def ask_the_class(where, page: str, trace: Trace, labels: list[str], **options) -> None:
     """The "Ask the class" control in ``where`` (a column or the page) and, once asked, the teacher's panel
     under it. ``options``: :func:`question_options`'s (head, query, kinds, layer)."""
-    with where.popover(_("Ask the class"), icon=":material/how_to_vote:"):
-        menu = question_options(trace, labels, **options)
-        pick = st.radio(_("Question"), list(menu), key=f"poll_kind_{page}", label_visibility="collapsed")
+    def menu() -> Callable[[], Question]:
+        builders = question_options(trace, labels, **options)
+        pick = st.radio(_("Question"), list(builders), key=f"poll_kind_{page}", label_visibility="collapsed")
         st.caption(_("The class answers on their phones; the true answer is read from this trace."))
-        if st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
-            try:
-                _ask(page, menu[pick]())
-            except ValueError as e:
-                st.warning(error_text(e))
-    current = st.session_state.get("poll_current")
-    if current and current.get("page") == page:
-        with where.container(border=True, key=f"poll_panel_{page}"):
-            teacher_panel()
+        return builders[pick]
+
+    _control(where, page, menu)
 
 
 def ask_question(where, page: str, label: str, build: Callable[[], Question], caption: str) -> None:
     """The "Ask the class" control for one question that is not read from a trace (``build()`` runs only when the
     teacher asks: it may run a model), and once asked the teacher's panel under it."""
-    with where.popover(_("Ask the class"), icon=":material/how_to_vote:"):
+    def one() -> Callable[[], Question]:
         st.markdown(label)
         st.caption(caption)
-        if st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:"):
-            try:
-                _ask(page, build())
-            except ValueError as e:
-                st.warning(str(e))
+        return build
+
+    _control(where, page, one)
+
+
+def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> None:
+    """The popover (``inside()`` draws its choices and returns the question's builder) with Ask, then the panel."""
+    teacher_link()
+    with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
+                       on_change="rerun"):  # a key and on_change: Ask can close it (see _ask_clicked)
+        st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:", on_click=_ask_clicked,
+                  args=(page, inside()))
+        problem = st.session_state.pop(f"poll_ask_msg_{page}", None)
+        if problem:
+            st.warning(problem)
     current = st.session_state.get("poll_current")
+    if current and current.get("page") is None:  # reclaimed on a page without this control: the panel goes here
+        current["page"] = page
     if current and current.get("page") == page:
         with where.container(border=True, key=f"poll_panel_{page}"):
             teacher_panel()
 
 
-def _ask(page: str, question: Question) -> None:
-    """Put ``question`` to the teacher's room (made on first use; the same code for every next question)."""
+def _ask_clicked(page: str, build: Callable[[], Question]) -> None:
+    """Ask's callback: build the question, put it to the class and close the popover (it would cover the panel)."""
+    try:
+        question = build()
+    except ValueError as e:
+        st.session_state[f"poll_ask_msg_{page}"] = error_text(e)
+        return
+    if _ask(page, question):
+        st.session_state[f"poll_popover_{page}"] = False
+
+
+def _remember_room(code: str, secret: str) -> None:
+    """The room in the session and in the teacher's own link, so another app process can reclaim it."""
+    st.session_state["poll_room"] = {"code": code, "secret": secret}
+    st.query_params[ROOM_PARAM], st.query_params[KEY_PARAM] = code, secret
+
+
+def _forget_room() -> None:
+    st.session_state.pop("poll_room", None)
+    st.session_state.pop("poll_current", None)
+    st.query_params.pop(ROOM_PARAM, None)
+    st.query_params.pop(KEY_PARAM, None)
+
+
+def teacher_link() -> None:
+    """Every run of a teacher's page (dashboard/main.py). A session with a room keeps it in the link (a page switch
+    empties the link's other values). A session without one whose link is the teacher's (``?room=&key=``: the
+    teacher's app process died and the page reconnected to another one, or the teacher reloaded) gets the room
+    back from the store, its current poll shown by the next Ask control. A wrong key or an ended room: a message,
+    and the link forgets them."""
+    room = st.session_state.get("poll_room")
+    if room is not None:
+        if (st.query_params.get(ROOM_PARAM), st.query_params.get(KEY_PARAM)) != (room["code"], room["secret"]):
+            _remember_room(room["code"], room["secret"])
+        return
+    code, secret = normalize_code(st.query_params.get(ROOM_PARAM, "")), st.query_params.get(KEY_PARAM, "")
+    if not code and not secret:
+        return
+    try:
+        poll = store().reclaim(code, secret)
+    except StoreDown as e:  # keep the link: the next run tries again
+        st.warning(_("{problem} The page keeps working; the poll shows again once the store answers.",
+                     problem=error_text(e)))
+        return
+    except PollError as e:
+        _forget_room()
+        st.warning(_("This link's poll cannot be taken over: {problem}", problem=error_text(e)))
+        return
+    st.session_state["poll_room"] = {"code": code, "secret": secret}
+    if poll is not None:
+        st.session_state["poll_current"] = {"page": None, "seq": poll.seq, "question": poll.question}
+
+
+def _ask(page: str, question: Question) -> bool:
+    """Put ``question`` to the teacher's room (made on first use; the same code for every next question);
+    whether it was asked (else a message for the popover)."""
     room = st.session_state.get("poll_room")
     try:
         try:
             if room is None:
                 raise NoSuchPoll("no room yet")
             seq = store().ask(room["code"], room["secret"], question.to_dict())
+            _remember_room(room["code"], room["secret"])
         except NoSuchPoll:  # the first question, or the room expired: a new code
             code, secret = store().create_room()
-            room = st.session_state["poll_room"] = {"code": code, "secret": secret}
+            _remember_room(code, secret)
             seq = store().ask(code, secret, question.to_dict())
     except PollError as e:
-        st.warning(error_text(e))
-        return
+        st.session_state[f"poll_ask_msg_{page}"] = error_text(e)
+        return False
     st.session_state["poll_current"] = {"page": page, "seq": seq, "question": question.to_dict()}
+    return True
 
 
 def _set_state(state: str) -> None:
@@ -162,8 +232,8 @@ def _set_state(state: str) -> None:
 
 
 def _end() -> None:
-    room = st.session_state.pop("poll_room", None) or {}
-    st.session_state.pop("poll_current", None)
+    room = st.session_state.get("poll_room") or {}
+    _forget_room()
     try:
         store().delete_room(room.get("code", ""), room.get("secret", ""))
     except PollError as e:
@@ -201,17 +271,24 @@ def teacher_panel() -> None:
         st.warning(_("{problem} The page keeps working; the poll shows again once the store answers.",
                      problem=error_text(e)))
         return
+    if poll is not None and poll.seq > seq:  # asked from the teacher's other tab or replica: show the store's
+        current = st.session_state["poll_current"] = {**current, "seq": poll.seq, "question": poll.question}
+        seq, q = poll.seq, Question.from_dict(poll.question).in_words(message)
     state = poll.state if poll is not None and poll.seq == seq else "closed"
     st.markdown({"open": _("**Ask the class** · question {seq} · :green[open]", seq=seq),
                  "closed": _("**Ask the class** · question {seq} · :orange[closed]", seq=seq),
                  "revealed": _("**Ask the class** · question {seq} · :blue[revealed]", seq=seq)}[state])
     st.markdown(f"#### {md_escape(q.prompt)}")
     left, right = st.columns([1, 2])
-    link = join_link(code)
+    base = join_base()
+    link = join_link(code, base)
     left.image(qr_png(link), width=150)
     with right:
         st.subheader(_("Code {code}", code=code), anchor=False)
         st.code(link, language=None, wrap_lines=True)
+    st.caption(_(base.why))
+    if base.warning is not None:
+        st.warning(_(base.warning))
     b1, b2, b3 = st.columns(3)
     if state == "open":
         b1.button(_("Close"), key="poll_close", icon=":material/lock:", on_click=_set_state, args=("closed",),
@@ -270,17 +347,6 @@ def student_page() -> None:
     _student_live(code, student_id())
 
 
-def student_id() -> str:
-    """This browser's random answer id, kept in its link (``?me=``): when its app process dies and the page
-    reconnects to another one, the same id comes back, so a repeated answer replaces the first instead of adding
-    to the tally. Nothing personal: 16 random bytes."""
-    me = st.query_params.get("me", "")
-    if not (16 <= len(me) <= 32 and all(c.isalnum() or c in "-_" for c in me)):
-        me = st.session_state.setdefault("poll_session", secrets.token_urlsafe(16))
-        st.query_params["me"] = me
-    return me
-
-
 def _send(code: str, seq: int, session: str, choice: int) -> None:
     try:
         store().answer(code, seq, session, choice)
@@ -300,15 +366,17 @@ def _student_live(code: str, session: str) -> None:
         st.info(_("Class {code}: waiting for the teacher's first question…", code=code))
         return
     q = Question.from_dict(poll.question).in_words(message)
-    mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
+    try:  # from the store: a reload or another tab of this phone shows the answer it sent
+        mine = store().my_answer(code, poll.seq, session)
+    except PollError:
+        mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
     revealed = poll.state == "revealed"
     st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
     st.markdown(f"### {md_escape(q.prompt)}")
     with st.container(key="poll_choices"):
         for k, choice in enumerate(q.choices):
             mark = ("✓ " if revealed and k == q.answer else "") + ("● " if mine == k else "")
-            label = mark + (_("{choice} (yours)", choice=md_escape(choice)) if revealed and mine == k
-                            else md_escape(choice))
+            label = mark + (_("{choice} (yours)", choice=md_escape(choice)) if mine == k else md_escape(choice))
             st.button(label, key=f"choice_{poll.seq}_{k}", width="stretch",
                       type="primary" if mine == k else "secondary", disabled=poll.state != "open",
                       on_click=_send, args=(code, poll.seq, session, k))
