@@ -110,3 +110,20 @@ def test_an_over_long_prompt_is_refused_and_an_over_long_link_is_cut_with_a_warn
     assert "gen\\_prompt" in warnings and "2,600 characters long" in warnings and "by 600" in warnings, warnings
     assert at.text_input(key="gen_prompt").value == "b" * 2_600  # shown whole (it was cut to 2,000 silently)
     refused(at, 2_600, 2_000)
+
+
+def test_a_one_token_text_is_not_called_1_tokens():
+    from attn_core.text.text_pipeline import check_window
+
+    with pytest.raises(ValueError) as e:
+        check_window(1, 4, 1)
+    assert "1 tokens" not in str(e.value) and "the text has only 1: use a longer text" in str(e.value)
+    with pytest.raises(ValueError, match="has only 3: lower max_length to at most 2 or use a longer text"):
+        check_window(3, 4, 1)
+    at = open_page(T2V)
+    at.session_state["t2v_source"] = "Your own text"
+    at.session_state["t2v_section"] = "Sliding windows"
+    at.run()
+    at.text_area(key="t2v_text").set_value("Hi").run()  # one GPT-2 token
+    errors = " ".join(messages(at)["error"])
+    assert "the text has only 1\\: use a longer text" in errors and "1 tokens" not in errors, messages(at)  # escaped
