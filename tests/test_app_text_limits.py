@@ -86,7 +86,7 @@ def test_emoji_only_text_in_chinese():
     at.run()
     at.switch_page(T2V).run()
     infos = messages(at)["info"]
-    assert not messages(at)["exception"] and any("没有词，只有符号" in i for i in infos), messages(at)
+    assert not messages(at)["exception"] and any("没有单词，只有符号" in i for i in infos), messages(at)
 
 
 @pytest.fixture
