@@ -95,7 +95,7 @@ def test_time_left_follows_the_measured_rate():
         wait_until(lambda: tr.step_count == 4)
         assert job.step_seconds() == pytest.approx(2.0)
         assert job.time_left() == pytest.approx(96 * 2.0)
-        tr.allow(4, cost=0.5)  # the server got quieter: 8 steps in 10 s
+        tr.allow(4, cost=0.5)  # the server got quieter: the rate is the mean over every step so far
         wait_until(lambda: tr.step_count == 8)
         assert job.time_left() == pytest.approx(92 * 10.0 / 8)
         clock.t += 10.0  # a step that takes long (another page's work): the estimate grows while it waits
