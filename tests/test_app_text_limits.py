@@ -120,6 +120,11 @@ def test_a_one_token_text_is_not_called_1_tokens():
     assert "1 tokens" not in str(e.value) and "the text has only 1: use a longer text" in str(e.value)
     with pytest.raises(ValueError, match="has only 3: lower max_length to at most 2 or use a longer text"):
         check_window(3, 4, 1)
+    from attn_core.text.data import GPTDatasetV1
+    from attn_core.text.tokens import bpe_encoding
+
+    with pytest.raises(ValueError, match="needs more than max_length = 4 tokens; it has only 1$"):
+        GPTDatasetV1("Hi", bpe_encoding(), max_length=4, stride=1)
     at = open_page(T2V)
     at.session_state["t2v_source"] = "Your own text"
     at.session_state["t2v_section"] = "Sliding windows"
