@@ -167,3 +167,36 @@ def test_three_students_each_see_progress_or_their_place_in_the_queue(monkeypatc
         for at in apps:
             if "learn_job" in at.session_state:
                 at.session_state["learn_job"].cancel()
+
+
+def test_a_run_shows_its_time_left_and_the_start_after_the_cap_waits():
+    """Issue 41 item 7: three Starts on a busy 2-core server took 5-13 minutes with no estimate; now the slots are
+    capped by the cores (the next Start waits with its place) and a run says how long it has left at its own speed."""
+    import re
+
+    import attn_core.labs.jobs as jobs
+
+    assert jobs.live_jobs() == 0, "a job of another test is still running"
+    apps = [open_learn() for _ in range(jobs.MAX_JOBS + 1)]
+    try:
+        for at in apps:
+            at.selectbox(key="learn_task").set_value("previous")
+            at.number_input(key="learn_steps").set_value(5000)  # runs past the test: its slot stays busy
+            at.selectbox(key="learn_emb").set_value(32)
+            at.run()
+            at.button(key="learn_start").click().run()
+            assert not messages(at)["exception"], messages(at)
+        first, last = apps[0], apps[-1]
+        assert progress_text(last).startswith("queued · place 1 · starts in "), progress_text(last)
+        job = first.session_state["learn_job"]
+        deadline = time.monotonic() + 60
+        while job.time_left() is None:
+            assert time.monotonic() < deadline, "no speed measured"
+            time.sleep(0.05)
+        first.run()
+        text = progress_text(first)
+        assert text.startswith("running · step ") and re.search(r" · (about \d+ (s|min)|under 5 s) left$", text), text
+    finally:
+        for at in apps:
+            if "learn_job" in at.session_state:
+                at.session_state["learn_job"].cancel()

@@ -1,18 +1,20 @@
 """Training jobs on worker threads, with a server-wide queue: every student who presses Start gets a slot or a place.
 
-At most :data:`MAX_JOBS` trainings run at once in one process (each wants a core). A job started while every slot is
-busy waits in a first-come queue and starts by itself when a slot frees (a job ends, pauses or is cancelled). Its place
-and an estimated wait come from :func:`queue_waits`, a pure function of how long the running jobs still need.
+At most :data:`MAX_JOBS` trainings run at once in one process (:func:`default_slots` of its cores). A job started while
+every slot is busy waits in a first-come queue and starts by itself when a slot frees (a job ends, pauses or is
+cancelled). Its place and an estimated wait come from :func:`queue_waits`, a pure function of how long the running jobs
+still need; a running job's time left (:meth:`TrainingJob.time_left`) from the wall time its own steps took here.
 Nothing here imports Streamlit.
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,8 +25,23 @@ from attn_core.messages import Problem
 if TYPE_CHECKING:
     from attn_core.labs.learn import Trainer
 
-MAX_JOBS = 2  # training jobs running at once on one server (each wants a core)
-DEFAULT_STEP_S = 0.04  # seconds a step takes before a job has measured its own (the default recipes, 2 busy cores)
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def default_slots(n_cores: int) -> int:
+    """Trainings run at once on ``n_cores``: one per two cores (the pages' script threads want the rest), at least
+    one. On 2 cores two at once made each run over twice as slow as one alone (docs/measurements.md): one runs at
+    full speed while the others wait their turn, so a run started alone forms its heads within a minute."""
+    return max(1, n_cores // 2)
+
+
+MAX_JOBS = default_slots(cores())  # training jobs running at once in one server process
+DEFAULT_STEP_S = 0.04  # seconds a step takes before any job here has measured its own (the default recipes)
+MIN_MEASURED = 3  # steps a worker takes before its speed counts
+_last_step_s: float | None = None  # the speed the last job measured in this process
 _lock = threading.RLock()
 _running: set[TrainingJob] = set()
 _queue: list[TrainingJob] = []  # first come, first served
@@ -80,15 +97,18 @@ class TrainingJob:
 
     # Browsers throttle a hidden tab's timers (Chrome: to once a minute after 5 minutes), so the
     # page's polling can pause for a minute while the teacher shows another tab: allow two.
-    def __init__(self, trainer: Trainer, idle_timeout: float = 120.0):
+    def __init__(self, trainer: Trainer, idle_timeout: float = 120.0, clock: Callable[[], float] = time.monotonic):
         self.trainer = trainer
         self.uid = uuid.uuid4().hex  # a cache key for what the job drew
         self.idle_timeout = idle_timeout
         self.error: str | None = None
+        self._clock = clock
         self._pause = threading.Event()
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_seen = time.monotonic()
+        self._last_seen = clock()
+        self._since: tuple[float, int] | None = None  # (clock, step) when the running worker started
+        self._measured: float | None = None  # seconds a step took in its last worker
 
     @property
     def state(self) -> str:
@@ -112,7 +132,23 @@ class TrainingJob:
 
     def touch(self) -> None:
         """The owner is still watching."""
-        self._last_seen = time.monotonic()
+        self._last_seen = self._clock()
+
+    def step_seconds(self) -> float | None:
+        """Wall seconds a step takes on this server now (since the worker last started: the other jobs and pages
+        share its cores), else what its last worker measured; None before :data:`MIN_MEASURED` steps."""
+        if self._since is None:
+            return self._measured
+        t0, step0 = self._since
+        done = self.trainer.step_count - step0
+        return (self._clock() - t0) / done if done >= MIN_MEASURED else self._measured
+
+    def time_left(self) -> float | None:
+        """Seconds until the last step at the speed measured so far (None until measured or when not running)."""
+        rate = self.step_seconds()
+        if rate is None or self.state != "running":
+            return None
+        return (self.trainer.steps - self.trainer.step_count) * rate
 
     def start(self) -> None:
         """Start (or resume) training on a worker thread now, or queue it until a slot frees."""
@@ -167,9 +203,10 @@ class TrainingJob:
             return queue_waits(left, need, MAX_JOBS)[-1]
 
     def _stale(self) -> bool:
-        return time.monotonic() - self._last_seen > self.idle_timeout
+        return self._clock() - self._last_seen > self.idle_timeout
 
     def _launch(self) -> None:
+        self._since = (self._clock(), self.trainer.step_count)
         self._thread = threading.Thread(target=self._work, name="attention-lab-training", daemon=True)
         self._thread.start()
 
@@ -187,19 +224,23 @@ class TrainingJob:
         except Exception as exc:  # noqa: BLE001 - reported to the page, never lost on a thread
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
+            global _last_step_s
             with _lock:
+                self._measured = self.step_seconds()
+                self._since = None
+                _last_step_s = self._measured or _last_step_s
                 _running.discard(self)
                 _fill_slots()  # the next in the queue starts now
 
 
 def _step_s(job: TrainingJob, typical: float) -> float:
-    tr = job.trainer
-    return tr.seconds / tr.step_count if tr.step_count >= 3 else typical
+    return job.step_seconds() or typical
 
 
 def _typical_step_s() -> float:
-    rates = [j.trainer.seconds / j.trainer.step_count for j in _running if j.trainer.step_count >= 3]
-    return sum(rates) / len(rates) if rates else DEFAULT_STEP_S
+    """Seconds a step takes here: the running jobs' measured mean, else the last job's, else a first guess."""
+    rates = [r for r in (j.step_seconds() for j in _running) if r is not None]
+    return sum(rates) / len(rates) if rates else _last_step_s or DEFAULT_STEP_S
 
 
 def _prune() -> None:

@@ -23,7 +23,7 @@ class GPTDatasetV1(Dataset):
         # Tokenize the entire text
         token_ids = tokenizer.encode(txt, allowed_special={"<|endoftext|>"})
         if len(token_ids) <= max_length:
-            raise Problem("the text has {n_tokens} tokens: it needs more than max_length = {max_length}",
+            raise Problem("the text needs more than max_length = {max_length} tokens; it has only {n_tokens}",
                           n_tokens=len(token_ids), max_length=max_length)
 
         # Use a sliding window to chunk the text into overlapping sequences of max_length

@@ -34,11 +34,15 @@ def check_window(n_tokens: int, max_length: int, stride: int, batch_size: int | 
     if stride < 1:
         raise Problem("stride is {stride}: the window must move by at least 1 token each step (stride 0 "
                       "would take the same window forever)", stride=stride)
-    if n_tokens <= max_length:
-        raise Problem("the text has {n_tokens:,} tokens, but a window of max_length = {max_length} needs "
-                      "{needed} (its targets reach one token further): lower max_length to at most "
-                      "{fits} or use a longer text", n_tokens=n_tokens, max_length=max_length,
-                      needed=max_length + 1, fits=max(n_tokens - 1, 0))
+    if n_tokens <= max_length:  # "has only {n}": no noun after the count, right for 1 token as for many
+        if n_tokens < 2:
+            raise Problem("a window of max_length = {max_length} needs {needed} tokens of text (its targets reach "
+                          "one token further), and the text has only {n_tokens:,}: use a longer text",
+                          n_tokens=n_tokens, max_length=max_length, needed=max_length + 1)
+        raise Problem("a window of max_length = {max_length} needs {needed} tokens of text (its targets reach one "
+                      "token further), and the text has only {n_tokens:,}: lower max_length to at most {fits} or "
+                      "use a longer text", n_tokens=n_tokens, max_length=max_length, needed=max_length + 1,
+                      fits=n_tokens - 1)
     n_windows = len(range(0, n_tokens - max_length, stride))
     if batch_size is not None and batch_size > n_windows:
         raise Problem("max_length {max_length} with stride {stride} gives {n_windows} windows, fewer than "

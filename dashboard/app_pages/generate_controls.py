@@ -10,10 +10,12 @@ import torch.nn as nn
 
 from dashboard.i18n import N_, _, message
 from dashboard.state import models
+from dashboard.state.controls import box_max_chars, too_long
 from dashboard.state.links import error_text
-from dashboard.state.url_state import linked_choice, start_from_link
+from dashboard.state.url_state import linked_choice, start_from_link, url_text
 
 DEFAULT_PROMPT = "Every effort moves you"
+PROMPT_CHARS = 2_000  # a prompt's characters (its tokens are bounded again by generate.PROMPT_TOKENS)
 HOW = {"greedy": N_("greedy"), "sample": N_("sample")}  # the link's value -> its label
 
 
@@ -108,9 +110,14 @@ def say_missing_weights(where) -> None:
 def controls(where) -> Controls:
     """The page's own settings, drawn in ``where``: prompt, model, decoding, the layer shown (of the loaded model)."""
     c_prompt, c_model = where.columns([3, 2])
-    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", max_chars=2000, bind="query-params",
+    url_text("gen_prompt", PROMPT_CHARS)
+    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", max_chars=box_max_chars(PROMPT_CHARS),
+                                 bind="query-params",
                                  help=_("Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
                                         "Enter or a click outside the box applies it."))
+    if problem := too_long(prompt, PROMPT_CHARS):
+        c_prompt.error(problem)
+        st.stop()
     name = model_choice(c_model)
     c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
     temperature, top_k, seed = decoding(c1, c2, c3, c4)

@@ -176,7 +176,12 @@ def live(job: TrainingJob) -> None:
     losses = list(tr.losses)
     state = job.state
     shown_state = _(STATES.get(state, state))
-    if losses:
+    left = job.time_left()  # from the wall time this job's steps took on this server so far
+    if losses and left is not None:
+        line = _("{state} · step {step} / {steps} · {seconds} s of training · loss {loss} · {left} left",
+                 state=shown_state, step=tr.step_count, steps=tr.steps, seconds=format(tr.seconds, ".1f"),
+                 loss=format(np.mean(losses[-20:]), ".3f"), left=about(left))
+    elif losses:
         line = _("{state} · step {step} / {steps} · {seconds} s of training · loss {loss}", state=shown_state,
                  step=tr.step_count, steps=tr.steps, seconds=format(tr.seconds, ".1f"),
                  loss=format(np.mean(losses[-20:]), ".3f"))

@@ -14,7 +14,7 @@ from attn_core.tracing.views import head_matrix, num_heads
 from dashboard.drawing import text_charts
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import N_, _
-from dashboard.state.controls import settings
+from dashboard.state.controls import box_max_chars, settings, too_long
 from dashboard.state.links import code_span, error_text, md_escape
 from dashboard.state.runs import load_run
 
@@ -23,6 +23,7 @@ BOOKS = pd.DataFrame({N_("key (author)"): ["Jane Austen", "Charles Dickens", "Ed
                       N_("value (book)"): ["Pride and Prejudice", "Great Expectations", "The Verdict", "Frankenstein",
                                        "Moby-Dick"],
                       N_("year"): [1813, 1861, 1908, 1818, 1851]})
+QUERY_CHARS = 200  # a query is a name or a title
 
 
 # 5. Q/K/V as a lookup ------------------------------------------------------------------------------------------
@@ -33,8 +34,11 @@ def lookup_section(sent: str) -> None:
         # the columns keep their English names (the code reads them); the header shows them translated
         table = st.data_editor(BOOKS, key="t2v_table", num_rows="dynamic", hide_index=True, width="stretch",
                                column_config={c: _(c) for c in BOOKS.columns})
-        query = st.text_input(_("Query"), "Edith Warton", key="t2v_query", max_chars=200)
+        query = st.text_input(_("Query"), "Edith Warton", key="t2v_query", max_chars=box_max_chars(QUERY_CHARS))
         temperature = st.slider(_("temperature (the model's: √d_k)"), 0.01, 2.0, 0.2, 0.01, key="t2v_temperature")
+    if problem := too_long(query, QUERY_CHARS):
+        left.error(problem)
+        return
     table = table.dropna(subset=["key (author)"])
     keys = [str(k) for k in table["key (author)"]]
     values = [str(v) for v in table["value (book)"]]

@@ -45,6 +45,7 @@ from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
+from dashboard.state.controls import box_max_chars, too_long
 from dashboard.state.links import code_span, error_text, md_escape
 from dashboard.state.url_state import linked_choice
 
@@ -53,6 +54,7 @@ VERDICT, OWN = N_("The Verdict (the book's text)"), N_("Your own text")  # the r
 SECTIONS = [N_("Word tokenizer"), N_("BPE side by side"), N_("Sliding windows"), N_("Embedding = lookup"),
             N_("Q/K/V as a lookup")]  # the link's values (?t2v_section=), shown translated
 WINDOW_DEFAULTS = {"t2v_max_length": 4, "t2v_stride": 4, "t2v_batch": 8}  # the book's batch of 8 windows of 4
+SENTENCE_CHARS = 2_000  # the sentence to encode (the text above it takes MAX_TEXT_CHARS)
 MAX_STRIP = 40  # tokens drawn in the window strip (the first windows; a longer span is cut, and says so)
 BPE_EXAMPLES = ["someunknownPlace", "Hello 😀", "<|endoftext|>", TEA_ZH]  # Chinese: bytes and merged pieces
 
@@ -106,6 +108,12 @@ def _pieces(ids: list[int]) -> list[str]:
 # 1. Word tokenizer ---------------------------------------------------------------------------------------------
 
 def word_section(text: str, sent: str) -> None:
+    if not any(c.isalnum() for c in text):  # emoji or punctuation only: its "words" would be runs of symbols
+        st.info(_("Your text has no words, only symbols (emoji, punctuation, signs): the word tokenizer splits text "
+                  "into words at spaces and punctuation, so there is no vocabulary of words to show. Type a sentence "
+                  "in words (for example: Hello, do you like tea?) or choose The Verdict; **BPE side by side** shows "
+                  "how GPT-2 reads symbols (as UTF-8 bytes)."))
+        return
     try:
         vocabs = {name: build_vocab(text, pattern, SPECIAL_TOKENS) for name, pattern in PATTERNS.items()}
     except ValueError as e:
@@ -130,13 +138,18 @@ def word_section(text: str, sent: str) -> None:
             st.markdown(_("SimpleTokenizerV2 ids: {ids}", ids=code_span(str(ids))))
             st.markdown(_("decode: {text}", text=code_span(tokenizer.decode(ids))))
     only_notes, only_book = pattern_difference(text)
-    st.markdown(_(
-        "**Why {book} vs {notes}:** the notes' pattern has no `:` and `;`, so a word written before one stays glued "
-        "to it: **+{added}** words such as {added_words}; and **−{lost}** words that occur only before `:` or `;` "
-        "never appear alone ({lost_words}). The ids after a changed word shift with it.",
-        book=f"{len(vocabs['book']) - 2:,}", notes=f"{len(vocabs['notes']) - 2:,}", added=len(only_notes),
-        added_words=code_span(" ".join(only_notes[:5])), lost=len(only_book),
-        lost_words=code_span(" ".join(only_book[:5]))))
+    if not only_notes and not only_book:
+        st.markdown(_("**Why {book} vs {notes}:** both patterns give the same words here: no word of this text is "
+                      "written right before `:` or `;` (the only characters the notes' pattern does not split at).",
+                      book=f"{len(vocabs['book']) - 2:,}", notes=f"{len(vocabs['notes']) - 2:,}"))
+    else:
+        st.markdown(_(
+            "**Why {book} vs {notes}:** the notes' pattern has no `:` and `;`, so a word written before one stays "
+            "glued to it: **+{added}** words such as {added_words}; and **−{lost}** words that occur only before `:` "
+            "or `;` never appear alone ({lost_words}). The ids after a changed word shift with it.",
+            book=f"{len(vocabs['book']) - 2:,}", notes=f"{len(vocabs['notes']) - 2:,}", added=len(only_notes),
+            added_words=code_span(" ".join(only_notes[:5])), lost=len(only_book),
+            lost_words=code_span(" ".join(only_book[:5]))))
     v1 = SimpleTokenizerV1(build_vocab(text))
     try:
         st.markdown(_("SimpleTokenizerV1 (no `<|unk|>`): {ids}", ids=code_span(str(v1.encode(sent)))))
@@ -315,15 +328,22 @@ def render() -> None:
     source = c1.radio(_("Text"), [VERDICT, OWN], key="t2v_source", format_func=_)
     if source == OWN:
         text = c2.text_area(_("Your text (the vocabulary and the windows come from it)"), verdict_text()[:600],
-                            key="t2v_text", max_chars=MAX_TEXT_CHARS, height=100)
+                            key="t2v_text", max_chars=box_max_chars(MAX_TEXT_CHARS), height=100)
     else:
         text = verdict_text()
         c2.caption(_("Edith Wharton, *The Verdict* (1908; public domain): {n} characters, the book's chapter-2 "
                      "text.", n=f"{len(text):,}"))
-    sent = c2.text_input(_("Sentence to encode"), BOOK_EXAMPLE, key="t2v_sentence", max_chars=2_000,
+    sent = c2.text_input(_("Sentence to encode"), BOOK_EXAMPLE, key="t2v_sentence",
+                         max_chars=box_max_chars(SENTENCE_CHARS),
                          help=_("The book's example; try a Chinese one too, such as {sample}", sample=TEA_ZH))
     if not text.strip():
         st.error(_("The text is empty: type or paste some text, or choose The Verdict."))
+        return
+    if problem := too_long(text, MAX_TEXT_CHARS) if source == OWN else None:
+        st.error(problem)
+        return
+    if problem := too_long(sent, SENTENCE_CHARS):
+        st.error(problem)
         return
     if not sent.strip():
         st.error(_("The sentence is empty: type one (for example: Hello, do you like tea?)."))

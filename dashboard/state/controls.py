@@ -47,6 +47,23 @@ from dashboard.state.settings_schema import (  # noqa: F401  (names pages import
     url_value,
 )
 
+PASTE_ROOM = 10  # a box's max_chars is 10x what the code takes: the browser drops a longer paste without a word
+
+
+def box_max_chars(limit: int) -> int:
+    """A text box's ``max_chars``: only a memory bound, far above the ``limit`` its page takes (checked in code by
+    :func:`too_long`, with a message), because the browser refuses a paste over ``max_chars`` silently."""
+    return PASTE_ROOM * limit
+
+
+def too_long(text: str | None, limit: int) -> str | None:
+    """The message for a box's text over ``limit`` characters (its count, the limit, how much to cut); None if it
+    fits."""
+    if text is None or len(text) <= limit:
+        return None
+    return _("Your text is {chars:,} characters long; this box takes up to {max_chars:,}. Shorten it by {cut:,} "
+             "characters.", chars=len(text), max_chars=limit, cut=len(text) - limit)
+
 
 def _seed_from_url(devices: list[str]) -> list[tuple[str, str]]:
     """Until a session's first run has drawn the sidebar, take each setting the link names (widgets own them
@@ -272,7 +289,7 @@ def render_sidebar(uses: str = "all", knob_pages: Sequence[str] = ()) -> Setting
     if uses == "none":
         return _no_knobs(sb, knob_pages)
     text = sb.text_area(_("Sentence"), value=_now("sentence"), key="sentence", height=90,
-                        max_chars=MAX_TEXT_CHARS,
+                        max_chars=box_max_chars(MAX_TEXT_CHARS),  # longer: tokenize() says by how much
                         help=sentences(_("Your own text: it is split into GPT-2 tokens (up to {n}).", n=MAX_CONTEXT),
                                        _(APPLY_HINT)))
     sb.caption(_(APPLY_HINT))

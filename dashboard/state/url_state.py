@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard.i18n import DEFAULT, LANGS, _, language
 from dashboard.state.controls import BadValue, parse_int
-from dashboard.state.links import link_warning
+from dashboard.state.links import link_warning, md_escape, shown_value
 
 
 def warn_bad_link(param: str, value: str, used: str) -> None:
@@ -31,6 +31,20 @@ def url_choice(key: str, shown: Sequence[str], used: str) -> None:
     raw = st.query_params.get(key)
     if raw is not None and raw not in shown:
         warn_bad_link(key, raw, used)
+
+
+def url_text(key: str, limit: int) -> None:
+    """Before a text box bound to the URL is drawn: warn when a new session's link ``?key=`` is over the ``limit``
+    characters its page takes, with both counts (the box shows the text and its page refuses it, saying by how
+    much to cut; a box that cut the link to its ``max_chars`` did it silently)."""
+    if key in st.session_state:
+        return
+    raw = st.query_params.get(key)
+    if raw is None or len(raw) <= limit:
+        return
+    st.warning(_("The link's **{param}** = {value} is {chars:,} characters long; this box takes up to {limit:,}. "
+                 "Shorten it by {cut:,} characters (in the box, or in the link).", param=md_escape(key),
+                 value=shown_value(raw), chars=len(raw), limit=limit, cut=len(raw) - limit))
 
 
 T = TypeVar("T", bound=Hashable)
