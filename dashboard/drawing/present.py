@@ -1,7 +1,7 @@
 """Presentation mode: large type, high contrast and the whole width for a projector.
 
-A toggle bound to the link (``?present=true``), so a prepared link opens in it. It changes how things
-look, never what is computed: pages draw the same charts with bigger text (``big``), the sidebar
+A toggle bound to the link (``?present=true``; 1, yes and on work too), so a prepared link opens in it.
+It changes how things look, never what is computed: pages draw the same charts with bigger text (``big``), the sidebar
 starts collapsed and the page navigation moves to the top. Both of Streamlit's themes (light and
 dark, from the app menu's Settings) work; chart text takes the theme's contrast colour.
 """
@@ -12,8 +12,12 @@ import streamlit as st
 
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
 from dashboard.i18n import _
+from dashboard.state.links import link_warning
 
 KEY = "present"
+_BAD_KEY = "present_bad_link"  # an unreadable ?present= value, warned about once on the page
+ON_WORDS = ("1", "true", "yes", "on")  # what a hand-written link may say (any case); Streamlit reads only true/false
+OFF_WORDS = ("0", "false", "no", "off")
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
 NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: cells.LABEL_PX)
@@ -59,11 +63,30 @@ _BASE_CSS = """
 """
 
 
+def parse(raw: str) -> bool | None:
+    """What a link's ``present`` value asks for: True (1, true, yes, on), False (0, false, no, off, empty), None
+    for anything else. Case and surrounding spaces do not matter."""
+    word = raw.strip().lower()
+    if word in ON_WORDS:
+        return True
+    if word in OFF_WORDS or not word:
+        return False
+    return None
+
+
 def requested() -> bool:
-    """Whether the link or the session asks for presentation mode (read before the toggle is drawn)."""
+    """Whether the link or the session asks for presentation mode (read before the toggle is drawn). On a session's
+    first run the link's value seeds the toggle: Streamlit's own binding drops anything but true/false silently."""
     if KEY in st.session_state:
         return bool(st.session_state[KEY])
-    return st.query_params.get(KEY, "").lower() == "true"
+    raw = st.query_params.get(KEY)
+    if raw is None:
+        return False
+    on = parse(raw)
+    if on is None:
+        st.session_state[_BAD_KEY] = raw
+    st.session_state[KEY] = bool(on)
+    return bool(on)
 
 
 def presenting() -> bool:
@@ -109,6 +132,10 @@ def controls(sidebar) -> None:
                    help=_("Large type, high contrast, the sidebar out of the way. The link keeps it: "
                           "prepare a link and open it on the projector."))
     st.html(_CSS if presenting() else _BASE_CSS)
+    bad = st.session_state.pop(_BAD_KEY, None)
+    if bad is not None:
+        st.warning(link_warning(KEY, bad, _("normal mode"),
+                                _("presentation mode takes 1, true, yes or on; 0, false, no or off")))
     if presenting():
         # one small button in the top bar (fixed, beside the app menu): every line above the chart costs a row
         # of the chart at 720 pixels
