@@ -24,7 +24,7 @@ from dashboard.drawing import scales
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import Look, show_matrix, show_panels
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, cell_area, fit, room, sized_columns
+from dashboard.drawing.sizes import cap, cell_area, fit, panel_columns, room, sized_columns
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import N_, _, lang, ngettext
 from dashboard.state import models
@@ -150,7 +150,7 @@ def scores_section(v: View) -> None:
 
 def heads_section(v: View) -> None:
     uniform_note(v)
-    columns = min(v.H, 4)
+    columns = panel_columns(min(v.H, 4))
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
                 [v.head_label(h) for h in range(v.H)], v.labels,
                 look=Look(scale=v.wscale, columns=columns, max_px=fit(cap(200), v.labels, panels=columns)),

@@ -30,13 +30,17 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
 # Download and Previous / Next buttons. Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 """
+# A static table (st.table) wider than its column scrolls inside its box, not the page (a phone's 390 px screen).
+TABLE_CSS = """.stApp [data-testid="stTable"] {overflow-x: auto; max-width: 100%;}
+"""
 # A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
 # Full white on a darker patch of the button's own red.
 KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
 """
-# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
+# Streamlit's page text is sized in rem: one rule scales it. A phone keeps 1 rem a side (3 rem took a quarter of
+# its width). Captions lose their light grey. Tables (st.table) and
 # code at >= 16 px: the book's numbers and code are read from the back of the room.
 _CSS = """
 <style>
@@ -50,7 +54,8 @@ _CSS = """
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+@media (max-width: 640px) {.stApp [data-testid="stMainBlockContainer"] {padding-left: 1rem; padding-right: 1rem;}}
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -59,7 +64,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 
 
