@@ -408,3 +408,27 @@ def test_a_phone_screen_never_scrolls_sideways(browser_page, server, name):
         heads = page.evaluate(HEADS_JS)
         assert heads and heads["cells"] >= 4 * 36, heads
         assert heads["min_cell"] >= 24 and heads["min_font"] >= 12 and heads["right"] <= PHONE[0], heads
+
+
+FITS_JS = """(label) => {  // the Start button's label replaced by ``label``: is it drawn whole (no "Leave q…")?
+    const p = document.querySelector('.st-key-learn_start button [data-testid="stMarkdownContainer"] p');
+    if (!p) return null;
+    p.textContent = label;
+    const box = p.closest('[data-testid="stMarkdownContainer"]');  // cuts its text with an ellipsis
+    const button = p.closest('button');
+    const fits = box.scrollWidth <= box.clientWidth && button.scrollWidth <= button.clientWidth + 1;
+    return {fits, text: box.scrollWidth, room: box.clientWidth, button: button.clientWidth};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_leave_queue_fits_its_button_at_1280x720(browser_page, server, lang):
+    """A queued student's "Leave queue" was cut to "Leave q…". It takes the Start button's place, in the same column:
+    drawn there in the Start button's font, it fits. (Queueing for real needs two busy training slots.)"""
+    page = browser_page
+    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS["1280x720"])))
+    open_drawn(page, f"{server}/learn?lang={lang}")
+    set_sidebar(page, collapsed=False)
+    label = {"en": "Leave queue", "zh": "退出队列"}[lang]
+    found = page.evaluate(FITS_JS, label)
+    assert found and found["fits"], found
