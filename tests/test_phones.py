@@ -105,3 +105,65 @@ def test_a_narrow_look_puts_the_legend_below_and_gives_each_stacked_panel_its_ke
     assert [leg["orient"] for leg in _legends(grid)] == ["bottom"]
     assert grid["resolve"]["axis"]["x"] == "independent"
     assert Look(narrow=True).slide.narrow is False  # the exported slide is the projector's
+
+
+# Item 10: real models on the projector --------------------------------------------------------------------------
+
+def test_grouped_heads_get_one_k_v_group_a_row():
+    """SmolLM2's 9 query heads read 3 K/V heads: rows of 3 (rows of 4 broke the groups across rows)."""
+    from dashboard.drawing.sizes import heads_per_row
+
+    assert heads_per_row(9, 3) == 3
+    assert heads_per_row(8, 4) == 2
+    assert heads_per_row(4, 4) == 4 and heads_per_row(12, 12) == 4 and heads_per_row(2, 2) == 2
+    assert heads_per_row(14, 2) == 4  # groups of 7 do not fit a row: as many as fit
+
+
+def test_the_model_grid_uses_the_width_on_the_projector(screen_px):
+    """At 1280x720 SmolLM2's 30 x 9 heads were 15 px cells beside the table, half the width unused; a 12 x 12
+    GPT-2 got 18 px."""
+    from dashboard.app_pages.model_view import grid_layout
+    from dashboard.drawing import sizes
+
+    screen_px(sizes.CONTENT_PX)
+    px, beside = grid_layout(30, 9)
+    assert px >= 24 and not beside and 30 * px <= sizes.CONTENT_PX - 60  # the whole width, the table below
+    px, beside = grid_layout(12, 12)
+    assert px >= 30 and beside and 12 * px <= sizes.column_px([2, 1], 0)
+
+
+def test_the_model_grid_tells_induction_from_previous_token_by_dash_and_reads_at_13_px():
+    from apptest_utils import spec_nodes
+    from dashboard.drawing import grid_charts
+
+    spec = grid_charts.model_grid(30, 9, 25, transpose=True).to_dict()
+    dash = next(n["strokeDash"] for n in spec_nodes(spec) if "strokeDash" in n)
+    dashes = dict(zip(dash["scale"]["domain"], map(tuple, dash["scale"]["range"])))
+    assert dashes["induction"] != dashes["previous-token"]
+    assert len(set(dashes.values())) >= 4
+    marks = [n["mark"] for n in spec_nodes(spec) if isinstance(n.get("mark"), dict)]
+    assert any(m["type"] == "bar" for m in marks)  # a rect mark would drop the dash (Vega-Lite)
+    sizes = [n[k] for n in spec_nodes(spec) for k in ("labelFontSize", "titleFontSize") if k in n]
+    assert sizes and min(sizes) >= 13, sizes
+
+
+def test_smollm2_q_k_v_strips_have_their_own_scales_and_labels_and_heads_come_in_k_v_rows(smollm2):
+    """On the shared ±5 scale of one grid of panels the values strip was near blank and no token or dimension was
+    labelled. Each strip is now a chart of its own (its own symmetric scale), with its labels."""
+    import json
+
+    from apptest_utils import show_section, spec_nodes
+
+    at = new_app(model="SmolLM2-135M-Instruct", section="Q, K, V")
+    at.run()
+    assert not at.exception
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 5  # queries, keys, values, and the rotated queries and keys
+    for chart in charts:
+        spec = json.loads(chart.proto.spec)
+        assert "facet" not in spec
+        axes = [n["axis"] for n in spec_nodes(spec) if isinstance(n.get("axis"), dict)]
+        assert axes and all(a.get("labels", True) for a in axes)
+    show_section(at, "All heads")
+    spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if '"facet"' in c.proto.spec)
+    assert spec["columns"] == 3

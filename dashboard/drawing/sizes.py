@@ -51,6 +51,16 @@ def panel_columns(wanted: int) -> int:
     return 1 if narrow() else wanted
 
 
+def heads_per_row(n_heads: int, n_kv_heads: int, most: int = 4) -> int:
+    """How many heads a row of the heads grid holds: with grouped K/V heads, one group a row (SmolLM2's 9 query
+    heads on 3 K/V heads: rows of 3; in rows of 4 the groups broke across rows), else up to ``most``; one on a
+    phone (:func:`panel_columns`)."""
+    group = n_heads // max(n_kv_heads, 1)
+    if 1 < group <= most and n_kv_heads < n_heads:
+        return panel_columns(group)
+    return panel_columns(min(n_heads, most))
+
+
 def cells_across(n: int, width_px: int, chrome_px: int, most_px: int, least_px: int = 8) -> int:
     """The side of ``n`` square cells in a row that, with ``chrome_px`` of axes and legend, fit ``width_px``: at
     most ``most_px`` (the size designed for the projector), at least ``least_px``."""
