@@ -432,3 +432,28 @@ def test_leave_queue_fits_its_button_at_1280x720(browser_page, server, lang):
     label = {"en": "Leave queue", "zh": "退出队列"}[lang]
     found = page.evaluate(FITS_JS, label)
     assert found and found["fits"], found
+
+
+GRID_JS = """() => {  // the model view's grid: its heads' frames (px) and its text's font sizes
+    const grid = document.querySelector('.st-key-model_grid');
+    if (!grid) return null;
+    const frames = [...grid.querySelectorAll('svg.marks .role-mark.mark-rect path')]
+        .map(p => p.getBoundingClientRect()).filter(r => r.width > 0);
+    const fonts = [...grid.querySelectorAll('svg.marks text')].filter(t => t.textContent.trim())
+        .map(t => parseFloat(t.getAttribute('font-size') || getComputedStyle(t).fontSize));
+    return {frames: frames.length, min_frame: Math.min(...frames.map(r => Math.min(r.width, r.height))),
+            min_font: Math.min(...fonts), width: grid.getBoundingClientRect().width};
+}"""
+
+
+def test_the_model_view_reads_on_a_1280x720_projector(browser_page, server):
+    """The model view of the model found here (SmolLM2 where its wheel is installed): heads were 15 px frames with
+    11 px labels in half the width."""
+    page = browser_page
+    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS["1280x720"])))
+    open_drawn(page, f"{server}/?section=Model+view")
+    set_sidebar(page, collapsed=False)
+    grid = page.evaluate(GRID_JS)
+    if grid is None:
+        pytest.skip("no pretrained model here: Explore has no Model view")
+    assert grid["frames"] >= 4 and grid["min_frame"] >= 20 and grid["min_font"] >= 13, grid
