@@ -357,7 +357,7 @@ def test_charts_grow_on_a_larger_screen_and_the_link_keeps_its_settings(browser_
     assert widths["1920x1080"] >= 1.4 * widths["1280x720"] > 0, widths
 
 
-# Phones (issue 41): a 390x844 screen. The page never scrolls sideways (a wide table scrolls inside its own box), and
+# Phones: a 390x844 screen. The page never scrolls sideways (a wide table scrolls inside its own box), and
 # "All heads" draws one head a row with cells a finger can point at.
 PHONE = (390, 844)
 PHONE_PAGES = {  # name: link

@@ -24,7 +24,7 @@ from dashboard.state.links import error_text, md_escape
 GRID_KEY = "model_grid"
 GRID_WIDTHS = [2, 1]  # the grid | the toggle and the next-token table
 GRID_ROOM_PX = 520  # the grid's cells at most this tall at 1280x720: with its axis and legend, one screen
-READABLE_PX = 32  # a head's cell at least this, where the width allows (15 px thumbnails could not be read)
+READABLE_PX = 32  # a head's cell at least this, where the width allows (smaller thumbnails could not be read)
 
 
 def repeated(ids: tuple[int, ...], limit: int) -> tuple[int, ...]:
@@ -53,7 +53,7 @@ def grid_layout(n_layers: int, n_heads: int) -> tuple[int, bool]:
     """A head's cell in the grid, and whether the grid sits beside the next-token table (else it takes the whole
     width, the table below it). The cells are as tall as the room below the page's top allows, and at least
     :data:`READABLE_PX` where the width allows: a deep model (SmolLM2's 30 layers along x) beside the table got
-    15 px cells in half the width."""
+    cells too small to read, in half the width."""
     if transposed(n_layers, n_heads):
         n_layers, n_heads = n_heads, n_layers  # rows are heads, columns layers
     beside = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads

@@ -21,7 +21,7 @@ HEAD_TYPE_COLORS = {N_("previous-token"): "#e15759", N_("first-token (sink)"): "
 # on a projector and for a colour-blind eye, not by hue alone.
 HEAD_TYPE_DASHES = {N_("previous-token"): [1, 0], N_("first-token (sink)"): [1, 0], N_("induction"): [5, 3],
                     N_("local"): [2, 2], N_("broad"): [8, 2, 2, 2], N_("mixed"): [2, 4]}
-GRID_LABEL_PX = 13  # the grid's axis and legend labels (16 in presentation mode): 11 px was unreadable at 1280×720
+GRID_LABEL_PX = 13  # the grid's axis and legend labels (16 in presentation mode), as every chart's at 1280×720
 GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
 GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
 

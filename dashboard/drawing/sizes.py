@@ -47,7 +47,7 @@ def narrow() -> bool:
 
 def panel_columns(wanted: int) -> int:
     """How many panels a row of ``wanted`` gets on this screen: one on a phone, where side by side each was too
-    small to read (4 heads were 45 px wide and the fourth was cut off)."""
+    small to read and the last one was cut off."""
     return 1 if narrow() else wanted
 
 
