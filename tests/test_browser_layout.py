@@ -367,6 +367,7 @@ PHONE_PAGES = {  # name: link
     "windows-sinks": "windows?win_section=Sinks+in+every+layer",
     "windows-rope": "windows?win_section=RoPE+on+real+queries+and+keys",
     "tiled": "tiled",
+    "tiled-presentation": "tiled?" + urlencode({"present": "true", "sentence": TEN_TOKENS}),  # its tables
     "walkthrough-presentation": "walkthrough?present=true",
     "walkthrough-yours": "walkthrough?" + urlencode({"walk_step": "12", "sentence": TEN_TOKENS}),
 }
