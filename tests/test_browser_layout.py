@@ -363,6 +363,7 @@ PHONE = (390, 844)
 PHONE_PAGES = {  # name: link
     "explore-all-heads": "?" + urlencode(SETTINGS["4heads"] | {"section": "All heads"}),
     "explore-all-heads-presentation": "?" + urlencode(SETTINGS["4heads"] | {"section": "All heads", "present": "true"}),
+    "explore-model-view": "?section=Model+view&lang=zh",  # the found model's grid, its legend, the head charts
     "windows": "windows",
     "windows-sinks": "windows?win_section=Sinks+in+every+layer",
     "windows-rope": "windows?win_section=RoPE+on+real+queries+and+keys",

@@ -79,9 +79,12 @@ def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
     image = alt.Chart().mark_image(width=width, height=height, align="left", baseline="top").encode(
         x=alt.XValue(0), y=alt.YValue(0), url="url:N").transform_filter("isValid(datum.url)")
     pick = alt.selection_point(fields=["layer", "head"], name="head_pick", on="click", clear=False)
-    # one legend for colour and dash (Vega-Lite merges the two channels of one field): each entry as it is framed
+    # one legend for colour and dash (Vega-Lite merges the two channels of one field): each entry as it is framed,
+    # its label whole (the Chinese sink's was cut)
     legend = alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None, symbolStrokeWidth=3,
-                        symbolSize=font * 16, labelFontSize=font, columns=3, labelExpr=shown_labels(HEAD_TYPE_COLORS))
+                        symbolSize=font * 16, labelFontSize=font, labelLimit=0,
+                        columns=3 if width >= 420 else 2 if width >= 320 else 1,  # a phone's grid is narrow
+                        labelExpr=shown_labels(HEAD_TYPE_COLORS))
     # a bar, not a rect: Vega-Lite drops a rect's strokeDash
     frames = alt.Chart().mark_bar(fill="#ffffff", fillOpacity=0.01, cursor="pointer").encode(
         x=alt.X("x0:Q", scale=x, axis=x_axis), x2="x1:Q",
