@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from apptest_utils import chart_data, chart_with, messages, new_app, open_page, show_section
+from apptest_utils import chart_data, messages, new_app, open_page, show_section
 from attn_core.attention.kv_cache import cache_bytes_per_token
 from attn_core.models.gpt import generate
 from attn_core.models.traced import layer_trace
@@ -82,9 +82,10 @@ def test_smollm2_as_the_weights_reaches_the_sections_with_its_own_tensors(smol):
     for section in ("Tokens", "Q, K, V", "Scores", "All heads", "Output", "Model view"):
         show_section(at, section)
         no_errors(at)
-        if section == "Q, K, V":  # RoPE before/after, the 3 K/V heads named, on the real layer
-            panels = {r["panel"] for r in chart_with(at, "queries after RoPE")}
-            assert {"queries", "queries after RoPE", "keys (K/V head 1)", "keys after RoPE (K/V head 1)"} <= panels
+        if section == "Q, K, V":  # RoPE before/after, the 3 K/V heads named, on the real layer: a strip each
+            titles = [m.value.split("**")[1] for m in at.markdown if m.value.startswith("**")]
+            assert {"queries", "queries after RoPE", "keys (K/V head 1)", "keys after RoPE (K/V head 1)"} <= set(titles)
+            assert len(at.get("vega_lite_chart")) == 5
     at.switch_page("app_pages/shape_flow.py").run()  # the layer's own steps: RoPE on queries and keys among them
     no_errors(at)
     assert any("GroupedQueryAttention with RoPE" in c.value for c in at.caption)

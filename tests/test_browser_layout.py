@@ -355,3 +355,107 @@ def test_charts_grow_on_a_larger_screen_and_the_link_keeps_its_settings(browser_
         widths[vp] = page.evaluate(CELL_JS)
         assert "4 heads" in page.get_by_test_id("stMain").inner_text(), vp
     assert widths["1920x1080"] >= 1.4 * widths["1280x720"] > 0, widths
+
+
+# Phones: a 390x844 screen. The page never scrolls sideways (a wide table scrolls inside its own box), and
+# "All heads" draws one head a row with cells a finger can point at.
+PHONE = (390, 844)
+PHONE_PAGES = {  # name: link
+    "explore-all-heads": "?" + urlencode(SETTINGS["4heads"] | {"section": "All heads"}),
+    "explore-all-heads-presentation": "?" + urlencode(SETTINGS["4heads"] | {"section": "All heads", "present": "true"}),
+    "explore-model-view": "?section=Model+view&lang=zh",  # the found model's grid, its legend, the head charts
+    "windows": "windows",
+    "windows-sinks": "windows?win_section=Sinks+in+every+layer",
+    "windows-rope": "windows?win_section=RoPE+on+real+queries+and+keys",
+    "tiled": "tiled",
+    "tiled-presentation": "tiled?" + urlencode({"present": "true", "sentence": TEN_TOKENS}),  # its tables
+    "walkthrough-presentation": "walkthrough?present=true",
+    "walkthrough-yours": "walkthrough?" + urlencode({"walk_step": "12", "sentence": TEN_TOKENS}),
+}
+WIDE_JS = """() => {  // how far the page, or its main area, scrolls sideways, and what reaches past the screen
+    const main = document.querySelector('[data-testid="stMain"]');
+    const vw = document.documentElement.clientWidth;
+    const past = [...main.querySelectorAll('[data-testid="stElementContainer"]')].filter(e => {
+        const r = e.getBoundingClientRect();
+        return r.width > 0 && r.right > vw + 2;
+    }).map(e => (e.querySelector('[data-testid]')?.getAttribute('data-testid') || 'element') + ' '
+                + Math.round(e.getBoundingClientRect().right) + ' px');
+    return {vw, page: document.documentElement.scrollWidth, main: main.scrollWidth, past: past.slice(0, 5)};
+}"""
+HEADS_JS = """() => {  // the All heads grid: its cells' sizes (SVG rect marks) and its text's font sizes
+    const chart = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].find(c =>
+        [...c.querySelectorAll('svg.marks text')].some(t => t.textContent.trim() === 'head 4'));
+    if (!chart) return null;
+    const cells = [...chart.querySelectorAll('svg.marks .role-mark.mark-rect path')]
+        .map(p => p.getBoundingClientRect()).filter(r => r.width > 0);
+    const fonts = [...chart.querySelectorAll('svg.marks text')].filter(t => t.textContent.trim())
+        .map(t => parseFloat(t.getAttribute('font-size') || getComputedStyle(t).fontSize));
+    const svg = chart.querySelector('svg.marks').getBoundingClientRect();
+    return {cells: cells.length, min_cell: Math.min(...cells.map(r => Math.min(r.width, r.height))),
+            min_font: Math.min(...fonts), right: svg.right};
+}"""
+
+
+@pytest.mark.parametrize("name", list(PHONE_PAGES))
+def test_a_phone_screen_never_scrolls_sideways(browser_page, server, name):
+    page = browser_page
+    page.set_viewport_size(dict(zip(("width", "height"), PHONE)))
+    open_drawn(page, f"{server}/{PHONE_PAGES[name]}")
+    errors = page.get_by_test_id("stException")
+    assert errors.count() == 0, errors.first.inner_text()
+    wide = page.evaluate(WIDE_JS)
+    assert wide["page"] <= wide["vw"] + TOL_PX and wide["main"] <= wide["vw"] + TOL_PX, f"{name} at 390x844: {wide}"
+    assert not wide["past"], f"{name} at 390x844: {wide}"
+    if name.startswith("explore-all-heads"):  # one head a row, 6 tokens: cells >= 24 px, text >= 12 px
+        heads = page.evaluate(HEADS_JS)
+        assert heads and heads["cells"] >= 4 * 36, heads
+        assert heads["min_cell"] >= 24 and heads["min_font"] >= 12 and heads["right"] <= PHONE[0], heads
+
+
+FITS_JS = """(label) => {  // the Start button's label replaced by ``label``: is it drawn whole (no "Leave q…")?
+    const p = document.querySelector('.st-key-learn_start button [data-testid="stMarkdownContainer"] p');
+    if (!p) return null;
+    p.textContent = label;
+    const box = p.closest('[data-testid="stMarkdownContainer"]');  // cuts its text with an ellipsis
+    const button = p.closest('button');
+    const fits = box.scrollWidth <= box.clientWidth && button.scrollWidth <= button.clientWidth + 1;
+    return {fits, text: box.scrollWidth, room: box.clientWidth, button: button.clientWidth};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_leave_queue_fits_its_button_at_1280x720(browser_page, server, lang):
+    """A queued student's "Leave queue" was cut to "Leave q…". It takes the Start button's place, in the same column:
+    drawn there in the Start button's font, it fits. (Queueing for real needs two busy training slots.)"""
+    page = browser_page
+    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS["1280x720"])))
+    open_drawn(page, f"{server}/learn?lang={lang}")
+    set_sidebar(page, collapsed=False)
+    label = {"en": "Leave queue", "zh": "退出队列"}[lang]
+    found = page.evaluate(FITS_JS, label)
+    assert found and found["fits"], found
+
+
+GRID_JS = """() => {  // the model view's grid: its heads' frames (px) and its text's font sizes
+    const grid = document.querySelector('.st-key-model_grid');
+    if (!grid) return null;
+    const frames = [...grid.querySelectorAll('svg.marks .role-mark.mark-rect path')]
+        .map(p => p.getBoundingClientRect()).filter(r => r.width > 0);
+    const fonts = [...grid.querySelectorAll('svg.marks text')].filter(t => t.textContent.trim())
+        .map(t => parseFloat(t.getAttribute('font-size') || getComputedStyle(t).fontSize));
+    return {frames: frames.length, min_frame: Math.min(...frames.map(r => Math.min(r.width, r.height))),
+            min_font: Math.min(...fonts), width: grid.getBoundingClientRect().width};
+}"""
+
+
+def test_the_model_view_reads_on_a_1280x720_projector(browser_page, server):
+    """The model view of the model found here (SmolLM2 where its wheel is installed): heads were 15 px frames with
+    11 px labels in half the width."""
+    page = browser_page
+    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS["1280x720"])))
+    open_drawn(page, f"{server}/?section=Model+view")
+    set_sidebar(page, collapsed=False)
+    grid = page.evaluate(GRID_JS)
+    if grid is None:
+        pytest.skip("no pretrained model here: Explore has no Model view")
+    assert grid["frames"] >= 4 and grid["min_frame"] >= 20 and grid["min_font"] >= 13, grid

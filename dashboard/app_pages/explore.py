@@ -24,7 +24,7 @@ from dashboard.drawing import scales
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import Look, show_matrix, show_panels
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, cell_area, fit, room, sized_columns
+from dashboard.drawing.sizes import cap, cell_area, fit, heads_per_row, room, sized_columns
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import N_, _, lang, ngettext
 from dashboard.state import models
@@ -98,9 +98,18 @@ def qkv_section(v: View) -> None:
                    _("Each token's input vector times W_query, W_key and W_value: one row per token, one column per "
                      "output dimension (d_out)."))
     wide = width > 2 * len(v.labels)  # few tokens, many dimensions (a real model's head_dim 64): one panel a row
+    if wide:  # each strip its own chart: its own colour scale (on one shared ±5 scale the values were near blank),
+        # its token and dimension labels (a grid of panels drops them above 24 columns)
+        dims = [f"{i + 1}" for i in range(width)]
+        for (kind, title), m in zip(panels, qkv):
+            show_matrix(st, m, v.labels, dims, Look(scale="scores", x_title=_("dim"), y_title=_("token"),
+                                                    max_px=fit(cap(720), v.labels)),
+                        key=f"qkv_{kind}", title=title, name=v.name(f"qkv_{kind}"),
+                        cache_key=(v.run.key, "qkv", kind, v.head))
+        return
     show_panels(st, qkv, [t for _kind, t in panels], v.labels, [f"{i + 1}" for i in range(width)],
-                look=Look(scale="scores", columns=1 if wide else 3, x_title=_("dim"), y_title=_("token"),
-                          max_px=fit(cap(720), v.labels) if wide else fit(room(240, 300, 80), v.labels, panels=3)),
+                look=Look(scale="scores", columns=3, x_title=_("dim"), y_title=_("token"),
+                          max_px=fit(room(240, 300, 80), v.labels, panels=3)),
                 key="qkv", name=v.name("qkv"), cache_key=(v.run.key, "qkv", v.head, rotated))
 
 
@@ -150,7 +159,7 @@ def scores_section(v: View) -> None:
 
 def heads_section(v: View) -> None:
     uniform_note(v)
-    columns = min(v.H, 4)
+    columns = heads_per_row(v.H, v.kv_heads)
     show_panels(st, memo((v.run.key, "all_heads"), lambda: list(all_heads(v.run.trace, "weights"))),
                 [v.head_label(h) for h in range(v.H)], v.labels,
                 look=Look(scale=v.wscale, columns=columns, max_px=fit(cap(200), v.labels, panels=columns)),

@@ -17,7 +17,7 @@ from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.head_view import MAX_LINE_TOKENS, line_view
 from dashboard.drawing.matrices import Look, show_matrix, show_panels
 from dashboard.drawing.present import dark, ink, presenting
-from dashboard.drawing.sizes import cap, column_px, fit, grow, room, sized_columns
+from dashboard.drawing.sizes import cap, column_px, fit, grow, narrow, room, sized_columns
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import _
 from dashboard.state.controls import MASK_NAMES, Settings
@@ -61,6 +61,8 @@ def weights_px(labels: list[str], n_heads: int) -> tuple[int, bool]:
     outside it the values stay up to ~23 tokens, and every token keeps its 13 px label up to ~44 (beside the story a
     44-token chart was 276 px wide: every 4th label and no values, issue 33)."""
     limit = room(480, 285 + (45 if n_heads > 1 else 0))
+    if narrow():  # a phone: the story below, the chart as wide as the screen
+        return fit(max(limit, cap(640)), labels), False
     side = fit(limit, labels, width_px=column_px(STORY_COLUMNS, 0))
     T = len(labels)
     if not presenting():

@@ -17,7 +17,7 @@ from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens, top
 from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
 from dashboard.drawing.matrices import Look, show_matrix
-from dashboard.drawing.sizes import cap, sized_columns
+from dashboard.drawing.sizes import cap, content_px, sized_columns
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import N_, _, lang, message, ngettext
 from dashboard.state import models
@@ -113,7 +113,7 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
     without = ngettext("without {n} head", "without {n} heads", len(heads))
     losses = {_("every head"): plain} if not heads else {_("every head"): plain, without: after}
     frame = heads_charts.loss_frame(losses, pieces)
-    draw_chart(st, lambda: heads_charts.loss_chart(frame, cap(760), _("token position"),
+    draw_chart(st, lambda: heads_charts.loss_chart(frame, min(cap(760), content_px() - 60), _("token position"),
                                                    _("loss of this token (nats)")),
                key="heads_loss", name="heads_loss", title=_("Per-token loss with and without the heads"))
     if heads:
@@ -151,7 +151,8 @@ def compare_part(name: str) -> None:
                                                                    for i in range(len(result["random_losses"]))]
     losses = [result["plain"], result["top_loss"], *result["random_losses"]]
     frame = heads_charts.ratio_frame(names_, losses)
-    draw_chart(st, lambda: heads_charts.ratio_chart(frame, cap(520), _("loss on the repeat (nats)")),
+    width = min(cap(520), content_px() - 60)
+    draw_chart(st, lambda: heads_charts.ratio_chart(frame, width, _("loss on the repeat (nats)")),
                key="heads_ratio", name="heads_knockout", title=_("Top heads vs random heads"))
     st.markdown(_("Without the top {k} {kind} heads ({heads}), the loss on the repeat goes from {plain:.2f} to "
                   "{top:.2f} nats ({ratio:.1f}×); without {k} random heads, {low:.2f} to {high:.2f}.",
@@ -217,7 +218,8 @@ def rollout_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
             _("layer {n}, heads averaged", n=n_layers): last[query, :query + 1],
             _("rollout through all {n} layers", n=n_layers): rollout[query, :query + 1]}
     frame = heads_charts.sources_frame(rows, pieces)
-    draw_chart(st, lambda: heads_charts.sources_chart(frame, cap(760), _("token position"), _("share")),
+    width = min(cap(760), content_px() - 60)
+    draw_chart(st, lambda: heads_charts.sources_chart(frame, width, _("token position"), _("share")),
                key="heads_rollout", name="heads_rollout", title=_("Where a token's information came from"))
     j = int(np.argmax(rollout[query, :query + 1]))
     st.markdown(_("After all {n} layers, token {i} draws {share:.0%} from token {j} ({piece}) by rollout; the last "

@@ -71,7 +71,8 @@ def controls() -> TrainingJob | None:
 
     state = job.state if job else "ready"
     st.session_state["learn_drawn"] = state  # the live view reruns the page when the state moves on
-    c7, c8, c9, _unused = st.columns([1, 1, 1.3, 3.5])
+    # the first button's column holds "Leave queue" with its icon at 1280×720 (at 1 part of 6.8 it read "Leave q…")
+    c7, c8, c9, _unused = st.columns([1.35, 1, 1.3, 3.15])
     if state == "queued":
         if c7.button(_("Leave queue"), icon=":material/close:", key="learn_leave", width="stretch"):
             job.pause()

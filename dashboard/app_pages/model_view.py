@@ -15,7 +15,7 @@ from dashboard.app_pages.heads_view import show_heads
 from dashboard.drawing import grid_charts, screen
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, column_px, grow
+from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.state import models
@@ -24,6 +24,7 @@ from dashboard.state.links import error_text, md_escape
 GRID_KEY = "model_grid"
 GRID_WIDTHS = [2, 1]  # the grid | the toggle and the next-token table
 GRID_ROOM_PX = 520  # the grid's cells at most this tall at 1280x720: with its axis and legend, one screen
+READABLE_PX = 32  # a head's cell at least this, where the width allows (smaller thumbnails could not be read)
 
 
 def repeated(ids: tuple[int, ...], limit: int) -> tuple[int, ...]:
@@ -48,25 +49,38 @@ def transposed(n_layers: int, n_heads: int) -> bool:
     return n_layers > 2 * n_heads
 
 
-def cell_px(n_layers: int, n_heads: int) -> int:
-    """A head's cell in the grid: the grid beside the table, and its rows in the room below the page's top."""
+def grid_layout(n_layers: int, n_heads: int) -> tuple[int, bool]:
+    """A head's cell in the grid, and whether the grid sits beside the next-token table (else it takes the whole
+    width, the table below it). The cells are as tall as the room below the page's top allows, and at least
+    :data:`READABLE_PX` where the width allows: a deep model (SmolLM2's 30 layers along x) beside the table got
+    cells too small to read, in half the width."""
     if transposed(n_layers, n_heads):
         n_layers, n_heads = n_heads, n_layers  # rows are heads, columns layers
-    wide = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
+    beside = (column_px(GRID_WIDTHS, 0) - cap(60)) // n_heads
+    full = (content_px() - cap(60)) // n_heads
     # every layer above the fold: the cells start ~310 px down on the projector, ~420 px with the page's title and
     # head picker, and the legend takes ~75 px under them
     top = 310 if presenting() else 420
     tall = min(cap(GRID_ROOM_PX), round((screen.BASE_HEIGHT - top - 75) * grow())) // n_layers
-    return max(8, min(wide, tall))
+    want = max(tall, cap(READABLE_PX))
+    if beside >= min(want, full):
+        return max(8, min(beside, want)), True
+    return max(8, min(full, want)), False
 
 
 def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None, section_key: str,
                     open_section: str) -> None:
     """The grid of every head of model ``name`` on token ids ``ids`` (with the sentence repeated when the toggle
     says) and the next-token table; ``opened``: the (layer, head) the other sections show, framed."""
-    context = min(models.model(name).cfg["context_length"], models.MAX_POSITIONS)
-    left, right = st.columns(GRID_WIDTHS)
-    again = right.toggle(_("Repeat the sentence"), key="repeat_sentence", bind="query-params",
+    cfg = models.model(name).cfg
+    context = min(cfg["context_length"], models.MAX_POSITIONS)
+    px, beside = grid_layout(cfg["n_layers"], cfg["n_heads"])
+    if beside:
+        left, right = st.columns(GRID_WIDTHS)
+        toggle_box = right
+    else:  # the toggle above the grid, the table under it
+        toggle_box, left, right = st.container(), st.container(), st.container()
+    again = toggle_box.toggle(_("Repeat the sentence"), key="repeat_sentence", bind="query-params",
                          help=_("The tokens twice, so induction heads show: on the second copy, an induction head "
                                 "looks at the token that followed the same token in the first copy."))
     shown = repeated(ids, context) if again else ids
@@ -87,7 +101,6 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
     types = np.array([[HEAD_TYPES[head_type(view.scores, layer, h, view.T)] for h in range(n_heads)]
                       for layer in range(n_layers)])
     lines = [_(verdict_msg(view.scores, layer, h)[1]) for layer in range(n_layers) for h in range(n_heads)]
-    px = cell_px(n_layers, n_heads)
     flip = transposed(n_layers, n_heads)
     view_key = (models.source_key(name), shown)
     opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them

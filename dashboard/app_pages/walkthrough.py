@@ -17,7 +17,7 @@ from attn_core.text.embeddings import uses_book_inputs
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.matrices import Look, on_screen, prepare_matrix, show_matrix
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, column_px, content_px
+from dashboard.drawing.sizes import cap, column_px, content_px, fit, narrow
 from dashboard.drawing.text import NUMBERS_KEY, show_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import _, lang, language, ngettext
@@ -106,9 +106,11 @@ def show(container, value, labels: list[str], key: str, width_px: int | None = N
               height=TABLE_HEIGHT_PX if len(table) > TABLE_ROWS else "content")
 
 
-def chart_px() -> int:
-    """The longer side of a step's heatmap on this screen and in this mode."""
-    return cap(PRESENT_CHART_PX if presenting() else CHART_PX)
+def chart_px(labels: list[str] | None = None) -> int:
+    """The longer side of a step's heatmap on this screen and in this mode (on a phone: within its width, beside
+    ``labels``, default the book's)."""
+    px = cap(PRESENT_CHART_PX if presenting() else CHART_PX)
+    return fit(px, BOOK_LABELS if labels is None else labels) if narrow() else px
 
 
 def chart_args(step, labels: list[str], max_px: int) -> tuple[np.ndarray, list[str], list[str], dict] | None:
@@ -124,7 +126,7 @@ def draw_step(step, labels: list[str], key: str, name: str, whose: str = "book",
     """The step's tensor as a heatmap (left) beside its numbers (right), on the book's inputs or ``whose="yours"``;
     ``cache_key`` names its data (a step
     visited again, or prepared by :func:`prepare_step`, sends the remembered data)."""
-    args = chart_args(step, labels, chart_px())
+    args = chart_args(step, labels, chart_px(labels))
     if args is not None:
         m, rows, cols, options = args
         show_matrix(st, m, rows, cols, Look(**options), key=key, title=title(step, whose), name=name,

@@ -23,7 +23,7 @@ from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
 from dashboard.drawing import window_charts as charts
-from dashboard.drawing.sizes import cap, content_px
+from dashboard.drawing.sizes import cap, cells_across, column_px, content_px
 from dashboard.drawing.text import show_table
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
@@ -35,6 +35,8 @@ RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "dr
 SAMPLE = N_("The Verdict (the book's sample text)")
 YOURS = N_("Your sentence (sidebar)")
 ROPE_TOKENS = 64  # the sample's first tokens the RoPE section runs on
+# what a chart needs beside its cells or plot (axis labels and titles, legend), to fit a phone's column
+SINKMAP_CHROME_PX, CURVE_CHROME_PX, SIMILARITY_CHROME_PX = 150, 70, 140
 SECTIONS = (N_("Window and sinks"), N_("Sinks in every layer"), N_("RoPE on real queries and keys"))  # English in links
 
 
@@ -270,8 +272,10 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
         with st.spinner(_("Reading every head of {model}…", model=_label(model_name))):
             shares = _first_token_shares(model_name, model_ids)
         sinks_at = int((shares.max(axis=1) > 0.5).sum())
-        col.altair_chart(charts.layer_head_chart(shares, _short_label(model_name), 24 if len(shown) > 2
-                                                 else 30), key=f"win_sinkmap_{model_name}", width="content")
+        cell = cells_across(shares.shape[1], column_px([1] * len(shown), 0), SINKMAP_CHROME_PX,
+                            24 if len(shown) > 2 else 30)
+        col.altair_chart(charts.layer_head_chart(shares, _short_label(model_name), cell),
+                         key=f"win_sinkmap_{model_name}", width="content")
         col.caption(ngettext("{sinks} of {n} layer has a head with over half its weight on token 1.",
                              "{sinks} of {n} layers have a head with over half its weight on token 1.",
                              shares.shape[0], sinks=sinks_at))
@@ -322,16 +326,17 @@ def _rope(name: str, s, sample_ids: tuple[int, ...] | None) -> None:
                                  "sentence ({n} tokens). RoPE turns each of the {pairs} dimension pairs by position "
                                  "× θᵢ, θᵢ = {base}^(−2i/{d}).", T, **values))
         left, right = st.columns(2)
+        curve_px = min(cap(330), column_px([1, 1], 0) - CURVE_CHROME_PX)
         pairs = [0, d // 8, d // 4, d // 2 - 1]
         angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": _("pair {i}", i=i)}
                                for i in pairs for p in range(64)])
-        left.altair_chart(charts.curve_chart(angles, "position", "angle", "pair", cap(330),
+        left.altair_chart(charts.curve_chart(angles, "position", "angle", "pair", curve_px,
                                              x_title=_("token position"), y_title=_("angle (radians, mod 2π)")),
                           key="win_rope_angles", width="content")
         distances = range(0, 257)
         curve = score_by_distance(queries[head, -1], keys[kv, 0], distances, base).numpy()
         frame = pd.DataFrame({"distance": list(distances), "score": curve})
-        right.altair_chart(charts.curve_chart(frame, "distance", "score", None, cap(330),
+        right.altair_chart(charts.curve_chart(frame, "distance", "score", None, curve_px,
                                               x_title=_("distance between query and key (tokens)"),
                                               y_title=_("q·k / √d after RoPE")), key="win_rope_distance",
                            width="content")
@@ -344,7 +349,7 @@ def _rope(name: str, s, sample_ids: tuple[int, ...] | None) -> None:
                                         "beyond float rounding: RoPE encodes relative position.", shift=shift))
     st.markdown(_("**Three ways to encode position**: how alike two positions look, for the first 64 positions."))
     cols = st.columns(3)
-    side = cap(200)
+    side = min(cap(200), column_px([1, 1, 1], 0) - SIMILARITY_CHROME_PX)
     ones = torch.ones(64)
     rope_kernel = score_by_distance(ones, ones, range(64), 10_000.0).numpy() / 8.0
     rope_matrix = np.array([[rope_kernel[abs(i - j)] for j in range(64)] for i in range(64)])

@@ -17,6 +17,11 @@ from dashboard.i18n import N_, _
 
 HEAD_TYPE_COLORS = {N_("previous-token"): "#e15759", N_("first-token (sink)"): "#4e79a7", N_("induction"): "#f28e2b",
                     N_("local"): "#59a14f", N_("broad"): "#b07aa1", N_("mixed"): "#9d9d9d"}
+# Each type's frame also has its own dash, so previous-token (red, solid) and induction (orange, dashed) differ
+# on a projector and for a colour-blind eye, not by hue alone.
+HEAD_TYPE_DASHES = {N_("previous-token"): [1, 0], N_("first-token (sink)"): [1, 0], N_("induction"): [5, 3],
+                    N_("local"): [2, 2], N_("broad"): [8, 2, 2, 2], N_("mixed"): [2, 4]}
+GRID_LABEL_PX = 13  # the grid's axis and legend labels (16 in presentation mode), as every chart's at 1280×720
 GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
 GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
 
@@ -64,7 +69,7 @@ def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
     (n_x, x_title), (n_y, y_title) = ((n_layers, _("layer")), (n_heads, _("head"))) if transpose else (
         (n_heads, _("head")), (n_layers, _("layer")))
     width, height = n_x * cell_px, n_y * cell_px
-    font = 15 if big else 11
+    font = 16 if big else GRID_LABEL_PX
     x = alt.Scale(domain=[0, n_x], nice=False, zero=False)
     y = alt.Scale(domain=[0, n_y], nice=False, zero=False, reverse=True)
     x_axis = alt.Axis(orient="top", values=[h + 0.5 for h in range(n_x)], labelExpr="datum.value + 0.5",
@@ -74,14 +79,20 @@ def model_grid(n_layers: int, n_heads: int, cell_px: int, *, big: bool = False,
     image = alt.Chart().mark_image(width=width, height=height, align="left", baseline="top").encode(
         x=alt.XValue(0), y=alt.YValue(0), url="url:N").transform_filter("isValid(datum.url)")
     pick = alt.selection_point(fields=["layer", "head"], name="head_pick", on="click", clear=False)
-    frames = alt.Chart().mark_rect(fill="#ffffff", fillOpacity=0.01, cursor="pointer").encode(
+    # one legend for colour and dash (Vega-Lite merges the two channels of one field): each entry as it is framed,
+    # its label whole (the Chinese sink's was cut)
+    legend = alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None, symbolStrokeWidth=3,
+                        symbolSize=font * 16, labelFontSize=font, labelLimit=0,
+                        columns=3 if width >= 420 else 2 if width >= 320 else 1,  # a phone's grid is narrow
+                        labelExpr=shown_labels(HEAD_TYPE_COLORS))
+    # a bar, not a rect: Vega-Lite drops a rect's strokeDash
+    frames = alt.Chart().mark_bar(fill="#ffffff", fillOpacity=0.01, cursor="pointer").encode(
         x=alt.X("x0:Q", scale=x, axis=x_axis), x2="x1:Q",
         y=alt.Y("y0:Q", scale=y, axis=y_axis), y2="y1:Q",
         stroke=alt.Stroke("type:N", scale=alt.Scale(domain=list(HEAD_TYPE_COLORS),
-                                                    range=list(HEAD_TYPE_COLORS.values())),
-                          legend=alt.Legend(orient="bottom", title=None, symbolType="square", symbolFillColor=None,
-                                            symbolStrokeWidth=3, labelFontSize=font, columns=3,
-                                            labelExpr=shown_labels(HEAD_TYPE_COLORS))),
+                                                    range=list(HEAD_TYPE_COLORS.values())), legend=legend),
+        strokeDash=alt.StrokeDash("type:N", scale=alt.Scale(domain=list(HEAD_TYPE_DASHES),
+                                                            range=list(HEAD_TYPE_DASHES.values())), legend=legend),
         strokeWidth=alt.StrokeWidth("frame:Q", scale=None),
         tooltip=[alt.Tooltip("verdict:N", title=_("head"))]).add_params(pick)
     return layered(pd.DataFrame(), image, frames).properties(width=width, height=height,

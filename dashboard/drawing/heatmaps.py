@@ -77,6 +77,7 @@ class Look:
     raster: bool = False  # a PNG whatever the size (a chart redrawn at a new size every step)
     columns: int = 4  # panels in a row (facet_grid)
     lang: str | None = None  # the language of its text (None: this thread's); read in the script, for work ahead
+    narrow: bool = False  # a phone's column: the colour legend goes below the cells, leaving them the width
 
     @property
     def night(self) -> bool:
@@ -101,7 +102,7 @@ class Look:
     @property
     def slide(self) -> Look:
         """The same chart for the slide export: light, at the projector's size, not clickable."""
-        return replace(self, big=False, grow=1.0, dark=False, selectable=False)
+        return replace(self, big=False, grow=1.0, dark=False, selectable=False, narrow=False)
 
 
 PLAIN = Look()  # a heatmap's default: scores, key and query axes
@@ -216,8 +217,7 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
         cells = base.mark_rect(aria=aria).encode(
             color=alt.Color("color:Q", scale=color_scale(scale), title=_(LEGEND_TITLES[kind]),
                             # one row still gets a readable legend (30 px showed only "1", "0")
-                            legend=alt.Legend(orient="right", gradientLength=min(200, max(80, height)),
-                                              **legend_format(scale)),
+                            legend=_legend(look.narrow, px * n_cols if look.narrow else height, scale),
                             condition=colour_conditions(scale)),  # not alt.condition: _value_text
             tooltip=tooltip,
         )
@@ -241,6 +241,15 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
                                             autosize=alt.AutoSizeParams(type="pad"))
     chart = drawn_for(chart, n_rows * n_cols, growing)
     return chart.properties(title=title) if title else chart
+
+
+def _legend(narrow: bool, side_px: int, scale: str) -> alt.Legend:
+    """The colour legend, as long as the cells' side ``side_px`` (80 to 200 px): right of the cells, or on a phone's
+    narrow column below them (beside them it took a quarter of the width the cells need)."""
+    length = min(200, max(80, side_px))
+    if narrow:
+        return alt.Legend(orient="bottom", direction="horizontal", gradientLength=length, **legend_format(scale))
+    return alt.Legend(orient="right", gradientLength=length, **legend_format(scale))
 
 
 def _masked_text(base: alt.Chart, size: int, aria: bool = True) -> alt.Chart:
@@ -297,7 +306,7 @@ def facet_grid(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_
     aria = not many_cells(n_cells)
     cells = base.mark_rect(aria=aria).encode(
         color=alt.Color("color:Q", scale=color_scale(scale), title=_(LEGEND_TITLES[scale_parts(scale)[0]]),
-                        legend=alt.Legend(**legend_format(scale)),
+                        legend=_legend(True, width, scale) if look.narrow else alt.Legend(**legend_format(scale)),
                         condition=colour_conditions(scale)),  # not alt.condition: _value_text
         tooltip=[alt.Tooltip("panel:N", title=_("panel")), alt.Tooltip("row:N", title=y_title),
                  alt.Tooltip("col:N", title=x_title), alt.Tooltip("value:Q", title=_("value"), format=".4f"),
@@ -312,12 +321,15 @@ def facet_grid(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_
         layers.append(symmetric_domain(scale, _(LEGEND_TITLES[scale_parts(scale)[0]]), groupby=["panel"]))
     chart = layered(df, *layers).properties(width=width, height=height)
     header_px = round((BIG_TEXT_PX + 2 if big else 13) * grow)
-    return drawn_for(chart.facet(
+    grid = chart.facet(
         facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order"),
                         # panel titles, wrapped to the panel's width (a longer title widened its column)
                         header=alt.Header(labelFontSize=header_px, labelExpr=wrap_expr(width, header_px))),
         columns=columns,
-    ).properties(autosize=alt.AutoSizeParams(type="pad")), n_cells)
+    ).properties(autosize=alt.AutoSizeParams(type="pad"))
+    if look.narrow:  # panels stacked on a phone: each keeps its key labels, not only the last one far below
+        grid = grid.resolve_axis(x="independent")
+    return drawn_for(grid, n_cells)
 
 
 def heads_grid(matrices: np.ndarray, labels: Sequence[str], look: Look = PANELS) -> alt.FacetChart:

@@ -12,7 +12,7 @@ from dashboard.drawing import cells, heatmaps, rasters, scales
 from dashboard.drawing.chart_cache import _arrow_bytes, _to_spec, memo, spec_key, vega
 from dashboard.drawing.heatmaps import PANELS, PLAIN, Look  # noqa: F401  (Look: the pages' bundle, imported from here)
 from dashboard.drawing.present import dark, presenting
-from dashboard.drawing.sizes import grow
+from dashboard.drawing.sizes import grow, narrow
 from dashboard.export import formats as export
 from dashboard.export import slides
 from dashboard.i18n import N_, _, lang
@@ -26,9 +26,9 @@ SLICE = Look(max_px=420)  # tensor_slice's default
 
 
 def on_screen(look: Look = PLAIN) -> Look:
-    """``look`` as this run draws it: presentation mode, the screen's growth, the theme and the language, read in
-    the script (a chart prepared ahead is built on another thread)."""
-    return replace(look, big=presenting(), grow=grow(), dark=dark(), lang=lang())
+    """``look`` as this run draws it: presentation mode, the screen's growth and width, the theme and the language,
+    read in the script (a chart prepared ahead is built on another thread)."""
+    return replace(look, big=presenting(), grow=grow(), dark=dark(), lang=lang(), narrow=narrow())
 
 
 def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],

@@ -1,7 +1,7 @@
 """Presentation mode: large type, high contrast and the whole width for a projector.
 
-A toggle bound to the link (``?present=true``), so a prepared link opens in it. It changes how things
-look, never what is computed: pages draw the same charts with bigger text (``big``), the sidebar
+A toggle bound to the link (``?present=true``; 1, yes and on work too), so a prepared link opens in it.
+It changes how things look, never what is computed: pages draw the same charts with bigger text (``big``), the sidebar
 starts collapsed and the page navigation moves to the top. Both of Streamlit's themes (light and
 dark, from the app menu's Settings) work; chart text takes the theme's contrast colour.
 """
@@ -12,8 +12,12 @@ import streamlit as st
 
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
 from dashboard.i18n import _
+from dashboard.state.links import link_warning
 
 KEY = "present"
+_BAD_KEY = "present_bad_link"  # an unreadable ?present= value, warned about once on the page
+ON_WORDS = ("1", "true", "yes", "on")  # what a hand-written link may say (any case); Streamlit reads only true/false
+OFF_WORDS = ("0", "false", "no", "off")
 LABEL_PX = 16  # axis labels, legend labels and cell values in presentation mode
 TITLE_PX = 20
 NORMAL_TITLE_PX = 15  # chart titles outside presentation mode (labels: cells.LABEL_PX)
@@ -26,13 +30,17 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
 # Download and Previous / Next buttons. Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 """
+# A static table (st.table) wider than its column scrolls inside its box, not the page (a phone's 390 px screen).
+TABLE_CSS = """.stApp [data-testid="stTable"] {overflow-x: auto; max-width: 100%;}
+"""
 # A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
 # Full white on a darker patch of the button's own red.
 KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
 """
-# Streamlit's page text is sized in rem: one rule scales it. Captions lose their light grey. Tables (st.table) and
+# Streamlit's page text is sized in rem: one rule scales it. A phone keeps 1 rem a side (3 rem took a quarter of
+# its width). Captions lose their light grey. Tables (st.table) and
 # code at >= 16 px: the book's numbers and code are read from the back of the room.
 _CSS = """
 <style>
@@ -46,7 +54,8 @@ _CSS = """
 .stApp .st-key-present_exit {position: fixed; top: 0.55rem; right: 3.5rem; z-index: 999991; width: auto;}
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+@media (max-width: 640px) {.stApp [data-testid="stMainBlockContainer"] {padding-left: 1rem; padding-right: 1rem;}}
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -55,15 +64,34 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
 """
 
 
+def parse(raw: str) -> bool | None:
+    """What a link's ``present`` value asks for: True (1, true, yes, on), False (0, false, no, off, empty), None
+    for anything else. Case and surrounding spaces do not matter."""
+    word = raw.strip().lower()
+    if word in ON_WORDS:
+        return True
+    if word in OFF_WORDS or not word:
+        return False
+    return None
+
+
 def requested() -> bool:
-    """Whether the link or the session asks for presentation mode (read before the toggle is drawn)."""
+    """Whether the link or the session asks for presentation mode (read before the toggle is drawn). On a session's
+    first run the link's value seeds the toggle: Streamlit's own binding drops anything but true/false silently."""
     if KEY in st.session_state:
         return bool(st.session_state[KEY])
-    return st.query_params.get(KEY, "").lower() == "true"
+    raw = st.query_params.get(KEY)
+    if raw is None:
+        return False
+    on = parse(raw)
+    if on is None:
+        st.session_state[_BAD_KEY] = raw
+    st.session_state[KEY] = bool(on)
+    return bool(on)
 
 
 def presenting() -> bool:
@@ -109,6 +137,10 @@ def controls(sidebar) -> None:
                    help=_("Large type, high contrast, the sidebar out of the way. The link keeps it: "
                           "prepare a link and open it on the projector."))
     st.html(_CSS if presenting() else _BASE_CSS)
+    bad = st.session_state.pop(_BAD_KEY, None)
+    if bad is not None:
+        st.warning(link_warning(KEY, bad, _("normal mode"),
+                                _("presentation mode takes 1, true, yes or on; 0, false, no or off")))
     if presenting():
         # one small button in the top bar (fixed, beside the app menu): every line above the chart costs a row
         # of the chart at 720 pixels

@@ -25,6 +25,9 @@ CHAR_PX = 8  # an axis label character at 13 px (present.NORMAL_LABEL_PX; 11 px:
 BIG_CHAR_PX = 10  # the same at 16 px
 LEGEND_PX = 80  # a gradient legend with its title and labels ("0.8", "÷ row max")
 AXIS_TITLE_PX = 24
+# A main column narrower than this is a phone's (320-340 px at 390 px): one panel a row, legends below the cells.
+# The narrowest designed layout (1280×720, sidebar open) is 820 px; a tablet held upright ~700 px.
+NARROW_PX = 600
 
 
 def content_px() -> int:
@@ -35,6 +38,33 @@ def content_px() -> int:
 def grow() -> float:
     """How much larger than on the 1280×720 projector charts are drawn (1.0 there; 1.5 at 1920×1080)."""
     return screen.current(presenting()).grow
+
+
+def narrow() -> bool:
+    """Whether the main column is a phone's (:data:`NARROW_PX`): charts then stack one above the other."""
+    return content_px() < NARROW_PX
+
+
+def panel_columns(wanted: int) -> int:
+    """How many panels a row of ``wanted`` gets on this screen: one on a phone, where side by side each was too
+    small to read and the last one was cut off."""
+    return 1 if narrow() else wanted
+
+
+def heads_per_row(n_heads: int, n_kv_heads: int, most: int = 4) -> int:
+    """How many heads a row of the heads grid holds: with grouped K/V heads, one group a row (SmolLM2's 9 query
+    heads on 3 K/V heads: rows of 3; in rows of 4 the groups broke across rows), else up to ``most``; one on a
+    phone (:func:`panel_columns`)."""
+    group = n_heads // max(n_kv_heads, 1)
+    if 1 < group <= most and n_kv_heads < n_heads:
+        return panel_columns(group)
+    return panel_columns(min(n_heads, most))
+
+
+def cells_across(n: int, width_px: int, chrome_px: int, most_px: int, least_px: int = 8) -> int:
+    """The side of ``n`` square cells in a row that, with ``chrome_px`` of axes and legend, fit ``width_px``: at
+    most ``most_px`` (the size designed for the projector), at least ``least_px``."""
+    return max(least_px, min(most_px, (width_px - chrome_px) // max(n, 1)))
 
 
 def cap(px: int) -> int:
@@ -54,7 +84,9 @@ def room(normal_px: int, top_px: int, below_px: int = 0) -> int:
 
 def column_px(weights: Sequence[float], index: int, total: int | None = None) -> int:
     """Width of column ``index`` of ``st.columns(weights)`` in a container ``total`` px wide (default: the
-    main column)."""
+    main column). On a phone Streamlit stacks columns, each as wide as the container."""
+    if narrow():
+        return content_px() if total is None else total
     usable = (content_px() if total is None else total) - GAP_PX * (len(weights) - 1)
     return int(usable * weights[index] / sum(weights))
 
@@ -68,8 +100,9 @@ def label_px(labels: Sequence[str], limit: int = 120) -> int:
 def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
               limit: int = 120, spacing: int = 20) -> int:
     """The ``max_px`` (side of one panel's cell area) that keeps ``panels`` heatmaps in a row, with
-    their row labels, axis title and legend, inside ``avail_px``."""
-    chrome = label_px(row_labels, limit) + round((AXIS_TITLE_PX + (LEGEND_PX if legend else 0) + 10) * grow())
+    their row labels, axis title and legend, inside ``avail_px`` (on a phone the legend is below the cells)."""
+    beside = legend and not narrow()
+    chrome = label_px(row_labels, limit) + round((AXIS_TITLE_PX + (LEGEND_PX if beside else 0) + 10) * grow())
     per_panel = (avail_px - chrome - spacing * (panels - 1)) // max(panels, 1)
     return max(40, int(per_panel))
 
