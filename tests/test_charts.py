@@ -6,6 +6,7 @@ import re
 
 import altair as alt
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -481,8 +482,19 @@ def test_a_language_switch_keeps_a_heatmaps_spec_and_sends_its_words_as_data():
     assert signal["query"] + " + ' ' + datum[\"row\"]" in cells["mark"]["tooltip"]["expr"]
     assert {"name": "lang_t0", "expr": f'data("{TEXTS}")[0].t0'} in en["params"]
     assert en["layer"][-1]["data"] == {"name": TEXTS}  # the dataset is compiled into the view by a layer reading it
-    grid = _to_spec(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]))
-    assert lift_texts(grid) == (grid, ())  # a faceted chart keeps its words in its spec
+    # every other layer a screen reader reads describes its marks with the signals (Vega-Lite's own description
+    # printed a signal title as "[object Object]")
+    described = [layer["mark"]["description"]["expr"] for layer in en["layer"][:-1]
+                 if layer["mark"].get("aria", True) is not False]
+    assert len(described) == 3 and all(signal["key"] in d for d in described)
+    grids = {}
+    for code in ("zh", "en"):
+        with language(code):
+            grids[code] = lift_texts(_to_spec(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3])))
+    assert sent_spec(grids["zh"][0]) == sent_spec(grids["en"][0]) and "面板" in grids["zh"][1]  # the panels' too
+    assert grids["en"][0]["spec"]["layer"][-1]["data"] == {"name": TEXTS}
+    bar = _to_spec(alt.Chart(pd.DataFrame({"ms": [1.0]})).mark_bar().encode(x=alt.X("ms:Q", title="time (ms)")))
+    assert lift_texts(bar) == (bar, ())  # a chart that is not layered keeps its words
 
 
 def test_chart_cache_never_serves_one_language_to_another():

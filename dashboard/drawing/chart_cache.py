@@ -112,14 +112,34 @@ def _lift_tooltip(mark: dict, items: list, lift: Callable[[str], str]) -> bool:
     return True
 
 
+def _describe(mark: dict, encoding: dict) -> None:
+    """A mark's ARIA description from its fields, "title: value; ...", as Vega-Lite writes it, with titles read from
+    signals (Vega-Lite would print a signal title as "[object Object]")."""
+    parts = []
+    for fdef in encoding.values():
+        if not (isinstance(fdef, dict) and isinstance(fdef.get("field"), str)):
+            continue
+        title = fdef.get("title")
+        label = title["signal"] if isinstance(title, dict) else json.dumps(title if isinstance(title, str)
+                                                                            else fdef["field"], ensure_ascii=False)
+        value = f"datum[{json.dumps(fdef['field'])}]"
+        if "format" in fdef:
+            value = f"format({value}, {json.dumps(fdef['format'])})"
+        parts.append(f"{label} + ': ' + {value}")
+    if parts:
+        mark["description"] = {"expr": " + '; ' + ".join(parts)}
+
+
 def lift_texts(spec: dict) -> tuple[dict, tuple[str, ...]]:
-    """A layered spec whose words are data: every title (axes, legend, tooltip) read through a signal from the one-row
-    dataset :data:`TEXTS`, and those titles in order. The lifted spec is the same in every language, so a language
-    switch swaps data and keeps the chart's Vega view (a new spec builds a new view: docs/measurements.md). A spec
-    that is not layered, or has a title this cannot lift, comes back as it is, with no titles."""
-    if "layer" not in spec or "facet" in spec:
-        return spec, ()
+    """A layered (or faceted layered) spec whose words are data: every title (axes, legend, tooltip) read through a
+    signal from the one-row dataset :data:`TEXTS`, and those titles in order. The lifted spec is the same in every
+    language, so a language switch swaps data and keeps the chart's Vega view (a new spec builds a new view:
+    docs/measurements.md). Any other spec, or one with a tooltip this cannot lift, comes back as it is, with no
+    titles. Words elsewhere (a mask's legend entries) stay in the spec: that chart still gets a new view."""
     out = copy.deepcopy({k: v for k, v in spec.items() if k not in ("data", "datasets")})  # the template stays
+    layered = out if "layer" in out else out.get("spec") if "facet" in out else None  # a facet's panel: layers
+    if not isinstance(layered, dict) or not isinstance(layered.get("layer"), list):
+        return spec, ()
     texts: list[str] = []
 
     def lift(text: str) -> str:
@@ -127,7 +147,10 @@ def lift_texts(spec: dict) -> tuple[dict, tuple[str, ...]]:
             texts.append(text)
         return _signal(texts.index(text))
 
-    for layer in out["layer"]:
+    for part in (out.get("facet"), (out.get("facet") or {}).get("header")):
+        if isinstance(part, dict) and isinstance(part.get("title"), str) and part["title"]:
+            part["title"] = {"signal": lift(part["title"])}
+    for layer in layered["layer"]:
         encoding = layer.get("encoding") or {}
         for channel, fdef in list(encoding.items()):
             if channel == "tooltip":
@@ -142,12 +165,18 @@ def lift_texts(spec: dict) -> tuple[dict, tuple[str, ...]]:
             for part in (fdef, fdef.get("axis"), fdef.get("legend")):
                 if isinstance(part, dict) and isinstance(part.get("title"), str) and part["title"]:
                     part["title"] = {"signal": lift(part["title"])}
+        mark = layer["mark"] if isinstance(layer.get("mark"), dict) else {"type": layer.get("mark")}
+        if mark.get("aria", True) is not False and "description" not in mark:
+            _describe(mark, encoding)
+            layer["mark"] = mark
     if not texts:
         return spec, ()
     out["params"] = [*out.get("params", []),
                      *({"name": _signal(i), "expr": f"data({json.dumps(TEXTS)})[0].t{i}"} for i in range(len(texts)))]
-    # the dataset is compiled into the view only when a layer reads it: an invisible, empty one does
-    out["layer"].append({"data": {"name": TEXTS}, "mark": {"type": "point", "size": 0, "opacity": 0, "aria": False}})
+    # the dataset is compiled into the view only when a layer reads it: an invisible, empty one does (in a facet,
+    # one per panel: the panels come from the chart's own data)
+    hidden = {"type": "point", "size": 0, "opacity": 0, "aria": False}
+    layered["layer"].append({"data": {"name": TEXTS}, "mark": hidden})
     return out, tuple(texts)
 
 

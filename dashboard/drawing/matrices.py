@@ -176,7 +176,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         structure = ("facet", len(matrices), cells.spec_signature(n_rows, n_cols, col_labels, max_px, look.big,
                                                                   look.grow), tuple(titles), replace(look, dark=False))
         vega(container, build, lambda: heatmaps.facet_frame(matrices, titles, row_labels, col_labels, scale),
-              structure, ck, key, False)
+              structure, ck, key, False, lifted=True)
         kept = [slides.own(m) for m in matrices]
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.panels_table([lambda m=m: m for m in kept], titles, row_labels, col_labels),
