@@ -228,20 +228,23 @@ def costed_change(browser, page, action, widget: str, cpu: bool) -> tuple[float,
     return seconds, ms, page.evaluate("() => window.__embeds.n")
 
 
-def language_times(browser, apps: dict[str, str], floor_tab, reps: int, cpu: bool = False) -> dict[str, tuple]:
+def language_times(browser, apps: dict[str, str], floor_tab, reps: int, cpu: bool = False,
+                   tokens: int = 6) -> dict[str, tuple]:
     """Median (seconds, main-thread CPU ms, Vega views built) from a click on the sidebar's language switch (中文,
     then English, alternately) until Explore's DOM is quiet, for each app in ``apps`` (name -> URL: this checkout,
     maybe another one's beside it), and the floor's T=6 sentence change, all measured alternately. With ``cpu``, also
-    each app's own T=6 sentence change ("<name>, sentence"): what a rerun that swaps data costs on the same page."""
+    each app's own T=6 sentence change ("<name>, sentence"): what a rerun that swaps data costs on the same page.
+    Explore shows a sentence of ``tokens`` tokens (its sentence changes keep that length)."""
     tabs = {}
     for name, url in apps.items():
         tab = browser.new_page(viewport={"width": 1600, "height": 1000})
-        tab.goto(f"{url}/?lang=en")
+        tab.goto(f"{url}/?{urlencode(dict(lang='en', sentence=sentence(tokens)))}")
         tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
         tabs[name] = tab
     samples: dict[str, list[tuple]] = {"floor": []}
     for r in range(2 * reps + 2):  # the first round (to Chinese and back) warms caches: not counted
         text = sentence(6, 40 + r)
+        own = sentence(tokens, 40 + r)
         dt = costed_change(browser, floor_tab, lambda text=text: set_sentence(floor_tab, text),
                            SENTENCE_WIDGET, cpu)
         if r >= 2:
@@ -253,7 +256,7 @@ def language_times(browser, apps: dict[str, str], floor_tab, reps: int, cpu: boo
             if r >= 2:
                 samples.setdefault(name, []).append(ds)
             if cpu:
-                dc = costed_change(browser, tab, lambda tab=tab, text=text: set_sentence(tab, text),
+                dc = costed_change(browser, tab, lambda tab=tab, own=own: set_sentence(tab, own),
                                    SENTENCE_WIDGET, cpu)
                 if r >= 2:
                     samples.setdefault(f"{name}, sentence", []).append(dc)
@@ -267,11 +270,11 @@ def switches(browser, app_url: str, floor_tab, args: argparse.Namespace) -> dict
     from browser import streamlit_server
 
     if args.against is None:
-        return language_times(browser, {"this checkout": app_url}, floor_tab, args.reps, args.cpu)
+        return language_times(browser, {"this checkout": app_url}, floor_tab, args.reps, args.cpu, args.switch_tokens)
     other = args.against.resolve()
     with streamlit_server(app=other / "dashboard" / "app.py", cwd=other) as other_url:
         return language_times(browser, {"this checkout": app_url, other.name: other_url}, floor_tab, args.reps,
-                              args.cpu)
+                              args.cpu, args.switch_tokens)
 
 
 @contextmanager
@@ -298,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
                     "measured beside this one's, alternately")
     ap.add_argument("--cpu", action="store_true", help="with the language switch, the page's main-thread CPU "
                     "time (a Chrome trace) of each change, and each app's own T=6 sentence change")
+    ap.add_argument("--switch-tokens", type=int, default=6, help="the language switch on Explore showing a sentence "
+                    "of this many tokens")
     ap.add_argument("--load", type=int, default=0, help="CPU-heavy processes running beside the measurement")
     args = ap.parse_args(argv)
     print(f"load average at start {os.getloadavg()[0]:.2f}; {args.load} CPU-heavy process(es) beside the run",
@@ -354,7 +359,8 @@ def measure(args: argparse.Namespace) -> None:
             print(f"  {name:<17} {steps[name]:5.2f} s ({steps[name] / steps['floor']:.2f}x)")
     if switch:
         floor_s, floor_ms = switch["floor"][:2]
-        print(f"language switch (中文 <-> English) on Explore -> DOM quiet (median of {2 * args.reps}), against the "
+        print(f"language switch (中文 <-> English) on Explore at T = {args.switch_tokens} -> DOM quiet (median of "
+              f"{2 * args.reps}), against the "
               f"floor's T=6 sentence change in the same run ({floor_s:.2f} s"
               + (f"; main-thread CPU {floor_ms:.0f} ms):" if args.cpu else "):"))
         for name, (seconds, ms, views) in switch.items():
