@@ -14,6 +14,8 @@ T=6 change, and the first page after server start (process start -> first page d
     python -m bench.app_response                            # T = 6 32 128 1024, profiles default heads4 gpt2
     python -m bench.app_response --sizes 6 32 --reps 3 --profiles default
     python -m bench.app_response --load 1                   # with one CPU-heavy process beside it
+    python -m bench.app_response --sizes 6 --reps 5 --profiles default --no-steppers --no-first-page \
+        --against ../old-main --cpu                         # the language switch, this checkout beside another
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
@@ -173,23 +176,105 @@ def stepper_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, floa
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
-def language_times(browser, app_url: str, floor_tab, reps: int) -> dict[str, float]:
-    """Median seconds from a click on the sidebar's language switch (中文, then English, alternately) until Explore's
-    DOM is quiet, and the floor's T=6 sentence change measured alternately with it."""
-    tab = browser.new_page(viewport={"width": 1600, "height": 1000})
-    tab.goto(f"{app_url}/?lang=en")
-    tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
-    samples: dict[str, list[float]] = {"floor": [], "switch": []}
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline"]
+
+
+def main_thread_ms(trace: bytes) -> float:
+    """CPU ms of a page's main thread in a Chrome trace: the thread time of its top-level tasks (on the renderer
+    thread that ran the most script)."""
+    import json
+
+    events = json.loads(trace)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    calls = Counter((e["pid"], e["tid"]) for e in events if e.get("name") == "FunctionCall")
+    if not calls:
+        return 0.0
+    main = calls.most_common(1)[0][0]
+    tasks = sorted((e for e in events if (e["pid"], e["tid"]) == main and e.get("ph") == "X" and "tdur" in e),
+                   key=lambda e: (e["ts"], -e["dur"]))
+    total, end = 0.0, -1
+    for e in tasks:
+        if e["ts"] >= end:  # a top-level task (nested events are counted in it)
+            total += e["tdur"] / 1000
+            end = e["ts"] + e["dur"]
+    return total
+
+
+# Counts the Vega views a change builds: each new view adds its marks' root (svg.marks or canvas.marks).
+EMBEDS_JS = """() => {
+  if (!window.__embeds) {
+    window.__embeds = {n: 0};
+    new MutationObserver((records) => {
+      for (const r of records) for (const node of r.addedNodes) {
+        if (node.nodeType !== 1) continue;
+        window.__embeds.n += (node.matches('svg.marks, canvas.marks') ? 1 : 0)
+          + node.querySelectorAll('svg.marks, canvas.marks').length;
+      }
+    }).observe(document.body, {subtree: true, childList: true});
+  }
+  window.__embeds.n = 0;
+}"""
+
+
+def costed_change(browser, page, action, widget: str, cpu: bool) -> tuple[float, float, int]:
+    """:func:`timed_change`; with ``cpu`` also the page's main-thread CPU ms over it (a Chrome trace: thread time,
+    which a busy machine stretches much less than wall time) and the number of Vega views it built."""
+    if not cpu:
+        return timed_change(page, action, widget=widget), 0.0, 0
+    page.evaluate(EMBEDS_JS)
+    browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+    seconds = timed_change(page, action, widget=widget)
+    ms = main_thread_ms(browser.stop_tracing())
+    return seconds, ms, page.evaluate("() => window.__embeds.n")
+
+
+def language_times(browser, apps: dict[str, str], floor_tab, reps: int, cpu: bool = False,
+                   tokens: int = 6) -> dict[str, tuple]:
+    """Median (seconds, main-thread CPU ms, Vega views built) from a click on the sidebar's language switch (中文,
+    then English, alternately) until Explore's DOM is quiet, for each app in ``apps`` (name -> URL: this checkout,
+    maybe another one's beside it), and the floor's T=6 sentence change, all measured alternately. With ``cpu``, also
+    each app's own T=6 sentence change ("<name>, sentence"): what a rerun that swaps data costs on the same page.
+    Explore shows a sentence of ``tokens`` tokens (its sentence changes keep that length)."""
+    tabs = {}
+    for name, url in apps.items():
+        tab = browser.new_page(viewport={"width": 1600, "height": 1000})
+        tab.goto(f"{url}/?{urlencode(dict(lang='en', sentence=sentence(tokens)))}")
+        tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
+        tabs[name] = tab
+    samples: dict[str, list[tuple]] = {"floor": []}
     for r in range(2 * reps + 2):  # the first round (to Chinese and back) warms caches: not counted
-        dt = timed_change(floor_tab, lambda r=r: set_sentence(floor_tab, sentence(6, 40 + r)), widget=SENTENCE_WIDGET)
-        label = "中文" if r % 2 == 0 else "English"
-        switch = tab.locator(".st-key-lang_switch button", has_text=label)
-        ds = timed_change(tab, switch.click, widget=".st-key-lang_switch")
+        text = sentence(6, 40 + r)
+        own = sentence(tokens, 40 + r)
+        dt = costed_change(browser, floor_tab, lambda text=text: set_sentence(floor_tab, text),
+                           SENTENCE_WIDGET, cpu)
         if r >= 2:
             samples["floor"].append(dt)
-            samples["switch"].append(ds)
-    tab.close()
-    return {name: statistics.median(v) for name, v in samples.items()}
+        label = "中文" if r % 2 == 0 else "English"
+        for name, tab in tabs.items():
+            switch = tab.locator(".st-key-lang_switch button", has_text=label)
+            ds = costed_change(browser, tab, switch.click, ".st-key-lang_switch", cpu)
+            if r >= 2:
+                samples.setdefault(name, []).append(ds)
+            if cpu:
+                dc = costed_change(browser, tab, lambda tab=tab, own=own: set_sentence(tab, own),
+                                   SENTENCE_WIDGET, cpu)
+                if r >= 2:
+                    samples.setdefault(f"{name}, sentence", []).append(dc)
+    for tab in tabs.values():
+        tab.close()
+    return {name: tuple(statistics.median(x[i] for x in v) for i in range(3)) for name, v in samples.items()}
+
+
+def switches(browser, app_url: str, floor_tab, args: argparse.Namespace) -> dict[str, float]:
+    """:func:`language_times` of this checkout, and of ``args.against`` (another checkout's server) beside it."""
+    from browser import streamlit_server
+
+    if args.against is None:
+        return language_times(browser, {"this checkout": app_url}, floor_tab, args.reps, args.cpu, args.switch_tokens)
+    other = args.against.resolve()
+    with streamlit_server(app=other / "dashboard" / "app.py", cwd=other) as other_url:
+        return language_times(browser, {"this checkout": app_url, other.name: other_url}, floor_tab, args.reps,
+                              args.cpu, args.switch_tokens)
 
 
 @contextmanager
@@ -212,6 +297,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-first-page", action="store_true")
     ap.add_argument("--no-steppers", action="store_true", help="skip Shape flow / walkthrough Next")
     ap.add_argument("--no-language", action="store_true", help="skip the language switch (older versions lack it)")
+    ap.add_argument("--against", type=Path, help="another checkout (e.g. the old main): its language switch is "
+                    "measured beside this one's, alternately")
+    ap.add_argument("--cpu", action="store_true", help="with the language switch, the page's main-thread CPU "
+                    "time (a Chrome trace) of each change, and each app's own T=6 sentence change")
+    ap.add_argument("--switch-tokens", type=int, default=6, help="the language switch on Explore showing a sentence "
+                    "of this many tokens")
     ap.add_argument("--load", type=int, default=0, help="CPU-heavy processes running beside the measurement")
     args = ap.parse_args(argv)
     print(f"load average at start {os.getloadavg()[0]:.2f}; {args.load} CPU-heavy process(es) beside the run",
@@ -248,7 +339,7 @@ def measure(args: argparse.Namespace) -> None:
                             samples[name].append(dt)
                 rows[n] = {name: statistics.median(v) for name, v in samples.items()}
             steps = {} if args.no_steppers else stepper_times(browser, app_url, tabs["floor"], args.reps)
-            switch = {} if args.no_language else language_times(browser, app_url, tabs["floor"], args.reps)
+            switch = {} if args.no_language else switches(browser, app_url, tabs["floor"], args)
             for tab in tabs.values():
                 tab.close()
         first = {} if args.no_first_page else first_pages(browser, args.reps)
@@ -267,9 +358,16 @@ def measure(args: argparse.Namespace) -> None:
         for name in STEPPERS:
             print(f"  {name:<17} {steps[name]:5.2f} s ({steps[name] / steps['floor']:.2f}x)")
     if switch:
-        print(f"language switch (中文 <-> English) on Explore -> DOM quiet (median of {2 * args.reps}): "
-              f"{switch['switch']:.2f} s ({switch['switch'] / switch['floor']:.2f}x the floor's T=6 change, "
-              f"{switch['floor']:.2f} s)")
+        floor_s, floor_ms = switch["floor"][:2]
+        print(f"language switch (中文 <-> English) on Explore at T = {args.switch_tokens} -> DOM quiet (median of "
+              f"{2 * args.reps}), against the "
+              f"floor's T=6 sentence change in the same run ({floor_s:.2f} s"
+              + (f"; main-thread CPU {floor_ms:.0f} ms):" if args.cpu else "):"))
+        for name, (seconds, ms, views) in switch.items():
+            if name != "floor":
+                cpu = (f"; main-thread CPU {ms:4.0f} ms ({ms / floor_ms:.2f}x), {views:.0f} new Vega view(s)"
+                       if args.cpu else "")
+                print(f"  {name:<28} {seconds:5.2f} s ({seconds / floor_s:.2f}x){cpu}")
     if first:
         floor, app = statistics.median(first["floor"]), statistics.median(first["Explore"])
         pairs = " ".join(f"{e / f:.2f}x" for f, e in zip(first["floor"], first["Explore"]))

@@ -57,8 +57,32 @@ def spec_nodes(node) -> list[dict]:
     return []
 
 
+def spec_json(el) -> str:
+    """A chart element's spec as JSON, its titles in place: a heatmap's titles travel as data (the one-row dataset
+    ``chart_cache.TEXTS``, read through signals ``lang_t<i>``: chart_cache.lift_texts) and are written back here."""
+    import pyarrow as pa
+
+    from dashboard.drawing.chart_cache import TEXTS
+
+    texts = next((pa.ipc.open_stream(d.data.data).read_all().to_pylist()[0] for d in el.proto.datasets
+                  if d.name == TEXTS), None)
+    if texts is None:
+        return el.proto.spec
+
+    def fill(node):
+        if isinstance(node, dict):
+            if set(node) == {"signal"} and node["signal"].startswith("lang_t"):
+                return texts[node["signal"][len("lang_"):]]
+            return {k: fill(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [fill(v) for v in node]
+        return node
+
+    return json.dumps(fill(json.loads(el.proto.spec)))
+
+
 def specs(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
+    return [json.loads(spec_json(el)) for el in at.get("vega_lite_chart")]
 
 
 def chart_data(at: AppTest, key: str) -> list[dict]:
@@ -73,7 +97,7 @@ def chart_with(at: AppTest, text: str) -> list[dict]:
     """The rows of the first chart whose spec mentions ``text`` (a panel or axis title)."""
     for el in at.get("vega_lite_chart"):
         rows = _rows(el)
-        if text in el.proto.spec or any(text == v for r in rows for v in r.values() if isinstance(v, str)):
+        if text in spec_json(el) or any(text == v for r in rows for v in r.values() if isinstance(v, str)):
             return rows
     raise KeyError(f"no chart mentions {text!r}")
 

@@ -6,6 +6,7 @@ import re
 
 import altair as alt
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -441,6 +442,61 @@ def test_look_builds_in_its_own_language_on_any_thread():
     assert '"title": "键"' in text and '"title": "权重"' in text
 
 
+def shown_titles(spec: dict) -> list[str]:
+    """A sent chart's titles: in its spec (a chart drawn as it was built) or in its lifted texts' dataset."""
+    from dashboard.drawing.chart_cache import TEXTS
+
+    if TEXTS not in spec.get("datasets", {}):
+        return re.findall(r'"title": "([^"]*)"', chart_text(spec))
+    import pyarrow as pa
+
+    row = pa.ipc.open_stream(spec["datasets"][TEXTS]).read_all().to_pylist()[0]
+    return [row[f"t{i}"] for i in range(len(row))]
+
+
+def sent_spec(spec: dict) -> str:
+    """What the browser compares to decide between swapping a chart's data and building a new Vega view: the spec
+    without its datasets and their names, as Streamlit sends it (its view names made stable)."""
+    from streamlit.elements.vega_charts import _stabilize_vega_json_spec
+
+    bare = {k: v for k, v in spec.items() if k not in ("data", "datasets")}
+    return _stabilize_vega_json_spec(json.dumps(bare, ensure_ascii=False, sort_keys=True))
+
+
+def test_a_language_switch_keeps_a_heatmaps_spec_and_sends_its_words_as_data():
+    """Lifted titles: axes, legend, tooltip and the cells' ARIA description read signals from a one-row dataset."""
+    from dashboard.drawing.chart_cache import TEXTS, _to_spec, lift_texts
+
+    look = Look(scale="weights", selectable=True)
+    with language("zh"):
+        zh, zh_texts = lift_texts(_to_spec(look.chart(np.eye(3), LABELS[:3], LABELS[:3])))
+    en, en_texts = lift_texts(_to_spec(look.chart(np.eye(3), LABELS[:3], LABELS[:3])))
+    assert sent_spec(zh) == sent_spec(en)
+    assert dict(zip(en_texts, zh_texts)) == {"key": "键", "query": "查询", "weight": "权重", "value": "值",
+                                             "masked": "已遮掩"}
+    cells = en["layer"][0]
+    signal = {text: f"lang_t{i}" for i, text in enumerate(en_texts)}
+    assert cells["encoding"]["x"]["title"] == {"signal": signal["key"]} and "tooltip" not in cells["encoding"]
+    assert cells["encoding"]["color"]["title"] == {"signal": signal["weight"]}
+    assert cells["mark"]["tooltip"] == cells["mark"]["description"]  # what a screen reader reads is the tooltip
+    assert signal["query"] + " + ' ' + datum[\"row\"]" in cells["mark"]["tooltip"]["expr"]
+    assert {"name": "lang_t0", "expr": f'data("{TEXTS}")[0].t0'} in en["params"]
+    assert en["layer"][-1]["data"] == {"name": TEXTS}  # the dataset is compiled into the view by a layer reading it
+    # every other layer a screen reader reads describes its marks with the signals (Vega-Lite's own description
+    # printed a signal title as "[object Object]")
+    described = [layer["mark"]["description"]["expr"] for layer in en["layer"][:-1]
+                 if layer["mark"].get("aria", True) is not False]
+    assert len(described) == 3 and all(signal["key"] in d for d in described)
+    grids = {}
+    for code in ("zh", "en"):
+        with language(code):
+            grids[code] = lift_texts(_to_spec(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3])))
+    assert sent_spec(grids["zh"][0]) == sent_spec(grids["en"][0]) and "面板" in grids["zh"][1]  # the panels' too
+    assert grids["en"][0]["spec"]["layer"][-1]["data"] == {"name": TEXTS}
+    bar = _to_spec(alt.Chart(pd.DataFrame({"ms": [1.0]})).mark_bar().encode(x=alt.X("ms:Q", title="time (ms)")))
+    assert lift_texts(bar) == (bar, ())  # a chart that is not layered keeps its words
+
+
 def test_chart_cache_never_serves_one_language_to_another():
     from dashboard.drawing import matrices
 
@@ -459,10 +515,13 @@ def test_chart_cache_never_serves_one_language_to_another():
         with language(code):
             matrices.show_matrix(box, m, LABELS[:4], LABELS[:4], Look(scale="weights"), key="lang_test",
                                  cache_key=("lang_test",))
-    zh, en, zh_again = (chart_text(s) for s in box.specs)
-    assert '"title": "键"' in zh and '"title": "key"' not in zh
-    assert '"title": "key"' in en and "键" not in en and "权重" not in en
-    assert zh_again == zh  # and each language's spec is still cached
+    zh, en, zh_again = (shown_titles(s) for s in box.specs)
+    assert {"键", "查询", "权重", "值"} <= set(zh) and "key" not in zh
+    assert {"key", "query", "weight", "value"} <= set(en) and "键" not in en and "权重" not in en
+    assert zh_again == zh  # and each language's titles are still cached
+    # the words travel as data: the spec the browser gets is one in every language (it keeps the chart's Vega view)
+    assert len({sent_spec(s) for s in box.specs}) == 1
+    assert "键" not in sent_spec(box.specs[0]) and '"key"' not in sent_spec(box.specs[0])
     # any cached chart (a page's own structure key names no language): the template is kept per language
     from dashboard.drawing import chart_cache, learn_charts
 

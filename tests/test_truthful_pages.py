@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from apptest_utils import _rows, messages, spec_nodes, table_text
+from apptest_utils import _rows, messages, spec_json, spec_nodes, table_text
 from apptest_utils import open_page as open_app
 
 LAB = "app_pages/masking_lab.py"
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
 def chart(at, text):
     """(spec, rows) of the first chart whose spec mentions ``text``."""
     for el in at.get("vega_lite_chart"):
-        spec, rows = json.loads(el.proto.spec), _rows(el)
+        spec, rows = json.loads(spec_json(el)), _rows(el)  # a heatmap's titles travel as data
         if text in json.dumps(spec, ensure_ascii=False) or any(
                 isinstance(v, str) and text in v for r in rows for v in r.values()):
             return spec, rows

@@ -5,10 +5,12 @@ says when they change)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
+import json
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 import altair as alt
 import numpy as np
@@ -84,22 +86,129 @@ def spec_key(structure: Hashable, code: str | None = None) -> tuple:
     return ("spec", code or lang(), structure)
 
 
+TEXTS = "lang_texts"  # the dataset a lifted spec reads its titles from (one row: t0, t1, ...)
+_SEP = " · "  # between a lifted tooltip's parts
+
+
+def _signal(i: int) -> str:
+    return f"lang_t{i}"
+
+
+def _lift_tooltip(mark: dict, items: list, lift: Callable[[str], str]) -> bool:
+    """A layer's tooltip fields (titled) as one line the mark computes, each title read from a signal; and the same
+    line as the mark's ARIA description (Vega-Lite would print a signal title as "[object Object]")."""
+    parts = []
+    for item in items:
+        if not (isinstance(item, dict) and isinstance(item.get("title"), str) and isinstance(item.get("field"), str)):
+            return False
+        value = f"datum[{json.dumps(item['field'])}]"
+        if "format" in item:
+            value = f"format({value}, {json.dumps(item['format'])})"
+        parts.append(f"{lift(item['title'])} + ' ' + {value}")
+    line = f" + {json.dumps(_SEP)} + ".join(parts)
+    mark["tooltip"] = {"expr": line}
+    if mark.get("aria", True) is not False:
+        mark["description"] = {"expr": line}
+    return True
+
+
+def _describe(mark: dict, encoding: dict) -> None:
+    """A mark's ARIA description from its fields, "title: value; ...", as Vega-Lite writes it, with titles read from
+    signals (Vega-Lite would print a signal title as "[object Object]")."""
+    parts = []
+    for fdef in encoding.values():
+        if not (isinstance(fdef, dict) and isinstance(fdef.get("field"), str)):
+            continue
+        title = fdef.get("title")
+        label = title["signal"] if isinstance(title, dict) else json.dumps(title if isinstance(title, str)
+                                                                            else fdef["field"], ensure_ascii=False)
+        value = f"datum[{json.dumps(fdef['field'])}]"
+        if "format" in fdef:
+            value = f"format({value}, {json.dumps(fdef['format'])})"
+        parts.append(f"{label} + ': ' + {value}")
+    if parts:
+        mark["description"] = {"expr": " + '; ' + ".join(parts)}
+
+
+def lift_texts(spec: dict) -> tuple[dict, tuple[str, ...]]:
+    """A layered (or faceted layered) spec whose words are data: every title (axes, legend, tooltip) read through a
+    signal from the one-row dataset :data:`TEXTS`, and those titles in order. The lifted spec is the same in every
+    language, so a language switch swaps data and keeps the chart's Vega view (a new spec builds a new view:
+    docs/measurements.md). Any other spec, or one with a tooltip this cannot lift, comes back as it is, with no
+    titles. Words elsewhere (a mask's legend entries) stay in the spec: that chart still gets a new view."""
+    out = copy.deepcopy({k: v for k, v in spec.items() if k not in ("data", "datasets")})  # the template stays
+    layered = out if "layer" in out else out.get("spec") if "facet" in out else None  # a facet's panel: layers
+    if not isinstance(layered, dict) or not isinstance(layered.get("layer"), list):
+        return spec, ()
+    texts: list[str] = []
+
+    def lift(text: str) -> str:
+        if text not in texts:
+            texts.append(text)
+        return _signal(texts.index(text))
+
+    for part in (out.get("facet"), (out.get("facet") or {}).get("header")):
+        if isinstance(part, dict) and isinstance(part.get("title"), str) and part["title"]:
+            part["title"] = {"signal": lift(part["title"])}
+    for layer in layered["layer"]:
+        encoding = layer.get("encoding") or {}
+        for channel, fdef in list(encoding.items()):
+            if channel == "tooltip":
+                mark = layer["mark"] if isinstance(layer.get("mark"), dict) else {"type": layer.get("mark")}
+                if not isinstance(fdef, list) or not _lift_tooltip(mark, fdef, lift):
+                    return spec, ()
+                layer["mark"] = mark
+                del encoding["tooltip"]
+                continue
+            if not isinstance(fdef, dict):
+                continue
+            for part in (fdef, fdef.get("axis"), fdef.get("legend")):
+                if isinstance(part, dict) and isinstance(part.get("title"), str) and part["title"]:
+                    part["title"] = {"signal": lift(part["title"])}
+        mark = layer["mark"] if isinstance(layer.get("mark"), dict) else {"type": layer.get("mark")}
+        if mark.get("aria", True) is not False and "description" not in mark:
+            _describe(mark, encoding)
+            layer["mark"] = mark
+    if not texts:
+        return spec, ()
+    out["params"] = [*out.get("params", []),
+                     *({"name": _signal(i), "expr": f"data({json.dumps(TEXTS)})[0].t{i}"} for i in range(len(texts)))]
+    # the dataset is compiled into the view only when a layer reads it: an invisible, empty one does (in a facet,
+    # one per panel: the panels come from the chart's own data)
+    hidden = {"type": "point", "size": 0, "opacity": 0, "aria": False}
+    layered["layer"].append({"data": {"name": TEXTS}, "mark": hidden})
+    return out, tuple(texts)
+
+
+def texts_frame(texts: Sequence[str]):
+    """The one-row frame of :data:`TEXTS`: column ``t<i>`` holds title ``i``."""
+    import pandas as pd
+
+    return pd.DataFrame([{f"t{i}": t for i, t in enumerate(texts)}])
+
+
 def vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], object] | None,
           structure: Hashable | None, data_key: Hashable | None, key: str, selectable: bool,
-          selection: str = "cell", on_select: Callable[[], None] | None = None):
+          selection: str = "cell", on_select: Callable[[], None] | None = None, lifted: bool = False):
     """Draw a chart from a cached spec template (see :func:`draw_chart`); nothing is registered. ``selectable``: its
-    ``selection`` parameter's clicks rerun the page, after ``on_select`` when given."""
+    ``selection`` parameter's clicks rerun the page, after ``on_select`` when given. ``lifted``: its titles travel as
+    data (:func:`lift_texts`), so a language switch keeps its Vega view."""
     kw = dict(width="content", key=key)
     if selectable:
         kw.update(on_select=on_select or "rerun", selection_mode=[selection])
     if structure is None:  # a one-off chart: its own data, nothing remembered
         return container.vega_lite_chart(spec=styled(_to_spec(build())), **kw)
     template = memo(spec_key(structure), lambda: _to_spec(build()))
+    texts: tuple[str, ...] = ()
+    if lifted:
+        template, texts = memo(("lifted",) + spec_key(structure), lambda: lift_texts(template))
     data = memo(None if data_key is None else ("arrow", data_key), lambda: _arrow_bytes(frame()))
     name = "d" + hashlib.sha1(data if data_key is None else repr(data_key).encode()).hexdigest()[:16]
     spec = {k: v for k, v in template.items() if k not in ("data", "datasets")}
     spec["data"] = {"name": name}
     spec["datasets"] = {name: data}
+    if texts:
+        spec["datasets"][TEXTS] = memo((TEXTS, texts), lambda: _arrow_bytes(texts_frame(texts)))
     return container.vega_lite_chart(spec=styled(spec), **kw)
 
 

@@ -55,7 +55,7 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
     if not look.raster and not cells.matrix_needs_raster(n_rows, n_cols):
         event = vega(container, lambda: look.chart(matrix, row_labels, col_labels),
                      lambda: heatmaps.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
-                     look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, look.selectable)
+                     look.structure("heatmap", n_rows, n_cols, col_labels), ck, key, look.selectable, lifted=True)
         kept = slides.own(matrix)
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.matrix_table(lambda: kept, row_labels, col_labels),
@@ -104,7 +104,7 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
     event = vega(container, lambda: look.chart(window, row_labels, col_labels, start, cols[0]),
                  lambda: heatmaps.heatmap_frame(window, row_labels, col_labels, start, cols[0], scale),
                  look.structure("zoom", *window.shape, col_labels[cols[0]:cols[1]]),
-                 None if ck is None else (ck, "zoom", start, size), key, look.selectable)
+                 None if ck is None else (ck, "zoom", start, size), key, look.selectable, lifted=True)
     container.caption(_("Zoom: tokens {first}–{last} drawn as cells (hover for values).", first=start + 1,
                         last=start + size))
     zoomed = slides.own(window)
@@ -190,7 +190,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
         structure = ("facet", len(matrices), cells.spec_signature(n_rows, n_cols, col_labels, max_px, look.big,
                                                                   look.grow), tuple(titles), replace(look, dark=False))
         vega(container, build, lambda: heatmaps.facet_frame(matrices, titles, row_labels, col_labels, scale),
-              structure, ck, key, False)
+              structure, ck, key, False, lifted=True)
         kept = [slides.own(m) for m in matrices]
         slides.register_chart(export.PageChart(
             what, slide_title, table=slides.panels_table([lambda m=m: m for m in kept], titles, row_labels, col_labels),
