@@ -255,7 +255,10 @@ def student_page() -> None:
             st.query_params["code"] = normalize_code(typed)
             st.rerun()
         return
-    _student_live(code, student_id())
+    from dashboard.classroom.follow import follower_view  # a room running a lesson: the phone follows the teacher
+
+    if not follower_view(code, student_id()):
+        _student_live(code, student_id())
 
 
 def student_id() -> str:
