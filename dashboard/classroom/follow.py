@@ -153,11 +153,11 @@ def lesson_bar() -> None:
             with st.container(border=True, key="poll_panel_lesson"):
                 teacher_panel()
     else:
-        show_step(step, wide=True)
+        show_step(step)
 
 
 # -- what a phone (and the teacher's preview) shows --------------------------------------------------------------
-def show_step(step: dict, wide: bool = False) -> None:
+def show_step(step: dict) -> None:
     """A view step's title, chart (its full-screen button enlarges it) and one-line reading."""
     body = step_views.rendered(step, lang(), lessons())
     st.markdown(f"#### {md_escape(body['title'])}")
@@ -165,8 +165,7 @@ def show_step(step: dict, wide: bool = False) -> None:
         st.warning(md_escape(body["problem"]))
         return
     if "spec" in body:
-        st.vega_lite_chart(body["spec"], width="content" if wide else "stretch",
-                           key=f"step_chart_{step_key(step, lang())}")
+        st.vega_lite_chart(body["spec"], width="content", key=f"step_chart_{step_key(step, lang())}")
     elif "png" in body:
         st.image(base64.b64decode(body["png"]), width="stretch")
     st.markdown(md_escape(body["reading"]))

@@ -21,7 +21,7 @@ from dashboard.i18n import N_, _, language, message
 from dashboard.state.compute import Run, cached_tokens, traced_run
 from dashboard.state.settings_schema import DEFAULTS, SCHEMA
 
-PHONE_PX = 300  # the chart's longer side: a 360 px phone shows it whole, the full-screen button enlarges it
+PHONE_PX = 200  # the cells' side: with its labels a 360 px phone shows the chart whole; full screen enlarges it
 MAX_TOKENS = 64  # a phone shows at most this many tokens' weights (a longer text: its first 64)
 MEMORY_ENTRIES = 256
 # The ready lesson's own titles (dashboard/classroom/ready/chapter3.json), marked for the catalog; a teacher's own
@@ -152,9 +152,19 @@ def draw(step: dict) -> dict:
     if needs_raster(weights.size):
         body["png"] = base64.b64encode(raster_png(weights, "weights", target_px=PHONE_PX * 2)).decode()
     else:
-        chart = Look(scale="weights", max_px=PHONE_PX).chart(weights, labels, labels)
-        body["spec"] = chart.to_dict()
+        body["spec"] = _for_phone(Look(scale="weights", max_px=PHONE_PX).chart(weights, labels, labels).to_dict())
     return body
+
+
+def _for_phone(spec: dict) -> dict:
+    """The cells in a square of :data:`PHONE_PX` and the colour legend under them, not beside: the chart stays within
+    a phone's width (the page's own heatmap keeps a readable cell size and grows sideways)."""
+    spec["width"] = spec["height"] = PHONE_PX
+    for layer in spec.get("layer", []):
+        legend = layer.get("encoding", {}).get("color", {}).get("legend")
+        if isinstance(legend, dict):
+            legend.update(orient="bottom", direction="horizontal", gradientLength=PHONE_PX)
+    return spec
 
 
 def rendered(step: dict, lang: str, store: LessonStore | None) -> dict:
