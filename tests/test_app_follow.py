@@ -3,12 +3,14 @@ sharing one SQLite file as replicas behind the balancer would."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from i18n_check import english_left
 
 from apptest_utils import messages, new_app
+from dashboard.classroom import follow, step_views
 from dashboard.classroom import lessons as L
-from dashboard.classroom import step_views
 from dashboard.classroom import store as ps
 from dashboard.classroom.follow import _lessons
 from dashboard.classroom.ui import _stores
@@ -21,6 +23,7 @@ def class_db(tmp_path, monkeypatch, fresh_caches):
     yield tmp_path / "class.sqlite3"
     _stores.clear()
     _lessons.clear()
+    follow._positions.clear()
 
 
 def teacher():
@@ -150,3 +153,20 @@ def test_one_drawing_for_every_phone():
         phone(code)
     phone(code, "zh")
     assert sum(step_views.DRAWN.values()) == drawn  # the phones only read it
+
+
+def test_a_replicas_phones_share_one_read_of_the_step(monkeypatch):
+    polls = ps.PollStore()
+    code, secret = polls.create_room()
+    store = follow.lessons()
+    store.start(code, secret, L.ready())
+    calls = []
+    real = L.LessonStore.position
+    monkeypatch.setattr(L.LessonStore, "position", lambda self, c: calls.append(c) or real(self, c))
+    follow._positions.clear()
+    for _unused in range(30):  # thirty phones' watch fragments on this replica
+        assert follow.position(code)[0] == 0
+    assert len(calls) == 1
+    store.go(code, secret, 2)  # the teacher's Next, on another replica
+    time.sleep(follow.POSITION_TTL_S + 0.05)
+    assert follow.position(code)[0] == 2 and len(calls) == 2

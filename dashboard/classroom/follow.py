@@ -10,6 +10,8 @@ shows the step's drawing, made once per (step, language) and shared (dashboard/c
 from __future__ import annotations
 
 import base64
+import threading
+import time
 
 import streamlit as st
 
@@ -19,7 +21,8 @@ from dashboard.classroom.store import NoSuchPoll, PollError
 from dashboard.i18n import LANGS, _, lang, message
 from dashboard.state.links import error_text, md_escape
 
-FOLLOW_REFRESH_S = 0.5  # how often a phone asks where the teacher is (one indexed row; docs/measurements.md)
+FOLLOW_REFRESH_S = 0.5  # how often a phone asks where the teacher is (docs/measurements.md)
+POSITION_TTL_S = 0.2  # a replica's phones of one class share one read of the step for this long
 LOCAL_KEY = "follow_local"  # the step a student looks at on their own (None: the teacher's)
 DRAFT_KEY = "lesson_draft"  # the lesson the teacher is building (this session)
 FOLLOW_CSS = """<style>
@@ -27,6 +30,8 @@ FOLLOW_CSS = """<style>
 </style>"""
 
 _lessons: dict[int, LessonStore] = {}
+_positions: dict[str, tuple[float, tuple[int, float] | None]] = {}
+_positions_lock = threading.Lock()
 
 
 def lessons() -> LessonStore:
@@ -49,6 +54,29 @@ def teacher_room(create: bool = False) -> dict | None:
         code, secret = store().create_room()
         room = st.session_state["poll_room"] = {"code": code, "secret": secret}
     return room
+
+
+def position(code: str) -> tuple[int, float] | None:
+    """The room's step as :meth:`LessonStore.position` says, read at most once per :data:`POSITION_TTL_S` by this
+    process: thirty phones of a class on one replica make one database read, not thirty."""
+    now = time.monotonic()
+    with _positions_lock:
+        hit = _positions.get(code)
+        if hit is not None and now - hit[0] < POSITION_TTL_S:
+            return hit[1]
+    where = lessons().position(code)
+    _remember(code, where, now)
+    return where
+
+
+def _remember(code: str, where: tuple[int, float] | None, now: float | None = None) -> None:
+    """What this process read (or wrote) last of a room's step: a full run's read, the teacher's own Next."""
+    now = time.monotonic() if now is None else now
+    with _positions_lock:
+        _positions[code] = (now, where)
+        if len(_positions) > 1000:  # rooms long gone
+            for old in [c for c, (t, _w) in _positions.items() if now - t > 60]:
+                del _positions[old]
 
 
 # -- "Add this view" (the sidebar of any page) -------------------------------------------------------------------
@@ -91,7 +119,7 @@ def go(lesson: dict, index: int) -> None:
             st.session_state["poll_current"] = {"page": "lesson", "seq": seq, "question": question}
         else:
             _prepare(step)
-        lessons().go(room["code"], room["secret"], index)
+        _remember(room["code"], (lessons().go(room["code"], room["secret"], index), time.time()))
     except (PollError, ValueError) as e:
         st.session_state["lesson_msg"] = error_text(e)
 
@@ -111,6 +139,7 @@ def stop() -> None:
     room = teacher_room() or {}
     try:
         lessons().stop(room.get("code", ""), room.get("secret", ""))
+        _remember(room.get("code", ""), None)
     except PollError as e:
         st.session_state["lesson_msg"] = error_text(e)
 
@@ -186,6 +215,7 @@ def follower_view(code: str, session: str) -> bool:
 
     st.html(FOLLOW_CSS)
     lesson, teacher = running
+    _remember(code, (teacher, time.time()))
     n = len(lesson["steps"])
     local = st.session_state.get(LOCAL_KEY)
     shown = teacher if local is None else max(0, min(n - 1, local))
@@ -223,7 +253,7 @@ def _look(index: int | None) -> None:
 def _watch(code: str, shown: int, following: bool) -> None:
     """Where the teacher is: when it moves (or the lesson ends), the page redraws once; nothing else reruns."""
     try:
-        where = lessons().position(code)
+        where = position(code)
     except NoSuchPoll:
         where = None
     except PollError as e:
