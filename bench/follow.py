@@ -211,17 +211,19 @@ async def main_async(args) -> int:
         rss_after = _rss(course)
         latencies: list[float] = []
         missed = 0
+        missing: dict[int, list[int]] = {}  # step (1-based) -> the followers that never showed it
         kill_at = steps // 2
         killed, moved, landed = None, [], []
         for i in range(1, steps + 1):
             await asyncio.sleep(args.pause)
             t0 = go(i)
             await _wait_all(followers, i, t0)
-            for f in followers:
+            for k, f in enumerate(followers):
                 if i in f.seen:
                     latencies.append(f.seen[i] - t0)
                 else:
                     missed += 1
+                    missing.setdefault(i + 1, []).append(k)
             if i == kill_at:
                 killed = course.servers[0].name
                 moved = [f for f in followers if f.cookie == killed]
@@ -251,6 +253,8 @@ async def main_async(args) -> int:
           f"{worst:.2f} s after the kill; goal <= 5 s)")
     print(f"server RSS: {rss_before:.0f} MB before followers, {rss_after:.0f} MB with {len(followers)}: "
           f"{(rss_after - rss_before) / max(1, len(followers)):.2f} MB per follower")
+    if missing:
+        print("missed, by step: " + "; ".join(f"step {i}: {len(ks)} (followers {ks[:8]})" for i, ks in missing.items()))
     print(f"followers {len(followers)}, steps {steps}, missed {missed}, p95 {p(0.95):.2f} s")
     return 0 if missed == 0 and joined == len(followers) and len(landed) == len(moved) else 1
 
