@@ -162,12 +162,15 @@ def lesson_bar() -> None:
         return
     lesson, index = running
     n = len(lesson["steps"])
+    step = lesson["steps"][index]
+    polling = step["kind"] == "poll" and st.session_state.get("poll_current", {}).get("page") == "lesson"
     with st.container(border=True, key="lesson_bar"):
-        left, right = st.columns([1, 3])
-        link = join_link(room["code"])
-        left.image(qr_png(link), width=140)
-        right.subheader(_("Code {code}", code=room["code"]), anchor=False)
-        right.code(link, language=None, wrap_lines=True)
+        if not polling:  # the poll's panel below shows the same code and QR code
+            left, right = st.columns([1, 3])
+            link = join_link(room["code"])
+            left.image(qr_png(link), width=140)
+            right.subheader(_("Code {code}", code=room["code"]), anchor=False)
+            right.code(link, language=None, wrap_lines=True)
         b1, b2, b3 = st.columns([1, 2, 1])
         b1.button(_("Back"), key="lesson_back", icon=":material/arrow_back:", disabled=index == 0, width="stretch",
                   on_click=go, args=(lesson, index - 1))
@@ -176,12 +179,10 @@ def lesson_bar() -> None:
         b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
                   disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
         st.button(_("End the lesson"), key="lesson_stop", icon=":material/stop:", on_click=stop)
-    step = lesson["steps"][index]
-    if step["kind"] == "poll":
-        if st.session_state.get("poll_current", {}).get("page") == "lesson":
-            with st.container(border=True, key="poll_panel_lesson"):
-                teacher_panel()
-    else:
+    if polling:
+        with st.container(border=True, key="poll_panel_lesson"):
+            teacher_panel()
+    elif step["kind"] == "view":
         show_step(step)
 
 
