@@ -21,6 +21,6 @@ def test_quick_follow_bench_misses_nothing():
     assert out.returncode == 0, out.stdout + out.stderr
     last = re.search(r"followers 12, steps 10, missed 0, p95 ([\d.]+) s", out.stdout)
     assert last, out.stdout
-    assert float(last.group(1)) <= 5.0, out.stdout  # loose on a shared CI machine; the goal (1.5 s) is measured
+    assert float(last.group(1)) <= 5.0, out.stdout  # loose on a shared CI machine: the goal is measured in docs
     landed = re.search(r"killed replica's followers: (\d+), landed on the current step (\d+)", out.stdout)
     assert landed and landed.group(1) == landed.group(2) and int(landed.group(1)) > 0, out.stdout

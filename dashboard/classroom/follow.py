@@ -18,6 +18,7 @@ import streamlit as st
 from dashboard.classroom import step_views
 from dashboard.classroom.lessons import PAGES, BadLesson, LessonStore, check_step, step_key
 from dashboard.classroom.store import NoSuchPoll, PollError
+from dashboard.classroom.ui import _student_live, join_link, qr_png, store, teacher_panel
 from dashboard.i18n import LANGS, _, lang, message
 from dashboard.state.links import error_text, md_escape
 
@@ -36,8 +37,6 @@ _positions_lock = threading.Lock()
 
 def lessons() -> LessonStore:
     """This process's lesson store: the poll store's database (one connection)."""
-    from dashboard.classroom.ui import store
-
     polls = store()
     if id(polls) not in _lessons:
         _lessons[id(polls)] = LessonStore(polls)
@@ -49,8 +48,6 @@ def teacher_room(create: bool = False) -> dict | None:
     where a reclaimed room (the teacher's link) comes in."""
     room = st.session_state.get("poll_room")
     if room is None and create:
-        from dashboard.classroom.ui import store
-
         code, secret = store().create_room()
         room = st.session_state["poll_room"] = {"code": code, "secret": secret}
     return room
@@ -112,8 +109,6 @@ def go(lesson: dict, index: int) -> None:
     step = lesson["steps"][index]
     try:
         if step["kind"] == "poll":
-            from dashboard.classroom.ui import store
-
             question = step_views.question(step)
             seq = store().ask(room["code"], room["secret"], question)
             st.session_state["poll_current"] = {"page": "lesson", "seq": seq, "question": question}
@@ -147,8 +142,6 @@ def stop() -> None:
 def lesson_bar() -> None:
     """The teacher's bar for the running lesson: code and QR, step i of n, Back / Next, the step as the phones see
     it (and the poll's panel on a poll step)."""
-    from dashboard.classroom.ui import join_link, qr_png, teacher_panel
-
     room = teacher_room()
     msg = st.session_state.pop("lesson_msg", None)
     if msg:
@@ -212,8 +205,6 @@ def follower_view(code: str, session: str) -> bool:
         return True
     if running is None:
         return False
-    from dashboard.classroom.ui import _student_live
-
     st.html(FOLLOW_CSS)
     lesson, teacher = running
     _remember(code, (teacher, time.time()))
