@@ -34,6 +34,7 @@ from dashboard.state.controls import render_sidebar, write_link_early  # noqa: E
 PAGES = Path(__file__).resolve().parent / "app_pages"
 FAVICON = ROOT / "assets" / "favicon.png"  # shipped: a Material-icon favicon is fetched from a font host
 
+from dashboard.classroom.follow import add_view_button  # noqa: E402
 from dashboard.i18n import LANGS, _, declare_html_lang, lang, start_run  # noqa: E402
 from dashboard.i18n import switch as language_switch  # noqa: E402
 from dashboard.state.links import link_warning, shown_value  # noqa: E402
@@ -77,6 +78,7 @@ pages: list[tuple[st.Page, bool]] = [
     (st.Page(PAGES / "kv_cost.py", title=_("KV cache cost"), icon=":material/memory:", url_path="kv-cache"), False),
     (st.Page(PAGES / "benchmark.py", title=_("Benchmark"), icon=":material/timer:", url_path="benchmark"), False),
     (st.Page(PAGES / "answer.py", title=_("Answer a poll"), icon=":material/how_to_vote:", url_path="answer"), False),
+    (st.Page(PAGES / "lesson.py", title=_("Lesson"), icon=":material/cast_for_education:", url_path="lesson"), False),
 ]
 page = st.navigation([p for p, _knobs in pages], position="top" if present else "sidebar")
 if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
@@ -88,4 +90,5 @@ presentation_controls(st.sidebar)
 measure_screen(st.sidebar, presenting())  # before anything is sized: charts fit the measured column
 uses_knobs = next(knobs for p, knobs in pages if p.url_path == page.url_path)
 render_sidebar("all" if uses_knobs else "none", knob_pages=[p.title for p, knobs in pages if knobs])
+add_view_button(st.sidebar, page.url_path)  # the teacher's lesson (dashboard/classroom/follow.py)
 page.run()

@@ -45,6 +45,12 @@ MIGRATIONS: list[list[str]] = [  # version i+1 is MIGRATIONS[i]; append, never e
         "CREATE TABLE rate (session TEXT NOT NULL, minute BIGINT NOT NULL, count INTEGER NOT NULL, "
         "PRIMARY KEY (session, minute))",
     ],
+    [  # lessons (dashboard/classroom/lessons.py): saved lessons, a room's running lesson and step, shared drawings
+        "CREATE TABLE lessons (title TEXT PRIMARY KEY, body TEXT NOT NULL, updated DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE room_lessons (code TEXT PRIMARY KEY REFERENCES rooms(code) ON DELETE CASCADE, "
+        "body TEXT NOT NULL, step INTEGER NOT NULL, moved DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE step_renders (key TEXT PRIMARY KEY, body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)",
+    ],
 ]
 STATES = ("open", "closed", "revealed")
 

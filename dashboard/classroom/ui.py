@@ -332,8 +332,9 @@ def show_proving_row(q: Question) -> None:
 
 
 # -- the students' page ----------------------------------------------------------------------------------------
-def student_page() -> None:
-    """One question, big buttons, the reveal when the teacher reveals. No login, nothing personal stored."""
+def student_page(follow: Callable[[str, str], bool] | None = None) -> None:
+    """One question, big buttons, the reveal when the teacher reveals. No login, nothing personal stored.
+    ``follow(code, session)``: draws the room's running lesson instead when it has one (classroom/follow.py)."""
     st.html(STUDENT_CSS)
     language_switch(st)  # the teacher's language comes with the link; a student may read the other
     code = normalize_code(st.query_params.get("code", ""))
@@ -344,7 +345,8 @@ def student_page() -> None:
             st.query_params["code"] = normalize_code(typed)
             st.rerun()
         return
-    _student_live(code, student_id())
+    if follow is None or not follow(code, student_id()):  # a room running a lesson: the phone follows the teacher
+        _student_live(code, student_id())
 
 
 def _send(code: str, seq: int, session: str, choice: int) -> None:

@@ -1,0 +1,258 @@
+"""Follow mode: the teacher's lesson bar (Back / Next move every phone) and the students' phone view of the teacher's
+current step (read-only: its chart, its one-line reading, the poll when the step is a poll).
+
+The room's lesson and its current step live in the class store (dashboard/classroom/lessons.py), so a phone that
+joins late, or reconnects to another replica after one died, lands on the current step. A phone reads only the
+step number every :data:`FOLLOW_REFRESH_S` seconds in a small fragment; when it moves, the page reruns once and
+shows the step's drawing, made once per (step, language) and shared (dashboard/classroom/step_views.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+
+import streamlit as st
+
+from dashboard.classroom import step_views
+from dashboard.classroom.lessons import PAGES, BadLesson, LessonStore, check_step, step_key
+from dashboard.classroom.store import NoSuchPoll, PollError
+from dashboard.classroom.ui import _student_live, join_link, qr_png, store, teacher_panel
+from dashboard.i18n import LANGS, _, lang, message
+from dashboard.state.links import error_text, md_escape
+
+FOLLOW_REFRESH_S = 0.5  # how often a phone asks where the teacher is (docs/measurements.md)
+POSITION_TTL_S = 0.2  # a replica's phones of one class share one read of the step for this long
+LOCAL_KEY = "follow_local"  # the step a student looks at on their own (None: the teacher's)
+DRAFT_KEY = "lesson_draft"  # the lesson the teacher is building (this session)
+FOLLOW_CSS = """<style>
+.st-key-follow_nav button {min-height: 3rem; font-size: 1.05rem;}
+</style>"""
+
+_lessons: dict[int, LessonStore] = {}
+_positions: dict[str, tuple[float, tuple[int, float] | None]] = {}
+_positions_lock = threading.Lock()
+
+
+def lessons() -> LessonStore:
+    """This process's lesson store: the poll store's database (one connection)."""
+    polls = store()
+    if id(polls) not in _lessons:
+        _lessons[id(polls)] = LessonStore(polls)
+    return _lessons[id(polls)]
+
+
+def teacher_room(create: bool = False) -> dict | None:
+    """The teacher's room ``{"code", "secret"}`` of this session (made with ``create``): the one place that reads it,
+    where a reclaimed room (the teacher's link) comes in."""
+    room = st.session_state.get("poll_room")
+    if room is None and create:
+        code, secret = store().create_room()
+        room = st.session_state["poll_room"] = {"code": code, "secret": secret}
+    return room
+
+
+def position(code: str) -> tuple[int, float] | None:
+    """The room's step as :meth:`LessonStore.position` says, read at most once per :data:`POSITION_TTL_S` by this
+    process: thirty phones of a class on one replica make one database read, not thirty."""
+    now = time.monotonic()
+    with _positions_lock:
+        hit = _positions.get(code)
+        if hit is not None and now - hit[0] < POSITION_TTL_S:
+            return hit[1]
+    where = lessons().position(code)
+    _remember(code, where, now)
+    return where
+
+
+def _remember(code: str, where: tuple[int, float] | None, now: float | None = None) -> None:
+    """What this process read (or wrote) last of a room's step: a full run's read, the teacher's own Next."""
+    now = time.monotonic() if now is None else now
+    with _positions_lock:
+        _positions[code] = (now, where)
+        if len(_positions) > 1000:  # rooms long gone
+            for old in [c for c, (t, _w) in _positions.items() if now - t > 60]:
+                del _positions[old]
+
+
+# -- "Add this view" (the sidebar of any page) -------------------------------------------------------------------
+def add_view_button(where, url_path: str) -> None:
+    """A small button that puts the page's current view (its link's settings) into the lesson being built."""
+    page = url_path or "explore"
+    if page not in PAGES:
+        return
+    if where.button(_("Add this view to the lesson"), key="lesson_add_view", icon=":material/playlist_add:",
+                    width="stretch"):
+        try:
+            step = check_step({"kind": "view", "page": page, "params": st.query_params.to_dict()})
+        except BadLesson as e:
+            where.warning(error_text(e))
+            return
+        draft = st.session_state.setdefault(DRAFT_KEY, {"title": _("My lesson"), "steps": []})
+        draft["steps"] = [*draft["steps"], step]
+        st.toast(_("Added as step {n} of the lesson (open the Lesson page to order it).", n=len(draft["steps"])))
+
+
+# -- the teacher -------------------------------------------------------------------------------------------------
+def _prepare(step: dict) -> None:
+    """Draw a view step once in every language before the phones ask (they then only read it)."""
+    for code in LANGS:
+        step_views.rendered(step, code, lessons())
+
+
+def go(lesson: dict, index: int) -> None:
+    """Move the class to step ``index``: draw it, ask its question if it is a poll, then move the phones."""
+    room = teacher_room()
+    if room is None:
+        return
+    step = lesson["steps"][index]
+    try:
+        if step["kind"] == "poll":
+            question = step_views.question(step)
+            seq = store().ask(room["code"], room["secret"], question)
+            st.session_state["poll_current"] = {"page": "lesson", "seq": seq, "question": question}
+        else:
+            _prepare(step)
+        _remember(room["code"], (lessons().go(room["code"], room["secret"], index), time.time()))
+    except (PollError, ValueError) as e:
+        st.session_state["lesson_msg"] = error_text(e)
+
+
+def start(lesson: dict) -> None:
+    room = teacher_room(create=True)
+    try:
+        lessons().start(room["code"], room["secret"], lesson)
+    except NoSuchPoll:  # the room expired: a new one
+        st.session_state.pop("poll_room", None)
+        room = teacher_room(create=True)
+        lessons().start(room["code"], room["secret"], lesson)
+    go(lesson, 0)
+
+
+def stop() -> None:
+    room = teacher_room() or {}
+    try:
+        lessons().stop(room.get("code", ""), room.get("secret", ""))
+        _remember(room.get("code", ""), None)
+    except PollError as e:
+        st.session_state["lesson_msg"] = error_text(e)
+
+
+def lesson_bar() -> None:
+    """The teacher's bar for the running lesson: code and QR, step i of n, Back / Next, the step as the phones see
+    it (and the poll's panel on a poll step)."""
+    room = teacher_room()
+    msg = st.session_state.pop("lesson_msg", None)
+    if msg:
+        st.warning(msg)
+    try:
+        running = lessons().running(room["code"]) if room else None
+    except PollError as e:
+        st.warning(error_text(e))
+        return
+    if running is None:
+        return
+    lesson, index = running
+    n = len(lesson["steps"])
+    step = lesson["steps"][index]
+    polling = step["kind"] == "poll" and st.session_state.get("poll_current", {}).get("page") == "lesson"
+    with st.container(border=True, key="lesson_bar"):
+        if not polling:  # the poll's panel below shows the same code and QR code
+            left, right = st.columns([1, 3])
+            link = join_link(room["code"])
+            left.image(qr_png(link), width=140)
+            right.subheader(_("Code {code}", code=room["code"]), anchor=False)
+            right.code(link, language=None, wrap_lines=True)
+        b1, b2, b3 = st.columns([1, 2, 1])
+        b1.button(_("Back"), key="lesson_back", icon=":material/arrow_back:", disabled=index == 0, width="stretch",
+                  on_click=go, args=(lesson, index - 1))
+        b2.markdown(_("**Step {step} of {n}**: {title}", step=index + 1, n=n,
+                      title=md_escape(step_views.title(lesson["steps"][index]))))
+        b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
+                  disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
+        st.button(_("End the lesson"), key="lesson_stop", icon=":material/stop:", on_click=stop)
+    if polling:
+        with st.container(border=True, key="poll_panel_lesson"):
+            teacher_panel()
+    elif step["kind"] == "view":
+        show_step(step)
+
+
+# -- what a phone (and the teacher's preview) shows --------------------------------------------------------------
+def show_step(step: dict) -> None:
+    """A view step's title, chart (its full-screen button enlarges it) and one-line reading."""
+    body = step_views.rendered(step, lang(), lessons())
+    st.markdown(f"#### {md_escape(body['title'])}")
+    if "problem" in body:
+        st.warning(md_escape(body["problem"]))
+        return
+    if "spec" in body:
+        st.vega_lite_chart(body["spec"], width="content", key=f"step_chart_{step_key(step, lang())}")
+    elif "png" in body:
+        st.image(base64.b64decode(body["png"]), width="stretch")
+    st.markdown(md_escape(body["reading"]))
+
+
+def follower_view(code: str, session: str) -> bool:
+    """The phone's view when the room runs a lesson (True), else nothing drawn (False: the plain poll page)."""
+    try:
+        running = lessons().running(code)
+    except NoSuchPoll:
+        return False
+    except PollError as e:
+        st.error(error_text(e))
+        return True
+    if running is None:
+        return False
+    st.html(FOLLOW_CSS)
+    lesson, teacher = running
+    _remember(code, (teacher, time.time()))
+    n = len(lesson["steps"])
+    local = st.session_state.get(LOCAL_KEY)
+    shown = teacher if local is None else max(0, min(n - 1, local))
+    _watch(code, teacher, local is None)
+    if local is None:
+        st.caption(_("Class {code} · step {step} of {n} · following the teacher", code=code, step=shown + 1, n=n))
+    else:
+        st.caption(_("Class {code} · step {step} of {n} · looking around", code=code, step=shown + 1, n=n))
+    step = lesson["steps"][shown]
+    if step["kind"] == "poll":
+        if shown == teacher:
+            _student_live(code, session)
+        else:
+            st.markdown(f"#### {md_escape(step_views.title(step))}")
+            st.info(_("A question for the class: it opens when the teacher reaches this step."))
+    else:
+        show_step(step)
+    with st.container(key="follow_nav"):
+        c1, c2 = st.columns(2)
+        c1.button(_("Previous"), key="follow_prev", icon=":material/arrow_back:", disabled=shown == 0,
+                  width="stretch", on_click=_look, args=(shown - 1,))
+        c2.button(_("Next"), key="follow_next", icon=":material/arrow_forward:", disabled=shown == n - 1,
+                  width="stretch", on_click=_look, args=(shown + 1,))
+        if local is not None:
+            st.button(_("Back to the teacher (step {step})", step=teacher + 1), key="follow_back", type="primary",
+                      icon=":material/sync:", width="stretch", on_click=_look, args=(None,))
+    return True
+
+
+def _look(index: int | None) -> None:
+    st.session_state[LOCAL_KEY] = index
+
+
+@st.fragment(run_every=FOLLOW_REFRESH_S)
+def _watch(code: str, shown: int, following: bool) -> None:
+    """Where the teacher is: when it moves (or the lesson ends), the page redraws once; nothing else reruns."""
+    try:
+        where = position(code)
+    except NoSuchPoll:
+        where = None
+    except PollError as e:
+        st.caption(message(e))
+        return
+    now = None if where is None else where[0]
+    if (now != shown and following) or now is None:
+        st.rerun(scope="app")
+    if not following:
+        st.caption(_("The teacher is at step {step}.", step=now + 1))

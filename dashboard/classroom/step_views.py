@@ -1,0 +1,216 @@
+"""A lesson step drawn for the class's phones: its main chart and its one-line reading, made once per (step,
+language) and shared by every follower (this process's memory, then the class store, which every replica reads;
+only a replica that finds neither draws it). A poll step's question is made here too. No widgets here.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import threading
+from collections import Counter, OrderedDict
+
+import numpy as np
+
+from attn_core import BOOK_SENTENCE, AttentionConfig
+from attn_core.labs import questions as qs
+from attn_core.text.embeddings import uses_book_inputs
+from attn_core.tracing.views import head_matrix, num_heads
+from dashboard.classroom.lessons import PAGES, QUESTIONS, LessonStore, step_key
+from dashboard.i18n import N_, _, language, message
+from dashboard.state.compute import Run, cached_tokens, traced_run
+from dashboard.state.settings_schema import DEFAULTS, SCHEMA
+
+PHONE_PX = 200  # the cells' side: with its labels a 360 px phone shows the chart whole; full screen enlarges it
+MAX_TOKENS = 64  # a phone shows at most this many tokens' weights (a longer text: its first 64)
+MEMORY_ENTRIES = 256
+# The ready lesson's own titles (dashboard/classroom/ready/chapter3.json), marked for the catalog; a teacher's own
+# title is shown as written.
+READY_TITLES = (
+    N_("Chapter 3 in 40 minutes"),
+    N_("The book's six tokens, one step at a time"),
+    N_("Causal mask: −∞ before softmax"),
+    N_("Causal mask: zero after softmax, renormalize"),
+    N_("Splitting into heads: view and transpose"),
+    N_("Masking lab: two methods, one answer"),
+    N_("A sliding window of 3 tokens"),
+    N_("Tiled attention: the same weights, tile by tile"),
+)
+
+_memory: OrderedDict[str, dict] = OrderedDict()
+_lock = threading.Lock()
+DRAWN: Counter[str] = Counter()  # key -> how often this process drew it (tests: once, however many phones)
+
+
+def title(step: dict) -> str:
+    """A step's title in this run's language: its own (the ready lesson's translated), else its page's or
+    question's name."""
+    own = step.get("title", "")
+    if own:
+        return _(own) if own in READY_TITLES else own
+    if step["kind"] == "poll":
+        return _(QUESTIONS[step["question"]])
+    return _(PAGES[step["page"]])
+
+
+def lesson_title(lesson: dict) -> str:
+    own = lesson.get("title", "")
+    return _(own) if own in READY_TITLES else own
+
+
+def step_run(params: dict[str, str]) -> tuple[Run, int]:
+    """The traced run a step's link settings give (the chapter's random weights) and the head it looks at."""
+    values = dict(DEFAULTS)
+    for key, raw in params.items():
+        if key in SCHEMA:
+            values[key] = SCHEMA[key].parse(raw)
+    text = str(values["sentence"] or BOOK_SENTENCE)
+    mode = str(values["input_mode"])
+    tokens = cached_tokens(text)
+    if mode == "book" and not uses_book_inputs([t.id for t in tokens]):
+        mode = "learned"
+    cfg = AttentionConfig(
+        variant=str(values["variant"]), d_in=3 if mode == "book" else int(values["d_in"]), d_out=int(values["d_out"]),
+        num_heads=int(values["num_heads"]), context_length=int(values["context_length"]),
+        dropout=float(values["dropout"]), mask_method=str(values["mask_method"]), causal=bool(values["causal"]),
+        qkv_bias=bool(values["qkv_bias"]), train_mode=bool(values["train_mode"]), seed=int(values["seed"]),
+        num_kv_groups=int(values["num_kv_groups"]), window=int(values["window"]),
+        latent_dim=int(values["latent_dim"]))
+    run = traced_run(text, mode, cfg)
+    head = 0
+    raw = params.get("head", "")
+    if raw.startswith("head "):
+        head = max(0, min(num_heads(run.trace) - 1, int(raw.split()[1]) - 1))
+    return run, head
+
+
+def _shape(run: Run, name: str) -> str:
+    step = next((s for s in run.trace if s.name == name), None)
+    return "—" if step is None else "(" + ", ".join(str(d) for d in step.tensor.shape) + ")"
+
+
+def _most(weights: np.ndarray, labels: list[str]) -> tuple[str, str, float]:
+    q = len(labels) - 1
+    k = int(np.nanargmax(weights[q]))
+    return labels[q].split(": ", 1)[-1], labels[k].split(": ", 1)[-1], float(weights[q, k])
+
+
+def reading(page: str, run: Run, weights: np.ndarray, head: int) -> str:
+    """The step's one-line reading, from its own numbers."""
+    labels = run.labels[:MAX_TOKENS]
+    query, key, w = _most(weights, labels)
+    if page == "shape-flow":
+        return _("x {x} → queries {queries} → attn_weights {weights} → context_vec {context}", x=_shape(run, "x"),
+                 queries=_shape(run, "queries"), weights=_shape(run, "attn_weights"),
+                 context=_shape(run, "context_vec"))
+    if page == "masking-lab":
+        other = "renormalize" if run.cfg.mask_method == "neg_inf" else "neg_inf"
+        twin = traced_run(run.text, run.input_mode, _with(run.cfg, mask_method=other))
+        diff = float(np.nanmax(np.abs(head_matrix(twin.trace, "weights", head)[:MAX_TOKENS, :MAX_TOKENS]
+                                      - weights)))
+        return _("−∞ before softmax and zero-then-renormalize give the same weights: the largest difference is "
+                 "{diff:.1e}.", diff=diff)
+    if page == "windows" and run.cfg.window:
+        return _("With a window of {window}, each token sees at most {window} keys; “{query}” attends most to "
+                 "“{key}” ({weight:.2f}).", window=run.cfg.window, query=query, key=key, weight=w)
+    if page == "tiled":
+        err = float(np.nanmax(np.abs(np.nansum(weights, axis=1) - 1)))
+        return _("Tile by tile, each row of weights still sums to 1 (largest error {err:.1e}); “{query}” attends "
+                 "most to “{key}”.", err=err, query=query, key=key)
+    if num_heads(run.trace) > 1:
+        return _("In head {head}, “{query}” attends most to “{key}” (weight {weight:.2f}).", head=head + 1,
+                 query=query, key=key, weight=w)
+    return _("“{query}” attends most to “{key}” (weight {weight:.2f}).", query=query, key=key, weight=w)
+
+
+def _with(cfg: AttentionConfig, **changes) -> AttentionConfig:
+    import dataclasses
+
+    return dataclasses.replace(cfg, **changes)
+
+
+def draw(step: dict) -> dict:
+    """A view step's drawing in this thread's language: ``{"title", "reading", "spec"}`` (a Vega-Lite spec) or
+    ``"png"`` (base64) for a long text; ``"problem"`` instead when its settings cannot run."""
+    from dashboard.drawing.cells import needs_raster
+    from dashboard.drawing.heatmaps import Look
+    from dashboard.drawing.rasters import raster_png
+
+    body: dict = {"title": title(step)}
+    try:
+        run, head = step_run(step["params"])
+    except ValueError as e:
+        body["problem"] = message(e)
+        return body
+    weights = head_matrix(run.trace, "weights", head)
+    if weights is None:  # the simplified variant names them the same; a variant without weights has none
+        body["problem"] = _("This view has no attention weights to show.")
+        return body
+    weights = np.asarray(weights, dtype=np.float64)[:MAX_TOKENS, :MAX_TOKENS]
+    labels = run.labels[:MAX_TOKENS]
+    body["reading"] = reading(step["page"], run, weights, head)
+    if needs_raster(weights.size):
+        body["png"] = base64.b64encode(raster_png(weights, "weights", target_px=PHONE_PX * 2)).decode()
+    else:
+        body["spec"] = _for_phone(Look(scale="weights", max_px=PHONE_PX).chart(weights, labels, labels).to_dict())
+    return body
+
+
+def _for_phone(spec: dict) -> dict:
+    """The cells in a square of :data:`PHONE_PX` and the colour legend under them, not beside: the chart stays within
+    a phone's width (the page's own heatmap keeps a readable cell size and grows sideways)."""
+    spec["width"] = spec["height"] = PHONE_PX
+    for layer in spec.get("layer", []):
+        legend = layer.get("encoding", {}).get("color", {}).get("legend")
+        if isinstance(legend, dict):
+            legend.update(orient="bottom", direction="horizontal", gradientLength=PHONE_PX)
+    return spec
+
+
+def rendered(step: dict, lang: str, store: LessonStore | None) -> dict:
+    """The step's drawing for ``lang``: from this process's memory, else the class store, else drawn here once
+    (and put in the store for the other replicas). A poll step has no drawing (its question is the store's)."""
+    if step["kind"] == "poll":
+        with language(lang):
+            return {"title": title(step)}
+    key = step_key(step, lang)
+    with _lock:
+        if key in _memory:
+            _memory.move_to_end(key)
+            return _memory[key]
+        body = None
+        if store is not None:
+            try:
+                body = store.render(key)
+            except Exception:  # noqa: BLE001 - a store down: draw it here, the phones still see it
+                body = None
+        if body is None:
+            with language(lang):
+                body = draw(step)
+            DRAWN[key] += 1
+            if store is not None:
+                try:
+                    store.put_render(key, body)
+                except Exception:  # noqa: BLE001, S110 - shared next time the store answers
+                    pass
+        _memory[key] = body
+        while len(_memory) > MEMORY_ENTRIES:
+            _memory.popitem(last=False)
+        return body
+
+
+def question(step: dict) -> dict:
+    """A poll step's question (``Question.to_dict()``), read from the trace of its settings."""
+    run, head = step_run(step["params"])
+    kind = step["question"]
+    if kind == "view_shape" and any(s.name == "keys.view" for s in run.trace.steps):
+        return qs.view_shape(run.trace, "keys").to_dict()
+    if kind == "masking":
+        return qs.masking(run.trace, run.labels, head, seed=secrets.randbelow(1000)).to_dict()
+    return qs.attends_most(run.trace, run.labels, head).to_dict()
+
+
+def clear() -> None:
+    with _lock:
+        _memory.clear()
+        DRAWN.clear()

@@ -1,0 +1,95 @@
+"""Follow mode in a real browser: the teacher at 1280x720 starts the ready lesson, a phone at 360x640 follows two
+Next presses (a chart step, a poll step, a chart step) without reloading, and a phone that joins late lands on the
+teacher's current step."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from browser import chromium_page, require_browser, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def lesson_server(tmp_path_factory):
+    require_browser()
+    db = tmp_path_factory.mktemp("lessons") / "class.sqlite3"
+    with streamlit_server(env={"ATTENTION_LAB_CLASS_DB": str(db)}) as url:
+        yield url
+
+
+def shots(tmp_path: Path) -> Path:
+    """Where screenshots go: $FOLLOW_SCREENSHOTS (to look at them) or the test's temporary folder."""
+    out = Path(os.environ.get("FOLLOW_SCREENSHOTS", tmp_path))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def new_phone(teacher, url: str):
+    phone = teacher.context.browser.new_page(viewport={"width": 360, "height": 640}, is_mobile=True, has_touch=True)
+    phone.goto(url)
+    return phone
+
+
+def fits(phone) -> None:
+    """Nothing wider than the phone: no sideways scrolling, the chart whole on the screen."""
+    assert phone.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollWidth") <= 360
+    for box in [c.bounding_box() for c in phone.locator('[data-testid="stVegaLiteChart"]').all()]:
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 360, box
+
+
+def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(lesson_server, tmp_path):
+    out = shots(tmp_path)
+    with chromium_page(1280, 720) as teacher:
+        teacher.goto(f"{lesson_server}/lesson")
+        wait_idle(teacher, charts=False)
+        teacher.locator(".st-key-lesson_ready button").click()
+        teacher.get_by_text("Tiled attention: the same weights, tile by tile").wait_for(timeout=30_000)
+        teacher.locator(".st-key-lesson_start button").click()
+        bar = teacher.locator(".st-key-lesson_bar")
+        bar.get_by_text(re.compile(r"^Code [2-9A-Z]{7}$")).wait_for(timeout=60_000)
+        code = bar.get_by_text(re.compile(r"^Code [2-9A-Z]{7}$")).inner_text().split()[-1]
+        n = 11
+
+        phone = new_phone(teacher, f"{lesson_server}/answer?code={code}")
+        phone.get_by_text(f"Class {code} · step 1 of {n} · following the teacher").wait_for(timeout=60_000)
+        wait_idle(phone)
+        phone.get_by_text("attends most to").wait_for(timeout=10_000)  # the one-line reading
+        assert phone.locator('[data-testid="stVegaLiteChart"]').count() == 1
+        assert phone.locator('[data-testid="stTextArea"], [data-testid="stNumberInput"]').count() == 0
+        phone.screenshot(path=out / "phone_360x640_step1.png")
+        fits(phone)
+
+        teacher.locator(".st-key-lesson_next button").click()  # step 2: a poll
+        choices = phone.locator(".st-key-poll_choices button")
+        choices.first.wait_for(timeout=15_000)  # no reload: the phone's watch fragment noticed
+        phone.get_by_text(f"step 2 of {n} · following the teacher").wait_for(timeout=5_000)
+        fits(phone)
+        choices.nth(0).click()
+        phone.get_by_text("Your answer:").wait_for(timeout=30_000)
+        phone.screenshot(path=out / "phone_360x640_step2_poll.png")
+
+        teacher.locator(".st-key-lesson_next button").click()  # step 3: −∞ before softmax
+        phone.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=15_000)
+        phone.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=15_000)
+        wait_idle(phone)
+        fits(phone)
+        phone.screenshot(path=out / "phone_360x640_step3.png")
+
+        late = new_phone(teacher, f"{lesson_server}/answer?code={code.lower()}")  # joins now: lands on step 3
+        late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=60_000)
+        late.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=15_000)
+        wait_idle(late)
+        fits(late)
+
+        late.locator(".st-key-follow_prev button").click()  # a student looks back on their own
+        late.get_by_text(f"step 2 of {n} · looking around").wait_for(timeout=15_000)
+        late.locator(".st-key-follow_back button").click()
+        late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=15_000)
+        for page in (phone, late):
+            page.close()

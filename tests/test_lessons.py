@@ -1,0 +1,192 @@
+"""Lessons: validation, the ready lesson, export/import, and the lesson store on both backends (SQLite and a
+throwaway PostgreSQL cluster), including the room's current step a late joiner lands on and the shared drawings."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import postgres
+import pytest
+
+from browser import require
+from dashboard.classroom import lessons as L
+from dashboard.classroom import step_views
+from dashboard.classroom import store as ps
+
+_dbs = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    require(postgres.missing_reason(), "PostgreSQL lesson store tests")
+    with postgres.cluster() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "class.sqlite3")
+    import psycopg
+
+    base = request.getfixturevalue("pg_url")
+    name = f"lessons_{next(_dbs)}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
+def test_the_ready_lesson_has_the_chapters_pages_with_polls_between():
+    lesson = L.ready()
+    assert lesson["title"] == "Chapter 3 in 40 minutes"
+    pages = [s["page"] for s in lesson["steps"] if s["kind"] == "view"]
+    for page in ("walkthrough", "explore", "shape-flow", "masking-lab", "windows", "tiled"):
+        assert page in pages
+    methods = [s["params"].get("mask_method") for s in lesson["steps"] if s.get("page") == "explore"]
+    assert methods == ["neg_inf", "renormalize"]  # Explore: −∞ vs renormalize
+    kinds = [s["kind"] for s in lesson["steps"]]
+    assert kinds.count("poll") >= 3 and kinds[0] == "view" and kinds[-1] == "view"
+    assert "poll" not in {a for a, b in zip(kinds, kinds[1:]) if a == b}  # no two polls in a row
+    for title in [lesson["title"]] + [s["title"] for s in lesson["steps"] if "title" in s]:
+        assert title in step_views.READY_TITLES  # every shipped title is in the catalog
+
+
+def test_every_ready_step_draws_and_reads_its_own_numbers():
+    for step in L.ready()["steps"]:
+        if step["kind"] == "poll":
+            q = step_views.question(step)
+            assert 2 <= len(q["choices"]) <= 8 and 0 <= q["answer"] < len(q["choices"])
+            continue
+        body = step_views.draw(step)
+        assert "problem" not in body and "spec" in body, body
+        assert body["reading"]
+        if step["page"] == "masking-lab":
+            assert "the same weights" in body["reading"]  # −∞ and renormalize agree to float error
+        if step["page"] == "shape-flow":
+            assert "attn_weights (1, 2, 6, 6)" in body["reading"]  # d_out 4, 2 heads: (b, num_heads, T, T)
+        if step["page"] == "windows":
+            assert "window of 3" in body["reading"]
+
+
+def test_the_book_step_reads_the_books_weights():
+    body = step_views.draw({"kind": "view", "page": "walkthrough", "params": {}})
+    # the book's CausalAttention on its six tokens (seed 123): "step" attends most to "journey", 0.17 (§3.5.1)
+    assert body["reading"] == "“step” attends most to “journey” (weight 0.17)."
+    rows = body["spec"]["datasets"][next(iter(body["spec"]["datasets"]))]
+    assert {(r["q"], r["k"]): round(r["value"], 4) for r in rows}[(1, 0)] == 0.4833
+
+
+def test_a_link_becomes_a_step_without_the_viewers_values():
+    step = L.step_from_link("http://class:8501/masking-lab?lab_section=Methods&mask_method=renormalize&lang=zh"
+                            "&present=true")
+    assert step == {"kind": "view", "page": "masking-lab", "params": {"lab_section": "Methods",
+                                                                      "mask_method": "renormalize"}}
+    assert L.step_from_link("http://class:8501/?head=head+2")["page"] == "explore"  # the default page
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda d: d.update(extra=1), "unknown fields: extra"),
+    (lambda d: d["steps"][0].update(colour="red"), "step 1 has unknown fields: colour"),
+    (lambda d: d["steps"][2].update(page="settings"), "step 3: there is no page “settings”"),
+    (lambda d: d["steps"][2]["params"].update(d_out="-4"), "step 3: the setting “d_out” = “-4” is not valid"),
+    (lambda d: d["steps"][2]["params"].update(variant="Transformer"), "the setting “variant”"),
+    (lambda d: d["steps"][2]["params"].update(colour="red"), "the page explore has no setting “colour”"),
+    (lambda d: d["steps"][2]["params"].update(head="<script>"), "“head” = “<script>” is not a value"),
+    (lambda d: d["steps"][1].update(question="favourite"), "step 2: there is no question “favourite”"),
+    (lambda d: d["steps"][1].update(kind="video"), "“kind” must be “view” or “poll”"),
+    (lambda d: d.update(steps=[]), "1 to 60 steps"),
+    (lambda d: d.update(title=""), "needs a title"),
+    (lambda d: d.update(version=7), "version 1"),
+])
+def test_a_bad_lesson_file_is_refused_whole_with_one_message(change, says):
+    data = json.loads(L.export_json(L.ready()))
+    change(data)
+    with pytest.raises(L.BadLesson) as e:
+        L.import_json(json.dumps(data))
+    assert says in str(e.value)
+    assert isinstance(e.value, ValueError)  # attn_core's Problem: shown translated by message()
+
+
+def test_not_json_and_too_big_are_refused():
+    with pytest.raises(L.BadLesson, match="not JSON"):
+        L.import_json(b"\xff{")
+    with pytest.raises(L.BadLesson, match="at most"):
+        L.import_json(b" " * (L.MAX_FILE_BYTES + 1))
+
+
+def test_reorder_and_remove():
+    lesson = L.new_lesson("t", [{"kind": "view", "page": p, "params": {}} for p in ("explore", "tiled", "windows")])
+    assert [s["page"] for s in L.move(lesson, 2, -1)["steps"]] == ["explore", "windows", "tiled"]
+    assert [s["page"] for s in L.move(lesson, 0, -1)["steps"]] == ["explore", "tiled", "windows"]  # clamped
+    assert [s["page"] for s in L.remove(lesson, 1)["steps"]] == ["explore", "windows"]
+    assert [s["page"] for s in lesson["steps"]] == ["explore", "tiled", "windows"]  # the original is kept
+
+
+def test_save_reorder_export_import_round_trip(url):
+    polls = ps.PollStore(url)
+    store = L.LessonStore(polls)
+    assert polls.schema_version() == len(ps.MIGRATIONS)
+    lesson = L.ready()
+    store.save(lesson)
+    moved = L.move(lesson, 0, 2)
+    moved["title"] = "Mine"
+    store.save(moved)
+    assert store.titles() == ["Chapter 3 in 40 minutes", "Mine"]
+    other = L.LessonStore(ps.PollStore(url))  # another replica
+    assert other.load("Mine")["steps"][2] == lesson["steps"][0]
+    assert L.import_json(L.export_json(other.load("Mine"))) == moved
+    moved["steps"] = moved["steps"][:3]
+    store.save(moved)  # saved again under its title: replaced
+    assert len(other.load("Mine")["steps"]) == 3
+    store.delete("Mine")
+    with pytest.raises(L.BadLesson, match="no saved lesson"):
+        other.load("Mine")
+
+
+def test_the_rooms_step_is_in_the_store_for_late_joiners(url):
+    polls = ps.PollStore(url)
+    store = L.LessonStore(polls)
+    code, secret = polls.create_room()
+    assert store.position(code) is None
+    with pytest.raises(L.BadLesson, match="no lesson running"):
+        store.go(code, secret, 1)
+    store.start(code, secret, L.ready())
+    assert store.go(code, secret, 3) == 3
+    late = L.LessonStore(ps.PollStore(url))  # a phone that joins now, through another replica
+    lesson, step = late.running(code.lower())
+    assert step == 3 and lesson == L.ready()
+    assert late.position(code)[0] == 3
+    assert store.go(code, secret, 99) == len(lesson["steps"]) - 1  # clamped
+    with pytest.raises(ps.NotTeacher):
+        late.go(code, "not-the-secret", 0)  # a student cannot move the class
+    with pytest.raises(ps.NotTeacher):
+        late.start(code, "not-the-secret", L.ready())
+    polls.delete_room(code, secret)  # the room ends: its lesson with it
+    with pytest.raises(ps.NoSuchPoll):
+        late.position(code)
+
+
+def test_the_rooms_lesson_expires_with_the_room(tmp_path):
+    now = [1000.0]
+    polls = ps.PollStore(str(tmp_path / "c.sqlite3"), clock=lambda: now[0])
+    store = L.LessonStore(polls)
+    code, secret = polls.create_room()
+    store.start(code, secret, L.ready())
+    now[0] += ps.EXPIRY_S + 1
+    with pytest.raises(ps.NoSuchPoll):
+        store.running(code)
+
+
+def test_a_step_is_drawn_once_and_shared_by_every_replica(url):
+    step_views.clear()
+    one, two = L.LessonStore(ps.PollStore(url)), L.LessonStore(ps.PollStore(url))
+    step = L.ready()["steps"][2]
+    first = step_views.rendered(step, "en", one)
+    for _unused in range(30):  # thirty phones on this replica
+        assert step_views.rendered(step, "en", one) is first
+    step_views._memory.clear()  # another replica: its memory is empty, the store has it
+    assert step_views.rendered(step, "en", two) == first
+    assert sum(step_views.DRAWN.values()) == 1
+    zh = step_views.rendered(step, "zh", two)  # a phone switched to Chinese: its own drawing, once
+    assert zh["spec"] != first["spec"] and sum(step_views.DRAWN.values()) == 2
