@@ -18,7 +18,8 @@ import streamlit as st
 from dashboard.classroom import step_views
 from dashboard.classroom.lessons import PAGES, BadLesson, LessonStore, check_step, step_key
 from dashboard.classroom.store import NoSuchPoll, PollError
-from dashboard.classroom.ui import _student_live, join_link, qr_png, store, teacher_panel
+from dashboard.classroom.student import _student_live
+from dashboard.classroom.ui import join_link, qr_png, remember_room, store, teacher_panel
 from dashboard.i18n import LANGS, _, lang, message
 from dashboard.state.links import error_text, md_escape
 
@@ -48,8 +49,8 @@ def teacher_room(create: bool = False) -> dict | None:
     where a reclaimed room (the teacher's link) comes in."""
     room = st.session_state.get("poll_room")
     if room is None and create:
-        code, secret = store().create_room()
-        room = st.session_state["poll_room"] = {"code": code, "secret": secret}
+        remember_room(*store().create_room())  # in the teacher's link too: another replica can reclaim the lesson
+        room = st.session_state["poll_room"]
     return room
 
 

@@ -22,21 +22,14 @@ from attn_core.labs import questions as qs
 from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
 from dashboard.classroom import address
-from dashboard.classroom.charts import proof_bars, proof_chart, tally_chart
-from dashboard.classroom.device import student_id
+from dashboard.classroom.charts import proof_chart, tally_chart
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, StoreDown, default_url, normalize_code
 from dashboard.i18n import _, lang, message, ngettext
-from dashboard.i18n import switch as language_switch
 from dashboard.state.links import error_text, md_escape
 
 REFRESH_S = 1.0  # the teacher's tally: answers show well within the goal (docs/measurements.md)
-STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the next question
 ANSWER_PATH = "answer"  # the students' page (dashboard/app_pages/answer.py)
 ROOM_PARAM, KEY_PARAM = "room", "key"  # the teacher's own link: ?room=CODE&key=SECRET (never the students')
-STUDENT_CSS = """<style>
-.st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
-.st-key-poll_choices button p {font-size: 1.15rem;}
-</style>"""
 
 _stores: dict[str, PollStore] = {}
 _stores_lock = threading.Lock()
@@ -160,7 +153,7 @@ def _ask_clicked(page: str, build: Callable[[], Question]) -> None:
         st.session_state[f"poll_popover_{page}"] = False
 
 
-def _remember_room(code: str, secret: str) -> None:
+def remember_room(code: str, secret: str) -> None:
     """The room in the session and in the teacher's own link, so another app process can reclaim it."""
     st.session_state["poll_room"] = {"code": code, "secret": secret}
     st.query_params[ROOM_PARAM], st.query_params[KEY_PARAM] = code, secret
@@ -182,7 +175,7 @@ def teacher_link() -> None:
     room = st.session_state.get("poll_room")
     if room is not None:
         if (st.query_params.get(ROOM_PARAM), st.query_params.get(KEY_PARAM)) != (room["code"], room["secret"]):
-            _remember_room(room["code"], room["secret"])
+            remember_room(room["code"], room["secret"])
         return
     code, secret = normalize_code(st.query_params.get(ROOM_PARAM, "")), st.query_params.get(KEY_PARAM, "")
     if not code and not secret:
@@ -211,10 +204,10 @@ def _ask(page: str, question: Question) -> bool:
             if room is None:
                 raise NoSuchPoll("no room yet")
             seq = store().ask(room["code"], room["secret"], question.to_dict())
-            _remember_room(room["code"], room["secret"])
+            remember_room(room["code"], room["secret"])
         except NoSuchPoll:  # the first question, or the room expired: a new code
             code, secret = store().create_room()
-            _remember_room(code, secret)
+            remember_room(code, secret)
             seq = store().ask(code, secret, question.to_dict())
     except PollError as e:
         st.session_state[f"poll_ask_msg_{page}"] = error_text(e)
@@ -317,93 +310,3 @@ def show_proof(q: Question, width: int | None = None) -> None:
         st.altair_chart(chart, width="content", key=f"proof_{q.kind}")
     elif q.proof.get("labels"):
         st.table({_("step"): q.proof["labels"], _("shape"): q.proof["values"]})
-
-
-def show_proving_row(q: Question) -> None:
-    """The proof on a phone: the proving row as bars (the right answer green and ✓, each value to the decimals
-    that tell it apart), or the table of shapes with the right step marked; never the whole heatmap."""
-    chart = proof_bars(q.proof)
-    if chart is not None:
-        st.altair_chart(chart, width="stretch" if not q.proof.get("rows") else "content")
-    elif q.proof.get("labels"):
-        hi = q.proof.get("highlight", -1)
-        st.table({_("step"): [("✓ " if k == hi else "") + str(s) for k, s in enumerate(q.proof["labels"])],
-                  _("shape"): q.proof["values"]})
-
-
-# -- the students' page ----------------------------------------------------------------------------------------
-def student_page(follow: Callable[[str, str], bool] | None = None) -> None:
-    """One question, big buttons, the reveal when the teacher reveals. No login, nothing personal stored.
-    ``follow(code, session)``: draws the room's running lesson instead when it has one (classroom/follow.py)."""
-    st.html(STUDENT_CSS)
-    language_switch(st)  # the teacher's language comes with the link; a student may read the other
-    code = normalize_code(st.query_params.get("code", ""))
-    if not code:
-        st.header(_("Answer the class's question"))
-        typed = st.text_input(_("Join code (on the teacher's screen)"), max_chars=12, key="join_code")
-        if st.button(_("Join"), type="primary", width="stretch") and normalize_code(typed):
-            st.query_params["code"] = normalize_code(typed)
-            st.rerun()
-        return
-    if follow is None or not follow(code, student_id()):  # a room running a lesson: the phone follows the teacher
-        _student_live(code, student_id())
-
-
-def _send(code: str, seq: int, session: str, choice: int) -> None:
-    try:
-        store().answer(code, seq, session, choice)
-        st.session_state[f"poll_mine_{code}_{seq}"] = choice
-    except PollError as e:
-        st.session_state["poll_msg"] = error_text(e)
-
-
-@st.fragment(run_every=STUDENT_REFRESH_S)
-def _student_live(code: str, session: str) -> None:
-    try:
-        poll = store().current(code)
-    except PollError as e:
-        st.error(error_text(e))
-        return
-    if poll is None:
-        st.info(_("Class {code}: waiting for the teacher's first question…", code=code))
-        return
-    q = Question.from_dict(poll.question).in_words(message)
-    try:  # from the store: a reload or another tab of this phone shows the answer it sent
-        mine = store().my_answer(code, poll.seq, session)
-    except PollError:
-        mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
-    revealed = poll.state == "revealed"
-    st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
-    st.markdown(f"### {md_escape(q.prompt)}")
-    with st.container(key="poll_choices"):
-        for k, choice in enumerate(q.choices):
-            mark = ("✓ " if revealed and k == q.answer else "") + ("● " if mine == k else "")
-            label = mark + (_("{choice} (yours)", choice=md_escape(choice)) if mine == k else md_escape(choice))
-            st.button(label, key=f"choice_{poll.seq}_{k}", width="stretch",
-                      type="primary" if mine == k else "secondary", disabled=poll.state != "open",
-                      on_click=_send, args=(code, poll.seq, session, k))
-    msg = st.session_state.pop("poll_msg", None)
-    if msg:
-        st.warning(msg)
-    if poll.state == "open":
-        st.caption(_("Tap your answer. You can change it until the teacher closes the question.") if mine is None
-                   else _("Your answer: {answer}. You can change it until the teacher closes the question.",
-                          answer=md_escape(q.choices[mine])))
-    elif poll.state == "closed":
-        st.info(_("The teacher closed this question: the answer comes next."))
-    else:
-        right = md_escape(q.choices[q.answer])
-        if mine == q.answer:
-            st.success(_("Right: **{answer}**", answer=right))
-        elif mine is None:
-            st.error(_("The answer is **{answer}**", answer=right))
-        else:
-            st.error(_("The answer is **{answer}**; you chose {mine}", answer=right,
-                       mine=md_escape(q.choices[mine])))
-        st.caption(md_escape(q.explain))
-        show_proving_row(q)
-        try:
-            counts = store().tally(code, poll.seq)
-            st.altair_chart(tally_chart(list(q.choices), counts, q.answer, x_title=_("answers")), width="stretch")
-        except PollError as e:
-            st.warning(error_text(e))
