@@ -21,6 +21,7 @@ from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
 from dashboard.classroom.charts import proof_chart, tally_chart
 from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, default_url, normalize_code
+from dashboard.drawing.present import A11Y_CSS
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.i18n import switch as language_switch
 from dashboard.state.links import error_text, md_escape
@@ -31,7 +32,7 @@ ANSWER_PATH = "answer"  # the students' page (dashboard/app_pages/answer.py)
 STUDENT_CSS = """<style>
 .st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
 .st-key-poll_choices button p {font-size: 1.15rem;}
-</style>"""
+""" + A11Y_CSS + "</style>"  # the app's contrast fixes: this page draws no sidebar, where the others get them
 
 _stores: dict[str, PollStore] = {}
 _stores_lock = threading.Lock()
@@ -208,7 +209,7 @@ def teacher_panel() -> None:
     st.markdown(f"#### {md_escape(q.prompt)}")
     left, right = st.columns([1, 2])
     link = join_link(code)
-    left.image(qr_png(link), width=150)
+    left.image(qr_png(link), width=150, alt=_("QR code of the join link"))
     with right:
         st.subheader(_("Code {code}", code=code), anchor=False)
         st.code(link, language=None, wrap_lines=True)

@@ -63,7 +63,8 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck),
                lambda: rasters.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night))
-    container.image(png, width=min(max_px, round(640 * look.grow)))
+    container.image(png, width=min(max_px, round(640 * look.grow)),
+                    alt=_("{title}: a heatmap of {rows} × {cols} cells", title=slide_title, rows=n_rows, cols=n_cols))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     cells_n = f"{n_rows * n_cols:,}"
     if k == 1:

@@ -1,0 +1,116 @@
+"""Accessibility in real Chromium: axe-core (the copy bundled in ``axe-playwright-python``: nothing is fetched) on
+every page of the app, WCAG 2.0/2.1 A and AA rules, with no serious or critical violation; in English on every page
+and in Chinese on the pages with the most coloured text.
+
+Cost: one server and one Chromium for the module; each page is one load. Waits are conditions on the page (the
+script has finished, nothing stale, the screen measured, every chart drawn), never sleeps.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+
+from browser import chromium_page, require, require_browser
+
+pytestmark = pytest.mark.browser
+
+LOAD_MS = 120_000
+RULE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+BLOCKING = ("serious", "critical")
+# Every st.Page's url path in dashboard/main.py ("" is Explore, the default page).
+PAGES = ["text-to-vectors", "", "shape-flow", "masking-lab", "tiled", "windows", "walkthrough", "learn", "generate",
+         "kv-cache", "benchmark", "answer"]
+ZH_PAGES = ["text-to-vectors", "windows"]
+# A page of sections draws one at a time: each is opened by its link (the section's English id) and checked too.
+SECTION_KEYS = {"": "section", "text-to-vectors": "t2v_section", "masking-lab": "lab_section", "windows": "win_section"}
+
+# The page has drawn: the script finished, nothing is stale or a skeleton, the screen has been measured (every page
+# but the poll's answer page, which draws no sidebar), every chart has its marks and every image has loaded.
+READY_JS = """(answer) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!app || !main || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (!main.querySelector('[data-testid="stElementContainer"]')) return false;
+    if (!answer && !document.body.dataset.screen) return false;
+    if (document.querySelector('[data-stale="true"], [data-testid="stSkeleton"]')) return false;
+    for (const c of main.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+        if (!c.querySelector('svg.marks, canvas.marks')) return false;
+    for (const img of main.querySelectorAll('[data-testid="stImage"] img'))
+        if (!img.complete || !img.naturalWidth) return false;
+    return true;
+}"""
+
+
+def axe_missing_reason() -> str | None:
+    try:
+        import axe_playwright_python.sync_playwright  # noqa: F401
+    except ImportError:
+        return "axe-playwright-python is not installed: pip install -r requirements-dev.txt"
+    return None
+
+
+@pytest.fixture(scope="module")
+def page():
+    require_browser()
+    require(axe_missing_reason(), "the accessibility test")
+    with chromium_page(1280, 720) as p:
+        p.set_default_timeout(LOAD_MS)
+        yield p
+
+
+def open_drawn(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function(READY_JS, arg="/answer" in url, timeout=LOAD_MS, polling=200)
+
+
+def axe_problems(page, where: str) -> list[str]:
+    """Run axe-core on the page as drawn; one line per serious or critical violation, starting with ``where``."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page, options={"runOnly": {"type": "tag", "values": RULE_TAGS},
+                                       "resultTypes": ["violations"]}).response
+    problems = []
+    for v in results["violations"]:
+        if v["impact"] not in BLOCKING:
+            continue
+        for node in v["nodes"]:
+            why = "; ".join(c["message"] for c in node["any"] + node["all"] + node["none"])
+            problems.append(f"{where}: {v['id']} ({v['impact']}) {' '.join(map(str, node['target']))}: "
+                            f"{node['html'][:160]} -- {why}")
+    return problems
+
+
+def page_problems(page, server: str, path: str, lang: str) -> list[str]:
+    """Every serious violation on page ``path`` in ``lang``: as it opens, in each of its sections, and (Generate)
+    after a generated token."""
+    url = f"{server}/{path}?lang={lang}"
+    open_drawn(page, url)
+    problems = axe_problems(page, path or "explore")
+    key = SECTION_KEYS.get(path)
+    if key:
+        sections = page.locator(f'.st-key-{key} [role="radio"]')
+        ids = [sections.nth(i).inner_text().strip() for i in range(sections.count())]
+        assert len(ids) > 1, f"{path}: no sections found under .st-key-{key}"
+        for section in ids[1:]:  # the first is what the page opened on
+            open_drawn(page, f"{url}&{urlencode({key: section})}")
+            problems += axe_problems(page, f"{path or 'explore'} [{section}]")
+    if path == "generate":  # the newest token is marked in the text, and the step's charts are drawn
+        page.get_by_role("button", name="Next token ▶").click()
+        page.get_by_text("Step 1: token").wait_for()
+        page.wait_for_function(READY_JS, arg=False, timeout=LOAD_MS, polling=200)
+        problems += axe_problems(page, "generate [step 1]")
+    return problems
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p or "explore" for p in PAGES])
+def test_every_page_has_no_serious_accessibility_violation(server, page, path):
+    problems = page_problems(page, server, path, "en")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", ZH_PAGES)
+def test_chinese_pages_have_no_serious_accessibility_violation(server, page, path):
+    problems = page_problems(page, server, path, "zh")
+    assert not problems, "\n".join(problems)
