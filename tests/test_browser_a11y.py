@@ -2,6 +2,9 @@
 every page of the app, WCAG 2.0/2.1 A and AA rules, with no serious or critical violation; in English on every page
 and in Chinese on the pages with the most coloured text.
 
+Also two layouts of issue 41 (item 15) at 1280x720 with the sidebar open: KV cache cost's chart with its whole
+legend above the fold, and BPE side by side's tables with every column and cell inside the page.
+
 Cost: one server and one Chromium for the module; each page is one load. Waits are conditions on the page (the
 script has finished, nothing stale, the screen measured, every chart drawn), never sleeps.
 """
@@ -114,3 +117,34 @@ def test_every_page_has_no_serious_accessibility_violation(server, page, path):
 def test_chinese_pages_have_no_serious_accessibility_violation(server, page, path):
     problems = page_problems(page, server, path, "zh")
     assert not problems, "\n".join(problems)
+
+
+# Every table in the main area: its right edge (and each cell's text) within the main column.
+TABLES_FIT_JS = r"""() => {
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const s = getComputedStyle(main), m = main.getBoundingClientRect();
+    const right = m.right - parseFloat(s.paddingRight);
+    const out = [];
+    const tables = [...main.querySelectorAll('table')];
+    for (const t of tables) {
+        const r = t.getBoundingClientRect();
+        if (r.right > right + 2) out.push(`a table reaches ${Math.round(r.right - right)} px past the main column`);
+        for (const c of t.querySelectorAll('th, td'))
+            if (c.scrollWidth > c.clientWidth + 1) out.push(`cell "${c.innerText.slice(0, 30)}" is cut`);
+    }
+    return {tables: tables.length, problems: out};
+}"""
+
+
+def test_bpe_side_by_side_shows_every_column_at_1280x720(server, page):
+    open_drawn(page, f"{server}/text-to-vectors?lang=en&t2v_section=BPE+side+by+side")
+    page.get_by_text("GPT-2 pieces").first.wait_for()
+    found = page.evaluate(TABLES_FIT_JS)
+    assert found["tables"] >= 2 and not found["problems"], found  # the counts, and the pieces and ids
+
+
+def test_kv_cache_chart_and_its_legend_fit_a_1280x720_screen(server, page):
+    open_drawn(page, f"{server}/kv-cache?lang=en")
+    bottoms = page.evaluate("""() => [...document.querySelectorAll(
+        '[data-testid="stVegaLiteChart"] .role-legend-label text')].map(e => e.getBoundingClientRect().bottom)""")
+    assert len(bottoms) >= 6 and max(bottoms) <= 720, bottoms
