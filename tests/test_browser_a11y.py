@@ -85,14 +85,14 @@ def axe_problems(page, where: str) -> list[str]:
     return problems
 
 
-def page_problems(page, server: str, path: str, lang: str) -> list[str]:
-    """Every serious violation on page ``path`` in ``lang``: as it opens, in each of its sections, and (Generate)
-    after a generated token."""
+def page_problems(page, server: str, path: str, lang: str, sections: bool = True) -> list[str]:
+    """Every serious violation on page ``path`` in ``lang``: as it opens, with ``sections`` in each of its sections,
+    and (Generate) after a generated token."""
     url = f"{server}/{path}?lang={lang}"
     open_drawn(page, url)
     problems = axe_problems(page, path or "explore")
     key = SECTION_KEYS.get(path)
-    if key:
+    if key and sections:
         sections = page.locator(f'.st-key-{key} [role="radio"]')
         ids = [sections.nth(i).inner_text().strip() for i in range(sections.count())]
         assert len(ids) > 1, f"{path}: no sections found under .st-key-{key}"
@@ -115,7 +115,21 @@ def test_every_page_has_no_serious_accessibility_violation(server, page, path):
 
 @pytest.mark.parametrize("path", ZH_PAGES)
 def test_chinese_pages_have_no_serious_accessibility_violation(server, page, path):
-    problems = page_problems(page, server, path, "zh")
+    problems = page_problems(page, server, path, "zh", sections=False)  # the sections' widgets: as in English
+    assert not problems, "\n".join(problems)
+
+
+def test_the_dark_theme_has_no_serious_accessibility_violation(server, page):
+    """The contrast fixes mix with the theme's own text colour: on the dark theme too (a page with code, pills and
+    shortcut hints), in a tab of the same browser that prefers dark."""
+    dark = page.context.browser.new_page(viewport={"width": 1280, "height": 720}, color_scheme="dark")
+    try:
+        dark.set_default_timeout(LOAD_MS)
+        problems = page_problems(dark, server, "shape-flow", "en")
+        assert dark.evaluate("() => getComputedStyle(document.querySelector('.stApp')).backgroundColor") != \
+            "rgb(255, 255, 255)"  # the dark theme was on
+    finally:
+        dark.close()
     assert not problems, "\n".join(problems)
 
 

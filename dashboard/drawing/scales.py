@@ -127,7 +127,7 @@ def legend_format(scale: str) -> dict:
 # Is a cell's colour light, so that black text reads on it? One rule for every scale: Vega looks up the colour
 # the cell is drawn in (a layered or faceted chart's shared colour scale is named "color") and compares its
 # relative luminance with 0.179, where black and white text have the same contrast (WCAG: (L+0.05)/0.05 =
-# 1.05/(L+0.05)). Viridis turns light at ~0.55 of its range, cividis later; blue-orange is dark at both ends.
+# 1.05/(L+0.05)). Viridis and cividis turn light about halfway up; blue-orange is dark at both ends.
 LIGHT_CELL = "luminance(scale('color', datum.color)) > 0.179"
 
 # Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.
