@@ -62,7 +62,7 @@ def test_word_tokenizer_both_vocabularies(at):
 
 def test_bpe_side_by_side(at):
     section(at, "BPE side by side")
-    # Markdown tables, whose cells wrap: in a data grid the pieces and ids were cut off at 1280x720 (issue 41)
+    # Markdown tables, whose cells wrap: in a data grid the pieces and ids were cut off on the projector
     counts, pieces = md_tables(at)
     assert not any("GPT-2 pieces" in d.value.columns for d in at.dataframe)
     assert pieces[BOOK_EXAMPLE]["GPT-2 ids"] == str(bpe_ids(BOOK_EXAMPLE))

@@ -187,7 +187,7 @@ def bpe_section(text: str, sent: str) -> None:
             piece[_("{model} pieces", model=extra[0])] = " · ".join(extra[1])
         counts.append(count)
         pieces.append(piece)
-    # two tables, each narrow enough that its columns share 820 px: the counts, then the pieces and ids
+    # two tables, each narrow enough that its columns share the projector's main column: counts, then pieces
     st.markdown(_wrapping_table(counts, _("text")))
     st.markdown(_wrapping_table(pieces, _("text")))
     st.caption(_("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji or most "

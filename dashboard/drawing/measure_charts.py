@@ -48,7 +48,7 @@ def bar_chart(df: pd.DataFrame, x: str, y: str, color: str | None = None, title:
     return chart.properties(title=title) if title else chart
 
 
-def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", log: bool | None = None,
+def line_chart(df: pd.DataFrame, x: str, y: str, color: str, log: bool | None = None,
                width: int = 520, height: int = 300, x_title: str | None = None,
                y_title: str | None = None, legend_columns: int = 1) -> alt.Chart:
     """Lines with large points (time vs sequence length), axes fitted to the data one run gives.
@@ -78,10 +78,10 @@ def line_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str = "", lo
         y=alt.Y(f"{y}:Q", scale=sc_y, title=y_title or y),
         # tableau10 as the bars above: Streamlit's own palette drew two of three lines in two blues
         color=alt.Color(f"{color}:N", scale=alt.Scale(scheme="tableau10"),
-                        # thin symbols, rows close: Streamlit's theme drew 4 px strokes, 6 entries took 180 px
+                        # thin symbols, rows close: Streamlit's theme's thick strokes spaced the entries far apart
                         legend=alt.Legend(labelLimit=0, orient="bottom", columns=legend_columns, rowPadding=2,
                                           symbolStrokeWidth=1, symbolSize=60)),
         tooltip=list(df.columns),
     # "pad": Streamlit's default "fit" squeezed the legend below into the height: the plot was ~30 px tall
     ).properties(width=width, height=height, autosize=alt.AutoSizeParams(type="pad"))
-    return chart.properties(title=title) if title else chart
+    return chart  # its title: the page's (draw_chart), above it

@@ -32,9 +32,9 @@ KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
 """
-# Contrast (WCAG AA, 4.5:1; tests/test_browser_a11y.py runs axe-core): Streamlit draws a selected pill's text in its
-# red on a pale red (4.2:1), a shortcut hint at 24 % of the text colour and code tokens in one fixed palette on both
-# themes (green on light grey: 2.9:1). Each is mixed with the inherited text colour (``currentColor`` in ``color``
+# Contrast (WCAG AA; tests/test_browser_a11y.py runs axe-core): Streamlit draws a selected pill's text in its red
+# on a pale red, a shortcut hint faded far into the page and code tokens in one fixed palette on both themes (green
+# on light grey: docs/measurements.md). Each is mixed with the inherited text colour (``currentColor`` in ``color``
 # is the parent's), so the hue stays and the text darkens on the light theme and lightens on the dark one.
 _TOKENS = {  # Streamlit's syntax colours (its StreamlitSyntaxHighlighter): selectors -> colour
     ".token.comment, .token.prolog, .token.doctype, .token.cdata, .token.punctuation, .token.unchanged.line": "#808495",
