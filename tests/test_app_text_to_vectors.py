@@ -198,3 +198,22 @@ def test_the_chinese_table_falls_back_to_the_tea_sentence_and_says_how_to_add_qw
     assert rows[0]["model"] == "GPT-2" and rows[0]["tokens"] == len(bpe_ids("你好，你喜欢喝茶吗？"))
     assert rows[0]["characters"] == 10
     assert any("a Qwen .gguf file in" in c.value for c in at.caption)
+
+
+def test_bpe_tables_keep_a_hostile_sentence_literal_in_one_cell(at):
+    from markdown_it import MarkdownIt
+
+    hostile = "see www.evil.example | **bold** [x](http://evil.example) `tick` <b>"
+    at.text_input(key="t2v_sentence").input(hostile).run()
+    section(at, "BPE side by side")
+    tables = [m.value for m in at.markdown if m.value.startswith("| ")]
+    assert len(tables) == 2
+    for table in tables:
+        html = MarkdownIt("commonmark").enable("table").render(table)
+        assert "<a " not in html and "<strong>" not in html and "<b>" not in html
+        first_row = html.split("<tbody>")[1].split("</tr>")[0]
+        header = html.split("</tr>")[0]
+        assert len(re.findall(r"<td[ >]", first_row)) == len(re.findall(r"<th[ >]", header))  # no cell from the pipe
+        assert "<code>" in first_row  # the sentence as a code span: never autolinked (Streamlit links www. in text)
+    counts, pieces = md_tables(at)
+    assert hostile in counts and hostile in pieces
