@@ -98,3 +98,10 @@ def test_a_page_with_its_own_controls_keeps_the_colour_map_in_the_sidebar():
     assert at.selectbox(key="cmap").value == "cividis"
     at.switch_page("app_pages/explore.py").run()
     assert "cividis" in json.dumps(specs(at))
+
+
+def test_the_model_views_grid_of_heads_takes_the_colour_map():
+    from dashboard.drawing.grid_charts import model_grid_png
+
+    thumbs = np.tile(np.linspace(0, 1, 16).reshape(4, 4), (2, 3, 1, 1))  # 2 layers x 3 heads
+    assert model_grid_png(thumbs, cmap="cividis") != model_grid_png(thumbs)
