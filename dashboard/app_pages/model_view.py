@@ -19,6 +19,7 @@ from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.state import models
+from dashboard.state.controls import colour_map
 from dashboard.state.links import error_text, md_escape
 
 GRID_KEY = "model_grid"
@@ -104,13 +105,14 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
     flip = transposed(n_layers, n_heads)
     view_key = (models.source_key(name), shown)
     opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
-    url = memo((view_key, "grid_png"), lambda: "data:image/png;base64," + base64.b64encode(
-        grid_charts.model_grid_png(view.thumbs, transpose=flip)).decode())
+    cmap = colour_map()
+    url = memo((view_key, "grid_png", cmap), lambda: "data:image/png;base64," + base64.b64encode(
+        grid_charts.model_grid_png(view.thumbs, transpose=flip, cmap=cmap)).decode())
     with left:
         draw_chart(st, lambda: grid_charts.model_grid(n_layers, n_heads, px, big=presenting(), transpose=flip),
                    lambda: grid_charts.model_grid_frame(url, types, lines, opened, transpose=flip),
                    ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
-                   (view_key, "grid", lang(), *opened), key=GRID_KEY, selectable=True, selection="head_pick",
+                   (view_key, "grid", lang(), cmap, *opened), key=GRID_KEY, selectable=True, selection="head_pick",
                    on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
                    title=_("{model}: every head on the sentence", model=models.label(name)))
     with right:

@@ -167,22 +167,42 @@ def word_section(text: str, sent: str) -> None:
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------
 
+def _wrapping_table(rows: list[dict[str, object]], literal: str) -> str:
+    """``rows`` as a Markdown table, whose cells wrap (a data grid's do not: its pieces and the text were cut off at
+    1280x720): column ``literal`` (the user's text) as code spans, so a URL in it stays text; the rest escaped;
+    numbers right-aligned."""
+    def cell(column: str, value: object) -> str:
+        if column == literal:
+            return code_span(str(value)).replace("|", "\\|")
+        return md_escape(" ".join(str(value).splitlines()))
+
+    columns = list(rows[0])
+    rule = ["---:" if isinstance(rows[0][c], int) else "---" for c in columns]
+    lines = ["| " + " | ".join(md_escape(c) for c in columns) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def bpe_section(text: str, sent: str) -> None:
     vocab = build_vocab(text, specials=SPECIAL_TOKENS)
     v2 = SimpleTokenizerV2(vocab)
     other = _other_bpe(sent)
-    rows = []
+    counts, pieces = [], []
     for example in [sent, *BPE_EXAMPLES]:
         words = v2.encode(example)
         ids = bpe_ids(example)
-        row = {_("text"): example, _("word tokens"): len(words), f"{UNK}": words.count(vocab[UNK]),
-               _("GPT-2 BPE tokens"): len(ids), _("GPT-2 pieces"): " · ".join(_pieces(ids)), _("GPT-2 ids"): str(ids)}
+        count = {_("text"): example, _("word tokens"): len(words), f"{UNK}": words.count(vocab[UNK]),
+                 _("GPT-2 BPE tokens"): len(ids)}
+        piece = {_("text"): example, _("GPT-2 pieces"): " · ".join(_pieces(ids)), _("GPT-2 ids"): str(ids)}
         extra = _other_bpe(example) if other else None
         if extra:
-            row[_("{model} tokens", model=extra[0])] = len(extra[1])
-            row[_("{model} pieces", model=extra[0])] = " · ".join(extra[1])
-        rows.append(row)
-    show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
+            count[_("{model} tokens", model=extra[0])] = len(extra[1])
+            piece[_("{model} pieces", model=extra[0])] = " · ".join(extra[1])
+        counts.append(count)
+        pieces.append(piece)
+    # two tables, each narrow enough that its columns share the projector's main column: counts, then pieces
+    st.markdown(_wrapping_table(counts, _("text")))
+    st.markdown(_wrapping_table(pieces, _("text")))
     st.caption(_("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji or most "
                  "Chinese characters into their UTF-8 bytes, one token per piece (each names its character and "
                  "which piece it holds: 猫(1/3) 猫(2/3) 猫(3/3)), and `<|endoftext|>` is one special token (50256). "

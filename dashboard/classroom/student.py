@@ -12,6 +12,7 @@ from dashboard.classroom.charts import proof_bars, tally_chart
 from dashboard.classroom.device import student_id
 from dashboard.classroom.store import PollError, normalize_code
 from dashboard.classroom.ui import store
+from dashboard.drawing.present import A11Y_CSS
 from dashboard.i18n import _, message
 from dashboard.i18n import switch as language_switch
 from dashboard.state.links import error_text, md_escape
@@ -20,7 +21,7 @@ STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the nex
 STUDENT_CSS = """<style>
 .st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
 .st-key-poll_choices button p {font-size: 1.15rem;}
-</style>"""
+""" + A11Y_CSS + "</style>"  # the app's contrast fixes: this page draws no sidebar, where the others get them
 
 
 def show_proving_row(q: Question) -> None:

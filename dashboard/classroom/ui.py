@@ -275,7 +275,7 @@ def teacher_panel() -> None:
     left, right = st.columns([1, 2])
     base = join_base()
     link = join_link(code, base)
-    left.image(qr_png(link), width=150)
+    left.image(qr_png(link), width=150, alt=_("QR code of the join link"))
     with right:
         st.subheader(_("Code {code}", code=code), anchor=False)
         st.code(link, language=None, wrap_lines=True)

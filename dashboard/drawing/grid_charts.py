@@ -13,6 +13,7 @@ from PIL import Image
 
 from dashboard.drawing.cells import layered, shown_labels
 from dashboard.drawing.rasters import raster_rgb
+from dashboard.drawing.scales import DEFAULT_COLOUR_MAP
 from dashboard.i18n import N_, _
 
 HEAD_TYPE_COLORS = {N_("previous-token"): "#e15759", N_("first-token (sink)"): "#4e79a7", N_("induction"): "#f28e2b",
@@ -27,10 +28,10 @@ GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's f
 
 
 def model_grid_png(thumbs: np.ndarray, tile_px: int = GRID_TILE_PX, margin: float = GRID_MARGIN,
-                   transpose: bool = False) -> bytes:
+                   transpose: bool = False, cmap: str = DEFAULT_COLOUR_MAP) -> bytes:
     """One PNG of (layers, heads, S, S) weights: row = layer, column = head (``transpose``: row = head, column =
-    layer), each thumbnail colour-mapped on the fixed 0-1 scale and scaled (nearest) into its cell, the margins
-    transparent."""
+    layer), each thumbnail colour-mapped on the fixed 0-1 scale in ``cmap`` and scaled (nearest) into its cell, the
+    margins transparent."""
     n_layers, n_heads = thumbs.shape[:2]
     pad = round(tile_px * margin)
     inner = tile_px - 2 * pad
@@ -38,7 +39,8 @@ def model_grid_png(thumbs: np.ndarray, tile_px: int = GRID_TILE_PX, margin: floa
     canvas = Image.new("RGBA", (cols * tile_px, rows * tile_px), (0, 0, 0, 0))
     for layer in range(n_layers):
         for head in range(n_heads):
-            tile = Image.fromarray(raster_rgb(thumbs[layer, head], "weights")).resize((inner, inner), Image.NEAREST)
+            tile = Image.fromarray(raster_rgb(thumbs[layer, head], "weights", cmap=cmap)).resize((inner, inner),
+                                                                                               Image.NEAREST)
             col, row = (layer, head) if transpose else (head, layer)
             canvas.paste(tile, (col * tile_px + pad, row * tile_px + pad))
     buf = io.BytesIO()

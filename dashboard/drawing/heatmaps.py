@@ -41,6 +41,7 @@ from dashboard.drawing.cells import (
     wrap_expr,
 )
 from dashboard.drawing.scales import (
+    DEFAULT_COLOUR_MAP,
     LEGEND_TITLES,
     LIGHT_CELL,
     MASK_LABELS,
@@ -78,6 +79,7 @@ class Look:
     columns: int = 4  # panels in a row (facet_grid)
     lang: str | None = None  # the language of its text (None: this thread's); read in the script, for work ahead
     narrow: bool = False  # a phone's column: the colour legend goes below the cells, leaving them the width
+    cmap: str = DEFAULT_COLOUR_MAP  # the colour map of values 0..top (the sidebar's Colour map: scales.color_scale)
 
     @property
     def night(self) -> bool:
@@ -97,7 +99,8 @@ class Look:
 
     def data_key(self, cache_key: Hashable | None) -> Hashable | None:
         """What a chart's data (and raster) is remembered under: the page's key, the colours and the size."""
-        return None if cache_key is None else (cache_key, self.scale, self.max_px) + (("dark",) if self.night else ())
+        return None if cache_key is None else ((cache_key, self.scale, self.max_px, self.cmap)
+                                               + (("dark",) if self.night else ()))
 
     @property
     def slide(self) -> Look:
@@ -215,7 +218,7 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
         )
     else:
         cells = base.mark_rect(aria=aria).encode(
-            color=alt.Color("color:Q", scale=color_scale(scale), title=_(LEGEND_TITLES[kind]),
+            color=alt.Color("color:Q", scale=color_scale(scale, cmap=look.cmap), title=_(LEGEND_TITLES[kind]),
                             # one row still gets a readable legend (30 px showed only "1", "0")
                             legend=_legend(look.narrow, px * n_cols if look.narrow else height, scale),
                             condition=colour_conditions(scale)),  # not alt.condition: _value_text
@@ -305,7 +308,8 @@ def facet_grid(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_
     n_cells = len(mats) * n_rows * n_cols
     aria = not many_cells(n_cells)
     cells = base.mark_rect(aria=aria).encode(
-        color=alt.Color("color:Q", scale=color_scale(scale), title=_(LEGEND_TITLES[scale_parts(scale)[0]]),
+        color=alt.Color("color:Q", scale=color_scale(scale, cmap=look.cmap),
+                        title=_(LEGEND_TITLES[scale_parts(scale)[0]]),
                         legend=_legend(True, width, scale) if look.narrow else alt.Legend(**legend_format(scale)),
                         condition=colour_conditions(scale)),  # not alt.condition: _value_text
         tooltip=[alt.Tooltip("panel:N", title=_("panel")), alt.Tooltip("row:N", title=y_title),

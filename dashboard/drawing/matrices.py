@@ -16,6 +16,7 @@ from dashboard.drawing.sizes import grow, narrow
 from dashboard.export import formats as export
 from dashboard.export import slides
 from dashboard.i18n import N_, _, lang
+from dashboard.state.controls import colour_map
 from dashboard.state.url_state import url_choice, url_int
 
 ZOOM_SIZES = (32, 64, 128)
@@ -26,9 +27,9 @@ SLICE = Look(max_px=420)  # tensor_slice's default
 
 
 def on_screen(look: Look = PLAIN) -> Look:
-    """``look`` as this run draws it: presentation mode, the screen's growth and width, the theme and the language,
-    read in the script (a chart prepared ahead is built on another thread)."""
-    return replace(look, big=presenting(), grow=grow(), dark=dark(), lang=lang(), narrow=narrow())
+    """``look`` as this run draws it: presentation mode, the screen's growth and width, the theme, the language and
+    the colour map, read in the script (a chart prepared ahead is built on another thread)."""
+    return replace(look, big=presenting(), grow=grow(), dark=dark(), lang=lang(), narrow=narrow(), cmap=colour_map())
 
 
 def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
@@ -62,8 +63,9 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
             chart=lambda: look.slide.chart(kept, row_labels, col_labels)))
         return _clicked(event)
     png = memo(None if ck is None else ("png", ck),
-               lambda: rasters.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night))
-    container.image(png, width=min(max_px, round(640 * look.grow)))
+               lambda: rasters.raster_png(matrix, scale, max_side=RASTER_SIDE, dark=look.night, cmap=look.cmap))
+    container.image(png, width=min(max_px, round(640 * look.grow)),
+                    alt=_("{title}: a heatmap of {rows} × {cols} cells", title=slide_title, rows=n_rows, cols=n_cols))
     k = int(np.ceil(max(n_rows, n_cols) / RASTER_SIDE))
     cells_n = f"{n_rows * n_cols:,}"
     if not np.isfinite(np.asarray(matrix, dtype=np.float32)).all():  # grey pixels: say what they are
@@ -87,8 +89,8 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
         slide_note = _("{rows} × {cols} cells; each pixel is the max of a {k}×{k} block", rows=n_rows, cols=n_cols,
                        k=k)
     slides.register_chart(export.PageChart(
-        what, slide_title, images=(("", png),), scale=scale, bound=_bound(matrix, scale, ck), x_title=x_title,
-        y_title=y_title, note=slide_note,
+        what, slide_title, images=(("", png),), scale=scale, cmap=look.cmap, bound=_bound(matrix, scale, ck),
+        x_title=x_title, y_title=y_title, note=slide_note,
         table=slides.matrix_table(slides.hold(matrix, ck), row_labels, col_labels)))
     if not zoom:
         return None
@@ -180,7 +182,7 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     n_rows, n_cols = np.shape(matrices[0])
     look = on_screen(look)
     scale, columns, max_px = look.scale, look.columns, look.max_px
-    ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px)
+    ck = None if cache_key is None else (cache_key, tuple(titles), scale, max_px, look.cmap)
     what = name or key
     slide_title = title or slides.words(what)
     if not (cells.needs_raster(len(matrices) * n_rows * n_cols, cells.MAX_PANEL_CELLS)
@@ -202,14 +204,14 @@ def show_panels(container, matrices: Sequence[np.ndarray], titles: Sequence[str]
     pngs = []
     for i, (m, panel) in enumerate(zip(matrices, titles)):
         png = memo(None if ck is None else ("png", ck, i),
-                   lambda m=m: rasters.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE))
+                   lambda m=m: rasters.raster_png(m, scale, target_px=max_px, max_side=THUMB_SIDE, cmap=look.cmap))
         cols[i % len(cols)].image(png, caption=panel, width=max_px)
         pngs.append((panel, png))
     held = [slides.hold(m, None if ck is None else (ck, i)) for i, m in enumerate(matrices)]
     bound = max((_bound(m, scale, None if ck is None else (ck, i)) or 0.0 for i, m in enumerate(matrices)),
                 default=0.0) or None
     slides.register_chart(export.PageChart(
-        what, slide_title, images=tuple(pngs), scale=scale, bound=bound, x_title=_(look.x_title),
+        what, slide_title, images=tuple(pngs), scale=scale, cmap=look.cmap, bound=bound, x_title=_(look.x_title),
         y_title=_(look.y_title), columns=len(cols),
         note=_("{panels} panels of {rows} × {cols} cells", panels=len(matrices), rows=n_rows, cols=n_cols),
         table=slides.panels_table(held, titles, row_labels, col_labels)))

@@ -39,6 +39,27 @@ KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
 """
+# Contrast (WCAG AA; tests/test_browser_a11y.py runs axe-core): Streamlit draws a selected pill's text in its red
+# on a pale red, a shortcut hint faded far into the page and code tokens in one fixed palette on both themes (green
+# on light grey: docs/measurements.md). Each is mixed with the inherited text colour (``currentColor`` in ``color``
+# is the parent's), so the hue stays and the text darkens on the light theme and lightens on the dark one.
+_TOKENS = {  # Streamlit's syntax colours (its StreamlitSyntaxHighlighter): selectors -> colour
+    ".token.comment, .token.prolog, .token.doctype, .token.cdata, .token.punctuation, .token.unchanged.line": "#808495",
+    ".token.attr-name, .token.property, .token.variable": "#00a4d4",
+    ".token.boolean, .token.constant, .token.symbol, .token.inserted.line, .token.inserted.prefix": "#21c354",
+    ".token.number, .token.regex": "#29b09d",
+    ".token.string, .token.char, .token.attr-value": "#09ab3b",
+    ".token.operator, .token.entity, .token.decorator, .token.atrule": "#ed6f13",
+    ".token.url": "#6d3fc0",
+    ".token.keyword, .token.tag, .token.function, .token.class-name, .token.selector": "#1c83e1",
+    ".token.important, .token.deleted.line, .token.deleted.prefix": "#ff4b4b",
+}
+A11Y_CSS = "".join(
+    f'.stApp [data-testid="stCode"] :is({sel}) {{color: color-mix(in srgb, {colour} 50%, currentColor) !important;}}\n'
+    for sel, colour in _TOKENS.items()) + """.stApp button[data-selected="true"]
+    {color: color-mix(in srgb, #c53948 60%, currentColor) !important;}
+.stApp kbd {color: inherit !important; opacity: 0.75 !important;}
+"""
 # Streamlit's page text is sized in rem: one rule scales it. A phone keeps 1 rem a side (3 rem took a quarter of
 # its width). Captions lose their light grey. Tables (st.table) and
 # code at >= 16 px: the book's numbers and code are read from the back of the room.
@@ -55,7 +76,7 @@ _CSS = """
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
 @media (max-width: 640px) {.stApp [data-testid="stMainBlockContainer"] {padding-left: 1rem; padding-right: 1rem;}}
-""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -64,7 +85,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + KBD_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + """</style>
 """
 
 

@@ -9,14 +9,17 @@ import altair as alt
 import numpy as np
 
 from dashboard.i18n import N_, ngettext
+from dashboard.state.settings_schema import SCHEMA
+
+DEFAULT_COLOUR_MAP = str(SCHEMA["cmap"].default)  # the sidebar's Colour map: ids are Vega scheme names
 
 MASK_GREY = "#d0d0d0"
 # A 0/1 mask's two colours (0, 1): 1 in the ink of the page, 0 close to its paper, on either theme. On the dark
 # page the light theme's near-white 0 cells were a white block and the dark 1 swatch vanished into the page.
 MASK_RANGE = ("#f7f7f7", "#404040")
 MASK_RANGE_DARK = ("#2f333d", "#e6e6e6")
-# Colour-blind-safe schemes (Vega's viridis and blue-orange).
-SCHEMES = {"weights": "viridis", "scores": "blueorange", "values": "blueorange", "mask": "greys"}
+# Colour-blind-safe schemes of signed values and masks (Vega's blue-orange and greys), whatever the colour map.
+SCHEMES = {"scores": "blueorange", "values": "blueorange", "mask": "greys"}
 # what the colour encodes, by scale (shown through _(): "size" said nothing of what is encoded)
 LEGEND_TITLES = {"weights": N_("weight"), "scores": N_("value"), "mask": N_("mask"), "relative": N_("÷ row max"),
                  "magnitude": N_("|difference|")}
@@ -56,14 +59,15 @@ def mask_range(dark: bool = False) -> list[str]:
     return list(MASK_RANGE_DARK if dark else MASK_RANGE)
 
 
-def color_scale(scale: str, dark: bool = False) -> alt.Scale:
-    """Weights: fixed sequential 0-1 (0 to 1/(1-p) after dropout; per-row 0-1 when "relative").
-    Masks: 0/1 greys. Scores: diverging, centred on 0; :func:`symmetric_domain` makes it symmetric.
+def color_scale(scale: str, dark: bool = False, cmap: str = DEFAULT_COLOUR_MAP) -> alt.Scale:
+    """Weights: fixed sequential 0-1 (0 to 1/(1-p) after dropout; per-row 0-1 when "relative") in the colour map
+    ``cmap`` (viridis or cividis). Masks: 0/1 greys. Scores: diverging, centred on 0; :func:`symmetric_domain` makes
+    it symmetric.
 
     No scale depends on the data's values, so one chart spec serves any data of its shape."""
     kind, top = scale_parts(scale)
     if kind in ("weights", "relative", "magnitude"):
-        return alt.Scale(scheme=SCHEMES["weights"], domain=[0, top])
+        return alt.Scale(scheme=cmap, domain=[0, top])
     if scale == "mask":
         return alt.Scale(domain=[0, 1], range=mask_range(dark))
     return alt.Scale(scheme=SCHEMES["scores"], domainMid=0)
@@ -132,7 +136,7 @@ def legend_format(scale: str) -> dict:
 # Is a cell's colour light, so that black text reads on it? One rule for every scale: Vega looks up the colour
 # the cell is drawn in (a layered or faceted chart's shared colour scale is named "color") and compares its
 # relative luminance with 0.179, where black and white text have the same contrast (WCAG: (L+0.05)/0.05 =
-# 1.05/(L+0.05)). Viridis turns light at ~0.55 of its range; blue-orange is dark at both ends.
+# 1.05/(L+0.05)). Viridis and cividis turn light about halfway up; blue-orange is dark at both ends.
 LIGHT_CELL = "luminance(scale('color', datum.color)) > 0.179"
 
 # Colour-blind-friendly categorical colours (Tableau 10, then its lighter partners): distinct up to 20.

@@ -174,6 +174,7 @@ class PageChart:
     chart: Callable[[], alt.TopLevelMixin] | None = None
     images: Sequence[tuple[str, bytes]] = ()
     scale: str = "scores"  # the rasters' colour scale (scales.scale_parts), for their legend
+    cmap: str | None = None  # the colour map they were drawn in (rasters.raster_index's ``cmap``; None: default)
     bound: float | None = None  # a diverging raster's colour range is -bound..bound
     x_title: str = N_("key")  # translated where drawn (a page may pass its own words, translated already)
     y_title: str = N_("query")
@@ -221,7 +222,7 @@ def titled(chart: alt.TopLevelMixin, title: str, subtitle: str = "") -> alt.TopL
     return chart.properties(title=alt.TitleParams(**params), padding=SLIDE_PADDING)
 
 
-def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], str]:
+def _legend_strip(scale: str, bound: float | None, cmap: str | None = None) -> tuple[bytes, list[str], str]:
     """A vertical colour bar for a raster's scale (the same colour map as rasters.raster_rgb), the labels
     of its top, middle and bottom, and the legend's title."""
     from PIL import Image
@@ -236,7 +237,7 @@ def _legend_strip(scale: str, bound: float | None) -> tuple[bytes, list[str], st
     else:
         b = float(bound) if bound else 1.0
         values, ends = np.linspace(b, -b, 128), [f"{b:.3g}", "0", f"{-b:.3g}"]
-    rgb = rasters.raster_rgb(values[:, None], scale)
+    rgb = rasters.raster_rgb(values[:, None], scale, cmap=cmap or scales.DEFAULT_COLOUR_MAP)
     buf = io.BytesIO()
     Image.fromarray(np.repeat(rgb, 8, axis=1), mode="RGB").save(buf, format="PNG")
     return buf.getvalue(), ends, _(scales.LEGEND_TITLES.get(kind, N_("value")))
@@ -272,7 +273,7 @@ def raster_svg(entry: PageChart) -> bytes:
     rows = -(-len(images) // cols)
     grid_w = cols * cell_w + (cols - 1) * gap
     grid_h = rows * (cell_h + (22 if has_caps else 0)) + (rows - 1) * gap
-    legend_png, ends, legend_title = _legend_strip(entry.scale, entry.bound)
+    legend_png, ends, legend_title = _legend_strip(entry.scale, entry.bound, entry.cmap)
     bar_h = min(200, max(80, cell_h))
     width = pad + grid_w + 24 + 110 + pad
     lines = [_("rows: {rows} · columns: {columns}", rows=_(entry.y_title), columns=_(entry.x_title))] + (

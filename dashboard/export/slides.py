@@ -135,14 +135,14 @@ def take_page_charts() -> list[export.PageChart]:
 def register_images(what: str, title: str, images: Sequence[tuple[str, bytes]], *, scale: str,
                     matrices: Sequence[np.ndarray] | None = None, row_labels: Sequence[str] = (),
                     col_labels: Sequence[str] = (), x_title: str = "key", y_title: str = "query",
-                    note: str = "", columns: int = 4) -> None:
-    """Offer PNG rasters drawn with ``st.image`` (one or a grid, each with its caption) as one chart; with
-    ``matrices`` (small ones: held until the next run) their numbers as CSV."""
+                    note: str = "", columns: int = 4, cmap: str | None = None) -> None:
+    """Offer PNG rasters drawn with ``st.image`` (one or a grid, each with its caption, in the colour map ``cmap``)
+    as one chart; with ``matrices`` (small ones: held until the next run) their numbers as CSV."""
     table = None
     if matrices is not None:
         held = [hold(m, None) for m in matrices]
         table = panels_table(held, [c for c, _png in images], row_labels, col_labels)
-    register_chart(export.PageChart(what, title, images=tuple(images), scale=scale, x_title=x_title,
+    register_chart(export.PageChart(what, title, images=tuple(images), scale=scale, cmap=cmap, x_title=x_title,
                                     y_title=y_title, note=note, table=table, columns=columns))
 
 

@@ -159,6 +159,18 @@ def _toggle(container, label: str, key: str, **kw):
     return container.toggle(label, value=bool(_now(key)), key=key, **kw)
 
 
+def _colour_map(sb) -> None:
+    """The heatmaps' colour map, on every page's sidebar (it is how charts look, not an attention knob)."""
+    _select(sb, _("Colour map"), "cmap",
+            help=_("The colours of weights (0 to 1) in every heatmap: cividis reads the same with any colour vision. "
+                   "Scores and Q/K/V stay blue-orange, which is colour-blind safe already."))
+
+
+def colour_map() -> str:
+    """The colour map this session's heatmaps are drawn in (scales.color_scale's ``cmap``)."""
+    return str(st.session_state.get("cmap", DEFAULTS["cmap"]))
+
+
 def _finish_link(sb, text: str) -> None:
     """The widgets exist: from now on they own the settings; put them into the link."""
     st.session_state["_url_read"] = True
@@ -242,6 +254,7 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     train_mode = _toggle(t3, _("training"), "train_mode", help=_("Dropout is only active in training mode."))
     seed = _number(t4, _("seed"), "seed")
     sb.caption(_("Running on **{device}**, where the shared model is.", device="cpu"))
+    _colour_map(sb)
     _finish_link(sb, text)
     cfg = dataclasses.replace(model_cfg, mask_method=mask_method, dropout=float(dropout), train_mode=bool(train_mode),
                               seed=int(seed))
@@ -338,6 +351,7 @@ def render_sidebar(uses: str = "all", knob_pages: Sequence[str] = ()) -> Setting
     device = sb.selectbox(_("Device"), devices, index=devices.index(_now("device")), key="device",
                           help=_("Only devices that exist on this machine are listed."))
     sb.caption(_("Running on **{device}**.", device=device))
+    _colour_map(sb)
     text = text or ""
     _finish_link(sb, text)
 
@@ -355,7 +369,7 @@ def render_sidebar(uses: str = "all", knob_pages: Sequence[str] = ()) -> Setting
 def _no_knobs(sb, knob_pages: Sequence[str]) -> None:
     """A page with its own controls: the sidebar says where the knobs are; every setting stays for the link. The
     page reads no Settings, so none are made (nor an earlier page's left to be read)."""
-    _keep_state(*SCHEMA)
+    _keep_state(*(key for key in SCHEMA if key != "cmap"))  # the colour map is drawn: its widget keeps it
     titles = list(knob_pages)
     if len(titles) > 1:
         sb.caption(_("This page has its own controls. The sentence and the attention knobs are on {pages} and "
@@ -363,6 +377,7 @@ def _no_knobs(sb, knob_pages: Sequence[str]) -> None:
     else:
         sb.caption(_("This page has its own controls. The sentence and the attention knobs keep their values "
                      "meanwhile."))
+    _colour_map(sb)
     _finish_link(sb, str(st.session_state["sentence"] or ""))
     st.session_state.pop("_settings", None)
 

@@ -21,6 +21,9 @@ INPUT_NAMES = {
     "sinusoidal": N_("Token embeddings + sinusoidal positions"),
     "onehot": N_("One-hot per distinct token"),
 }
+# The heatmaps' colour map for values 0..top (weights, sizes): each id is also its Vega scheme's name. Signed values
+# (scores, Q/K/V) keep the diverging blue-orange under both: it is already colour-blind safe.
+COLOUR_MAPS = {"viridis": N_("viridis"), "cividis": N_("cividis (colour-blind safe)")}
 MAX_CONTEXT = MAX_POSITIONS
 MAX_DIM = 1024
 DROPOUT_MAX, DROPOUT_STEP = 0.9, 0.05
@@ -134,12 +137,13 @@ SCHEMA: dict[str, Setting] = {s.key: s for s in (
     Setting("qkv_bias", _CONFIG["qkv_bias"], "bool"),
     Setting("train_mode", _CONFIG["train_mode"], "bool"),
     Setting("device", "cpu", "device"),
+    Setting("cmap", "viridis", "choice", COLOUR_MAPS),
 )}
 DEFAULTS: dict[str, object] = {key: s.default for key, s in SCHEMA.items()}
 URL_KEYS = tuple(SCHEMA)
 
-# What a preset leaves alone: the class's own sentence (except the book's example), and where it runs.
-KEPT_BY_PRESETS = ("sentence", "device")
+# What a preset leaves alone: the class's own sentence (except the book's example), where it runs and how it looks.
+KEPT_BY_PRESETS = ("sentence", "device", "cmap")
 
 
 def _preset(**values: object) -> dict[str, object]:
