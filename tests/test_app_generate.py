@@ -210,7 +210,7 @@ def test_a_link_keeps_the_prompt_and_the_no_cache_matrix_is_labelled():
     """Issue 33 item 8: the prompt was not in the link; the "without cache" matrix was an unlabelled image."""
     import json
 
-    from apptest_utils import spec_nodes
+    from apptest_utils import spec_json, spec_nodes
 
     at = open_page(PAGE, gen_prompt="Once upon a time")
     assert at.text_input(key="gen_prompt").value == "Once upon a time"
@@ -218,7 +218,7 @@ def test_a_link_keeps_the_prompt_and_the_no_cache_matrix_is_labelled():
     assert not messages(at)["exception"], messages(at)
     shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "Without the cache: attention weights, layer 1, head 1" in shown
-    titles = [n.get("title") for el in at.get("vega_lite_chart") for n in spec_nodes(json.loads(el.proto.spec))]
+    titles = [n.get("title") for el in at.get("vega_lite_chart") for n in spec_nodes(json.loads(spec_json(el)))]
     assert "queries, tokens 1–5 top to bottom" in titles and "keys, tokens 1–5 left to right" in titles
     assert "Top left: token 1 “Once”" in shown
 
@@ -303,9 +303,9 @@ def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells
     caption names the colour the scale gives 0."""
     import json
 
-    from apptest_utils import _rows, spec_nodes
+    from apptest_utils import _rows, spec_json, spec_nodes
     from dashboard.drawing.rasters import raster_rgb
-    from dashboard.drawing.scales import SCHEMES
+    from dashboard.drawing.scales import DEFAULT_COLOUR_MAP
     from dashboard.state import models
 
     at = open_page(PAGE)
@@ -316,20 +316,20 @@ def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells
     assert T == 9 and not at.get("imgs")  # no image: the matrix is drawn as cells
     keys_title = "keys, tokens 1–9 left to right"
     chart = next(el for el in at.get("vega_lite_chart")
-                 if any(n.get("title") == keys_title for n in spec_nodes(json.loads(el.proto.spec))))
+                 if any(n.get("title") == keys_title for n in spec_nodes(json.loads(spec_json(el)))))
     cells = _rows(chart)
     name = at.selectbox(key="gen_model").value
     labels = [f"{i + 1}: {models.piece(name, t)}" for i, t in enumerate(gen.ids)]
     assert [r["col"] for r in sorted(cells, key=lambda r: r["k"]) if r["q"] == 0] == labels  # keys: every token
     assert [r["row"] for r in sorted(cells, key=lambda r: r["q"]) if r["k"] == 0] == labels  # queries: every token
-    nodes = spec_nodes(json.loads(chart.proto.spec))
+    nodes = spec_nodes(json.loads(spec_json(chart)))
     assert any(n.get("field") == "col" and n.get("title") == "keys, tokens 1–9 left to right" for n in nodes)
     assert any(n.get("field") == "row" and n.get("title") == "queries, tokens 1–9 top to bottom" for n in nodes)
     masked = [r for r in cells if r["k"] > r["q"]]
     assert masked and all(r["value"] == 0 and not r["masked"] for r in masked)  # weight 0, not a grey −∞ cell
     caption = next(c.value for c in at.caption if c.value.startswith("Top left"))
     assert "grey" not in caption and "weight 0, shown in dark purple" in caption, caption
-    assert SCHEMES["weights"] == "viridis" and tuple(raster_rgb(np.zeros((1, 1)), "weights")[0, 0]) == (68, 1, 84)
+    assert DEFAULT_COLOUR_MAP == "viridis" and tuple(raster_rgb(np.zeros((1, 1)), "weights")[0, 0]) == (68, 1, 84)
 
 
 def test_a_raster_says_grey_only_when_it_draws_grey():

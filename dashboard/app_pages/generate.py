@@ -31,6 +31,7 @@ from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import _, ngettext, sentences
 from dashboard.state import models
 from dashboard.state.ahead import Ahead
+from dashboard.state.controls import colour_map
 from dashboard.state.links import error_text, md_escape
 from dashboard.state.steppers import NEXT_KEY
 
@@ -232,7 +233,7 @@ def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], l
     st.caption(_("Top left: token 1 “{first}”; bottom row: the new token {T} “{last}”, the row the cache computed "
                  "alone. Bright = high weight. Above the diagonal the mask hides the future keys: weight 0, shown in "
                  "{zero}.", first=md_escape(models.piece(name, gen.ids[0])), T=T,
-                 last=md_escape(models.piece(name, gen.ids[-1])), zero=_(zero_colour_name("weights"))))
+                 last=md_escape(models.piece(name, gen.ids[-1])), zero=_(zero_colour_name(colour_map()))))
 
 
 def cache_rows(shapes: list[tuple[int, ...]], heads: str) -> list[dict]:

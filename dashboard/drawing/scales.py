@@ -36,9 +36,9 @@ DROPOUT_MASK_LABELS = (N_("0 = kept"), N_("1 = zeroed"))
 ZERO_COLOUR_NAMES = {"viridis": N_("dark purple"), "cividis": N_("dark blue")}
 
 
-def zero_colour_name(scale: str = "weights") -> str:
-    """The colour a 0 is drawn in on the sequential ``scale``, in words (English, to show through ``_()``)."""
-    return ZERO_COLOUR_NAMES.get(SCHEMES.get(scale_parts(scale)[0], SCHEMES["weights"]), N_("the colour of 0"))
+def zero_colour_name(cmap: str = DEFAULT_COLOUR_MAP) -> str:
+    """The colour a weight of 0 is drawn in on the colour map ``cmap``, in words (English, to show through ``_()``)."""
+    return ZERO_COLOUR_NAMES.get(cmap, N_("the colour of 0"))
 
 
 def scale_parts(scale: str) -> tuple[str, float]:
