@@ -125,15 +125,23 @@ def ask_question(where, page: str, label: str, build: Callable[[], Question], ca
 
 
 def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> None:
-    """The popover (``inside()`` draws its choices and returns the question's builder) with Ask, then the panel."""
+    """The popover (``inside()`` draws its choices and returns the question's builder) with Ask, then the panel.
+    The builder is called in this run, never handed to the button: a callback's arguments live as long as the
+    session's widgets, and the builder holds the page's trace."""
     teacher_link()
     with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
                        on_change="rerun"):  # a key and on_change: Ask can close it (see _ask_clicked)
+        build = inside()
         st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:", on_click=_ask_clicked,
-                  args=(page, inside()))
-        problem = st.session_state.pop(f"poll_ask_msg_{page}", None)
-        if problem:
-            st.warning(problem)
+                  args=(page,))
+    if st.session_state.pop(f"poll_ask_go_{page}", False):
+        try:
+            _ask(page, build())
+        except ValueError as e:
+            st.session_state[f"poll_ask_msg_{page}"] = error_text(e)
+    problem = st.session_state.pop(f"poll_ask_msg_{page}", None)
+    if problem:  # under the closed popover, where the teacher looks
+        where.warning(problem)
     current = st.session_state.get("poll_current")
     if current and current.get("page") is None:  # reclaimed on a page without this control: the panel goes here
         current["page"] = page
@@ -142,15 +150,10 @@ def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> 
             teacher_panel()
 
 
-def _ask_clicked(page: str, build: Callable[[], Question]) -> None:
-    """Ask's callback: build the question, put it to the class and close the popover (it would cover the panel)."""
-    try:
-        question = build()
-    except ValueError as e:
-        st.session_state[f"poll_ask_msg_{page}"] = error_text(e)
-        return
-    if _ask(page, question):
-        st.session_state[f"poll_popover_{page}"] = False
+def _ask_clicked(page: str) -> None:
+    """Ask's callback: close the popover (it would cover the panel); the run that follows asks."""
+    st.session_state[f"poll_ask_go_{page}"] = True
+    st.session_state[f"poll_popover_{page}"] = False
 
 
 def remember_room(code: str, secret: str) -> None:
