@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -134,3 +135,18 @@ def show_section(at: AppTest, name: str) -> AppTest:
     """Open one of Explore's sections (its tabs draw only the open one) and rerun."""
     at.session_state["section"] = name
     return at.run()
+
+
+def md_tables(at) -> list[dict[str, dict[str, str]]]:
+    """The Markdown tables on the page (BPE side by side draws its two so that their cells wrap), each as
+    {row's text: {column: cell as shown}}: code spans and escapes taken off, pipes inside cells kept."""
+    tables = []
+    for m in at.markdown:
+        lines = m.value.splitlines()
+        if len(lines) < 3 or not lines[0].startswith("| ") or not set(lines[1]) <= set("|-: "):
+            continue
+        split = [[re.sub(r"\\(.)", r"\1", re.sub(r"^(`+) (.*) \1$", r"\2", c.strip()))
+                  for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])] for line in lines]
+        header = split[0]
+        tables.append({row[0]: dict(zip(header, row)) for row in split[2:]})
+    return tables

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from apptest_utils import chart_with, messages, open_page
+from apptest_utils import chart_with, md_tables, messages, open_page
 from attn_core.text.text_pipeline import bpe_ids, sliding_windows
 from attn_core.text.word_tokenizer import BOOK_EXAMPLE, verdict_text
 
@@ -28,21 +28,6 @@ def section(at, name):
 
 def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
-
-
-def md_tables(at) -> list[dict[str, dict[str, str]]]:
-    """The Markdown tables on the page (BPE side by side draws its two so that their cells wrap), each as
-    {row's text: {column: cell as shown}}: code spans and escapes taken off, pipes inside cells kept."""
-    tables = []
-    for m in at.markdown:
-        lines = m.value.splitlines()
-        if len(lines) < 3 or not lines[0].startswith("| ") or not set(lines[1]) <= set("|-: "):
-            continue
-        split = [[re.sub(r"\\(.)", r"\1", re.sub(r"^(`+) (.*) \1$", r"\2", c.strip()))
-                  for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])] for line in lines]
-        header = split[0]
-        tables.append({row[0]: dict(zip(header, row)) for row in split[2:]})
-    return tables
 
 
 @pytest.fixture
