@@ -251,8 +251,8 @@ async def main_async(args) -> int:
                 else:
                     missed += 1
                     if i + 1 not in missing:
-                        logs.append(f"follower {k}, step {i + 1}, its last messages (s after the click): " + "; ".join(
-                            f"{t - t0:+.2f} {what}" for t, what in f.last))
+                        said = "; ".join(f"{t - t0:+.2f} {what}" for t, what in f.last)
+                        logs.append(f"follower {k} ({f.me[:8]}), step {i + 1}, last messages (s after click): {said}")
                     missing.setdefault(i + 1, []).append(k)
             if i == kill_at:
                 killed = course.servers[0].name

@@ -1,16 +1,15 @@
-"""A fragment's timer must not overtake the output of the run before it (why a phone could miss a lesson step).
+"""A fragment's timer must not throw away the output of the run before it (why a phone could miss a lesson step).
 
 Streamlit (1.67) runs a session's script in a ScriptRunner thread that stops as soon as a run ends with no rerun
 waiting; the run's messages reach the session later, as callbacks queued on the server's event loop, and the session
 drops every callback whose runner is no longer its current one. A fragment's timer (a phone's ``_watch``, every
 0.5 s) that arrives in that gap finds the runner stopped, so the session starts a new runner at once, and the whole
-finished run's output (the new step, drawn by the full rerun ``_watch`` asked for) is thrown away unseen; the server
-believes the phone shows the new step, so nothing redraws it until the teacher moves again. A real browser's timers
-hit this just as the bench's do.
+finished run's output (the new step, drawn by the full rerun ``_watch`` asked for, and the fragment timers it
+registers) is thrown away unseen: the server believes the phone shows the new step, the phone shows the old one and
+may stop asking. A real browser's timers hit this as the bench's do.
 
-:func:`install` makes a fragment's rerun request wait one turn of the event loop: every callback the finished
-runner queued before it stopped runs first (the loop keeps their order), so its output reaches the phone; a full
-rerun (a click) is not delayed: it replaces the page anyway.
+:func:`install` makes a fragment's rerun that needs a new runner wait until the finished runner's last event (its
+SHUTDOWN, queued after all its output) has been handled; a full rerun (a click) is not delayed: it replaces the page.
 """
 
 from __future__ import annotations
@@ -18,34 +17,48 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.app_session import AppSession, AppSessionState
 
+WAIT_S = 0.005  # how often a waiting fragment rerun looks again whether the finished runner has shut down
+MAX_TRIES = 200  # then (1 s) it starts its runner anyway, as Streamlit would have at once
 _MARK = "_attn_lab_fragment_order"
 
 
-def _after_pending(original):
-    @functools.wraps(original)
-    def request_rerun(self, client_state) -> None:
-        loop = getattr(self, "_event_loop", None)
-        if client_state is not None and client_state.fragment_id and getattr(self, "_scriptrunner", None) is not None:
-            try:
-                on_loop = asyncio.get_running_loop() is loop
-            except RuntimeError:  # called from another thread: nothing to order against
-                on_loop = False
-            if on_loop:
-                loop.call_soon(original, self, client_state)
-                return
-        original(self, client_state)
+def _on_loop(session) -> bool:
+    try:
+        return asyncio.get_running_loop() is getattr(session, "_event_loop", None)
+    except RuntimeError:  # another thread: nothing to order against
+        return False
 
-    setattr(request_rerun, _MARK, True)
-    return request_rerun
+
+def _after_shutdown(create):
+    """Wrap ``AppSession._create_scriptrunner`` (called when there is no runner, or the current one has stopped)."""
+
+    @functools.wraps(create)
+    def _create_scriptrunner(self, initial_rerun_data, _tries: int = 0) -> None:
+        fragment = bool(initial_rerun_data.fragment_id or initial_rerun_data.fragment_id_queue)
+        if fragment and self._scriptrunner is not None and _tries < MAX_TRIES and _on_loop(self):
+            self._event_loop.call_later(WAIT_S, _retry, self, initial_rerun_data, _tries + 1)
+            return
+        create(self, initial_rerun_data)
+
+    def _retry(self, rerun_data, tries: int) -> None:
+        if self._state == AppSessionState.SHUTDOWN_REQUESTED:
+            return
+        runner = self._scriptrunner
+        if runner is not None and runner.request_rerun(rerun_data):  # a live runner takes it
+            return
+        _create_scriptrunner(self, rerun_data, tries)
+
+    setattr(_create_scriptrunner, _MARK, True)
+    return _create_scriptrunner
 
 
 def install() -> None:
     """Patch :class:`AppSession` once per process (idempotent)."""
-    if not getattr(AppSession.request_rerun, _MARK, False):
-        AppSession.request_rerun = _after_pending(AppSession.request_rerun)
+    if not installed():
+        AppSession._create_scriptrunner = _after_shutdown(AppSession._create_scriptrunner)
 
 
 def installed() -> bool:
-    return bool(getattr(AppSession.request_rerun, _MARK, False))
+    return bool(getattr(AppSession._create_scriptrunner, _MARK, False))
