@@ -9,12 +9,14 @@ What it does, exactly:
   store) or asks its poll, then moves the room's step;
 - each follower is a websocket session through HAProxy, as a phone's browser opens it: it asks for the phones' page
   (``/answer?code=...&me=<its id>``), and then does what the browser does with the page's fragments: reruns each
-  one every ``interval`` seconds the server asked for (``AutoRerun``). A follower "shows step k" when the server
+  one every ``interval`` seconds the server asked for (``AutoRerun``), dropping the timers as the browser's frontend
+  does (all of them when a full run starts, one on ``StopAutoRerun``). A follower "shows step k" when the server
   sends it the caption "step k of n · following the teacher" (sent by the run that draws the step);
 - the teacher advances ``--steps`` times, waiting until every follower shows the step (or ``TIMEOUT``): p50/p95 of
   click → follower shows it; missed = (follower, step) pairs never shown;
 - half way, one replica is SIGKILLed; its followers reconnect through HAProxy (a new session elsewhere) and must
   land on the current step: time from the kill to showing it (goal ≤ 5 s);
+- a follower that misses a step prints the last messages it got (and its ``me``, to find it in a server trace);
 - server RSS per follower: the replicas' RSS with every follower connected minus before any, divided by N.
 
     python -m bench.follow --quick                 # 3 replicas, 12 followers, SQLite (under a minute)
