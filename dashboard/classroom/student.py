@@ -48,8 +48,9 @@ def student_page(follow: Callable[[str, str], bool] | None = None) -> None:
             st.query_params["code"] = normalize_code(typed)
             st.rerun()
         return
-    if follow is None or not follow(code, student_id()):  # a room running a lesson: the phone follows the teacher
-        _student_live(code, student_id())
+    me = student_id()  # once a run: it draws its keyed container
+    if follow is None or not follow(code, me):  # a room running a lesson: the phone follows the teacher
+        _student_live(code, me)
 
 
 def _send(code: str, seq: int, session: str, choice: int) -> None:
