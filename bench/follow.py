@@ -9,12 +9,14 @@ What it does, exactly:
   store) or asks its poll, then moves the room's step;
 - each follower is a websocket session through HAProxy, as a phone's browser opens it: it asks for the phones' page
   (``/answer?code=...&me=<its id>``), and then does what the browser does with the page's fragments: reruns each
-  one every ``interval`` seconds the server asked for (``AutoRerun``). A follower "shows step k" when the server
+  one every ``interval`` seconds the server asked for (``AutoRerun``), dropping the timers as the browser's frontend
+  does (all of them when a full run starts, one on ``StopAutoRerun``). A follower "shows step k" when the server
   sends it the caption "step k of n · following the teacher" (sent by the run that draws the step);
 - the teacher advances ``--steps`` times, waiting until every follower shows the step (or ``TIMEOUT``): p50/p95 of
   click → follower shows it; missed = (follower, step) pairs never shown;
 - half way, one replica is SIGKILLed; its followers reconnect through HAProxy (a new session elsewhere) and must
   land on the current step: time from the kill to showing it (goal ≤ 5 s);
+- a follower that misses a step prints the last messages it got (and its ``me``, to find it in a server trace);
 - server RSS per follower: the replicas' RSS with every follower connected minus before any, divided by N.
 
     python -m bench.follow --quick                 # 3 replicas, 12 followers, SQLite (under a minute)
@@ -33,6 +35,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import deque
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +62,11 @@ class Follower:
     step: int | None = None  # 0-based step last shown
     seen: dict[int, float] = field(default_factory=dict)  # step -> perf_counter when first shown after its click
     fragments: dict[str, float] = field(default_factory=dict)  # fragment id -> interval (s)
+    due: dict[str, float] = field(default_factory=dict)  # fragment id -> when its timer fires next (monotonic)
     page_hash: str = ""  # the phones' page, as the server named it (its navigation message)
     alive: bool = True
     reconnects: int = 0
+    last: deque = field(default_factory=lambda: deque(maxlen=12))  # (perf_counter, what) of the last messages
 
 
 def _rerun_msg(query: str, fragment: str | None = None, page_hash: str = "") -> bytes:
@@ -79,16 +84,38 @@ def _rerun_msg(query: str, fragment: str | None = None, page_hash: str = "") -> 
     return msg.SerializeToString()
 
 
+def _said(fm, kind: str | None) -> str:
+    """One message in a few words, for the log of a follower that missed a step."""
+    run = fm.metadata.run
+    if kind in ("new_session", "script_finished"):
+        what = "fragments " + ",".join(x[:6] for x in run.fragment_ids) if run.fragment_ids else "full run"
+        status = f" status {fm.script_finished}" if kind == "script_finished" else ""
+        return f"{kind} ({what}, run {run.script_run_id[:6]}){status}"
+    if kind == "delta":
+        return f"delta {fm.delta.WhichOneof('type')} {list(fm.metadata.delta_path)}"
+    return str(kind)
+
+
 def _read(f: Follower, raw: bytes) -> None:
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     fm = ForwardMsg()
     fm.ParseFromString(raw)
     kind = fm.WhichOneof("type")
+    f.last.append((time.perf_counter(), _said(fm, kind)))
     if kind == "navigation":
         f.page_hash = fm.navigation.page_script_hash or f.page_hash
+    elif kind == "new_session" and not fm.metadata.run.fragment_ids:
+        f.fragments.clear()  # a full run: the browser drops every fragment timer; the run registers its own again
+        f.due.clear()
     elif kind == "auto_rerun":
+        if f.fragments.get(fm.auto_rerun.fragment_id) != fm.auto_rerun.interval:  # as the browser: same interval,
+            f.due.pop(fm.auto_rerun.fragment_id, None)  # same timer
         f.fragments[fm.auto_rerun.fragment_id] = fm.auto_rerun.interval
+    elif kind == "stop_auto_rerun":
+        for frag in fm.stop_auto_rerun.fragment_ids:
+            f.fragments.pop(frag, None)
+            f.due.pop(frag, None)
     elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
         el = fm.delta.new_element
         if el.WhichOneof("type") == "markdown":
@@ -110,6 +137,7 @@ async def follow(f: Follower, ws_url: str, origin: str) -> None:
                                             open_timeout=TIMEOUT)
             f.cookie = _cookie(f.ws.response.headers) or f.cookie
             f.fragments.clear()
+            f.due.clear()
             await f.ws.send(_rerun_msg(f.query))
             ticker = asyncio.create_task(_tick(f))
             try:
@@ -127,12 +155,12 @@ async def follow(f: Follower, ws_url: str, origin: str) -> None:
 
 async def _tick(f: Follower) -> None:
     """The browser's fragment timers: each fragment rerun every interval the server asked for."""
-    due: dict[str, float] = {}
     while True:
         now = time.monotonic()
         for frag, interval in list(f.fragments.items()):
-            if now >= due.setdefault(frag, now + interval):
-                due[frag] = now + interval
+            if now >= f.due.setdefault(frag, now + interval):
+                f.due[frag] = now + interval
+                f.last.append((time.perf_counter(), f"sent: rerun fragment {frag[:6]}"))
                 await f.ws.send(_rerun_msg(f.query, frag, f.page_hash))
         await asyncio.sleep(0.05)
 
@@ -212,6 +240,7 @@ async def main_async(args) -> int:
         latencies: list[float] = []
         missed = 0
         missing: dict[int, list[int]] = {}  # step (1-based) -> the followers that never showed it
+        logs: list[str] = []  # what the first follower that missed each step got last
         kill_at = steps // 2
         killed, moved, landed = None, [], []
         for i in range(1, steps + 1):
@@ -223,6 +252,9 @@ async def main_async(args) -> int:
                     latencies.append(f.seen[i] - t0)
                 else:
                     missed += 1
+                    if i + 1 not in missing:
+                        said = "; ".join(f"{t - t0:+.2f} {what}" for t, what in f.last)
+                        logs.append(f"follower {k} ({f.me[:8]}), step {i + 1}, last messages (s after click): {said}")
                     missing.setdefault(i + 1, []).append(k)
             if i == kill_at:
                 killed = course.servers[0].name
@@ -255,6 +287,7 @@ async def main_async(args) -> int:
           f"{(rss_after - rss_before) / max(1, len(followers)):.2f} MB per follower")
     if missing:
         print("missed, by step: " + "; ".join(f"step {i}: {len(ks)} (followers {ks[:8]})" for i, ks in missing.items()))
+        print("\n".join(logs))
     print(f"followers {len(followers)}, steps {steps}, missed {missed}, p95 {p(0.95):.2f} s")
     return 0 if missed == 0 and joined == len(followers) and len(landed) == len(moved) else 1
 

@@ -15,7 +15,7 @@ import time
 
 import streamlit as st
 
-from dashboard.classroom import step_views
+from dashboard.classroom import fragment_order, step_views
 from dashboard.classroom.lessons import PAGES, BadLesson, LessonStore, check_step, step_key
 from dashboard.classroom.store import NoSuchPoll, PollError
 from dashboard.classroom.student import _student_live
@@ -30,6 +30,8 @@ DRAFT_KEY = "lesson_draft"  # the lesson the teacher is building (this session)
 FOLLOW_CSS = """<style>
 .st-key-follow_nav button {min-height: 3rem; font-size: 1.05rem;}
 </style>"""
+
+fragment_order.install()  # a phone's _watch timer must not throw away the step its full rerun just drew
 
 _lessons: dict[int, LessonStore] = {}
 _positions: dict[str, tuple[float, tuple[int, float] | None]] = {}

@@ -1,0 +1,64 @@
+"""A fragment's timer must not throw away the output of the run before it (why a phone could miss a lesson step).
+
+Streamlit (1.67) runs a session's script in a ScriptRunner thread that stops as soon as a run ends with no rerun
+waiting; the run's messages reach the session later, as callbacks queued on the server's event loop, and the session
+drops every callback whose runner is no longer its current one. A fragment's timer (a phone's ``_watch``, every
+0.5 s) that arrives in that gap finds the runner stopped, so the session starts a new runner at once, and the whole
+finished run's output (the new step, drawn by the full rerun ``_watch`` asked for, and the fragment timers it
+registers) is thrown away unseen: the server believes the phone shows the new step, the phone shows the old one and
+may stop asking. A real browser's timers hit this as the bench's do.
+
+:func:`install` makes a fragment's rerun that needs a new runner wait until the finished runner's last event (its
+SHUTDOWN, queued after all its output) has been handled; a full rerun (a click) is not delayed: it replaces the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from streamlit.runtime.app_session import AppSession, AppSessionState
+
+WAIT_S = 0.005  # how often a waiting fragment rerun looks again whether the finished runner has shut down
+MAX_TRIES = 200  # then (1 s) it starts its runner anyway, as Streamlit would have at once
+_MARK = "_attn_lab_fragment_order"
+
+
+def _on_loop(session) -> bool:
+    try:
+        return asyncio.get_running_loop() is getattr(session, "_event_loop", None)
+    except RuntimeError:  # another thread: nothing to order against
+        return False
+
+
+def _after_shutdown(create):
+    """Wrap ``AppSession._create_scriptrunner`` (called when there is no runner, or the current one has stopped)."""
+
+    @functools.wraps(create)
+    def _create_scriptrunner(self, initial_rerun_data, _tries: int = 0) -> None:
+        fragment = bool(initial_rerun_data.fragment_id or initial_rerun_data.fragment_id_queue)
+        if fragment and self._scriptrunner is not None and _tries < MAX_TRIES and _on_loop(self):
+            self._event_loop.call_later(WAIT_S, _retry, self, initial_rerun_data, _tries + 1)
+            return
+        create(self, initial_rerun_data)
+
+    def _retry(self, rerun_data, tries: int) -> None:
+        if self._state == AppSessionState.SHUTDOWN_REQUESTED:
+            return
+        runner = self._scriptrunner
+        if runner is not None and runner.request_rerun(rerun_data):  # a live runner takes it
+            return
+        _create_scriptrunner(self, rerun_data, tries)
+
+    setattr(_create_scriptrunner, _MARK, True)
+    return _create_scriptrunner
+
+
+def install() -> None:
+    """Patch :class:`AppSession` once per process (idempotent)."""
+    if not installed():
+        AppSession._create_scriptrunner = _after_shutdown(AppSession._create_scriptrunner)
+
+
+def installed() -> bool:
+    return bool(getattr(AppSession._create_scriptrunner, _MARK, False))
