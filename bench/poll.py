@@ -5,7 +5,8 @@ What it does, exactly:
   throwaway PostgreSQL cluster on loopback (tests/postgres.py);
 - the teacher's room and question are made in the store (``PollStore.create_room`` / ``ask`` with the question
   "which token does *starts* attend to most", generated from the book's sentence); the teacher's page is a
-  websocket session through HAProxy on Explore with the teacher's link (``?room=CODE&key=SECRET``), which shows the
+  websocket session through HAProxy on Explore with the teacher's link (``?room=CODE``) and the teacher's browser's
+  cookie (``attention_lab_teacher=CODE.SECRET``, as the teacher's page writes it), which shows the
   teacher's panel (the code, the QR code, the tally). The panel reads the same ``tally`` every second
   (dashboard/classroom/ui.py), so "tally seen" below is when a ``tally`` call first counts every answer, plus up to
   that one second on a real page;
@@ -43,6 +44,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from dashboard.classroom.device import TEACHER_COOKIE  # noqa: E402
 from dashboard.classroom.store import PollStore  # noqa: E402
 from deploy.course import Course  # noqa: E402
 from deploy.processes import free_port  # noqa: E402
@@ -128,6 +130,7 @@ def _panel(msgs: list, code: str) -> str | None:
 @dataclass
 class Teacher:
     query: str
+    room_cookie: str  # the teacher's browser's cookie (ui.TEACHER_COOKIE): the secret is never in the link
     cookie: str | None = None
     ws: object = None
     reveal: str | None = None
@@ -141,9 +144,9 @@ async def open_panel(t: Teacher, ws_url: str, origin: str, code: str) -> None:
     while True:
         try:
             if t.ws is None:
-                headers = {"Cookie": f"{COOKIE}={t.cookie}"} if t.cookie else {}
-                t.ws = await websockets.connect(ws_url, additional_headers=headers, origin=origin, max_size=2**26,
-                                                open_timeout=TIMEOUT)
+                cookies = [t.room_cookie] + ([f"{COOKIE}={t.cookie}"] if t.cookie else [])
+                t.ws = await websockets.connect(ws_url, additional_headers={"Cookie": "; ".join(cookies)},
+                                                origin=origin, max_size=2**26, open_timeout=TIMEOUT)
                 t.cookie = _cookie(t.ws.response.headers) or t.cookie
             t.reveal = _panel(await _run(t.ws, t.query, page=""), code)
             if t.reveal is None:
@@ -198,7 +201,7 @@ async def main_async(args) -> int:
         code, secret = teacher.create_room()
         seq = teacher.ask(code, secret, book_question())
         n_choices = len(teacher.current(code).question["choices"])
-        t = Teacher(urlencode({"room": code, "key": secret}))
+        t = Teacher(urlencode({"room": code}), f"{TEACHER_COOKIE}={code}.{secret}")
         students = [Student(secrets.token_urlsafe(16), i % n_choices) for i in range(args.students)]
         ws_url, origin = f"ws://127.0.0.1:{port}/_stcore/stream", f"http://127.0.0.1:{port}"
         half = len(students) // 2

@@ -127,20 +127,33 @@ def qp(at, key: str) -> str:
     return value[0] if isinstance(value, list) else value
 
 
-def test_the_teachers_link_reclaims_the_poll_on_another_replica():
-    """The teacher's replica was killed: the page reconnects elsewhere (a fresh session) with the teacher's link."""
+def test_the_teachers_link_reclaims_the_poll_on_another_replica(monkeypatch):
+    """The teacher's replica was killed: the page reconnects elsewhere (a fresh session) with the teacher's link,
+    which names the room, and the teacher's browser, which keeps its secret in a cookie (never in the link: the
+    projector shows the address bar)."""
+    import streamlit as st
+
+    from dashboard.classroom.device import TEACHER_COOKIE
+
     teacher = open_page()
     teacher.button(key="poll_ask_explore").click().run()
     assert teacher.session_state["poll_popover_explore"] is False  # Ask closed the popover: the panel is visible
-    code, secret = qp(teacher, "room"), qp(teacher, "key")
-    assert code == teacher.session_state["poll_room"]["code"] and secret == teacher.session_state["poll_room"]["secret"]
+    code, secret = qp(teacher, "room"), teacher.session_state["poll_room"]["secret"]
+    assert code == teacher.session_state["poll_room"]["code"] and "key" not in teacher.query_params
+    assert any(f'{TEACHER_COOKIE}={code}.{secret};' in h.proto.body for h in teacher.get("html"))  # the page writes it
     link = next(c.value for c in teacher.code if "/answer?code=" in c.value)
     assert secret not in link and "key=" not in link  # the students' link carries the code only
     q = Question.from_dict(teacher.session_state["poll_current"]["question"]).in_words(str)
     alice = student(code)
     choice_buttons(alice)[q.answer].click().run()
 
-    again = open_page(room=code, key=secret)  # another replica: nothing in its session
+    stranger = open_page(room=code)  # the code read off the projector, without the teacher's cookie
+    assert any("cannot be taken over" in w for w in messages(stranger)["warning"])
+    assert "poll_room" not in stranger.session_state
+
+    monkeypatch.setattr(type(st.context), "cookies", property(lambda self: {TEACHER_COOKIE: f"{code}.{secret}"}),
+                        raising=False)
+    again = open_page(room=code)  # another replica: nothing in its session, the teacher's browser's cookie
     assert any(f"Code {code}" in h.value for h in again.subheader)
     assert any("question 1" in m.value and "open" in m.value for m in again.markdown)
     tally = {r["choice"]: r["count"] for r in chart_with(again, "answers")}
@@ -154,6 +167,7 @@ def test_the_teachers_link_reclaims_the_poll_on_another_replica():
     alice.run()
     assert any("question 2" in c.value for c in alice.caption)
 
+    monkeypatch.setattr(type(st.context), "cookies", property(lambda self: {}), raising=False)
     wrong = open_page(room=code, key="not-the-teachers-key")
     assert any("cannot be taken over" in w for w in messages(wrong)["warning"])
     assert "poll_room" not in wrong.session_state and not wrong.get("image")  # nothing reclaimed, no panel
@@ -206,13 +220,13 @@ def test_the_join_address_is_explained_in_the_teachers_language(monkeypatch):
 def test_the_teachers_link_stays_on_every_page_and_reclaims_on_any():
     teacher = open_page()
     teacher.button(key="poll_ask_explore").click().run()
-    code, secret = qp(teacher, "room"), qp(teacher, "key")
-    for name in ("room", "key"):  # a page switch in the browser empties the link's other values
-        del teacher.query_params[name]
+    code, secret = qp(teacher, "room"), teacher.session_state["poll_room"]["secret"]
+    del teacher.query_params["room"]  # a page switch in the browser empties the link's other values
     teacher.switch_page("app_pages/text_to_vectors.py").run()
-    assert (qp(teacher, "room"), qp(teacher, "key")) == (code, secret)  # back in the link, on a page with no poll
+    assert qp(teacher, "room") == code and "key" not in teacher.query_params  # back in the link, on a page with no poll
 
-    other = open_page("app_pages/text_to_vectors.py", room=code, key=secret)  # its replica died there
+    other = open_page("app_pages/text_to_vectors.py", room=code, key=secret)  # a key copied by hand still works
+    assert "key" not in other.query_params  # and leaves the address bar
     assert other.session_state["poll_room"] == {"code": code, "secret": secret}
     other.switch_page("app_pages/explore.py").run()
     assert any(f"Code {code}" in h.value for h in other.subheader)  # the panel at the next Ask control

@@ -104,7 +104,9 @@ def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll
         teacher.get_by_role("button", name="Ask", exact=True).click()  # question 2, open
         panel.get_by_text("question 2").first.wait_for(timeout=30_000)
         assert "key=" not in panel.locator('[data-testid="stCode"]').inner_text()  # the students' link: no secret
-        assert "key=" in teacher.url and f"room={code}" in teacher.url  # the teacher's own link reclaims the room
+        assert "key=" not in teacher.url and f"room={code}" in teacher.url  # the projector shows no secret
+        kept = {c["name"]: c["value"] for c in teacher.context.cookies()}.get("attention_lab_teacher", "")
+        assert kept.startswith(f"{code}.") and len(kept) > 20  # the teacher's browser keeps it: the room is reclaimed
 
         phone = teacher.context.browser.new_context(viewport={"width": 360, "height": 640}, is_mobile=True,
                                                     has_touch=True)

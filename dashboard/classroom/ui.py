@@ -23,13 +23,14 @@ from attn_core.labs.questions import Question
 from attn_core.tracing.trace import Trace
 from dashboard.classroom import address
 from dashboard.classroom.charts import proof_chart, tally_chart
-from dashboard.classroom.store import NoSuchPoll, PollError, PollStore, StoreDown, default_url, normalize_code
+from dashboard.classroom.device import TEACHER_COOKIE, cookie, write_cookie
+from dashboard.classroom.store import EXPIRY_S, NoSuchPoll, PollError, PollStore, StoreDown, default_url, normalize_code
 from dashboard.i18n import _, lang, message, ngettext
 from dashboard.state.links import error_text, md_escape
 
 REFRESH_S = 1.0  # the teacher's tally: answers show well within the goal (docs/measurements.md)
 ANSWER_PATH = "answer"  # the students' page (dashboard/app_pages/answer.py)
-ROOM_PARAM, KEY_PARAM = "room", "key"  # the teacher's own link: ?room=CODE&key=SECRET (never the students')
+ROOM_PARAM, KEY_PARAM = "room", "key"  # the teacher's own link: ?room=CODE (a ?key=SECRET is read, never written)
 
 _stores: dict[str, PollStore] = {}
 _stores_lock = threading.Lock()
@@ -157,9 +158,13 @@ def _ask_clicked(page: str) -> None:
 
 
 def remember_room(code: str, secret: str) -> None:
-    """The room in the session and in the teacher's own link, so another app process can reclaim it."""
+    """The room in the session, its code in the teacher's link and its secret in a cookie of the teacher's browser
+    (never in the link, which the projector shows): when the teacher's app process dies, the page reconnects to
+    another one, which reclaims the room from the store."""
     st.session_state["poll_room"] = {"code": code, "secret": secret}
-    st.query_params[ROOM_PARAM], st.query_params[KEY_PARAM] = code, secret
+    st.query_params[ROOM_PARAM] = code
+    st.query_params.pop(KEY_PARAM, None)
+    write_cookie(TEACHER_COOKIE, f"{code}.{secret}", EXPIRY_S)
 
 
 def _forget_room() -> None:
@@ -167,22 +172,33 @@ def _forget_room() -> None:
     st.session_state.pop("poll_current", None)
     st.query_params.pop(ROOM_PARAM, None)
     st.query_params.pop(KEY_PARAM, None)
+    write_cookie(TEACHER_COOKIE, "", 0)
+
+
+def _kept_secret(code: str) -> str:
+    """The secret of room ``code`` this browser keeps (its cookie), else one a link brings (``?key=``: a teacher
+    moving to another device copies it by hand; never written into a link)."""
+    code_kept, __, secret = (cookie(TEACHER_COOKIE) or "").partition(".")
+    if code_kept == code and secret:
+        return secret
+    return st.query_params.get(KEY_PARAM, "")
 
 
 def teacher_link() -> None:
-    """Every run of a teacher's page (dashboard/main.py). A session with a room keeps it in the link (a page switch
-    empties the link's other values). A session without one whose link is the teacher's (``?room=&key=``: the
+    """Every run of a teacher's page (dashboard/main.py). A session with a room keeps its code in the link (a page
+    switch empties the link's other values). A session without one whose link names a room (``?room=``: the
     teacher's app process died and the page reconnected to another one, or the teacher reloaded) gets the room
-    back from the store, its current poll shown by the next Ask control. A wrong key or an ended room: a message,
-    and the link forgets them."""
+    back from the store with the secret this browser keeps, its current poll shown by the next Ask control. A
+    wrong or missing secret or an ended room: a message, and the link forgets the room."""
     room = st.session_state.get("poll_room")
     if room is not None:
-        if (st.query_params.get(ROOM_PARAM), st.query_params.get(KEY_PARAM)) != (room["code"], room["secret"]):
+        if st.query_params.get(ROOM_PARAM) != room["code"] or KEY_PARAM in st.query_params:
             remember_room(room["code"], room["secret"])
         return
-    code, secret = normalize_code(st.query_params.get(ROOM_PARAM, "")), st.query_params.get(KEY_PARAM, "")
-    if not code and not secret:
+    code = normalize_code(st.query_params.get(ROOM_PARAM, ""))
+    if not code:
         return
+    secret = _kept_secret(code)
     try:
         poll = store().reclaim(code, secret)
     except StoreDown as e:  # keep the link: the next run tries again
@@ -193,7 +209,7 @@ def teacher_link() -> None:
         _forget_room()
         st.warning(_("This link's poll cannot be taken over: {problem}", problem=error_text(e)))
         return
-    st.session_state["poll_room"] = {"code": code, "secret": secret}
+    remember_room(code, secret)
     if poll is not None:
         st.session_state["poll_current"] = {"page": None, "seq": poll.seq, "question": poll.question}
 
