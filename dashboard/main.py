@@ -77,7 +77,9 @@ pages: list[tuple[st.Page, bool]] = [
              url_path="generate"), False),
     (st.Page(PAGES / "kv_cost.py", title=_("KV cache cost"), icon=":material/memory:", url_path="kv-cache"), False),
     (st.Page(PAGES / "benchmark.py", title=_("Benchmark"), icon=":material/timer:", url_path="benchmark"), False),
-    (st.Page(PAGES / "answer.py", title=_("Answer a poll"), icon=":material/how_to_vote:", url_path="answer"), False),
+    # the phones' page: reached by the QR code or /answer; out of the menu, which shows twelve before "View more"
+    (st.Page(PAGES / "answer.py", title=_("Answer a poll"), icon=":material/how_to_vote:", url_path="answer",
+             visibility="hidden"), False),
     (st.Page(PAGES / "lesson.py", title=_("Lesson"), icon=":material/cast_for_education:", url_path="lesson"), False),
 ]
 page = st.navigation([p for p, _knobs in pages], position="top" if present else "sidebar")
