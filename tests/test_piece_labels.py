@@ -63,3 +63,21 @@ def test_gpt2_labels_read_back_to_the_text(text):
     assert [t.id for t in tokens] == bpe_encoding().encode(text)
     assert len({t.label for t in tokens}) == len(tokens)
     assert check_runs(tokens, text) > 0
+
+
+def test_the_generate_and_head_pages_label_a_sequence_by_its_runs(monkeypatch):
+    """Generate's and the head panel's labels (dashboard.state.models.pieces) name the character on every byte token
+    of a run, where one token alone (models.piece) can show only hex."""
+    from types import SimpleNamespace
+
+    from attn_core.text.tokens import BPETokenizer
+    from dashboard.state import models
+
+    tokenizer = BPETokenizer()
+    monkeypatch.setattr(models, "model", lambda name: SimpleNamespace(tokenizer=tokenizer))
+    ids = tokenizer.encode(ZH)
+    labels = models.pieces("gpt2", ids)
+    alone = [models.piece("gpt2", t) for t in ids]
+    assert len(labels) == len(ids) and "\ufffd" not in "".join(labels)
+    split = [k for k, a in enumerate(alone) if "⟨" in a]  # a token that alone is only bytes
+    assert split and all("⟨" not in labels[k] and labels[k].split("(")[0] in ZH for k in split), labels

@@ -145,7 +145,7 @@ def text_so_far(gen: Generation, model: nn.Module) -> str:
 def show_step(gen: Generation, name: str, layer: int) -> None:
     model = models.model(name)
     step = gen.last = shown_layer(gen, model, gen.last, layer)
-    labels = [f"{i + 1}: {models.piece(name, t)}" for i, t in enumerate(gen.ids)]
+    labels = [f"{i + 1}: {p}" for i, p in enumerate(models.pieces(name, gen.ids))]
     H = step.row.shape[0]
     st.markdown(ngettext("**Step {step}: token {position} is “{token}”.** Its query attends over the {n} key in the "
                          "cache, itself included; the mask slice `{mask_slice}` hides {hidden}.",

@@ -84,7 +84,7 @@ def show_heads(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None) 
     if part != "compare" and len(ids) < 2:
         st.info(_("Type at least two tokens: a loss needs a token and the one after it."))
         return
-    pieces = [models.piece(name, i) for i in ids]
+    pieces = models.pieces(name, ids)
     try:
         if part == "knock":
             knock_part(name, ids, pieces)
