@@ -52,6 +52,18 @@ def test_the_ready_lesson_has_the_chapters_pages_with_polls_between():
         assert title in step_views.READY_TITLES  # every shipped title is in the catalog
 
 
+def test_every_ready_poll_is_provable_from_the_phones_picture():
+    """A phone shows weights to 2 decimals: each "attends most" poll of the ready lesson must be answerable there
+    (its first poll, on the book's near-uniform weights, asked to read 0.341 against 0.340)."""
+    from attn_core.labs.questions import SHOWN_DECIMALS
+
+    polls = [s for s in L.ready()["steps"] if s["kind"] == "poll" and s["question"] == "attends_most"]
+    assert len(polls) >= 2
+    for step in polls:
+        q = step_views.question(step)
+        assert q["proof"]["decimals"] == SHOWN_DECIMALS, (step, q["prompt"])
+
+
 def test_every_ready_step_draws_and_reads_its_own_numbers():
     for step in L.ready()["steps"]:
         if step["kind"] == "poll":
@@ -71,8 +83,9 @@ def test_every_ready_step_draws_and_reads_its_own_numbers():
 
 def test_the_book_step_reads_the_books_weights():
     body = step_views.draw({"kind": "view", "page": "walkthrough", "params": {}})
-    # the book's CausalAttention on its six tokens (seed 123): "step" attends most to "journey", 0.17 (§3.5.1)
-    assert body["reading"] == "“step” attends most to “journey” (weight 0.17)."
+    # the book's CausalAttention on its six tokens (seed 123): "step" attends most to "journey", 0.17 (§3.5.1); three
+    # keys print 0.17 on the chart, so the reading gives the decimals that tell the winner
+    assert body["reading"] == "“step” attends most to “journey” (weight 0.1709)."
     rows = body["spec"]["datasets"][next(iter(body["spec"]["datasets"]))]
     assert {(r["q"], r["k"]): round(r["value"], 4) for r in rows}[(1, 0)] == 0.4833
 

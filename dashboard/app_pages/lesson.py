@@ -119,7 +119,7 @@ def render() -> None:
             show(text)
     lesson = _draft()
     st.session_state.setdefault("lesson_title", step_views.lesson_title(lesson))
-    top = st.columns([3, 2], vertical_alignment="bottom")
+    top = st.columns([2, 3], vertical_alignment="bottom")  # the ready lesson's name whole at 1280x720
     top[0].text_input(_("Title"), key="lesson_title", max_chars=lessons.MAX_TITLE, on_change=_retitle)
     top[1].button(_("Open the ready lesson “{title}”", title=_("Chapter 3 in 40 minutes")), key="lesson_ready",
                   on_click=_open_ready, icon=":material/auto_stories:", width="stretch")

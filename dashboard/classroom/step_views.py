@@ -89,10 +89,15 @@ def _shape(run: Run, name: str) -> str:
     return "—" if step is None else "(" + ", ".join(str(d) for d in step.tensor.shape) + ")"
 
 
-def _most(weights: np.ndarray, labels: list[str]) -> tuple[str, str, float]:
+def _most(weights: np.ndarray, labels: list[str]) -> tuple[str, str, str]:
+    """The last query's most-attended key and its weight, printed to the decimals that tell it from the runner-up
+    (a reading must not claim a winner the chart shows as a tie)."""
     q = len(labels) - 1
-    k = int(np.nanargmax(weights[q]))
-    return labels[q].split(": ", 1)[-1], labels[k].split(": ", 1)[-1], float(weights[q, k])
+    row = np.nan_to_num(np.asarray(weights[q], dtype=np.float64), nan=-1.0)
+    k = int(np.argmax(row))
+    runner_up = float(np.max(np.delete(row, k))) if row.size > 1 else -1.0
+    decimals = qs.decimals_to_tell(float(row[k]), runner_up) or qs.MAX_DECIMALS
+    return labels[q].split(": ", 1)[-1], labels[k].split(": ", 1)[-1], f"{row[k]:.{decimals}f}"
 
 
 def reading(page: str, run: Run, weights: np.ndarray, head: int) -> str:
@@ -112,15 +117,15 @@ def reading(page: str, run: Run, weights: np.ndarray, head: int) -> str:
                  "{diff:.1e}.", diff=diff)
     if page == "windows" and run.cfg.window:
         return _("With a window of {window}, each token sees at most {window} keys; “{query}” attends most to "
-                 "“{key}” ({weight:.2f}).", window=run.cfg.window, query=query, key=key, weight=w)
+                 "“{key}” ({weight}).", window=run.cfg.window, query=query, key=key, weight=w)
     if page == "tiled":
         err = float(np.nanmax(np.abs(np.nansum(weights, axis=1) - 1)))
         return _("Tile by tile, each row of weights still sums to 1 (largest error {err:.1e}); “{query}” attends "
                  "most to “{key}”.", err=err, query=query, key=key)
     if num_heads(run.trace) > 1:
-        return _("In head {head}, “{query}” attends most to “{key}” (weight {weight:.2f}).", head=head + 1,
+        return _("In head {head}, “{query}” attends most to “{key}” (weight {weight}).", head=head + 1,
                  query=query, key=key, weight=w)
-    return _("“{query}” attends most to “{key}” (weight {weight:.2f}).", query=query, key=key, weight=w)
+    return _("“{query}” attends most to “{key}” (weight {weight}).", query=query, key=key, weight=w)
 
 
 def _with(cfg: AttentionConfig, **changes) -> AttentionConfig:
