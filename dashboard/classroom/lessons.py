@@ -42,7 +42,7 @@ PAGES = {
     "tiled": N_("Tiled attention"),
 }
 QUESTIONS = {
-    "attends_most": N_("Which token does the last token attend to most?"),
+    "attends_most": N_("Which token does this token attend to most?"),
     "masking": N_("Renormalize or −∞: which masking gives this row?"),
     "view_shape": N_("The shape of the keys after .view"),
 }
