@@ -20,7 +20,7 @@ import functools
 from streamlit.runtime.app_session import AppSession, AppSessionState
 
 WAIT_S = 0.005  # how often a waiting fragment rerun looks again whether the finished runner has shut down
-MAX_TRIES = 200  # then (1 s) it starts its runner anyway, as Streamlit would have at once
+MAX_TRIES = 200  # then (WAIT_S x MAX_TRIES) it starts its runner anyway, as Streamlit would have at once
 _MARK = "_attn_lab_fragment_order"
 
 
