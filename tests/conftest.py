@@ -1,3 +1,4 @@
+import itertools
 import sys
 from pathlib import Path
 
@@ -68,3 +69,31 @@ def smollm2():
         pytest.skip(why)
     load_model(path)  # a cold load the first time on a machine: the de-quantized weights go to the disk cache
     return load_model_shared(path)
+
+
+import postgres  # noqa: E402
+
+from browser import require  # noqa: E402
+
+_dbs = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    require(postgres.missing_reason(), "PostgreSQL class store tests")
+    with postgres.cluster() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    """A fresh, empty class-store database of each kind (SQLite, PostgreSQL): the poll and lesson store tests."""
+    if request.param == "sqlite":
+        return str(tmp_path / "class.sqlite3")
+    import psycopg
+
+    base = request.getfixturevalue("pg_url")
+    name = f"class_{next(_dbs)}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return base.rsplit("/", 1)[0] + "/" + name

@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 from markdown_it import MarkdownIt
-from test_poll_store import QUESTION, pg_url, url  # noqa: F401 - the store tests' fixtures: SQLite and PostgreSQL
+from test_poll_store import QUESTION
 
 import attn_core.text.tokens as tokens_mod
 from apptest_utils import ROOT, messages, new_app
@@ -254,7 +254,7 @@ def test_url_text_limit_keeps_links_loadable():
 # -- Ask the class: the teacher's room comes back on any replica (the store part, on both backends) --------------
 
 
-def test_the_teacher_reclaims_the_room_from_another_process(url):  # noqa: F811 - the fixture
+def test_the_teacher_reclaims_the_room_from_another_process(url):
     first, other = ps.PollStore(url), ps.PollStore(url)  # the teacher's replica, and the one after its SIGKILL
     code, secret = first.create_room()
     assert other.reclaim(code, secret) is None  # the room, before its first question

@@ -3,38 +3,13 @@ throwaway PostgreSQL cluster), including the room's current step a late joiner l
 
 from __future__ import annotations
 
-import itertools
 import json
 
-import postgres
 import pytest
 
-from browser import require
 from dashboard.classroom import lessons as L
 from dashboard.classroom import step_views
 from dashboard.classroom import store as ps
-
-_dbs = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def pg_url():
-    require(postgres.missing_reason(), "PostgreSQL lesson store tests")
-    with postgres.cluster() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "class.sqlite3")
-    import psycopg
-
-    base = request.getfixturevalue("pg_url")
-    name = f"lessons_{next(_dbs)}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return base.rsplit("/", 1)[0] + "/" + name
 
 
 def test_the_ready_lesson_has_the_chapters_pages_with_polls_between():

@@ -2,38 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 
-import postgres
 import pytest
 
-from browser import require
 from dashboard.classroom import store as ps
-
-_dbs = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def pg_url():
-    require(postgres.missing_reason(), "PostgreSQL store tests")
-    with postgres.cluster() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    """A fresh, empty database of each kind."""
-    if request.param == "sqlite":
-        return str(tmp_path / "class.sqlite3")
-    import psycopg
-
-    base = request.getfixturevalue("pg_url")
-    name = f"polls_{next(_dbs)}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return base.rsplit("/", 1)[0] + "/" + name
-
 
 QUESTION = {"kind": "attends_most", "prompt": "Which?", "choices": ["a", "b", "c", "d"], "answer": 2,
             "explain": "", "proof": {}}
