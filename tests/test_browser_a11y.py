@@ -30,7 +30,8 @@ ZH_PAGES = ["text-to-vectors", "windows"]
 SECTION_KEYS = {"": "section", "text-to-vectors": "t2v_section", "masking-lab": "lab_section", "windows": "win_section"}
 
 # The page has drawn: the script finished, nothing is stale or a skeleton, the screen has been measured (every page
-# but the poll's answer page, which draws no sidebar), every chart has its marks and every image has loaded.
+# but the poll's answer page, which draws no sidebar), every chart has its marks, every image has loaded and no
+# finite animation (a fade) is still running.
 READY_JS = """(answer) => {
     const app = document.querySelector('[data-testid="stApp"]');
     const main = document.querySelector('[data-testid="stMain"]');
@@ -42,6 +43,9 @@ READY_JS = """(answer) => {
         if (!c.querySelector('svg.marks, canvas.marks')) return false;
     for (const img of main.querySelectorAll('[data-testid="stImage"] img'))
         if (!img.complete || !img.naturalWidth) return false;
+    // a fade still running (a tooltip under the pointer after a click) would be measured half-transparent
+    for (const a of document.getAnimations())
+        if (a.playState === 'running' && isFinite(a.effect.getComputedTiming().endTime)) return false;
     return true;
 }"""
 
@@ -101,6 +105,7 @@ def page_problems(page, server: str, path: str, lang: str, sections: bool = True
             problems += axe_problems(page, f"{path or 'explore'} [{section}]")
     if path == "generate":  # the newest token is marked in the text, and the step's charts are drawn
         page.get_by_role("button", name="Next token ▶").click()
+        page.mouse.move(0, 0)  # off the button: its tooltip would open mid-check after the hover delay
         page.get_by_text("Step 1: token").wait_for()
         page.wait_for_function(READY_JS, arg=False, timeout=LOAD_MS, polling=200)
         problems += axe_problems(page, "generate [step 1]")
