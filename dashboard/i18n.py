@@ -186,6 +186,17 @@ def _switched() -> None:
     if code in LANGS:
         st.session_state[SESSION_KEY] = code
         st.query_params[URL_KEY] = code
+        keep_choices(st.session_state)
+
+
+def keep_choices(state) -> None:
+    """Every choice set again as it is now, read in the old language: a selectbox sends back its shown label, which
+    the rerun in the new language would not find among its options (the choice was lost and the link rewritten
+    twice over). Only values a choice can hold: a button's (a bool) cannot be set."""
+    for key in list(state):
+        value = state[key]
+        if key != SWITCH_KEY and isinstance(value, (str, int, float, list)) and not isinstance(value, bool):
+            state[key] = value
 
 
 def switch(container) -> None:

@@ -67,6 +67,35 @@ def test_a_chinese_browser_gets_chinese_and_can_switch_back_keeping_the_settings
     visit(server, "/?d_out=4", "zh-CN", check)
 
 
+# Each address the app's frontend pushes into the history (one per change of the link; each redraws the page).
+PUSHES_JS = """() => {
+  if (!window.__pushes) {
+    const push = history.pushState.bind(history);
+    history.pushState = (...args) => { window.__pushes.push(String(args[2])); return push(...args); };
+  }
+  window.__pushes = []; }"""
+
+
+def test_a_switch_changes_the_link_once_and_keeps_every_choice(server):
+    """A switch is one change of the link (``lang``), the settings' choices kept as chosen: after a switch the
+    choice widgets' state held their old labels, which went into the link and out again (six more page redraws)."""
+    link = "/?lang=zh&d_out=4&mask_method=renormalize&input_mode=learned"
+
+    def check(page):
+        sidebar_label(page, "句子")
+        for label, lang in (("English", "en"), ("中文", "zh"), ("English", "en")):
+            page.evaluate(PUSHES_JS)
+            page.locator('[data-testid="stSidebar"] button', has_text=label).first.click()
+            sidebar_label(page, "Sentence" if lang == "en" else "句子")
+            wait_idle(page, timeout=LOAD_MS)
+            pushes = page.evaluate("() => window.__pushes")
+            assert len(pushes) == 1 and f"lang={lang}" in pushes[0], (label, pushes)
+            assert {k: query(page).get(k) for k in ("d_out", "mask_method", "input_mode")} == {
+                "d_out": "4", "mask_method": "renormalize", "input_mode": "learned"}, (label, page.url)
+
+    visit(server, link, "en-US", check)
+
+
 def test_a_link_with_lang_wins_over_the_browser(server):
     def check(page):
         sidebar_label(page, "句子")
