@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import chromium_page, require_browser, streamlit_server, wait_idle
+from browser import CATCH_UP_MS, chromium_page, require_browser, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +59,7 @@ def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(l
         phone = new_phone(teacher, f"{lesson_server}/answer?code={code}")
         phone.get_by_text(f"Class {code} · step 1 of {n} · following the teacher").wait_for(timeout=60_000)
         wait_idle(phone)
-        phone.get_by_text("attends most to").wait_for(timeout=10_000)  # the one-line reading
+        phone.get_by_text("attends most to").wait_for(timeout=CATCH_UP_MS)  # the one-line reading
         assert phone.locator('[data-testid="stVegaLiteChart"]').count() == 1
         assert phone.locator('[data-testid="stTextArea"], [data-testid="stNumberInput"]').count() == 0
         phone.screenshot(path=out / "phone_360x640_step1.png")
@@ -67,29 +67,29 @@ def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(l
 
         teacher.locator(".st-key-lesson_next button").click()  # step 2: a poll
         choices = phone.locator(".st-key-poll_choices button")
-        choices.first.wait_for(timeout=15_000)  # no reload: the phone's watch fragment noticed
-        phone.get_by_text(f"step 2 of {n} · following the teacher").wait_for(timeout=5_000)
+        choices.first.wait_for(timeout=CATCH_UP_MS)  # no reload: the phone's watch fragment noticed
+        phone.get_by_text(f"step 2 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
         fits(phone)
         choices.nth(0).click()
         phone.get_by_text("Your answer:").wait_for(timeout=30_000)
         phone.screenshot(path=out / "phone_360x640_step2_poll.png")
 
         teacher.locator(".st-key-lesson_next button").click()  # step 3: −∞ before softmax
-        phone.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=15_000)
-        phone.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=15_000)
+        phone.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
+        phone.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=CATCH_UP_MS)
         wait_idle(phone)
         fits(phone)
         phone.screenshot(path=out / "phone_360x640_step3.png")
 
         late = new_phone(teacher, f"{lesson_server}/answer?code={code.lower()}")  # joins now: lands on step 3
         late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=60_000)
-        late.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=15_000)
+        late.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=CATCH_UP_MS)
         wait_idle(late)
         fits(late)
 
         late.locator(".st-key-follow_prev button").click()  # a student looks back on their own
-        late.get_by_text(f"step 2 of {n} · looking around").wait_for(timeout=15_000)
+        late.get_by_text(f"step 2 of {n} · looking around").wait_for(timeout=CATCH_UP_MS)
         late.locator(".st-key-follow_back button").click()
-        late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=15_000)
+        late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
         for page in (phone, late):
             page.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import chromium_page, require, require_browser, streamlit_server, wait_idle
+from browser import CATCH_UP_MS, chromium_page, require, require_browser, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -62,7 +62,7 @@ def test_a_phone_answers_and_sees_the_reveal(poll_server, tmp_path):
         phone.get_by_text("Your answer:").wait_for(timeout=30_000)
 
         t0 = time.monotonic()
-        panel.get_by_text("1 answer", exact=False).first.wait_for(timeout=10_000)  # no reload: the fragment
+        panel.get_by_text("1 answer", exact=False).first.wait_for(timeout=CATCH_UP_MS)  # no reload: the fragment
         refresh_s = time.monotonic() - t0
         assert refresh_s < 4, refresh_s
         panel.get_by_role("button", name="Reveal").click()
@@ -72,7 +72,7 @@ def test_a_phone_answers_and_sees_the_reveal(poll_server, tmp_path):
         teacher.screenshot(path=out / "teacher_1280x720_revealed.png")
         assert panel.locator('[data-testid="stVegaLiteChart"]').count() == 2  # the tally, kept, and the proof row
 
-        phone.get_by_text(re.compile(r"^(Right: |The answer is )")).wait_for(timeout=15_000)
+        phone.get_by_text(re.compile(r"^(Right: |The answer is )")).wait_for(timeout=CATCH_UP_MS)
         wait_idle(phone)
         phone.screenshot(path=out / "student_360x640_revealed.png")
         assert phone.locator(".st-key-poll_choices button:disabled").count() == n
@@ -97,8 +97,8 @@ def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll
         code_text.wait_for(timeout=30_000)
         code = code_text.inner_text().split()[-1]
         # Ask closed its popover: nothing covers the panel (it stayed open until Escape)
-        teacher.locator('[data-testid="stPopoverBody"]').wait_for(state="hidden", timeout=10_000)
-        panel.get_by_role("button", name="Reveal").click(timeout=10_000)  # clickable: not under the popover
+        teacher.locator('[data-testid="stPopoverBody"]').wait_for(state="hidden", timeout=CATCH_UP_MS)
+        panel.get_by_role("button", name="Reveal").click(timeout=CATCH_UP_MS)  # clickable: not under the popover
         panel.get_by_text("Right answer:").wait_for(timeout=30_000)
         teacher.get_by_role("button", name="Ask the class").click()
         teacher.get_by_role("button", name="Ask", exact=True).click()  # question 2, open
@@ -121,7 +121,7 @@ def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll
             tabs.append(tab)
         me = [re.search(r"me=([\w-]+)", tab.url).group(1) for tab in tabs]
         assert me[0] == me[1]  # the second tab took the first one's id from the cookie
-        panel.get_by_text("1 answer", exact=False).first.wait_for(timeout=10_000)
+        panel.get_by_text("1 answer", exact=False).first.wait_for(timeout=CATCH_UP_MS)
         time.sleep(2.5)  # two more refreshes of the teacher's tally: still one answer
         assert panel.get_by_text(re.compile(r"^1 answer")).count() == 1
 
@@ -166,4 +166,4 @@ def test_the_teachers_page_gets_its_poll_back_after_its_replica_is_killed(tmp_pa
             teacher.wait_for_timeout(500)
         assert {c["name"]: c["value"] for c in teacher.context.cookies()}["SERVERID"] != replica
         assert panel.get_by_text(f"Code {code}", exact=True).count() == 1  # the same room, reclaimed
-        panel.get_by_text("question 1").first.wait_for(timeout=10_000)
+        panel.get_by_text("question 1").first.wait_for(timeout=CATCH_UP_MS)
