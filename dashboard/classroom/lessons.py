@@ -219,7 +219,8 @@ def _not_yours(title: str) -> BadLesson:
 
 
 class LessonStore:
-    """Lessons in the class store (the poll store's database, SQLite or PostgreSQL): saved lessons by title, each
+    """Lessons in the class store (the poll store's database, SQLite or PostgreSQL): saved lessons by title (each
+    replaced only from the browser that saved it: its device id, kept beside the lesson and never in it), each
     room's running lesson and the step it is at (so a late joiner or a reconnect lands on it), and shared renders."""
 
     def __init__(self, polls: PollStore):
