@@ -111,25 +111,99 @@ def test_reorder_and_remove():
     assert [s["page"] for s in lesson["steps"]] == ["explore", "tiled", "windows"]  # the original is kept
 
 
+TEACHER, STUDENT = "teachers-browser-0001", "students-phone-00002"  # device ids (cookies)
+
+
 def test_save_reorder_export_import_round_trip(url):
     polls = ps.PollStore(url)
     store = L.LessonStore(polls)
     assert polls.schema_version() == len(ps.MIGRATIONS)
     lesson = L.ready()
-    store.save(lesson)
+    store.save(lesson, TEACHER)
     moved = L.move(lesson, 0, 2)
     moved["title"] = "Mine"
-    store.save(moved)
+    store.save(moved, TEACHER)
     assert store.titles() == ["Chapter 3 in 40 minutes", "Mine"]
     other = L.LessonStore(ps.PollStore(url))  # another replica
     assert other.load("Mine")["steps"][2] == lesson["steps"][0]
     assert L.import_json(L.export_json(other.load("Mine"))) == moved
     moved["steps"] = moved["steps"][:3]
-    store.save(moved)  # saved again under its title: replaced
-    assert len(other.load("Mine")["steps"]) == 3
-    store.delete("Mine")
+    other.save(moved, TEACHER)  # saved again under its title, from its browser (through any replica): replaced
+    assert len(store.load("Mine")["steps"]) == 3
+    store.delete("Mine", TEACHER)
     with pytest.raises(L.BadLesson, match="no saved lesson"):
         other.load("Mine")
+
+
+def test_only_the_browser_that_saved_a_lesson_replaces_it(url):
+    store = L.LessonStore(ps.PollStore(url))
+    lesson = L.new_lesson("Chapter 3 in 40 minutes", L.ready()["steps"][:5])
+    store.save(lesson, TEACHER)
+    student = L.LessonStore(ps.PollStore(url))  # a phone in the room, through another replica
+    opened = student.load("Chapter 3 in 40 minutes")  # opening is open to everyone
+    assert opened == L.check_lesson(lesson) and TEACHER not in json.dumps(opened)  # the owner never leaves the store
+    assert TEACHER not in L.export_json(opened)
+    opened["steps"] = opened["steps"][:1]
+    with pytest.raises(L.BadLesson) as e:
+        student.save(opened, STUDENT)
+    assert isinstance(e.value, ValueError)  # a Problem: the page shows it translated, no traceback
+    assert str(e.value).startswith("“Chapter 3 in 40 minutes” was saved from another browser")
+    assert "another title" in str(e.value)  # what to do
+    with pytest.raises(L.BadLesson, match="another browser"):
+        student.delete("Chapter 3 in 40 minutes", STUDENT)
+    assert len(store.load("Chapter 3 in 40 minutes")["steps"]) == 5  # the teacher's lesson is untouched
+    opened["title"] = "My chapter 3"
+    assert student.save(opened, STUDENT) == "My chapter 3"  # changed and saved under a free title: fine
+    opened["steps"] = opened["steps"] * 2
+    student.save(opened, STUDENT)  # and it is the student's own now
+    with pytest.raises(L.BadLesson, match="another browser"):
+        store.save(opened, TEACHER)  # the rule is the same for the teacher
+    lesson["steps"] = lesson["steps"][:2]
+    store.save(lesson, TEACHER)  # the teacher replaces their own
+    assert len(student.load("Chapter 3 in 40 minutes")["steps"]) == 2
+    assert store.titles() == ["Chapter 3 in 40 minutes", "My chapter 3"]
+    with pytest.raises(TypeError):
+        store.save(lesson, "")  # no owner is a programming error, never "anyone's"
+
+
+def test_an_imported_lesson_saves_under_a_free_or_own_title(url):
+    store = L.LessonStore(ps.PollStore(url))
+    store.save(L.new_lesson("Masks", L.ready()["steps"][:3]), TEACHER)
+    file = L.export_json(store.load("Masks"))  # the teacher's file, shared with a colleague
+    imported = L.import_json(file)
+    with pytest.raises(L.BadLesson, match="another browser"):
+        store.save(imported, STUDENT)
+    imported["title"] = "Masks (copy)"
+    assert store.save(imported, STUDENT) == "Masks (copy)"
+
+
+def test_the_ready_lesson_is_not_in_the_store():
+    """The shipped lesson is read from its file: nobody owns it, every browser opens it whatever the store holds."""
+    assert L.READY["chapter3"].is_file() and "owner" not in L.READY["chapter3"].read_text()
+    assert L.ready() == L.import_json(L.READY["chapter3"].read_bytes())
+
+
+def test_a_lesson_saved_before_owners_goes_to_its_next_saver(url, monkeypatch):
+    """A row from before the owner column has none: the first browser to save it again takes it (left open, it
+    would stay replaceable by every phone for good; its teacher saving it once closes it)."""
+    monkeypatch.setattr(ps, "MIGRATIONS", ps.MIGRATIONS[:2])  # the store as the previous release made it
+    old = ps.PollStore(url)
+    with old._tx() as run:
+        run("INSERT INTO lessons (title, body, updated) VALUES (?, ?, ?)", "Old", L.export_json(L.ready()), 1.0)
+    assert old.schema_version() == 2
+    old.close()
+    monkeypatch.undo()
+    polls = ps.PollStore(url)
+    store = L.LessonStore(polls)
+    assert polls.schema_version() == len(ps.MIGRATIONS)  # migrated on first use
+    with polls._tx() as run:
+        assert run("SELECT owner FROM lessons WHERE title = ?", "Old") == [(None,)]
+    assert store.load("Old")["steps"] == L.ready()["steps"]  # kept as it was
+    lesson = L.new_lesson("Old", L.ready()["steps"][:2])
+    store.save(lesson, TEACHER)  # the first saver takes it
+    with pytest.raises(L.BadLesson, match="another browser"):
+        store.save(lesson, STUDENT)
+    store.save(lesson, TEACHER)
 
 
 def test_the_rooms_step_is_in_the_store_for_late_joiners(url):

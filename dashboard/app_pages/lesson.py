@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.classroom import follow, lessons, step_views
+from dashboard.classroom.device import owner_id
 from dashboard.classroom.follow import DRAFT_KEY
 from dashboard.classroom.lessons import QUESTIONS, BadLesson
 from dashboard.classroom.store import PollError
@@ -54,19 +55,19 @@ def _add_poll() -> None:
     _draft()["steps"] = [*_draft()["steps"], {"kind": "poll", "question": question, "params": {}}]
 
 
-def _save() -> None:
+def _save(me: str) -> None:
     try:
-        title = follow.lessons().save(_draft())
+        title = follow.lessons().save(_draft(), owner=me)
         st.session_state["lesson_done"] = _("Saved in the class store as “{title}”.", title=md_escape(title))
     except (BadLesson, PollError) as e:
-        st.session_state["lesson_problem"] = error_text(e)
+        st.session_state["lesson_problem"] = md_escape(error_text(e))  # it may quote the title
 
 
 def _load() -> None:
     try:
         _set(follow.lessons().load(st.session_state["lesson_saved"]))
     except (BadLesson, PollError) as e:
-        st.session_state["lesson_problem"] = error_text(e)
+        st.session_state["lesson_problem"] = md_escape(error_text(e))
 
 
 def _import() -> None:
@@ -112,6 +113,7 @@ def render() -> None:
     st.header(_("Lesson"), anchor=False)
     st.caption(_("Build a lesson from prepared views and polls, then teach it: the class joins with the code or "
                  "QR code and every phone follows your Next and Back."))
+    me = owner_id()  # the saved lessons this browser may replace are its own
     follow.lesson_bar()
     for key, show in (("lesson_problem", st.warning), ("lesson_done", st.success)):
         text = st.session_state.pop(key, None)
@@ -133,7 +135,7 @@ def render() -> None:
         c.selectbox(_("A poll"), list(QUESTIONS), format_func=lambda q: _(QUESTIONS[q]), key="lesson_poll_kind")
         d.button(_("Add the poll"), key="lesson_add_poll", on_click=_add_poll, width="stretch")
     s1, s2, s3 = st.columns(3)
-    s1.button(_("Save in the class store"), key="lesson_save", on_click=_save, icon=":material/save:",
+    s1.button(_("Save in the class store"), key="lesson_save", on_click=_save, args=(me,), icon=":material/save:",
               width="stretch", disabled=not lesson["steps"])
     try:
         exported = lessons.export_json(lesson)

@@ -36,6 +36,16 @@ def student_id() -> str:
     return me
 
 
+def owner_id() -> str:
+    """This browser's random id as :func:`student_id` keeps it, but never written into the link: the teacher's pages
+    are on the projector, and an id read off the screen would let a fresh phone take it. Each session that asks for
+    it writes the cookie again, so a teacher's browser keeps its id while it comes back within the week."""
+    kept = cookie(DEVICE_COOKIE)
+    me = kept if _is_id(kept) else st.session_state.setdefault("poll_session", secrets.token_urlsafe(16))
+    write_cookie(DEVICE_COOKIE, me, DEVICE_COOKIE_DAYS * 86400)
+    return me
+
+
 def cookie(name: str) -> str | None:
     """The cookie ``name`` as this session's connection brought it (read once, when the page connected)."""
     return (getattr(st.context, "cookies", None) or {}).get(name)

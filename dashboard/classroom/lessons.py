@@ -207,21 +207,39 @@ def step_key(step: dict, lang: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def _check_owner(owner: object) -> None:
+    if not isinstance(owner, str) or not owner:  # a programming error: no owner would make every title anyone's
+        raise TypeError(f"a saved lesson's owner is a device id; got {owner!r}")
+
+
+def _not_yours(title: str) -> BadLesson:
+    return BadLesson(N_("“{title}” was saved from another browser, and only that browser can replace it. Give your "
+                        "lesson another title and save it again (to build on that lesson: open it, change it and save "
+                        "it under a new title)"), title=title[:MAX_TITLE])
+
+
 class LessonStore:
-    """Lessons in the class store (the poll store's database, SQLite or PostgreSQL): saved lessons by title, each
+    """Lessons in the class store (the poll store's database, SQLite or PostgreSQL): saved lessons by title (each
+    replaced only from the browser that saved it: its device id, kept beside the lesson and never in it), each
     room's running lesson and the step it is at (so a late joiner or a reconnect lands on it), and shared renders."""
 
     def __init__(self, polls: PollStore):
         self.polls = polls
 
     # -- saved lessons -------------------------------------------------------------------------------------------
-    def save(self, lesson: dict) -> str:
-        """Save (or replace) the lesson under its title; the title."""
+    def save(self, lesson: dict, owner: str) -> str:
+        """Save the lesson under its title; the title. ``owner`` is the saving browser's device id: a title another
+        browser saved is refused (:class:`BadLesson`), the owner's own is replaced. One statement, so two browsers
+        saving one new title at once cannot both win."""
         lesson = check_lesson(lesson)
+        _check_owner(owner)
         with self.polls._tx() as run:
-            run("INSERT INTO lessons (title, body, updated) VALUES (?, ?, ?) ON CONFLICT (title) DO UPDATE SET "
-                "body = excluded.body, updated = excluded.updated", lesson["title"], json.dumps(lesson),
-                self.polls.clock())
+            done = run("INSERT INTO lessons (title, body, updated, owner) VALUES (?, ?, ?, ?) ON CONFLICT (title) DO "
+                       "UPDATE SET body = excluded.body, updated = excluded.updated, owner = excluded.owner "
+                       "WHERE lessons.owner IS NULL OR lessons.owner = excluded.owner RETURNING title",
+                       lesson["title"], json.dumps(lesson), self.polls.clock(), owner)
+        if not done:  # (raised out here: an error inside the transaction would read as the store being down)
+            raise _not_yours(lesson["title"])
         return lesson["title"]
 
     def titles(self) -> list[str]:
@@ -235,9 +253,14 @@ class LessonStore:
             raise BadLesson(N_("there is no saved lesson called “{title}”"), title=title[:MAX_TITLE])
         return check_lesson(json.loads(rows[0][0]))
 
-    def delete(self, title: str) -> None:
+    def delete(self, title: str, owner: str) -> None:
+        """Delete a saved lesson: only from the browser that saved it, as :meth:`save` (none there: nothing)."""
+        _check_owner(owner)
         with self.polls._tx() as run:
-            run("DELETE FROM lessons WHERE title = ?", title)
+            run("DELETE FROM lessons WHERE title = ? AND (owner IS NULL OR owner = ?)", title, owner)
+            kept = run("SELECT 1 FROM lessons WHERE title = ?", title)
+        if kept:
+            raise _not_yours(title)
 
     # -- a room's running lesson ---------------------------------------------------------------------------------
     def start(self, code: str, secret: str, lesson: dict, step: int = 0) -> None:

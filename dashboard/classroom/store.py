@@ -51,6 +51,9 @@ MIGRATIONS: list[list[str]] = [  # version i+1 is MIGRATIONS[i]; append, never e
         "body TEXT NOT NULL, step INTEGER NOT NULL, moved DOUBLE PRECISION NOT NULL)",
         "CREATE TABLE step_renders (key TEXT PRIMARY KEY, body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)",
     ],
+    [  # a saved lesson's owner: the device id of the browser that saved it (NULL: saved before; the next saver's)
+        "ALTER TABLE lessons ADD COLUMN owner TEXT",
+    ],
 ]
 STATES = ("open", "closed", "revealed")
 
