@@ -228,7 +228,7 @@ def found_section() -> None:
         if narrow():
             for row in rows:
                 markdown_table(st, pd.DataFrame({model: columns[1:], row[model]: [
-                    f"{v:.2f}" if c == smaller else f"{v}" for c, v in list(row.items())[1:]]}))
+                    f"{v:.2f}" if c == smaller else str(v) for c, v in list(row.items())[1:]]}))
         else:
             table = pd.DataFrame(rows)
             show_table(st, table[columns[:4]], hide_index=True, width="stretch")
