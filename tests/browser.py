@@ -102,6 +102,35 @@ def chromium_page(width: int = 1600, height: int = 1000, extra_args: list[str] |
             browser.close()
 
 
+# Every table in the main column (or under the element that the selector ``scope`` names): an HTML table's right edge
+# and each cell's text within the main column; a data grid (st.dataframe, drawn on a canvas, whose hidden table has
+# no size) within it and not scrolling sideways. Returns {tables: how many, problems: [what is cut]}.
+TABLES_FIT_JS = r"""(scope) => {
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const s = getComputedStyle(main), m = main.getBoundingClientRect();
+    const right = m.right - parseFloat(s.paddingRight);
+    const root = scope ? document.querySelector(scope) : main;
+    if (!root) return {tables: 0, problems: [`nothing on the page matches ${scope}`]};
+    const out = [];
+    const tables = [...root.querySelectorAll('table')].filter(t => !t.closest('[data-testid="stDataFrame"]'));
+    for (const t of tables) {
+        const r = t.getBoundingClientRect();
+        if (r.right > right + 2) out.push(`a table reaches ${Math.round(r.right - right)} px past the main column`);
+        for (const c of t.querySelectorAll('th, td'))
+            if (c.scrollWidth > c.clientWidth + 1) out.push(`cell "${c.innerText.slice(0, 30)}" is cut`);
+    }
+    const grids = [...root.querySelectorAll('[data-testid="stDataFrame"]')];
+    for (const g of grids) {
+        const r = g.getBoundingClientRect(), scroller = g.querySelector('.dvn-scroller');
+        if (r.right > right + 2) out.push(`a data grid reaches ${Math.round(r.right - right)} px past the main column`);
+        if (!scroller) out.push('a data grid is not drawn');
+        else if (scroller.scrollWidth > scroller.clientWidth + 1)
+            out.push(`a data grid's columns scroll ${scroller.scrollWidth - scroller.clientWidth} px sideways`);
+    }
+    return {tables: tables.length + grids.length, problems: out};
+}"""
+
+
 def wait_idle(page, timeout: float = 60_000, charts: bool = True) -> None:
     """Wait until the script run finished and (optionally) a Vega chart is drawn."""
     page.wait_for_selector('[data-test-script-state="notRunning"]', state="attached", timeout=timeout)

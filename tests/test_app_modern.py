@@ -129,7 +129,8 @@ def test_the_kv_cost_page_reads_the_found_models_own_configs(tmp_path, monkeypat
     models.forget_found()
     at = open_page("app_pages/kv_cost.py")
     assert "The models found here, from their own configs" in [h.value for h in at.header]
-    rows = {r["model"]: r for r in at.dataframe[-1].value.to_dict("records")}
+    sizes, cache = at.dataframe[-2].value, at.dataframe[-1].value  # the config's sizes; the cache at its context
+    rows = {r["model"]: r for r in sizes.merge(cache, on="model").to_dict("records")}
     g, q = rows[models.label(gemma.stem)], rows[models.label(qwen.stem)]
     # Gemma: 2 x 1 K/V head x 256 x 4 bytes = 2,048 bytes a token a layer; 128 tokens in the global layer, 4 in each
     # of the five local ones

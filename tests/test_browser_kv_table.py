@@ -1,0 +1,64 @@
+"""KV cache cost's table of the models found here, in real Chromium: every column readable without scrolling sideways
+at 1280x720 with the sidebar open (the projector), and on a 390x844 phone with the page itself never scrolling
+sideways, in English and Chinese. The server finds a tiny Qwen3 and a tiny Gemma 3 (five local layers, their window
+cell the longest) beside SmolLM2 when its wheel is installed, so the rows do not depend on this machine.
+
+Cost: one server for the module; one Chromium and one page load per case. Waits are conditions on the page (the
+script has finished, the screen measured, every table drawn), never sleeps.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from browser import TABLES_FIT_JS, chromium_page, require_browser, streamlit_server, wait_drawn
+
+pytestmark = pytest.mark.browser
+
+LOAD_MS = 120_000
+FOUND = ".st-key-kv_found"  # the found models' tables (kv_cost.found_section)
+HEADER = {"en": "The models found here, from their own configs", "zh": "本机找到的模型（按它们自己的配置）"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The real app, finding two tiny GGUF models in its ATTENTION_LAB_GGUF_DIR."""
+    require_browser()
+    from attn_core.models.gemma3 import Gemma3Model
+    from attn_core.models.qwen import QwenModel
+    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+
+    folder = tmp_path_factory.mktemp("gguf")
+    write_gguf(folder / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
+    write_gguf(folder / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    with streamlit_server(env={"ATTENTION_LAB_GGUF_DIR": str(folder)}) as url:
+        yield url
+
+
+def open_found(page, server: str, lang: str) -> None:
+    page.set_default_timeout(LOAD_MS)
+    page.goto(f"{server}/kv-cache?lang={lang}")
+    page.wait_for_function("() => !!document.body.dataset.screen", timeout=LOAD_MS, polling=200)  # measured
+    wait_drawn(page, LOAD_MS)
+    page.get_by_role("heading", name=HEADER[lang]).wait_for()
+    page.wait_for_function(f"""() => {{ const f = document.querySelector('{FOUND}');
+        return f && [...f.querySelectorAll('[data-testid="stDataFrame"]')].every(g => g.querySelector('.dvn-scroller'));
+    }}""", timeout=LOAD_MS, polling=200)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_found_models_show_every_column_at_1280x720(server, lang):
+    with chromium_page(1280, 720) as page:
+        open_found(page, server, lang)
+        found = page.evaluate(TABLES_FIT_JS, FOUND)
+    assert found["tables"] == 2 and not found["problems"], found  # the config's sizes; the cache
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_found_models_fit_a_phone_and_the_page_never_scrolls_sideways(server, lang):
+    with chromium_page(390, 844) as page:
+        open_found(page, server, lang)
+        found = page.evaluate(TABLES_FIT_JS, FOUND)
+        sideways = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert found["tables"] >= 2 and not found["problems"], found  # one a model
+    assert sideways <= 0, f"the page scrolls {sideways} px sideways"
