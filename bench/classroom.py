@@ -64,9 +64,10 @@ def server_pid(port: int) -> int:
     raise RuntimeError(f"no streamlit process on port {port}")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory now (``VmHWM``: its peak so far), MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -156,8 +157,11 @@ def memory(browser, base: str, pid: int, args) -> None:
     time.sleep(ttl_wait)
     after = rss_mb(pid)
     row(f"{ttl_wait:.0f} s after the last session closed")
-    goal = 3_500 if args.gguf else 1_400  # a 0.5-0.6B GGUF model loaded: 3.5 GB; the app alone: 1.4 GB
-    print(f"peak {peak:.0f} MB (goal <= {goal:,} MB); after sessions gone {after:.0f} MB = "
+    if args.gguf:  # the model stays loaded once the sessions are gone: no goal for what is let go
+        print(f"peak {peak:.0f} MB between sessions, {rss_mb(pid, 'VmHWM'):.0f} MB at any moment (goal <= 3,500 MB "
+              f"with a 0.5-0.6B model); after sessions gone {after:.0f} MB", flush=True)
+        return
+    print(f"peak {peak:.0f} MB (goal <= 1,400 MB, issue 33); after sessions gone {after:.0f} MB = "
           f"{after / warm:.2f}x post-warm-up (goal <= 1.10x)", flush=True)
 
 
