@@ -73,6 +73,13 @@ class Reader:
         except (struct.error, UnicodeDecodeError, KeyError, OverflowError) as e:
             raise ValueError(f"cannot read the GGUF header: {e!r}") from None
 
+    def release(self, tensor: Tensor) -> None:
+        """Let the pages of ``tensor``'s bytes go from this process's memory once it is de-quantized (they stay in
+        the page cache; read again if asked): a cold load then holds the float32 weights, not the file too."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            start = tensor.data_offset - tensor.data_offset % mmap.PAGESIZE
+            self._map.madvise(mmap.MADV_DONTNEED, start, tensor.data_offset + tensor.n_bytes - start)
+
     def _read(self) -> None:
         import gguf
 

@@ -238,6 +238,7 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
         if not (w.flags.writeable and w.flags.c_contiguous):  # F32 read in place: a view of the mapped file
             w = np.array(w, dtype=np.float32, order="C")
         state[name] = torch.from_numpy(w)
+        reader.release(t)
     return state, types
 
 
