@@ -122,7 +122,8 @@ def paste_session(browser, base: str, text: str, timeout: float = 120_000) -> No
 
 def memory(browser, base: str, pid: int, args) -> None:
     rng = random.Random(0)
-    row = lambda label, extra="": print(f"{label:<44} {rss_mb(pid):8.0f} MB {extra}", flush=True)  # noqa: E731
+    row = lambda label, extra="": print(f"{label:<44} {rss_mb(pid):8.0f} MB (peak so far {rss_mb(pid, 'VmHWM'):.0f})"  # noqa: E731
+                                        f" {extra}", flush=True)
     row("server started")
     open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng)}))
     open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **GPT2}))
@@ -141,8 +142,9 @@ def memory(browser, base: str, pid: int, args) -> None:
         query = GPT2 if model is None else {"model": model, **({"section": "Model view"} if i % 2 else {})}
         open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **query}))
         peak = max(peak, rss_mb(pid))
-        if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
-            row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size"))
+        if (i + 1) % 5 == 0 or i + 1 == args.gpt2 or args.gguf:
+            row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size")
+                + (" (Model view)" if model and i % 2 else ""))
     from attn_core.text.tokens import MAX_TEXT_CHARS
 
     # the longest paste the box takes (its maxlength): Chromium refuses to fill a text far over it at all
