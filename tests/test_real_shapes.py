@@ -157,3 +157,26 @@ def test_a_cold_load_lets_the_files_pages_go(folder):
     assert len(state) == 2 * 11 + 2
     # the float32 weights are held; the 35 MB file read for them is not (it was ~100 % resident before)
     assert mapped_kb(path) < 0.05 * path.stat().st_size / 1024
+
+
+def test_per_token_losses_hold_no_second_copy_of_the_logits():
+    from attn_core.labs.heads import token_losses
+    from dashboard.state.cache import tune_allocator
+
+    tune_allocator()  # the server's: freed tensors go back to the OS at once, so the peak is what was held
+    logits = torch.randn(1, 501, 60_000)  # 120 MB: Qwen's vocabulary at T = 200 is 122 MB
+    idx = torch.randint(0, 60_000, (1, 501))
+    expected = torch.nn.functional.cross_entropy(logits[0, :-1], idx[0, 1:], reduction="none")
+    with open("/proc/self/clear_refs", "w") as f:  # the peak RSS (VmHWM) starts again from now
+        f.write("5")
+    before = mapped_status("VmRSS")
+    losses = token_losses(logits, idx)
+    assert mapped_status("VmHWM") - before < 40 * 1024  # KB: blocks of rows, not a (500, 60,000) log-softmax
+    torch.testing.assert_close(losses, expected, atol=1e-6, rtol=0)
+    assert token_losses(logits[:, :1], idx[:, :1]).shape == (0,)
+
+
+def mapped_status(field: str) -> int:
+    """A /proc/self/status memory figure in KB."""
+    line = next(x for x in open("/proc/self/status").read().splitlines() if x.startswith(field + ":"))
+    return int(line.split()[1])
