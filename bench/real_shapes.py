@@ -37,7 +37,7 @@ import gguf  # noqa: E402
 
 from attn_core.models.gguf_tokenizer import BYTES  # noqa: E402
 from attn_core.models.gguf_weights import expected_shapes  # noqa: E402
-from tests.gguf_fixtures import add_metadata, finish, gguf_name  # noqa: E402
+from tests.gguf_fixtures import add_metadata, add_spm_vocab, finish, gguf_name  # noqa: E402
 
 QWEN_CHAT = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
 # Qwen2.5's added tokens (Qwen3 adds <think>, </think> and the tool tokens): CONTROL (3) or USER_DEFINED (4)
@@ -128,16 +128,7 @@ def gemma_tokenizer(w: gguf.GGUFWriter, spec: dict, n_vocab: int) -> None:
     pieces, _merges = grow_vocab(chars + ["\u2581" + c for c in chars], n_pieces, seed=2)
     tokens = (special + [f"<0x{b:02X}>" for b in range(256)] + [" " * k for k in range(2, 32)] + pieces
               + [f"<unused{i}>" for i in range(n_unused)])
-    types = [3] * len(special) + [6] * 256 + [1] * (30 + len(pieces)) + [3] * n_unused
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores([-float(i) for i in range(len(tokens))])
-    w.add_token_types(types)
-    w.add_pad_token_id(0)
-    w.add_eos_token_id(1)
-    w.add_bos_token_id(2)
-    w.add_unk_token_id(3)
-    w.add_add_bos_token(True)
+    add_spm_vocab(w, tokens, [3] * len(special) + [6] * 256 + [1] * (30 + len(pieces)) + [3] * n_unused)
 
 
 def random_tensor(shape: tuple[int, ...], name: str, rng: np.random.Generator) -> tuple[np.ndarray, object]:

@@ -65,20 +65,25 @@ def gemma_vocab() -> list[str]:
     return GEMMA_SPECIAL + [f"<0x{b:02X}>" for b in range(256)] + ["  "] + merged + chars
 
 
+def add_spm_vocab(w: gguf.GGUFWriter, tokens: list[str], types: list[int]) -> None:
+    """A SentencePiece-style vocabulary as Gemma's files hold it: scored best first, ``<pad>``, ``<eos>``, ``<bos>``,
+    ``<unk>`` as ids 0-3, a BOS before every text; no merges (the loader rebuilds them)."""
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([-float(i) for i in range(len(tokens))])
+    w.add_token_types(types)
+    w.add_pad_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_bos_token_id(2)
+    w.add_unk_token_id(3)
+    w.add_add_bos_token(True)
+
+
 def write_tokenizer(w: gguf.GGUFWriter, arch: str) -> int:
     """The vocabulary's metadata; returns the vocabulary size."""
     if arch == "gemma3":
         tokens = gemma_vocab()
-        types = [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260)
-        w.add_tokenizer_model("llama")
-        w.add_token_list(tokens)
-        w.add_token_scores([-float(i) for i in range(len(tokens))])
-        w.add_token_types(types)
-        w.add_pad_token_id(0)
-        w.add_eos_token_id(1)
-        w.add_bos_token_id(2)
-        w.add_unk_token_id(3)
-        w.add_add_bos_token(True)
+        add_spm_vocab(w, tokens, [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260))
         return len(tokens)
     tokens, merges = qwen_vocab()
     tokens = tokens + QWEN_SPECIAL + ["<think>"]

@@ -2,8 +2,8 @@
 
 The interface is the part of ``gguf.GGUFReader`` this package uses (``fields[key].contents()``; ``tensors`` with
 ``name``, ``tensor_type``, ``shape`` (dims fastest first), ``n_bytes``, ``data_offset``, ``data`` as
-``gguf.quants.dequantize`` takes it). ``GGUFReader`` makes numpy views for every element of every array, which takes
-seconds for a 150,000-token vocabulary with its merges (docs/measurements.md); here a string array is one loop of
+``gguf.quants.dequantize`` takes it). ``GGUFReader`` makes numpy views for every element of every array, slow for
+a vocabulary of 150,000 tokens and as many merges (docs/measurements.md); here a string array is one loop of
 ``struct.unpack_from``. A damaged file is a ``ValueError``; a tensor's ``data`` is only mapped when asked for, so a
 cut-short file can first be told apart by its sizes.
 """

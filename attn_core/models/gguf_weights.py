@@ -192,7 +192,7 @@ def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 def dequantize(data: np.ndarray, qtype) -> np.ndarray:
     """``gguf.quants.dequantize`` as float32, with Q8_0 (the common downloads' type) done on the whole tensor at
-    once: blocks of a float16 scale and 32 int8 values, the same numbers ~5x sooner (docs/measurements.md)."""
+    once: blocks of a float16 scale and 32 int8 values, the same numbers sooner (docs/measurements.md)."""
     import gguf
 
     if qtype != gguf.GGMLQuantizationType.Q8_0:
