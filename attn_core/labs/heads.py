@@ -27,6 +27,7 @@ from attn_core.messages import Problem
 from attn_core.models.traced import TracedLM, trace_layer, walk_layers
 
 HOWS = ("zero", "mean")
+LOSS_ROWS = 64  # positions per log-softmax: Qwen's (T, 151,936) would double the logits' memory (docs/measurements.md)
 Edit = Callable[[torch.Tensor], torch.Tensor]  # (b, num_tokens, num_heads, head_dim) -> the same, edited
 
 
@@ -106,8 +107,11 @@ def edited_logits(model: TracedLM, idx: torch.Tensor, edits: dict[int, Edit]) ->
 
 
 def token_losses(logits: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """Per-token cross-entropy in nats (T - 1): the loss of each next token given the ones before it."""
-    return F.cross_entropy(logits[0, :-1].float(), idx[0, 1:], reduction="none")
+    """Per-token cross-entropy in nats (T - 1): the loss of each next token given the ones before it; LOSS_ROWS
+    positions at a time, so a large vocabulary's log-softmax is never a second (T, vocab_size) tensor."""
+    rows, targets = logits[0, :-1], idx[0, 1:]
+    return torch.cat([F.cross_entropy(rows[i:i + LOSS_ROWS].float(), targets[i:i + LOSS_ROWS], reduction="none")
+                      for i in range(0, max(len(targets), 1), LOSS_ROWS)])
 
 
 def knock_out(heads: list[int], how: str) -> Edit:

@@ -2,14 +2,15 @@
 book's names.
 
 ``read_gguf(path)`` checks the file (GGUF magic, whole, ``general.architecture`` one of :data:`ARCHITECTURES`,
-every tensor of a supported type), reads the config from its metadata, de-quantizes every tensor with the ``gguf``
-package (``GGUFReader`` + ``gguf.quants.dequantize``) and, for a Llama, undoes llama.cpp's row permutation of
-``attn_q`` / ``attn_k`` (its converter interleaves each head's two RoPE halves for a Llama only; the book's
-``apply_rope`` rotates first half against second half, as Qwen's and Gemma's files are stored). One name table
-serves every architecture: a tensor an architecture lacks (Qwen2's q/k/v biases, Qwen3's and Gemma's q/k norms,
-Gemma's norms after attention and feed-forward) is simply not in its file, and :func:`expected_shapes` says which
-each needs. ``cached_weights(path)`` does that once per file and keeps the result on disk
-(``~/.cache/attention-lab/gguf``, keyed by the file's size and mtime): a warm load reads one safetensors file.
+every tensor of a supported type), reads the config from its metadata (:mod:`attn_core.models.gguf_reader`),
+de-quantizes every tensor with the ``gguf`` package (``gguf.quants.dequantize``) and, for a Llama, undoes
+llama.cpp's row permutation of ``attn_q`` / ``attn_k`` (its converter interleaves each head's two RoPE halves for a
+Llama only; the book's ``apply_rope`` rotates first half against second half, as Qwen's and Gemma's files are
+stored). One name table serves every architecture: a tensor an architecture lacks (Qwen2's q/k/v biases, Qwen3's
+and Gemma's q/k norms, Gemma's norms after attention and feed-forward) is simply not in its file, and
+:func:`expected_shapes` says which each needs. ``cached_weights(path)`` does that once per file and keeps the
+result on disk (``~/.cache/attention-lab/gguf``, keyed by the file's size and mtime): a warm load reads one
+safetensors file.
 
 Which files there are, and what each is from its header alone: :mod:`attn_core.models.gguf_files`.
 """
@@ -84,8 +85,9 @@ def _field(reader, key: str, default: object = None) -> object:
 
 
 def open_gguf(path: Path):
-    """A ``gguf.GGUFReader`` on ``path``, or a ``ValueError`` saying what the file is not."""
-    import gguf
+    """A :class:`~attn_core.models.gguf_reader.Reader` on ``path``, or a ``ValueError`` saying what the file is
+    not."""
+    from attn_core.models.gguf_reader import Reader
 
     if not path.is_file():
         raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
@@ -96,7 +98,7 @@ def open_gguf(path: Path):
         raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a "
                       "llama.cpp .gguf file of a Llama-family, Qwen or Gemma 3 model", path=str(path), size=size)
     try:
-        reader = gguf.GGUFReader(path)
+        reader = Reader(path)
     except (ValueError, IndexError, OverflowError, UnicodeDecodeError) as e:
         raise Problem("{path} is a damaged or cut-short GGUF file ({size:,} bytes; {error}): copy or download "
                       "it again", path=str(path), size=size, error=str(e)) from None
@@ -188,6 +190,21 @@ def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.swapaxes(1, 2).reshape(rows, *w.shape[3:])  # (heads, 2, head_dim/2, in): halves, then back
 
 
+def dequantize(data: np.ndarray, qtype) -> np.ndarray:
+    """``gguf.quants.dequantize`` as float32, with Q8_0 (the common downloads' type) done on the whole tensor at
+    once: blocks of a float16 scale and 32 int8 values, the same numbers sooner (docs/measurements.md)."""
+    import gguf
+
+    if qtype != gguf.GGMLQuantizationType.Q8_0:
+        return gguf.quants.dequantize(data, qtype).astype(np.float32, copy=False)
+    rows = data.shape[:-1]
+    blocks = data.reshape(-1, 34)  # (blocks, 2 bytes of scale + 32 int8 values)
+    scale = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32)  # (blocks, 1)
+    out = np.empty((blocks.shape[0], 32), dtype=np.float32)
+    np.multiply(blocks[:, 2:].view(np.int8), scale, out=out, dtype=np.float32)
+    return out.reshape(*rows, data.shape[-1] // 34 * 32)  # (rows, columns)
+
+
 def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
     """Every tensor of the file, de-quantized to float32 and renamed; q/k rows un-permuted."""
     import gguf
@@ -212,13 +229,16 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
                 raise Problem("{path} holds a tensor {name} a {arch} model does not have: is it another "
                               "architecture's file?", path=str(path), name=repr(t.name), arch=cfg["arch"])
             name = f"trf_blocks.{parts[1]}.{BLOCK_NAMES[parts[2]]}"
-        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
+        w = dequantize(t.data, t.tensor_type)
         w = w.reshape(tuple(int(d) for d in reversed(t.shape)))  # GGUF lists dims fastest first: (out, in)
         if cfg["arch"] in PERMUTED_QK and t.name.endswith(("attn_q.weight", "attn_q.bias")):
             w = unpermute(w, cfg["n_heads"])
         elif cfg["arch"] in PERMUTED_QK and t.name.endswith(("attn_k.weight", "attn_k.bias")):
             w = unpermute(w, cfg["n_kv_groups"])
-        state[name] = torch.from_numpy(np.array(w, dtype=np.float32, order="C"))  # a copy: the file is mapped
+        if not (w.flags.writeable and w.flags.c_contiguous):  # F32 read in place: a view of the mapped file
+            w = np.array(w, dtype=np.float32, order="C")
+        state[name] = torch.from_numpy(w)
+        reader.release(t)
     return state, types
 
 
