@@ -155,7 +155,7 @@ def test_a_cold_load_lets_the_files_pages_go(folder):
     reader = gguf_weights.open_gguf(path)
     state, _types = gguf_weights.read_tensors(reader, path, gguf_weights.read_config(reader, path))
     assert len(state) == 2 * 11 + 2
-    # the float32 weights are held; the 35 MB file read for them is not (it was ~100 % resident before)
+    # the float32 weights are held; the file's pages read for them are not (they all stayed resident before)
     assert mapped_kb(path) < 0.05 * path.stat().st_size / 1024
 
 
@@ -164,7 +164,7 @@ def test_per_token_losses_hold_no_second_copy_of_the_logits():
     from dashboard.state.cache import tune_allocator
 
     tune_allocator()  # the server's: freed tensors go back to the OS at once, so the peak is what was held
-    logits = torch.randn(1, 501, 60_000)  # 120 MB: Qwen's vocabulary at T = 200 is 122 MB
+    logits = torch.randn(1, 501, 60_000)  # as large as Qwen's vocabulary's logits on a short text
     idx = torch.randint(0, 60_000, (1, 501))
     expected = torch.nn.functional.cross_entropy(logits[0, :-1], idx[0, 1:], reduction="none")
     with open("/proc/self/clear_refs", "w") as f:  # the peak RSS (VmHWM) starts again from now

@@ -26,6 +26,10 @@ PLAIN = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I8": np.int8,
 ALIGNMENT = 32  # general.alignment's default
 
 
+class DamagedFile(ValueError):  # noqa: N818 (a file, not an error of ours, is damaged)
+    """What is wrong inside a file: a detail, quoted in the loader's own message to a person (``open_gguf``)."""
+
+
 @dataclass(frozen=True)
 class Field:
     """One metadata value: a number, a string, a bool, or a list of them."""
@@ -71,7 +75,7 @@ class Reader:
         try:
             self._read()
         except (struct.error, UnicodeDecodeError, KeyError, OverflowError) as e:
-            raise ValueError(f"cannot read the GGUF header: {e!r}") from None
+            raise DamagedFile(f"cannot read the GGUF header: {e!r}") from None
 
     def release(self, tensor: Tensor) -> None:
         """Let the pages of ``tensor``'s bytes go from this process's memory once it is de-quantized (they stay in
@@ -95,7 +99,7 @@ class Reader:
             nonlocal pos
             (n,) = struct.unpack_from("<Q", m, pos)
             if pos + 8 + n > len(m):
-                raise ValueError(f"a string of {n:,} bytes runs past the end of the file")
+                raise DamagedFile(f"a string of {n:,} bytes runs past the end of the file")
             pos += 8 + n
             return m[pos - n:pos].decode("utf-8")
 
@@ -116,7 +120,7 @@ class Reader:
 
         magic, version, n_tensors, n_kv = take("<4sIQQ")
         if magic != b"GGUF" or version not in (2, 3):
-            raise ValueError(f"not a GGUF file of version 2 or 3 (magic {magic!r}, version {version})")
+            raise DamagedFile(f"not a GGUF file of version 2 or 3 (magic {magic!r}, version {version})")
         for _unused in range(n_kv):
             key = text()
             (kind,) = take("<I")
@@ -133,7 +137,7 @@ class Reader:
         seen = set()
         for name, dims, kind, offset in table:
             if name in seen:
-                raise ValueError(f"the tensor {name} is listed twice")
+                raise DamagedFile(f"the tensor {name} is listed twice")
             seen.add(name)
             n = int(np.prod(dims, dtype=np.int64))
             block, size = gguf.GGML_QUANT_SIZES[kind]
