@@ -62,3 +62,12 @@ def test_found_models_fit_a_phone_and_the_page_never_scrolls_sideways(server, la
         sideways = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert found["tables"] >= 2 and not found["problems"], found  # one a model
     assert sideways <= 0, f"the page scrolls {sideways} px sideways"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_variants_table_beside_its_chart_shows_every_column_at_1280x720(server, lang):
+    """Beside the chart at half the row, its last column (× smaller) was cut in Chinese: 21.93 read as 21.9."""
+    with chromium_page(1280, 720) as page:
+        open_found(page, server, lang)
+        found = page.evaluate(TABLES_FIT_JS, ".st-key-kv_variants")
+    assert found["tables"] == 1 and not found["problems"], found

@@ -38,6 +38,10 @@ LENGTHS = [2**k for k in range(7, 18)]  # 128 ... 131,072 tokens
 SMALL = dict(n_layers=2, emb_dim=64, n_heads=8, kv_heads=2, latent_dim=16, window=32, tokens=128)
 
 
+# the variants' table's share of the row: at half, its last column (× smaller) was cut at 1280x720 in Chinese
+TABLE_SHARE = 0.56
+
+
 def human(n: float) -> str:
     """Bytes as a person reads them (decimal units, as the book prints them)."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -262,8 +266,8 @@ def render() -> None:
                          "**{layers} layers · {heads} heads × head_dim {head_dim} · {dtype} ({n} bytes a value) · "
                          "batch 1**", DTYPE_BYTES[preset.dtype], layers=preset.n_layers, heads=preset.n_heads,
                          head_dim=preset.head_dim, dtype=preset.dtype))
-    left, right = st.columns([1, 1])
-    with left:
+    left, right = st.columns([TABLE_SHARE, 1 - TABLE_SHARE])
+    with left.container(key="kv_variants"):
         show_table(st, table, formats={smaller: "%.2f"}, hide_index=True, width="stretch")
         st.caption(ngettext("Per token: every layer's keys and values (× smaller: than MHA's). A window layer keeps "
                             "at most W tokens: its cost stops growing at W. {n}:{full} mixes {n} window layer with "
@@ -276,7 +280,7 @@ def render() -> None:
                           for s in preset.shapes() for n in LENGTHS])
     with right:
         # room for the 13 px axis labels and title; at least 160 px: on a phone the columns stack (half was 30 px)
-        width = min(cap(520), max(160, content_px() // 2 - 140))
+        width = min(cap(520), max(160, int(content_px() * (1 - TABLE_SHARE)) - 140))
         # the legend in two columns: in one, its last rows fell below a 1280x720 screen
         draw_chart(st, lambda: measure_charts.line_chart(curve, context, gb, variant, log=True, width=width,
                                                          height=cap(150), y_title=_("KV cache (GB)"),
