@@ -12,18 +12,8 @@ from apptest_utils import messages, new_app
 from dashboard.classroom import follow, step_views
 from dashboard.classroom import lessons as L
 from dashboard.classroom import store as ps
-from dashboard.classroom.follow import _lessons
-from dashboard.classroom.ui import _stores
 
-
-@pytest.fixture(autouse=True)
-def class_db(tmp_path, monkeypatch, fresh_caches):
-    monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
-    step_views.clear()
-    yield tmp_path / "class.sqlite3"
-    _stores.clear()
-    _lessons.clear()
-    follow._positions.clear()
+pytestmark = pytest.mark.usefixtures("class_app_db")
 
 
 def teacher():

@@ -8,26 +8,15 @@ import pytest
 import streamlit as st
 
 from apptest_utils import messages, new_app
-from dashboard.classroom import follow, step_views
 from dashboard.classroom import lessons as L
 from dashboard.classroom import store as ps
 from dashboard.classroom.device import DEVICE_COOKIE
-from dashboard.classroom.follow import _lessons
-from dashboard.classroom.ui import _stores
 from dashboard.i18n import language
 
 TEACHER, STUDENT = "teachers-browser-0001", "students-phone-00002"  # device id cookies
 TITLE = "Chapter 3 in 40 minutes"
 
-
-@pytest.fixture(autouse=True)
-def class_db(tmp_path, monkeypatch, fresh_caches):
-    monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
-    step_views.clear()
-    yield tmp_path / "class.sqlite3"
-    _stores.clear()
-    _lessons.clear()
-    follow._positions.clear()
+pytestmark = pytest.mark.usefixtures("class_app_db")
 
 
 def browser(monkeypatch, device: str | None) -> None:
