@@ -42,8 +42,27 @@ def open_found(page, server: str, lang: str) -> None:
     wait_drawn(page, LOAD_MS)
     page.get_by_role("heading", name=HEADER[lang]).wait_for()
     page.wait_for_function(f"""() => {{ const f = document.querySelector('{FOUND}');
-        return f && [...f.querySelectorAll('[data-testid="stDataFrame"]')].every(g => g.querySelector('.dvn-scroller'));
+        if (!f) return false;
+        const grids = [...f.querySelectorAll('[data-testid="stDataFrame"]')];
+        const plain = [...f.querySelectorAll('table')].filter(t => !t.closest('[data-testid="stDataFrame"]'));
+        return grids.length + plain.length > 0 && grids.every(g => g.querySelector('.dvn-scroller'));
     }}""", timeout=LOAD_MS, polling=200)
+    page.wait_for_function(SETTLED_JS, timeout=LOAD_MS, polling=300)
+
+
+# The script idle, fonts loaded and every grid's widths the same as at the last poll (a rerun after the screen is
+# measured redraws the tables; zero grids counted as drawn once): a grid sizes its columns from measured text, again
+# once a CJK font arrives, so a width read before then is not the one the class sees.
+SETTLED_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (document.fonts.status !== 'loaded' || app?.getAttribute('data-test-script-state') !== 'notRunning')
+        return false;
+    const now = [...document.querySelectorAll('[data-testid="stDataFrame"] .dvn-scroller')]
+        .map(g => `${g.scrollWidth}/${g.clientWidth}`).join(',');
+    const same = window.__gridWidths === now;
+    window.__gridWidths = now;
+    return same;
+}"""
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
