@@ -90,3 +90,23 @@ def test_the_variants_table_beside_its_chart_shows_every_column_at_1280x720(serv
         open_found(page, server, lang)
         found = page.evaluate(TABLES_FIT_JS, ".st-key-kv_variants")
     assert found["tables"] == 1 and not found["problems"], found
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_table_of_the_page_fits_a_phone(server, lang):
+    """On a phone the variants' grid scrolled sideways inside itself, and the measured table's five columns most of
+    its width: each is now Markdown whose cells wrap (the measured and found rows one small table a row). The
+    chart's legend, in two columns, was cut at the screen's edge: one column on a phone."""
+    with chromium_page(390, 844) as page:
+        open_found(page, server, lang)
+        variants = page.evaluate(TABLES_FIT_JS, ".st-key-kv_variants")
+        measured = page.evaluate(TABLES_FIT_JS, ".st-key-kv_measured")
+        every = page.evaluate(TABLES_FIT_JS, None)
+        cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] svg text')]
+            .filter(t => t.getBoundingClientRect().right > document.documentElement.clientWidth)
+            .map(t => t.textContent)""")
+        drawn = page.locator('[data-testid="stVegaLiteChart"] svg text').count()
+    assert variants["tables"] == 1 and not variants["problems"], variants
+    assert measured["tables"] >= 5 and not measured["problems"], measured  # four variants, the window row, the models
+    assert not every["problems"], every
+    assert drawn > 6 and not cut, f"cut at the screen's edge: {cut}"  # the chart's legend had two columns, one cut

@@ -47,7 +47,7 @@ def test_on_a_phone_each_found_model_gets_a_table_with_every_number(tiny_models,
     model = sizes.columns[0]
     projector = sizes.merge(cache, on=model).set_index(model)
     phone = phone_page(lang)
-    assert len(phone.dataframe) == len(wide.dataframe) - 2  # the found models' grids gave way to Markdown tables
+    assert not phone.dataframe  # every grid gave way to Markdown tables, whose cells wrap
     shown = {}
     for table in md_tables(phone):
         if model in table.get(sizes.columns[1], {}):  # a found model's table: its rows are the projector's columns
@@ -64,3 +64,24 @@ def test_on_a_phone_each_found_model_gets_a_table_with_every_number(tiny_models,
     assert list(gemma.values())[-3:] == ["303.10 kB", "1.57 MB", f"{768 / 148:.2f}"]
     assert list(qwen.values())[-3:] == ["786.43 kB", "786.43 kB", "1.00"]
     assert gemma[sizes.columns[3]] == {"en": "5 of 6: 4 tokens", "zh": "6 层中的 5 层：4 个 token"}[lang]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_on_a_phone_the_variants_and_the_measured_rows_show_every_number(tiny_models, lang):
+    """The variants' table and the measured rows (grids that scrolled sideways inside themselves on a phone) as
+    Markdown: the variants one table, each measured row a small table of its own, every cell the projector's."""
+    wide = open_page(KV, lang=lang)
+    variants, measured = wide.dataframe[0].value, wide.dataframe[1].value
+    tables = md_tables(phone_page(lang))
+    name, smaller = variants.columns[0], variants.columns[-1]
+    shown = next(t for t in tables if set(next(iter(t.values()))) == set(variants.columns))
+    assert list(shown) == list(variants[name])
+    for _i, row in variants.iterrows():
+        assert shown[row[name]] == {c: f"{v:.2f}" if c == smaller else str(v) for c, v in row.items()}, row[name]
+    first, rest = measured.columns[0], list(measured.columns[1:])
+    rows = {label: {field: cells[label] for field, cells in t.items()}
+            for t in tables if first in t.get(rest[0], {})
+            for label in t[rest[0]] if label != first}
+    assert list(rows) == list(measured[first]) and len(rows) >= 6  # four variants, two found models, the window row
+    for _i, row in measured.iterrows():
+        assert rows[row[first]] == {c: str(row[c]) for c in rest}, row[first]

@@ -27,7 +27,7 @@ from dashboard.drawing import measure_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px, narrow
-from dashboard.drawing.text import markdown_table, show_table
+from dashboard.drawing.text import markdown_table, row_tables, show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, Msg, _, message, ngettext
 from dashboard.state.url_state import linked_choice, url_choice, url_int
@@ -230,9 +230,7 @@ def found_section() -> None:
     model, smaller = columns[0], columns[-1]
     with st.container(key="kv_found"):
         if narrow():
-            for row in rows:
-                markdown_table(st, pd.DataFrame({model: columns[1:], row[model]: [
-                    f"{v:.2f}" if c == smaller else str(v) for c, v in list(row.items())[1:]]}))
+            row_tables(st, pd.DataFrame(rows), formats={smaller: "%.2f"})
         else:
             table = pd.DataFrame(rows)
             show_table(st, table[columns[:4]], hide_index=True, width="stretch")
@@ -268,7 +266,10 @@ def render() -> None:
                          head_dim=preset.head_dim, dtype=preset.dtype))
     left, right = st.columns([TABLE_SHARE, 1 - TABLE_SHARE])
     with left.container(key="kv_variants"):
-        show_table(st, table, formats={smaller: "%.2f"}, hide_index=True, width="stretch")
+        if narrow():  # a phone: its grid scrolled sideways inside itself; a Markdown table's cells wrap
+            markdown_table(st, table, formats={smaller: "%.2f"})
+        else:
+            show_table(st, table, formats={smaller: "%.2f"}, hide_index=True, width="stretch")
         st.caption(ngettext("Per token: every layer's keys and values (× smaller: than MHA's). A window layer keeps "
                             "at most W tokens: its cost stops growing at W. {n}:{full} mixes {n} window layer with "
                             "each full one.",
@@ -281,10 +282,12 @@ def render() -> None:
     with right:
         # room for the 13 px axis labels and title; at least 160 px: on a phone the columns stack (half was 30 px)
         width = min(cap(520), max(160, int(content_px() * (1 - TABLE_SHARE)) - 140))
-        # the legend in two columns: in one, its last rows fell below a 1280x720 screen
+        # the legend in two columns: in one, its last rows fell below a 1280x720 screen; a phone's second column
+        # was cut at the screen's edge, and there the page scrolls down anyway
+        legend_columns = 1 if narrow() else 2
         draw_chart(st, lambda: measure_charts.line_chart(curve, context, gb, variant, log=True, width=width,
                                                          height=cap(150), y_title=_("KV cache (GB)"),
-                                                         legend_columns=2),
+                                                         legend_columns=legend_columns),
                    key="kv_curve", name="kv_cache_vs_context",
                    title=_("KV cache vs context: {model}", model=_(preset.name)), table=lambda: curve)
     st.header(_("Measured here: the cache tensors' bytes = the formula"))
@@ -297,7 +300,11 @@ def render() -> None:
 
     found = tuple(models.source_key(f.name) for f in models.found())  # a model copied in is measured too
     measured = measured_table(memo(("kv_measured", found), measured_rows))
-    show_table(st, measured, hide_index=True)
+    with st.container(key="kv_measured"):
+        if narrow():  # a phone: its five columns scrolled sideways inside the grid; one small table a row
+            row_tables(st, measured)
+        else:
+            show_table(st, measured, hide_index=True)
     st.caption(_("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, "
                  "so there is no smaller cache to measure: the row gives the formula and the shape of a cache that "
                  "drops them."))

@@ -48,3 +48,16 @@ def markdown_table(container, df, *, formats: dict[str, str] | None = None) -> N
     rule = "|" + "|".join("---:" if c in formats else "---" for c in df.columns) + "|"
     rows = ["| " + " | ".join(cell(c, v) for c, v in zip(df.columns, row)) + " |" for row in df.itertuples(index=False)]
     container.markdown("\n".join([head, rule, *rows]))
+
+
+def row_tables(container, df, *, formats: dict[str, str] | None = None) -> None:
+    """One small two-column Markdown table per row, headed by the row's first cell: on a phone, where a wide table's
+    grid scrolled sideways inside itself, every cell wraps within the screen. ``formats`` as :func:`show_table`."""
+    import pandas as pd
+
+    formats = formats or {}
+    first, rest = df.columns[0], list(df.columns[1:])
+    for row in df.itertuples(index=False):
+        values = dict(zip(df.columns, row))
+        markdown_table(container, pd.DataFrame({first: rest, str(values[first]): [
+            formats[c] % values[c] if c in formats else str(values[c]) for c in rest]}))
