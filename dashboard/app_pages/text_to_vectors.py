@@ -40,7 +40,7 @@ from dashboard.app_pages.samples import TEA_ZH
 from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import content_px
+from dashboard.drawing.sizes import content_px, narrow
 from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, ngettext
@@ -162,7 +162,11 @@ def word_section(text: str, sent: str) -> None:
         if words:
             ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
             ids_of = _("book id") if name == "book" else _("notes id")
-            show_table(col, pd.DataFrame({_("word"): words, ids_of: ids}).T.astype(str), width="stretch")
+            table = pd.DataFrame({_("word"): words, ids_of: ids}).astype(str)
+            if narrow():  # a phone: the words' one long row scrolled sideways; one word a row
+                show_table(col, table, hide_index=True, width="stretch")
+            else:
+                show_table(col, table.T, width="stretch")
 
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------

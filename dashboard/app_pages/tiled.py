@@ -15,8 +15,8 @@ from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, kv_head, num_heads
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, fit
-from dashboard.drawing.text import show_table
+from dashboard.drawing.sizes import cap, fit, narrow
+from dashboard.drawing.text import row_tables, show_table
 from dashboard.drawing.tile_charts import label_every, tile_frame, tile_grid_chart
 from dashboard.i18n import _, ngettext
 from dashboard.state import models
@@ -167,8 +167,12 @@ def render() -> None:
         else:
             right.markdown(_("Running max and sum of each query row — the max did not grow: α = 1, the sums simply "
                              "add:"))
-        show_table(right, _row_table(labels, rows, tiles, tile), formats={c: NUMBERS for c in (
-            _("m before"), _("m after"), "α", _("ℓ before"), _("ℓ after"))})
+        running = _row_table(labels, rows, tiles, tile)
+        numbers = dict.fromkeys(running.columns, NUMBERS)
+        if narrow():  # a phone: its six columns scrolled sideways inside the grid; one small table a query
+            row_tables(right, running.reset_index(), formats=numbers)
+        else:
+            show_table(right, running, formats=numbers)
         right.caption(_("Every number here is rounded to 4 decimals: m after is one of the scores shown (or m "
                         "before), and α and ℓ worked out by hand from these numbers agree with the table within "
                         "their rounding (a few units in the 4th decimal)."))

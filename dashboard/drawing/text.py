@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from dashboard.drawing.present import presenting
@@ -42,7 +44,7 @@ def markdown_table(container, df, *, formats: dict[str, str] | None = None) -> N
     formats = formats or {}
 
     def cell(column: str, value: object) -> str:
-        return md_escape(formats[column] % value if column in formats else str(value))
+        return md_escape(formatted(formats[column], value) if column in formats else str(value))
 
     head = "| " + " | ".join(md_escape(str(c)) for c in df.columns) + " |"
     rule = "|" + "|".join("---:" if c in formats else "---" for c in df.columns) + "|"
@@ -60,4 +62,11 @@ def row_tables(container, df, *, formats: dict[str, str] | None = None) -> None:
     for row in df.itertuples(index=False):
         values = dict(zip(df.columns, row))
         markdown_table(container, pd.DataFrame({first: rest, str(values[first]): [
-            formats[c] % values[c] if c in formats else str(values[c]) for c in rest]}))
+            formatted(formats[c], values[c]) if c in formats else str(values[c]) for c in rest]}))
+
+
+def formatted(fmt: str, value: object) -> str:
+    """``fmt % value``; an infinite number as the chapter writes it (−∞, ∞), not printf's "-inf"."""
+    if isinstance(value, float) and math.isinf(value):
+        return "−∞" if value < 0 else "∞"
+    return fmt % value
