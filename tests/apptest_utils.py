@@ -131,6 +131,18 @@ def open_page(page: str | None = None, **query: str) -> AppTest:
     return at
 
 
+def phone_page(page: str, **query: str) -> AppTest:
+    """:func:`open_page` as a phone's 340 px main column gets it (what dashboard/drawing/screen.py reports)."""
+    from dashboard.drawing import screen
+
+    at = new_app(**query)
+    at.session_state[screen.KEY] = {"size": [340, 100]}
+    at.run()
+    at.switch_page(page).run()
+    assert not messages(at)["exception"], messages(at)
+    return at
+
+
 def show_section(at: AppTest, name: str) -> AppTest:
     """Open one of Explore's sections (its tabs draw only the open one) and rerun."""
     at.session_state["section"] = name

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from apptest_utils import md_tables, new_app, open_page
+from apptest_utils import md_tables, open_page, phone_page
 
 KV = "app_pages/kv_cost.py"
 
@@ -28,25 +28,13 @@ def tiny_models(tmp_path, monkeypatch):
     models.forget_found()
 
 
-def phone_page(lang: str):
-    """The page as a phone's 340 px main column gets it (what dashboard/drawing/screen.py reports)."""
-    from dashboard.drawing import screen
-
-    at = new_app(lang=lang)
-    at.session_state[screen.KEY] = {"size": [340, 100]}
-    at.run()
-    at.switch_page(KV).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_on_a_phone_each_found_model_gets_a_table_with_every_number(tiny_models, lang):
     wide = open_page(KV, lang=lang)
     sizes, cache = wide.dataframe[-2].value, wide.dataframe[-1].value  # the projector's: sizes; cache
     model = sizes.columns[0]
     projector = sizes.merge(cache, on=model).set_index(model)
-    phone = phone_page(lang)
+    phone = phone_page(KV, lang=lang)
     assert not phone.dataframe  # every grid gave way to Markdown tables, whose cells wrap
     shown = {}
     for table in md_tables(phone):
@@ -72,7 +60,7 @@ def test_on_a_phone_the_variants_and_the_measured_rows_show_every_number(tiny_mo
     Markdown: the variants one table, each measured row a small table of its own, every cell the projector's."""
     wide = open_page(KV, lang=lang)
     variants, measured = wide.dataframe[0].value, wide.dataframe[1].value
-    tables = md_tables(phone_page(lang))
+    tables = md_tables(phone_page(KV, lang=lang))
     name, smaller = variants.columns[0], variants.columns[-1]
     shown = next(t for t in tables if set(next(iter(t.values()))) == set(variants.columns))
     assert list(shown) == list(variants[name])

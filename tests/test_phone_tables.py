@@ -8,18 +8,7 @@ import math
 
 import pytest
 
-from apptest_utils import md_tables, new_app, open_page
-
-
-def phone_page(page: str, lang: str):
-    from dashboard.drawing import screen
-
-    at = new_app(lang=lang)
-    at.session_state[screen.KEY] = {"size": [340, 100]}
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+from apptest_utils import md_tables, open_page, phone_page
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -27,7 +16,7 @@ def test_tiled_running_max_and_sum_one_small_table_a_query_on_a_phone(lang):
     """Tiled attention's m / α / ℓ table, six columns, scrolled sideways inside its grid on a phone."""
     wide = open_page("app_pages/tiled.py", lang=lang)
     running = next(d.value for d in wide.dataframe if "α" in d.value.columns)
-    phone = phone_page("app_pages/tiled.py", lang)
+    phone = phone_page("app_pages/tiled.py", lang=lang)
     assert not [d for d in phone.dataframe if "α" in d.value.columns]
     shown = {}
     for table in md_tables(phone):
@@ -45,7 +34,7 @@ def test_text_to_vectors_word_ids_one_word_a_row_on_a_phone(lang):
     """The word / id tables, words along one row on a projector, scrolled ~560 px sideways on a phone."""
     wide = open_page("app_pages/text_to_vectors.py", lang=lang)
     strips = [d.value for d in wide.dataframe if d.value.shape[0] == 2][:2]
-    phone = phone_page("app_pages/text_to_vectors.py", lang)
+    phone = phone_page("app_pages/text_to_vectors.py", lang=lang)
     columns = [d.value for d in phone.dataframe if d.value.shape[1] == 2][:2]
     assert len(strips) == len(columns) == 2
     for strip, column in zip(strips, columns):
