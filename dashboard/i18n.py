@@ -30,6 +30,7 @@ LANGS = {"en": "English", "zh": "中文"}  # code -> its own name, as the switch
 DEFAULT = "en"
 LOCALES = {"en": "en", "zh": "zh_CN"}  # code -> the catalog's folder
 HTML_LANG = {"en": "en", "zh": "zh-CN"}  # code -> <html lang>
+CJK = {"zh"}  # languages written in CJK script: real-model pages start on a model whose tokens are their words
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "messages"
 
@@ -101,6 +102,11 @@ def lang() -> str:
         return DEFAULT
     code = ctx.session_state[SESSION_KEY] if SESSION_KEY in ctx.session_state else DEFAULT
     return code if code in LANGS else DEFAULT
+
+
+def writes_cjk() -> bool:
+    """Whether this run's language is written in Chinese, Japanese or Korean script."""
+    return lang() in CJK
 
 
 def use(code: str) -> None:

@@ -74,7 +74,7 @@ def test_without_gpt2_the_choice_is_greyed_and_says_how_to_get_it(monkeypatch):
     from dashboard.state import models
 
     monkeypatch.delenv(ENV_VAR)
-    monkeypatch.setattr(gguf_files, "wheel_file", lambda: None)  # nor SmolLM2's wheel: no real model at all
+    monkeypatch.setattr(gguf_files, "packaged_models", lambda: [])  # nor SmolLM2's wheel: no real model at all
     models.forget_found()
     at = new_app()
     at.run()

