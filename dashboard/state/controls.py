@@ -248,6 +248,8 @@ def _pretrained_sidebar(sb, text: str, weights: str, model_cfg: AttentionConfig,
     c3.number_input("num_heads", value=model_cfg.num_heads, disabled=True, help=fixed)
     c4.number_input("context_length", value=model_cfg.context_length, disabled=True, help=fixed)
     sb.caption(model_caption(models.config(weights), md_escape(models.label(weights)), int(layer)))
+    if licence := models.notice(weights):
+        sb.caption(licence)
     mask_method = _select(sb, _("Masking method"), "mask_method")
     dropout = sb.slider("dropout", 0.0, DROPOUT_MAX, value=_now("dropout"), step=DROPOUT_STEP, key="dropout")
     t3, t4 = sb.columns(2)

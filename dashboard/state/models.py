@@ -29,7 +29,7 @@ import torch.nn as nn
 from attn_core import MAX_POSITIONS, AttentionConfig, Token, run_attention
 from attn_core.attention.variants import variant
 from attn_core.labs.scores import head_scores
-from attn_core.messages import Problem
+from attn_core.messages import Msg, Problem
 from attn_core.models import registry
 from attn_core.models.decoding import TOP
 from attn_core.models.family import Family, Found, ModelConfig
@@ -40,6 +40,7 @@ from attn_core.tracing.views import pool
 from dashboard.i18n import N_, _, message, writes_cjk
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
+from dashboard.state.links import code_span
 
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
 INPUT_NAME = N_("normed residual stream")  # what a real model's layer reads (LayerNorm in GPT-2, RMSNorm in a Llama)
@@ -98,10 +99,13 @@ def why_default(name: str | None, text: str = "") -> str | None:
 
 
 def notice(name: str) -> str | None:
-    """The model's licence line, when its weights ask for one (Gemma's Terms of Use), in this run's language."""
+    """The model's licence line as Markdown, when its weights ask for one (Gemma's Terms of Use), in this run's
+    language; its address and file in code spans (never a live link, never Markdown)."""
     f = found_model(name)
     line = registry.family(f.family).notice(f)
-    return None if line is None else message(line)
+    if line is None:
+        return None
+    return message(Msg(line.msgid, **{k: code_span(str(v)) for k, v in line.values.items()}))
 
 
 def forget_found() -> None:
