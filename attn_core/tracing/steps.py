@@ -137,14 +137,6 @@ def scope_name(kind: str, *index: int) -> str:
     return pattern.format(*index)
 
 
-def step_kind(name: str) -> StepKind:
-    """The table's entry for a step recorded as ``name`` (its last part after any scope)."""
-    try:
-        return STEPS[name]
-    except KeyError:
-        raise KeyError(f"no step kind for {name!r}: add it to attn_core.tracing.steps.STEPS") from None
-
-
 def kind_scale(kind: str) -> str:
     """How a step kind is coloured: 'weights' (0-1), 'mask' (bool) or 'scores' (diverging); unknown: scores."""
     entry = KINDS.get(kind)
