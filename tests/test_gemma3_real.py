@@ -33,8 +33,8 @@ def test_tokens_equal_transformers_tokenizer_of_the_same_file(gemma3, tmp_path):
 
 def test_greedy_chinese_continuation_is_the_same_with_and_without_the_cache(gemma3):
     prompt = torch.tensor([gemma3.tokenizer.encode("注意力机制")])
-    cached = generate(gemma3, prompt, 12, use_cache=True)
-    again = generate(gemma3, prompt, 12, use_cache=False)
+    cached = generate(gemma3, prompt, 8, use_cache=True)
+    again = generate(gemma3, prompt, 8, use_cache=False)
     assert torch.equal(cached, again)
     new = gemma3.tokenizer.decode(cached[0, prompt.shape[1]:].tolist())
-    assert sum(has_cjk(c) for c in new) >= 6, new  # it continues in Chinese
+    assert sum(has_cjk(c) for c in new) >= 5, new  # it continues in Chinese

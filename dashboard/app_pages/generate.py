@@ -146,7 +146,7 @@ def shown_layer(gen: Generation, model: nn.Module, step: DecodeStep, layer: int)
 def text_so_far(gen: Generation, name: str) -> str:
     """The text so far as a person reads it (every piece escaped: it is Markdown): decoded as one run of bytes, so
     byte tokens join into their characters, without the BOS the tokenizer put first; the newest token's characters
-    marked (a token that starts a character still open says which of its bytes it holds)."""
+    marked (one that starts a character still open: :func:`newest`)."""
     tokenizer = models.model(name).tokenizer
     shown = gen.ids[text_start(tokenizer, gen.ids):]
     raws = [tokenizer.token_bytes(t) for t in shown]
@@ -157,11 +157,18 @@ def text_so_far(gen: Generation, name: str) -> str:
     while cut > 0 and 0x80 <= data[cut] < 0xC0 and len(data) - len(raws[-1]) - cut < 3:  # back to its character's lead
         cut -= 1
     opened = open_character(raws[:-1], raws[-1])
-    new = data[cut:].decode("utf-8", errors="replace") if opened is None else readable.open_words(opened)
+    new = data[cut:].decode("utf-8", errors="replace") if opened is None else newest(gen, name)
     head = data[:cut].decode("utf-8", errors="replace")
     core = new.strip()
     lead = new[:len(new) - len(new.lstrip())]
     return md_escape(head + lead) + marked(md_escape(core) if core else ("⏎" if "\n" in new else "␣"))
+
+
+def newest(gen: Generation, name: str) -> str:
+    """The newest token as a person reads it: a byte piece that starts a character is named by the character its
+    likeliest continuation makes ("猫(1/3)", worked out with its step), else says which of its bytes it holds."""
+    closing = gen.last.closing.get(gen.ids[-1], ()) if gen.last is not None else ()
+    return readable.next_piece(name, gen.ids[:-1], gen.ids[-1], closing)
 
 
 def marked(text: str) -> str:
@@ -173,6 +180,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     model = models.model(name)
     step = gen.last = shown_layer(gen, model, gen.last, layer)
     pieces = readable.pieces(name, gen.ids)
+    pieces[-1] = newest(gen, name)  # a byte piece that starts a character: named by its likeliest continuation
     labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
     H = step.row.shape[0]
     st.markdown(ngettext("**Step {step}: token {position} is “{token}”.** Its query attends over the {n} key in the "
@@ -180,7 +188,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                          "**Step {step}: token {position} is “{token}”.** Its query attends over all {n} keys in the "
                          "cache, itself included; the mask slice `{mask_slice}` hides {hidden}.", len(gen.ids),
                          step=len(gen.ids) - gen.prompt_len, position=step.position + 1,
-                         token=md_escape(readable.next_piece(name, gen.ids[:-1], step.token_id)),
+                         token=md_escape(pieces[-1]),
                          mask_slice=step.mask_slice, hidden=int(step.mask_row.sum())))
     left, right = sized_columns([3, 2])
     heads = [_("head {head}", head=h + 1) for h in range(H)]
