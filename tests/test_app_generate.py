@@ -245,9 +245,11 @@ def test_the_page_speaks_chinese():
         at.button(key="gen_next").click().run()
         assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
         shown = " ".join(shown_text(at))
-        left = " ".join(english_left(at, {"Every", "effort", "moves", "you"}))
+        left = " ".join(english_left(at))
         title = at.title[0].value
-    assert title == "生成：借助 KV 缓存，一次一个 token" and "**第 1 步：token 5 是" in shown
+        prompt, n = at.text_input(key="gen_prompt").value, len(at.session_state["gen_state"].ids)
+    assert prompt == "每一份努力都让你"  # the default prompt in Chinese too
+    assert title == "生成：借助 KV 缓存，一次一个 token" and f"**第 1 步：token {n} 是" in shown
     assert "本机计时" in shown and "KV 缓存，每一层" in shown and "这一步最可能的 10 个 token" in shown and "◀" in shown
     assert "不用缓存：注意力权重，第 1 层，头 1" in shown and "显示的层" in shown and "提示词" in shown
     for english in ("Timed here", "every layer", "most likely", "Without the cache", "Prompt and settings",
@@ -278,20 +280,20 @@ def test_a_sampled_token_below_the_shown_candidates_is_named():
     at.segmented_control(key="gen_how").set_value("sample").run()
     at.number_input(key="gen_top_k").set_value(0).run()
     at.number_input(key="gen_temperature").set_value(2.0).run()
-    from dashboard.state import models
+    from dashboard.state import readable
     from dashboard.state.links import md_escape
 
     outside = 0
     for _unused in range(3):
         at.button(key="gen_next").click().run()
-        step = at.session_state["gen_state"].last
+        step, step_ids = at.session_state["gen_state"].last, at.session_state["gen_state"].ids
         table = next(m.value for m in at.markdown if m.value.startswith("| token |"))
         heading = next(m.value for m in at.markdown if m.value.startswith("**The 10 most likely tokens at this step**"))
         if step.token_id in step.top_ids:
             assert "◀ marks the chosen one" in heading and table.count("◀") == 1
         else:
             outside += 1
-            token = repr(models.model(at.selectbox(key="gen_model").value).tokenizer.decode([step.token_id]))
+            token = readable.next_piece(at.selectbox(key="gen_model").value, step_ids[:-1], step.token_id)
             assert f"the chosen one, {md_escape(token)}, was sampled from below them" in heading, heading
             assert "◀" not in table
     assert outside >= 1
@@ -306,7 +308,7 @@ def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells
     from apptest_utils import _rows, spec_json, spec_nodes
     from dashboard.drawing.rasters import raster_rgb
     from dashboard.drawing.scales import DEFAULT_COLOUR_MAP
-    from dashboard.state import models
+    from dashboard.state import readable
 
     at = open_page(PAGE)
     for _unused in range(5):
@@ -319,7 +321,7 @@ def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells
                  if any(n.get("title") == keys_title for n in spec_nodes(json.loads(spec_json(el)))))
     cells = _rows(chart)
     name = at.selectbox(key="gen_model").value
-    labels = [f"{i + 1}: {models.piece(name, t)}" for i, t in enumerate(gen.ids)]
+    labels = [f"{i + 1}: {p}" for i, p in enumerate(readable.pieces(name, gen.ids))]
     assert [r["col"] for r in sorted(cells, key=lambda r: r["k"]) if r["q"] == 0] == labels  # keys: every token
     assert [r["row"] for r in sorted(cells, key=lambda r: r["q"]) if r["k"] == 0] == labels  # queries: every token
     nodes = spec_nodes(json.loads(spec_json(chart)))

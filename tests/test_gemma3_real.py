@@ -62,7 +62,9 @@ def test_the_chunks_are_one_file_with_the_packages_checksum():
 @pytest.mark.parametrize("text", TEXTS)
 def test_tokens_equal_transformers(gemma3, theirs, text):
     _model, tokenizer = theirs
-    assert gemma3.tokenizer.encode(text) == tokenizer(text)["input_ids"]
+    ids = gemma3.tokenizer.encode(text)
+    assert ids == tokenizer(text)["input_ids"]
+    assert ids[0] == gemma3.tokenizer.bos_id and gemma3.tokenizer.decode(ids[1:]) == text
 
 
 def test_logits_past_the_window_equal_transformers(gemma3, theirs):

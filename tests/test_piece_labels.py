@@ -67,17 +67,17 @@ def test_gpt2_labels_read_back_to_the_text(text):
 
 def test_the_generate_and_head_pages_label_a_sequence_by_its_runs(monkeypatch):
     """Generate's and the head panel's labels (dashboard.state.models.pieces) name the character on every byte token
-    of a run, where one token alone (models.piece) can show only hex."""
+    of a run, where one token alone (readable_piece) can show only hex."""
     from types import SimpleNamespace
 
     from attn_core.text.tokens import BPETokenizer
-    from dashboard.state import models
+    from dashboard.state import models, readable
 
     tokenizer = BPETokenizer()
     monkeypatch.setattr(models, "model", lambda name: SimpleNamespace(tokenizer=tokenizer))
     ids = tokenizer.encode(ZH)
-    labels = models.pieces("gpt2", ids)
-    alone = [models.piece("gpt2", t) for t in ids]
+    labels = readable.pieces("gpt2", ids)
+    alone = [readable_piece(tokenizer.token_bytes(t)) for t in ids]
     assert len(labels) == len(ids) and "\ufffd" not in "".join(labels)
     split = [k for k, a in enumerate(alone) if "⟨" in a]  # a token that alone is only bytes
     assert split and all("⟨" not in labels[k] and labels[k].split("(")[0] in ZH for k in split), labels

@@ -10,7 +10,7 @@ in, plain arrays out: the page caches nothing of the model.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -19,10 +19,12 @@ from attn_core.attention.kv_cache import KVCache, LayerCache
 from attn_core.messages import Problem
 from attn_core.models.gpt import check_generation, next_token
 from attn_core.models.traced import TracedLM, trace_layer
+from attn_core.text.tokens import CONTEXT_PIECES, open_character
 from attn_core.tracing.views import all_heads, head_matrix
 
 TOP = 10  # next-token candidates shown
 PAGE_NEW_TOKENS = 100  # what one generation on the Generate page may add (a classroom server holds every cache)
+CLOSE_STEPS = 3  # a UTF-8 character has at most 4 bytes: at most 3 more tokens close one a token opened
 
 @dataclass(frozen=True)
 class DecodeStep:
@@ -41,6 +43,50 @@ class DecodeStep:
     seconds_cached: float  # the new token alone, through the cache
     seconds_full: float | None  # the whole text again without a cache (None when not compared)
     full_weights: np.ndarray | None  # (num_keys, num_keys): the chosen layer's ``head`` without a cache
+    closing: dict[int, tuple[int, ...]] = field(default_factory=dict)  # top id -> tokens closing its character
+
+
+def text_start(tokenizer, ids: list[int]) -> int:
+    """Where the text a person reads starts in ``ids``: after the BOS the tokenizer puts first (Gemma's ``<bos>``,
+    a token for the model, not text), else 0."""
+    bos = getattr(tokenizer, "bos_id", None) if getattr(tokenizer, "add_bos", False) else None
+    return 1 if bos is not None and ids[:1] == [bos] else 0
+
+
+def closing_tokens(model: TracedLM, ids: list[int], cache: KVCache,
+                   candidates: list[int]) -> dict[int, tuple[int, ...]]:
+    """For each candidate next token that ends inside a character (a byte token of a Chinese character or an emoji):
+    its likeliest continuation (greedy, on a fork of ``cache``, which holds ``ids``: unchanged) up to the token that
+    closes the character, so the candidate can be shown as the character it starts ("你(1/2)"). A candidate whose
+    continuation does not close it within ``CLOSE_STEPS`` tokens is left out."""
+    tokenizer = model.tokenizer
+    try:
+        before = [tokenizer.token_bytes(t) for t in ids[-CONTEXT_PIECES:]]
+        opened = [t for t in candidates if open_character(before, tokenizer.token_bytes(t)) is not None]
+    except (KeyError, ValueError):  # an id outside the tokenizer's vocabulary (a random model's larger one)
+        return {}
+    if not opened:
+        return {}
+    grown = KVCache(0)  # every candidate a row of one batch: one step costs about what one row's does
+    grown.layers = [LayerCache(*(None if t is None else t.expand(len(opened), *t.shape[1:])
+                                 for t in (layer.keys, layer.values)), layer.dropped) for layer in cache.layers]
+    rows = [[*before, tokenizer.token_bytes(t)] for t in opened]
+    following: list[list[int]] = [[] for _unused in opened]
+    out: dict[int, tuple[int, ...]] = {}
+    tokens = torch.tensor([[t] for t in opened])
+    with torch.no_grad():
+        for _unused in range(CLOSE_STEPS):
+            tokens = model(tokens, cache=grown)[:, -1, :].argmax(dim=-1, keepdim=True)  # (n, 1)
+            for row, (cand, token) in enumerate(zip(opened, tokens[:, 0].tolist())):
+                if cand in out:  # closed at an earlier step
+                    continue
+                following[row].append(token)
+                rows[row].append(tokenizer.token_bytes(token))
+                if open_character(rows[row][:-1], rows[row][-1]) is None:
+                    out[cand] = tuple(following[row])
+            if len(out) == len(opened):
+                break
+    return out
 
 
 def fork(cache: KVCache) -> KVCache:
@@ -86,6 +132,7 @@ def decode_step(model: TracedLM, ids: list[int], cache: KVCache, logits: torch.T
     probas = torch.softmax(logits, dim=-1)[0]
     top = torch.topk(probas, min(TOP, probas.numel()))
     token_id = int(next_token(logits, temperature, top_k, generator))
+    closing = closing_tokens(model, ids, cache, [int(i) for i in top.indices])
     with torch.no_grad():
         start = time.perf_counter()
         next_logits = model(torch.tensor([[token_id]]), cache=cache)[:, -1, :]  # the step: the new token alone
@@ -100,7 +147,7 @@ def decode_step(model: TracedLM, ids: list[int], cache: KVCache, logits: torch.T
         token_id=token_id, position=len(ids), layer=layer, top_ids=[int(i) for i in top.indices],
         top_probs=[float(p) for p in top.values], row=np.empty(0), mask_row=np.empty(0), mask_slice="",
         cache_shapes=cache.shapes(), cache_bytes=cache.nbytes, seconds_cached=seconds_cached,
-        seconds_full=seconds_full, full_weights=None)
+        seconds_full=seconds_full, full_weights=None, closing=closing)
     return show_layer(step, model, ids + [token_id], cache, layer, head), next_logits
 
 

@@ -132,6 +132,54 @@ def piece_labels(raws: Sequence[bytes]) -> list[str]:
     return labels
 
 
+CONTEXT_PIECES = 3  # a UTF-8 character has at most 4 bytes: at most 3 earlier tokens hold the start of one
+
+
+def piece_in_context(before: Sequence[bytes], raw: bytes, after: Sequence[bytes] = ()) -> str:
+    """One token's piece (a next-token candidate, the newest token) read after the tokens ``before`` it and, when
+    known, the ones ``after`` it (:func:`piece_labels`): a byte token that completes a character begun before it
+    names it ("猫(3/3)"), one that ``after`` completes names it too ("猫(1/3)")."""
+    context = list(before[-CONTEXT_PIECES:])
+    return piece_labels([*context, raw, *after])[len(context)]
+
+
+@dataclass(frozen=True)
+class OpenCharacter:
+    """A piece that ends inside a UTF-8 character whose last bytes are not there yet (a next-token candidate such as
+    ⟨e4⟩ of a Chinese character): which of the character's bytes it holds, 1-based, and the whole characters of
+    the piece before them (``text``, often "")."""
+
+    text: str
+    first: int
+    last: int
+    size: int
+
+
+def open_character(before: Sequence[bytes], raw: bytes) -> OpenCharacter | None:
+    """When ``raw`` read after ``before`` ends inside a character that only later bytes can complete: which of its
+    bytes ``raw`` holds; None when ``raw`` ends on a character boundary (or its last bytes make no character)."""
+    context = b"".join(before[-CONTEXT_PIECES:])
+    data = context + raw
+    if not raw:
+        return None
+    start = len(data) - 1
+    while start > 0 and len(data) - start < 4 and 0x80 <= data[start] < 0xC0:  # back over continuation bytes
+        start -= 1
+    lead = data[start]
+    size = 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF4 else 0
+    held = len(data) - start
+    if not size or held >= size:
+        return None
+    try:  # the bytes so far must be a valid start of a character (not ⟨e0 80⟩ …)
+        data[start:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.reason != "unexpected end of data":
+            return None
+    own = max(0, start - len(context))  # where the open character starts inside raw
+    text = piece_in_context(before, raw[:own]) if own else ""
+    return OpenCharacter(text, max(1, len(context) - start + 1), held, size)
+
+
 def tokenize(text: str, max_tokens: int | None = None) -> list[Token]:
     """GPT-2 BPE tokens of ``text``; a typed ``<|endoftext|>`` becomes the special token 50256.
 

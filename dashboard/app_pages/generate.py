@@ -19,8 +19,18 @@ import torch
 import torch.nn as nn
 
 from attn_core.attention.kv_cache import KVCache
-from attn_core.models.decoding import PAGE_NEW_TOKENS, DecodeStep, decode_step, fork, prefill, prefix, show_layer
+from attn_core.models.decoding import (
+    PAGE_NEW_TOKENS,
+    DecodeStep,
+    decode_step,
+    fork,
+    prefill,
+    prefix,
+    show_layer,
+    text_start,
+)
 from attn_core.models.family import ModelConfig
+from attn_core.text.tokens import open_character
 from dashboard.app_pages.generate_controls import Controls, controls
 from dashboard.drawing.matrices import Look, show_matrix
 from dashboard.drawing.present import presenting
@@ -29,7 +39,7 @@ from dashboard.drawing.sizes import cap, fit, room, sized_columns
 from dashboard.drawing.text import markdown_table
 from dashboard.export.slides import page_downloads, slide_settings
 from dashboard.i18n import _, ngettext, sentences
-from dashboard.state import models
+from dashboard.state import models, readable
 from dashboard.state.ahead import Ahead
 from dashboard.state.controls import colour_map
 from dashboard.state.links import error_text, md_escape
@@ -133,27 +143,53 @@ def shown_layer(gen: Generation, model: nn.Module, step: DecodeStep, layer: int)
     return step if step.layer == layer else show_layer(step, model, gen.ids, gen.cache, layer)
 
 
-def text_so_far(gen: Generation, model: nn.Module) -> str:
-    """The prompt, the generated tokens, the newest in bold (every piece escaped: it is Markdown)."""
-    prompt = md_escape(model.tokenizer.decode(gen.ids[:gen.prompt_len]))
-    new = [md_escape(model.tokenizer.decode([t])) for t in gen.ids[gen.prompt_len:]]
-    if new:  # a space first: "**" right after a letter does not open bold in Markdown
-        new[-1] = f" :orange-background[**{new[-1].strip() or '␣'}**]"
-    return prompt + "".join(new)
+def text_so_far(gen: Generation, name: str) -> str:
+    """The text so far as a person reads it (every piece escaped: it is Markdown): decoded as one run of bytes, so
+    byte tokens join into their characters, without the BOS the tokenizer put first; the newest token's characters
+    marked (one that starts a character still open: :func:`newest`)."""
+    tokenizer = models.model(name).tokenizer
+    shown = gen.ids[text_start(tokenizer, gen.ids):]
+    raws = [tokenizer.token_bytes(t) for t in shown]
+    if len(gen.ids) == gen.prompt_len or not raws:
+        return md_escape(b"".join(raws).decode("utf-8", errors="replace"))
+    data = b"".join(raws)
+    cut = len(data) - len(raws[-1])
+    while cut > 0 and 0x80 <= data[cut] < 0xC0 and len(data) - len(raws[-1]) - cut < 3:  # back to its character's lead
+        cut -= 1
+    opened = open_character(raws[:-1], raws[-1])
+    new = data[cut:].decode("utf-8", errors="replace") if opened is None else newest(gen, name)
+    head = data[:cut].decode("utf-8", errors="replace")
+    core = new.strip()
+    lead = new[:len(new) - len(new.lstrip())]
+    return md_escape(head + lead) + marked(md_escape(core) if core else ("⏎" if "\n" in new else "␣"))
+
+
+def newest(gen: Generation, name: str) -> str:
+    """The newest token as a person reads it: a byte piece that starts a character is named by the character its
+    likeliest continuation makes ("猫(1/3)", worked out with its step), else says which of its bytes it holds."""
+    closing = gen.last.closing.get(gen.ids[-1], ()) if gen.last is not None else ()
+    return readable.next_piece(name, gen.ids[:-1], gen.ids[-1], closing)
+
+
+def marked(text: str) -> str:
+    """The newest token's text, highlighted (no space before it: Chinese has none between words)."""
+    return f":orange-background[**{text}**]"
 
 
 def show_step(gen: Generation, name: str, layer: int) -> None:
     model = models.model(name)
     step = gen.last = shown_layer(gen, model, gen.last, layer)
-    labels = [f"{i + 1}: {p}" for i, p in enumerate(models.pieces(name, gen.ids))]
+    pieces = readable.pieces(name, gen.ids)
+    pieces[-1] = newest(gen, name)  # a byte piece that starts a character: named by its likeliest continuation
+    labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
     H = step.row.shape[0]
     st.markdown(ngettext("**Step {step}: token {position} is “{token}”.** Its query attends over the {n} key in the "
                          "cache, itself included; the mask slice `{mask_slice}` hides {hidden}.",
                          "**Step {step}: token {position} is “{token}”.** Its query attends over all {n} keys in the "
                          "cache, itself included; the mask slice `{mask_slice}` hides {hidden}.", len(gen.ids),
                          step=len(gen.ids) - gen.prompt_len, position=step.position + 1,
-                         token=md_escape(models.piece(name, step.token_id)), mask_slice=step.mask_slice,
-                         hidden=int(step.mask_row.sum())))
+                         token=md_escape(pieces[-1]),
+                         mask_slice=step.mask_slice, hidden=int(step.mask_row.sum())))
     left, right = sized_columns([3, 2])
     heads = [_("head {head}", head=h + 1) for h in range(H)]
     left.markdown(_("**The new query's attention, layer {layer}**: one row per head", layer=layer + 1))
@@ -167,7 +203,7 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                 key="gen_row", name=f"new_row_layer{layer + 1}")
     with right:
         n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
-        show_candidates(step, model, n)
+        show_candidates(step, name, gen.ids[:step.position], n)
     st.markdown(timing(gen, step))
     c = models.config(name)
     st.markdown(_("**The KV cache, every layer** (each layer keeps its own keys and values, each of this shape; it "
@@ -178,14 +214,16 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
     st.caption(_("In all: {nbytes:,} bytes = {mib:.2f} MiB for {n} tokens (float32; the tensors' own nbytes).",
                  nbytes=step.cache_bytes, mib=step.cache_bytes / 2**20, n=len(gen.ids)) + gqa_note(c))
     if step.full_weights is not None:
-        show_full(step, gen, name, labels, layer)
+        show_full(step, gen, pieces, labels, layer)
 
 
-def show_candidates(step: DecodeStep, model: nn.Module, n: int) -> None:
+def show_candidates(step: DecodeStep, name: str, before: list[int], n: int) -> None:
     """The distribution the new token was drawn from (this step's, not the next one's): its ``n`` most likely
-    tokens, the chosen one marked."""
+    tokens after the tokens ``before`` it, read as characters (a byte token names its character), the chosen one
+    marked."""
     token_col, prob_col, chosen_col = _("token"), _("probability"), _("chosen")
-    top = pd.DataFrame({token_col: [repr(model.tokenizer.decode([t])) for t in step.top_ids[:n]],
+    top = pd.DataFrame({token_col: [md_escape(readable.next_piece(name, before, t, step.closing.get(t, ())))
+                                   for t in step.top_ids[:n]],
                         prob_col: step.top_probs[:n],
                         chosen_col: ["◀" if t == step.token_id else "" for t in step.top_ids[:n]]})
     if step.token_id in step.top_ids[:n]:
@@ -194,7 +232,7 @@ def show_candidates(step: DecodeStep, model: nn.Module, n: int) -> None:
     else:
         st.markdown(_("**The {n} most likely tokens at this step**: the distribution the new token was chosen "
                       "from; the chosen one, {token}, was sampled from below them.", n=n,
-                      token=md_escape(repr(model.tokenizer.decode([step.token_id])))))
+                      token=md_escape(readable.next_piece(name, before, step.token_id))))
     markdown_table(st, top, formats={prob_col: "%.4f"})
 
 
@@ -215,7 +253,7 @@ def timing(gen: Generation, step: DecodeStep) -> str:
     return sentences(line, _("(each step is worked out while the one before is on screen, so Next only draws it)"))
 
 
-def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], layer: int) -> None:
+def show_full(step: DecodeStep, gen: Generation, pieces: list[str], labels: list[str], layer: int) -> None:
     """The same step without the cache: every row again, the T x T weights of head 1."""
     T = len(gen.ids)
     st.markdown(_("**Without the cache** the model recomputes every row: layer {layer}, head 1, all {T} × {T} "
@@ -232,8 +270,8 @@ def show_full(step: DecodeStep, gen: Generation, name: str, labels: list[str], l
     # a masked (future) key's weight is exactly 0 after the softmax: drawn in the scale's colour of 0, not grey
     st.caption(_("Top left: token 1 “{first}”; bottom row: the new token {T} “{last}”, the row the cache computed "
                  "alone. Bright = high weight. Above the diagonal the mask hides the future keys: weight 0, shown in "
-                 "{zero}.", first=md_escape(models.piece(name, gen.ids[0])), T=T,
-                 last=md_escape(models.piece(name, gen.ids[-1])), zero=_(zero_colour_name(colour_map()))))
+                 "{zero}.", first=md_escape(pieces[0]), T=T, last=md_escape(pieces[-1]),
+                 zero=_(zero_colour_name(colour_map()))))
 
 
 def cache_rows(shapes: list[tuple[int, ...]], heads: str) -> list[dict]:
@@ -301,7 +339,7 @@ def live(gen: Generation, ctl: Controls) -> None:
             advance(ctl)
             if not st.session_state["gen_playing"]:  # the limit: redraw the buttons, and stop the timer
                 st.rerun(scope="app")
-        st.markdown(text_so_far(gen, models.model(ctl.name)))
+        st.markdown(text_so_far(gen, ctl.name))
         if gen.last is None:
             st.info(ngettext("The prompt is {n} token, all in the cache now. Press **Next token** (or Page Down) to "
                              "generate the next one, or **Play**.",

@@ -11,10 +11,11 @@ import torch.nn as nn
 from dashboard.i18n import N_, _, message
 from dashboard.state import models
 from dashboard.state.controls import box_max_chars, too_long
-from dashboard.state.links import error_text
+from dashboard.state.links import error_text, md_escape
 from dashboard.state.url_state import linked_choice, start_from_link, url_text
 
-DEFAULT_PROMPT = "Every effort moves you"
+DEFAULT_PROMPT = N_("Every effort moves you")  # in Chinese a Chinese prompt, which Gemma continues in Chinese
+PINNED = "gen_model_pinned"  # the Weights list named by the link or picked by hand: it no longer follows the prompt
 PROMPT_CHARS = 2_000  # a prompt's characters (its tokens are bounded again by generate.PROMPT_TOKENS)
 HOW = {"greedy": N_("greedy"), "sample": N_("sample")}  # the link's value -> its label
 
@@ -75,13 +76,35 @@ def model_help(name: str) -> str:
              model=c.label, n_heads=c.n_heads)
 
 
-def model_choice(where) -> str:
-    """The Weights list (kept in the link as ``?gen_model=``)."""
+def default_choice(prompt: str, names: list[str]) -> str:
+    """The model the page starts on: ``models.default_model`` (Gemma for a Chinese prompt or interface, else
+    SmolLM2), else the first of the list (the book's GPTModel when no real model is installed)."""
+    hit = models.default_model(prompt)
+    return hit if hit in names else names[0]
+
+
+def model_choice(where, prompt: str) -> str:
+    """The Weights list (kept in the link as ``?gen_model=``): it starts on, and follows the prompt to, the default
+    model, until the link names a model or a person picks one (then that one stays)."""
     options = weight_options()
     names = list(options)
-    chosen = start_from_link("gen_model", names, names[0], options.__getitem__, str)  # the link: ?gen_model=<name>
-    return linked_choice(where.selectbox, _("Weights"), names, "gen_model", names[0], options.__getitem__, str,
-                         help=model_help(chosen if chosen in options else names[0]))
+    default = default_choice(prompt, names)
+    st.session_state.setdefault(PINNED, "gen_model" in st.query_params)  # a new session: did the link name one?
+    if not st.session_state[PINNED] and "gen_model" in st.session_state:
+        st.session_state["gen_model"] = default
+    chosen = start_from_link("gen_model", names, default, options.__getitem__, str)  # the link: ?gen_model=<name>
+    return linked_choice(where.selectbox, _("Weights"), names, "gen_model", default, options.__getitem__, str,
+                         help=model_help(chosen if chosen in options else default),
+                         on_change=lambda: st.session_state.update({PINNED: True}))
+
+
+def model_lines(where, name: str, prompt: str) -> None:
+    """Under the settings: why the page picked this model (when the prompt or the language did), and the model's
+    licence line (Gemma's Terms of Use)."""
+    why = None if st.session_state.get(PINNED) else models.why_default(name, prompt)
+    for line in (why, models.notice(name)):
+        if line:
+            where.caption(md_escape(line))
 
 
 def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, int]:
@@ -111,17 +134,18 @@ def controls(where) -> Controls:
     """The page's own settings, drawn in ``where``: prompt, model, decoding, the layer shown (of the loaded model)."""
     c_prompt, c_model = where.columns([3, 2])
     url_text("gen_prompt", PROMPT_CHARS)
-    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", max_chars=box_max_chars(PROMPT_CHARS),
-                                 bind="query-params",
+    prompt = c_prompt.text_input(_("Prompt"), _(DEFAULT_PROMPT), key="gen_prompt",
+                                 max_chars=box_max_chars(PROMPT_CHARS), bind="query-params",
                                  help=_("Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
                                         "Enter or a click outside the box applies it."))
     if problem := too_long(prompt, PROMPT_CHARS):
         c_prompt.error(problem)
         st.stop()
-    name = model_choice(c_model)
+    name = model_choice(c_model, prompt)
     c1, c2, c3, c4, c5 = where.columns([1.2, 1, 1, 1, 1.4], vertical_alignment="bottom")
     temperature, top_k, seed = decoding(c1, c2, c3, c4)
     say_missing_weights(where)
+    model_lines(where, name, prompt)
     n_layers = loaded(name).cfg["n_layers"]
     names = {i: _("layer {layer}", layer=i + 1) for i in range(n_layers)}
     layer = c5.selectbox(_("Layer shown"), range(n_layers), format_func=names.get, key="gen_layer")

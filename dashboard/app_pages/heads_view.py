@@ -20,7 +20,7 @@ from dashboard.drawing.matrices import Look, show_matrix
 from dashboard.drawing.sizes import cap, content_px, sized_columns
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import N_, _, lang, message, ngettext
-from dashboard.state import models
+from dashboard.state import models, readable
 from dashboard.state.links import md_escape
 
 PARTS = {"knock": N_("Knock out heads"), "compare": N_("Top heads vs random"), "value": N_("Weigh by value"),
@@ -84,7 +84,7 @@ def show_heads(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None) 
     if part != "compare" and len(ids) < 2:
         st.info(_("Type at least two tokens: a loss needs a token and the one after it."))
         return
-    pieces = models.pieces(name, ids)
+    pieces = readable.pieces(name, ids)
     try:
         if part == "knock":
             knock_part(name, ids, pieces)
@@ -124,13 +124,13 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
         st.caption(_("Mean loss over the text: {before:.2f} nats. Pick heads above to see what changes without them.",
                      before=float(plain.mean())))
 
-    def cells(top: list) -> list[str]:
-        return [f"{md_escape(models.piece(name, i))} ({p:.1%})" for i, p in top]
+    def cells(top: list, closing: dict) -> list[str]:
+        return [f"{md_escape(readable.next_piece(name, ids, i, closing.get(i, ())))} ({p:.1%})" for i, p in top]
 
     st.markdown("**" + _("Next token, top 5") + "**")
-    table = {_("every head"): cells(top_before)}
-    if heads:
-        table[without] = cells(top_after)
+    table = {_("every head"): cells(top_before, readable.closing(name, ids, [i for i, _p in top_before]))}
+    if heads:  # the full model's continuation would not be the knocked-out one's: a byte piece says its bytes
+        table[without] = cells(top_after, {})
     st.table(pd.DataFrame(table, index=pd.RangeIndex(1, 6)))
 
 

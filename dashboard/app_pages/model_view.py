@@ -18,7 +18,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, column_px, content_px, grow
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import _, lang, message, ngettext
-from dashboard.state import models
+from dashboard.state import models, readable
 from dashboard.state.controls import colour_map
 from dashboard.state.links import error_text, md_escape
 
@@ -150,11 +150,9 @@ def next_token_table(name: str, ids: tuple[int, ...]) -> None:
     if presenting():  # on the projector: the rows that fit beside the grid, above the fold
         top = top[:7]
 
-    def piece(token_id: int) -> str:
-        return models.piece(name, token_id)
-
+    closing = readable.closing(name, ids, [i for i, _p in top])  # a byte piece: named by the character it starts
     st.markdown(_("**Next token** (top {n})", n=len(top)))
-    df = pd.DataFrame({_("token"): [md_escape(piece(i)) for i, _p in top],
+    df = pd.DataFrame({_("token"): [md_escape(readable.next_piece(name, ids, i, closing.get(i, ()))) for i, _p in top],
                        _("probability"): [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _i, p in top]},
                       index=pd.RangeIndex(1, len(top) + 1))
     st.table(df)

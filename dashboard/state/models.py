@@ -35,7 +35,7 @@ from attn_core.models.decoding import TOP
 from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.traced import Walk, walk_layers
 from attn_core.text.scripts import has_cjk
-from attn_core.text.tokens import BPETokenizer, piece_labels, readable_piece
+from attn_core.text.tokens import BPETokenizer
 from attn_core.tracing.views import pool
 from dashboard.i18n import N_, _, message, writes_cjk
 from dashboard.state.cache import ByteLRU
@@ -196,24 +196,6 @@ def tokens_of(name: str, text: str) -> list[Token]:
     if isinstance(tokenizer, BPETokenizer):
         return cached_tokens(text)
     return tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
-
-
-def piece(name: str, token_id: int) -> str:
-    """One token of a model as a person reads it, in its own vocabulary."""
-    try:
-        return readable_piece(model(name).tokenizer.token_bytes(token_id))
-    except (KeyError, ValueError):  # an id outside GPT-2's vocabulary (a GPT-2-shaped model with a larger one)
-        return f"#{token_id}"
-
-
-def pieces(name: str, token_ids: list[int]) -> list[str]:
-    """A sequence of a model's tokens as a person reads it: the byte tokens of one character each name it
-    ("猫(1/3)" …, :func:`attn_core.text.tokens.piece_labels`), where :func:`piece` alone could show only hex."""
-    try:
-        tokenizer = model(name).tokenizer
-        return piece_labels([tokenizer.token_bytes(t) for t in token_ids])
-    except (KeyError, ValueError):  # an id outside the vocabulary: each token on its own
-        return [piece(name, t) for t in token_ids]
 
 
 def _walk_nbytes(walk: Walk) -> int:
