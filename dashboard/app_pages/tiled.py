@@ -14,6 +14,7 @@ from attn_core.attention.masks import causal_mask
 from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, kv_head, num_heads
+from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, column_px, fit
 from dashboard.drawing.text import formatted, markdown_px, markdown_table, row_tables, show_table
@@ -148,7 +149,7 @@ def render() -> None:
         title = (_("The loop at step {step} of {steps}", step=n + 1, steps=len(order)),
                  _("numbers: final weights (after the loop)") if numbers
                  else _("hover a cell: its final weight (after the loop)"))
-        left.altair_chart(tile_grid_chart(frame, labels, size, numbers=numbers, title=title), key="tile_grid",
+        altair(left, tile_grid_chart(frame, labels, size, numbers=numbers, title=title), key="tile_grid",
                           width="content")
         every = label_every(T, size)
         if every > 1:
