@@ -162,3 +162,30 @@ def md_tables(at) -> list[dict[str, dict[str, str]]]:
         header = split[0]
         tables.append({row[0]: dict(zip(header, row)) for row in split[2:]})
     return tables
+
+
+def by_column(tables: list[dict[str, dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """Markdown tables whose columns after the first are one thing each (a query), merged: {column: {row: cell}};
+    one table with a column a query and one small table a query read the same."""
+    out: dict[str, dict[str, str]] = {}
+    for table in tables:
+        header = list(next(iter(table.values())))
+        for column in header[1:]:
+            out.setdefault(column, {}).update({row: cells[column] for row, cells in table.items()})
+    return out
+
+
+def tile_tables(at: AppTest):
+    """Tiled attention's two tables as shown (text), a row a query: the tile's scores S (the first Markdown table)
+    and the running max and sum (the tables with an α row, a column a query)."""
+    import pandas as pd
+
+    tables = md_tables(at)
+    scores = pd.DataFrame({q: dict(list(cells.items())[1:]) for q, cells in tables[0].items()}).T
+    running = pd.DataFrame(by_column([t for t in tables if "α" in t])).T
+    return scores, running
+
+
+def shown_number(text: str) -> float:
+    """A number as a table shows it; −∞ as the chapter writes it."""
+    return {"−∞": float("-inf"), "∞": float("inf")}[text] if text in ("−∞", "∞") else float(text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apptest_utils import chart_with, messages, open_page
+from apptest_utils import chart_with, messages, open_page, shown_number, tile_tables
 
 TILED = "app_pages/tiled.py"
 
@@ -34,8 +34,8 @@ def test_book_sentence_in_tiles_of_two():
     assert {r["status"] for r in grid if (r["query_tile"], r["key_tile"]) == (0, 0)} <= {"this tile", "masked cell"}
     at = step_to(at, "tile (3,3)")
     assert "queries 5–6 × keys 5–6" in at.markdown[1].value
-    scores = at.dataframe[0].value
-    assert scores.shape == (2, 2) and scores.iloc[0, 1] == float("-inf")  # "one" cannot see "step"
+    scores, __ = tile_tables(at)
+    assert scores.shape == (2, 2) and scores.iloc[0, 1] == "−∞"  # "one" cannot see "step", as the chapter writes it
     assert not messages(at)["exception"]
 
 
@@ -92,17 +92,6 @@ def test_a_real_grouped_query_layer_tiles_its_rotated_queries_and_keys():
     assert float(metric(at, "max |tiled − chapter's output|")) < 1e-4
 
 
-def shown(el):
-    """A data grid as the page shows it: each number printed with its column's printf format."""
-    import json
-
-    import pandas as pd
-
-    formats = {c: v["type_config"]["format"] for c, v in json.loads(el.proto.columns or "{}").items()}
-    frame = el.value
-    assert set(formats) == {str(c) for c in frame.columns}, (formats, frame.columns)  # every number formatted
-    return pd.DataFrame({c: [formats[str(c)] % v for v in frame[c]] for c in frame.columns}, index=frame.index)
-
 
 def computed_steps(at) -> list[str]:
     return [o.split("·", 1)[1].strip() for o in at.select_slider[0].options if "skipped" not in o]
@@ -124,11 +113,11 @@ def test_the_hand_check_from_the_shown_numbers_gives_the_shown_m_alpha_and_l(que
     worst = 0.0
     for name in computed_steps(at):
         at = step_to(at, name)
-        S, rows = shown(at.dataframe[0]), shown(at.dataframe[1])
+        S, rows = tile_tables(at)
         assert list(S.index) == list(rows.index)
         for query_label in rows.index:
-            m_before, m_after, alpha, l_before, l_after = (float(v) for v in rows.loc[query_label])
-            scores = [float(v) for v in S.loc[query_label]]
+            m_before, m_after, alpha, l_before, l_after = (shown_number(v) for v in rows.loc[query_label])
+            scores = [shown_number(v) for v in S.loc[query_label]]
             assert rows.loc[query_label].iloc[1] == f"{max([m_before, *scores]):.4f}"  # a shown number, as shown
             want_alpha = 0.0 if m_before == -math.inf else math.exp(m_before - m_after)
             assert abs(alpha - want_alpha) <= r + want_alpha * 2.001 * r, (name, query_label, alpha, want_alpha)
@@ -161,7 +150,7 @@ def test_the_corrections_named_are_as_many_as_counted():
     seen = []
     for i, j in listed:
         at = step_to(at, f"tile ({i},{j})")
-        rows = at.dataframe[1].value
+        rows = tile_tables(at)[1].map(shown_number)
         grew = rows[(rows["α"] < 1) & (rows["m before"] > float("-inf"))]
         seen += [f"tile ({i},{j})"] * len(grew)
         assert f"tile ({i},{j}): " + ", ".join(f"“{q.replace(':', chr(92) + ':')}”" for q in grew.index) in caption

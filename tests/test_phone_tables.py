@@ -4,29 +4,33 @@ projector's. Browser check of the KV cache page: tests/test_browser_kv_table.py.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from apptest_utils import md_tables, open_page, phone_page
+from apptest_utils import md_tables, open_page, phone_page, shown_number, tile_tables
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_tiled_running_max_and_sum_one_small_table_a_query_on_a_phone(lang):
-    """Tiled attention's m / α / ℓ table, six columns, scrolled sideways inside its grid on a phone."""
+def test_tiled_tables_are_markdown_with_minus_infinity_on_a_projector_and_a_phone(lang):
+    """Tiled attention's score and m / α / ℓ tables. The grid wrote "-Infinity" where the chapter writes −∞, its
+    six-column running table scrolled sideways in the half column (Chinese, 1280x720) and on a phone its toolbar
+    covered the score table's third column: both are Markdown tables now, the running one a column a query (one
+    small table a query where that does not fit), the same numbers on both screens."""
     wide = open_page("app_pages/tiled.py", lang=lang)
-    running = next(d.value for d in wide.dataframe if "α" in d.value.columns)
     phone = phone_page("app_pages/tiled.py", lang=lang)
-    assert not [d for d in phone.dataframe if "α" in d.value.columns]
-    shown = {}
-    for table in md_tables(phone):
-        if "α" in table:  # a query's table: its rows are the projector's columns
-            query = next(k for k in table["α"] if k != running.index.name)
-            shown[query] = {row: cells[query] for row, cells in table.items() if row != running.index.name}
-    assert list(shown) == list(running.index) and shown
-    for query, row in running.iterrows():
-        assert shown[query] == {c: "−∞" if v == -math.inf else f"{v:.4f}" for c, v in row.items()}, query
-    assert any("−∞" in row.values() for row in shown.values())  # m before a row's first tile, as the chapter writes it
+    for at in (wide, phone):
+        assert [list(d.value.columns)[0] for d in at.dataframe] == ["d1"]  # the accumulator's grid (an expander)
+        scores, running = tile_tables(at)
+        assert list(scores.index) == list(running.index) == ["1: Your", "2: journey"]
+        assert scores.iloc[0, 1] == "−∞" and list(running.iloc[:, 0]) == ["−∞", "−∞"]  # m before the first tile
+        for query, row in running.iterrows():  # m after a row's first tile: its largest score, as shown
+            assert row.iloc[1] == max(scores.loc[query], key=lambda v: shown_number(v)), (query, row)
+        assert "Infinity" not in str(tile_tables(at))
+    assert tile_tables(wide)[1].equals(tile_tables(phone)[1])
+    for at in (wide, phone):  # three queries a tile: a column each fits the projector's half column, not a phone
+        at.session_state["tile_block_q"] = 3
+        at.run()
+    assert len([t for t in md_tables(wide) if "α" in t]) == 1 and len([t for t in md_tables(phone) if "α" in t]) == 3
+    assert tile_tables(wide)[1].equals(tile_tables(phone)[1]) and len(tile_tables(phone)[1]) == 3
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -14,9 +14,10 @@ from attn_core.attention.masks import causal_mask
 from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace
 from attn_core.tracing.views import head_matrix, kv_head, num_heads
+from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.present import presenting
-from dashboard.drawing.sizes import cap, fit, narrow
-from dashboard.drawing.text import row_tables, show_table
+from dashboard.drawing.sizes import cap, column_px, fit
+from dashboard.drawing.text import formatted, markdown_px, markdown_table, row_tables, show_table
 from dashboard.drawing.tile_charts import label_every, tile_frame, tile_grid_chart
 from dashboard.i18n import _, ngettext
 from dashboard.state import models
@@ -28,6 +29,9 @@ from dashboard.state.steppers import stepper
 MAX_TILES = 400  # a stepper longer than this is no lesson: the page asks for larger tiles
 MAX_GRID_TOKENS = 64  # cells drawn as rects (GUIDE: ~16k cells a chart); more tokens: counters only
 NUMBERS = "%.4f"  # S, m, α and ℓ alike: m after is then a shown score, digit for digit
+# a tile this size or smaller is shown as Markdown tables: their cells wrap in a half column, −∞ reads as the chapter
+# writes it, and no grid toolbar covers a column on a phone; a larger one keeps the data grid (it scrolls)
+SMALL_TILE = 8
 
 
 def _row_table(labels: list[str], rows: range, trace: Trace, tile: str) -> pd.DataFrame:
@@ -59,6 +63,21 @@ def _corrections(trace: Trace, labels: list[str], plan: TilePlan) -> list[tuple[
 
 def _block(labels: list[str], rows: range, cols: list[str], tensor: torch.Tensor) -> pd.DataFrame:
     return pd.DataFrame(tensor[0, 0].numpy(), index=pd.Index([labels[q] for q in rows], name=_("query")), columns=cols)
+
+
+def _numbers_table(container, df: pd.DataFrame, width_px: int, *, transpose: bool = False) -> None:
+    """A table of the loop's numbers (a row a query), each to ``NUMBERS`` and −∞ as the chapter writes it. A small
+    tile's is Markdown: one table (``transpose``: a column a query) when it fits ``width_px``, else one small table a
+    query; a larger tile's a data grid of the same text."""
+    text = df.map(lambda v: formatted(NUMBERS, float(v)))
+    if len(df) > SMALL_TILE or len(df.columns) > SMALL_TILE:  # the grid would write −∞ as "-Infinity"
+        show_table(container, text)
+        return
+    whole = text.T.rename_axis(df.index.name).rename_axis(None, axis=1) if transpose else text
+    if markdown_px(whole.reset_index()) <= width_px:  # a format right-aligns the column: decimal points in line
+        markdown_table(container, whole.reset_index(), formats=dict.fromkeys(whole.columns, "%s"))
+    else:
+        row_tables(container, text.reset_index())
 
 
 def render() -> None:
@@ -130,7 +149,7 @@ def render() -> None:
         title = (_("The loop at step {step} of {steps}", step=n + 1, steps=len(order)),
                  _("numbers: final weights (after the loop)") if numbers
                  else _("hover a cell: its final weight (after the loop)"))
-        left.altair_chart(tile_grid_chart(frame, labels, size, numbers=numbers, title=title), key="tile_grid",
+        altair(left, tile_grid_chart(frame, labels, size, numbers=numbers, title=title), key="tile_grid",
                           width="content")
         every = label_every(T, size)
         if every > 1:
@@ -151,13 +170,14 @@ def render() -> None:
                              "(outside the window): the loop never computes it. −∞ masking makes this free.",
                              i=i + 1, j=j + 1))
     else:
+        right = right.container(key="tile_numbers")  # the step's tables (tests/test_browser_tiled_tables.py)
         right.markdown(_("**Tile ({i},{j}), step {step} of {steps}**: queries {q_first}–{q_last} × keys "
                          "{k_first}–{k_last}. The scores of this tile, S = q·k / √d_k (−∞ where masked):", i=i + 1,
                          j=j + 1, step=n + 1, steps=len(order), q_first=rows.start + 1, q_last=rows.stop,
                          k_first=cols.start + 1, k_last=cols.stop))
         # the precision of m and ℓ below: m after is one of these scores, and ℓ is summed from them by hand
-        show_table(right, _block(labels, rows, col_names, tiles[f"{tile}.S"].tensor), formats=dict.fromkeys(
-            col_names, NUMBERS))
+        beside = column_px([1, 1], 1)  # the right column; on a phone the screen's
+        _numbers_table(right, _block(labels, rows, col_names, tiles[f"{tile}.S"].tensor), beside)
         if bool((tiles[f"{tile}.m_old"].tensor == -torch.inf).all()):
             right.markdown(_("Running max and sum of each query row — the row's first tile: m starts at −∞ and ℓ at "
                              "0, so α = 0 (nothing summed yet):"))
@@ -167,12 +187,8 @@ def render() -> None:
         else:
             right.markdown(_("Running max and sum of each query row — the max did not grow: α = 1, the sums simply "
                              "add:"))
-        running = _row_table(labels, rows, tiles, tile)
-        numbers = dict.fromkeys(running.columns, NUMBERS)
-        if narrow():  # a phone: its six columns scrolled sideways inside the grid; one small table a query
-            row_tables(right, running.reset_index(), formats=numbers)
-        else:
-            show_table(right, running, formats=numbers)
+        # a column a query: its six columns scrolled sideways in the grid, in Chinese even at 1280×720
+        _numbers_table(right, _row_table(labels, rows, tiles, tile), beside, transpose=True)
         right.caption(_("Every number here is rounded to 4 decimals: m after is one of the scores shown (or m "
                         "before), and α and ℓ worked out by hand from these numbers agree with the table within "
                         "their rounding (a few units in the 4th decimal)."))

@@ -23,6 +23,7 @@ from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
 from dashboard.drawing import window_charts as charts
+from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.sizes import cap, cells_across, column_px, content_px
 from dashboard.drawing.text import show_table
 from dashboard.i18n import N_, _, ngettext
@@ -210,7 +211,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
                    delta=None if value == full else _("{ratio}x full", ratio=format(value / full, ".1f")),
                    delta_color="inverse")
     # within the main column: its axes take ~60 px beside the plot (a phone's column is ~360 px)
-    st.altair_chart(charts.loss_curve_chart(charts.loss_frame(losses, 16), min(cap(760), content_px() - 60),
+    altair(st, charts.loss_curve_chart(charts.loss_frame(losses, 16), min(cap(760), content_px() - 60),
                                             window if window < T else None), key="win_losses", width="content")
     st.caption(_("Loss of each next token over the first {n} tokens (running mean of 16). Until position {edge} the "
                  "window hides nothing; after it the first tokens are gone unless they are sinks.", n=T,
@@ -224,7 +225,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
     st.markdown(_masks_heading(T, window, sinks, (n_show, shown_window, shown_sinks)))
     # as many 20-cell panels a row as the main column holds (3 on a projector, 1 on a phone)
     per_row = max(1, min(3, (content_px() - 60) // (11 * n_show + 30)))
-    st.altair_chart(charts.masks_chart(charts.masks_frame(masks), 11, per_row), key="win_masks", width="content")
+    altair(st, charts.masks_chart(charts.masks_frame(masks), 11, per_row), key="win_masks", width="content")
     with st.expander(_("−∞ or renormalize on the window + sinks mask")):
         if st.button(_("Compare the two masking methods"), key="win_compare"):
             with st.spinner(_("Running both methods…")):
@@ -274,7 +275,7 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
         sinks_at = int((shares.max(axis=1) > 0.5).sum())
         cell = cells_across(shares.shape[1], column_px([1] * len(shown), 0), SINKMAP_CHROME_PX,
                             24 if len(shown) > 2 else 30)
-        col.altair_chart(charts.layer_head_chart(shares, _short_label(model_name), cell),
+        altair(col, charts.layer_head_chart(shares, _short_label(model_name), cell),
                          key=f"win_sinkmap_{model_name}", width="content")
         col.caption(ngettext("{sinks} of {n} layer has a head with over half its weight on token 1.",
                              "{sinks} of {n} layers have a head with over half its weight on token 1.",
@@ -330,13 +331,13 @@ def _rope(name: str, s, sample_ids: tuple[int, ...] | None) -> None:
         pairs = [0, d // 8, d // 4, d // 2 - 1]
         angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": _("pair {i}", i=i)}
                                for i in pairs for p in range(64)])
-        left.altair_chart(charts.curve_chart(angles, "position", "angle", "pair", curve_px,
+        altair(left, charts.curve_chart(angles, "position", "angle", "pair", curve_px,
                                              x_title=_("token position"), y_title=_("angle (radians, mod 2π)")),
                           key="win_rope_angles", width="content")
         distances = range(0, 257)
         curve = score_by_distance(queries[head, -1], keys[kv, 0], distances, base).numpy()
         frame = pd.DataFrame({"distance": list(distances), "score": curve})
-        right.altair_chart(charts.curve_chart(frame, "distance", "score", None, curve_px,
+        altair(right, charts.curve_chart(frame, "distance", "score", None, curve_px,
                                               x_title=_("distance between query and key (tokens)"),
                                               y_title=_("q·k / √d after RoPE")), key="win_rope_distance",
                            width="content")
@@ -353,16 +354,16 @@ def _rope(name: str, s, sample_ids: tuple[int, ...] | None) -> None:
     ones = torch.ones(64)
     rope_kernel = score_by_distance(ones, ones, range(64), 10_000.0).numpy() / 8.0
     rope_matrix = np.array([[rope_kernel[abs(i - j)] for j in range(64)] for i in range(64)])
-    cols[0].altair_chart(charts.similarity_chart(rope_matrix, _("RoPE: depends on i − j only"), side),
+    altair(cols[0], charts.similarity_chart(rope_matrix, _("RoPE: depends on i − j only"), side),
                          key="win_sim_rope", width="content")
     sinusoidal = cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy()
-    cols[1].altair_chart(charts.similarity_chart(sinusoidal, _("Sinusoidal (fixed, 2017)"), side), key="win_sim_sin",
+    altair(cols[1], charts.similarity_chart(sinusoidal, _("Sinusoidal (fixed, 2017)"), side), key="win_sim_sin",
                          width="content")
     learned = [f.name for f in models.found() if models.family_of(f.name).positions == "learned"]
     if learned:
         pos = models.model(learned[0]).pos_emb.weight[:64].detach()
         title = _("{model} (learned)", model=models.family_of(learned[0]).title)
-        cols[2].altair_chart(charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), title, side),
+        altair(cols[2], charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), title, side),
                              key="win_sim_learned")
     else:
         cols[2].caption(_("GPT-2's learned position embeddings appear here once its weights are on this machine."))

@@ -20,6 +20,7 @@ from dashboard.classroom.lessons import PAGES, BadLesson, LessonStore, check_ste
 from dashboard.classroom.store import NoSuchPoll, PollError
 from dashboard.classroom.student import _student_live
 from dashboard.classroom.ui import join_link, qr_png, remember_room, store, teacher_panel
+from dashboard.drawing.chart_cache import styled
 from dashboard.i18n import LANGS, _, lang, message
 from dashboard.state.links import error_text, md_escape
 
@@ -191,7 +192,7 @@ def show_step(step: dict) -> None:
         st.warning(md_escape(body["problem"]))
         return
     if "spec" in body:
-        st.vega_lite_chart(body["spec"], width="content", key=f"step_chart_{step_key(step, lang())}")
+        st.vega_lite_chart(styled(body["spec"]), width="content", key=f"step_chart_{step_key(step, lang())}")
     elif "png" in body:
         st.image(base64.b64decode(body["png"]), width="stretch")
     st.markdown(md_escape(body["reading"]))

@@ -25,6 +25,23 @@ BIG_TEXT_PX = 16  # cell values and labels in presentation mode (a projector nee
 # could not be read from the back of a room at 1280×720; 13 px can, in rows at least 14 px high.
 LABEL_PX = 13
 MIN_TEXT_PX = 12  # the smallest cell value printed at all
+NUMBER_LABELS_PX = 30  # how far a number axis's labels reach from its line ("0.25", "1,000" at 13 px)
+TOP_LEGEND_PX = 30  # a legend above a plot keeps this far from it: clear of a level vertical axis title
+UPRIGHT_LANGS = frozenset({"zh"})  # languages read upright only: Chinese turned 90° is read sideways
+
+
+def axis_title_config(code: str) -> dict:
+    """Vega-Lite ``config`` for every chart's vertical axes in language ``code``: where words read upright only
+    (:data:`UPRIGHT_LANGS`), the axis title level, above the axis's labels with its end at the axis line (it covers
+    no label and no cell); elsewhere nothing (the usual title turned 90°). Horizontal axes keep their titles."""
+    if code not in UPRIGHT_LANGS:
+        return {}
+    level = {"titleAngle": 0, "titleBaseline": "bottom", "titleY": -10}
+    # a token axis's labels are wide, its title short: the title ends at the axis line, over the labels; a number
+    # axis's labels are narrow, its title ("next-token loss (nats)") long: it starts over the labels, above the plot
+    return {"axisLeft": {**level, "titleAlign": "right", "titleX": 0},
+            "axisRight": {**level, "titleAlign": "left", "titleX": 0},
+            "axisYQuantitative": {**level, "titleAlign": "left", "titleX": -NUMBER_LABELS_PX}}
 
 
 def full_cell_px(big: bool = False, grow: float = 1.0) -> int:

@@ -212,10 +212,17 @@ def vega(container, build: Callable[[], alt.TopLevelMixin], frame: Callable[[], 
     return container.vega_lite_chart(spec=styled(spec), **kw)
 
 
+def altair(container, chart: alt.TopLevelMixin, **kw):
+    """``container.altair_chart(chart, **kw)`` in the page's chart style (:func:`styled`): a one-off chart, its own
+    data, nothing remembered."""
+    return container.vega_lite_chart(spec=styled(_to_spec(chart)), **kw)
+
+
 def styled(spec: dict) -> dict:
-    """The spec with the page's chart style: high-contrast labels for the theme, large in presentation mode."""
+    """The spec with the page's chart style: high-contrast labels for the theme, large in presentation mode, vertical
+    axes' titles as the run's language reads them."""
     config = dict(spec.get("config") or {})
-    for part, values in chart_config(presenting(), grow()).items():
+    for part, values in chart_config(presenting(), grow(), lang()).items():
         config[part] = {**config.get(part, {}), **values}
     return {**spec, "config": config}
 

@@ -10,6 +10,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dashboard.drawing.cells import TOP_LEGEND_PX
+
 FONT = dict(labelFontSize=13, titleFontSize=13)
 PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's
 COLOURS = ("#4c78a8", "#e45756", "#b5b5b5", "#9d9d9d", "#858585", "#54a24b")
@@ -34,7 +36,8 @@ def loss_chart(frame: pd.DataFrame, width: int, x_title: str, y_title: str) -> a
         x=alt.X("position:Q", title=x_title, axis=alt.Axis(**FONT, tickMinStep=1)),
         y=alt.Y("loss:Q", title=y_title, axis=alt.Axis(**FONT)),
         color=alt.Color("setting:N", scale=alt.Scale(domain=settings, range=colours[:len(settings)]),
-                        legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelLimit=360)),
+                        legend=alt.Legend(orient="top", offset=TOP_LEGEND_PX, title=None, labelFontSize=13,
+                                          labelLimit=360)),
         tooltip=["setting:N", "position:Q", "token:N", alt.Tooltip("loss:Q", format=".2f")],
     ).properties(width=width, height=240, autosize=PAD)
 

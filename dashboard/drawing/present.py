@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
+from dashboard.drawing.cells import axis_title_config
 from dashboard.i18n import _
 from dashboard.state.links import link_warning
 
@@ -129,10 +130,11 @@ def ink() -> str:
     return "#f5f5f5" if dark() else "#111111"
 
 
-def chart_config(big: bool, grow: float = 1.0) -> dict:
+def chart_config(big: bool, grow: float = 1.0, code: str = "en") -> dict:
     """A Vega-Lite ``config`` for every chart: labels in the theme's contrast colour, in presentation
     mode large enough to read from the back of a classroom, and ``grow`` times larger on a screen
-    larger than the 1280×720 projector (as the charts' cells are)."""
+    larger than the 1280×720 projector (as the charts' cells are); vertical axes' titles as language ``code``
+    reads them (:func:`cells.axis_title_config`)."""
     color = ink()
     axis = {"labelColor": color, "titleColor": color}
     legend = {"labelColor": color, "titleColor": color}
@@ -145,6 +147,8 @@ def chart_config(big: bool, grow: float = 1.0) -> dict:
                   gradientThickness=round((18 if big else 16) * grow))
     config["header"].update(labelFontSize=round(title * grow))
     config["title"].update(fontSize=round(heading * grow))
+    for part, values in axis_title_config(code).items():
+        config[part] = {**config.get(part, {}), **values}
     return config
 
 

@@ -65,6 +65,17 @@ def row_tables(container, df, *, formats: dict[str, str] | None = None) -> None:
             formatted(formats[c], values[c]) if c in formats else str(values[c]) for c in rest]}))
 
 
+def markdown_px(df) -> int:
+    """About how wide :func:`markdown_table` draws ``df`` (its columns, not its index) without wrapping a cell: each
+    column its widest text (a CJK character twice a Latin one) plus the cell's padding; in presentation mode its
+    larger text."""
+    def px(text: object) -> int:
+        return round(sum(15 if "\u2e80" <= ch <= "\uffef" else 7.5 for ch in str(text)))
+
+    scale = 1.25 if presenting() else 1.0
+    return round(sum(max(px(v) for v in [c, *df[c]]) + 26 for c in df.columns) * scale)
+
+
 def formatted(fmt: str, value: object) -> str:
     """``fmt % value``; an infinite number as the chapter writes it (−∞, ∞), not printf's "-inf"."""
     if isinstance(value, float) and math.isinf(value):

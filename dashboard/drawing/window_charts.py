@@ -6,7 +6,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dashboard.drawing.cells import shown_labels
+from dashboard.drawing.cells import TOP_LEGEND_PX, shown_labels
 from dashboard.i18n import N_, _
 
 FONT = dict(labelFontSize=13, titleFontSize=13)
@@ -35,7 +35,8 @@ def loss_curve_chart(frame: pd.DataFrame, width: int, window: int | None) -> alt
         y=alt.Y("loss:Q", title=_("next-token loss (nats)"), axis=alt.Axis(**FONT)),
         color=alt.Color("setting:N", scale=alt.Scale(domain=settings, range=list(SETTING_COLOURS[:len(settings)])),
                         # one entry a line on a narrow (phone) chart: in one row they ran past its right edge
-                        legend=alt.Legend(orient="top", title=None, labelFontSize=13, labelLimit=360,
+                        legend=alt.Legend(orient="top", offset=TOP_LEGEND_PX, title=None, labelFontSize=13,
+                                          labelLimit=360,
                                           columns=1 if width < 420 else alt.Undefined)),
         tooltip=["setting:N", "position:Q", alt.Tooltip("loss:Q", format=".2f")])
     layers = [lines]
@@ -106,8 +107,8 @@ def curve_chart(frame: pd.DataFrame, x: str, y: str, colour: str | None, width: 
                y=alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(**FONT)),
                tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{y}:Q", format=".3f")])
     if colour:
-        enc["color"] = alt.Color(f"{colour}:N", legend=alt.Legend(orient="top", title=None, labelFontSize=13,
-                                                                     labelLimit=300))
+        enc["color"] = alt.Color(f"{colour}:N", legend=alt.Legend(orient="top", offset=TOP_LEGEND_PX, title=None,
+                                                                     labelFontSize=13, labelLimit=300))
     return alt.Chart(frame).mark_line(strokeWidth=2).encode(**enc).properties(width=width, height=height, autosize=PAD)
 
 

@@ -26,7 +26,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dashboard.i18n import N_, _, ngettext
+from dashboard.drawing.cells import axis_title_config
+from dashboard.i18n import N_, _, lang, ngettext
 
 PNG_SCALE = 2
 SLIDE_PADDING = {"left": 10, "top": 10, "right": 24, "bottom": 24}
@@ -72,7 +73,7 @@ def chart_svg(chart: alt.TopLevelMixin) -> bytes:
     import vl_convert as vlc
 
     register_cjk_fonts()
-    return vlc.vegalite_to_svg(chart.to_dict()).encode()
+    return vlc.vegalite_to_svg(_spec(chart)).encode()
 
 
 def chart_png(chart: alt.TopLevelMixin, scale: float = PNG_SCALE) -> bytes:
@@ -80,7 +81,17 @@ def chart_png(chart: alt.TopLevelMixin, scale: float = PNG_SCALE) -> bytes:
     import vl_convert as vlc
 
     register_cjk_fonts()
-    return vlc.vegalite_to_png(chart.to_dict(), scale=scale)
+    return vlc.vegalite_to_png(_spec(chart), scale=scale)
+
+
+def _spec(chart: alt.TopLevelMixin) -> dict:
+    """The chart's spec, its vertical axes' titles as the language it is exported in reads them (on the page:
+    chart_cache.styled)."""
+    spec = chart.to_dict()
+    config = spec.setdefault("config", {})
+    for part, values in axis_title_config(lang()).items():
+        config[part] = {**config.get(part, {}), **values}
+    return spec
 
 
 def matrix_csv(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str]) -> bytes:
