@@ -1,4 +1,4 @@
-"""Vertical axes' titles in Chinese (issue 52 item 17): turned 90° (查询, 头) they were read sideways. In a language
+"""Vertical axes' titles in Chinese: turned 90° (查询, 头) they were read sideways. In a language
 read upright only, every chart the app draws, and every chart it exports, writes them level above the axis's labels
 (dashboard/drawing/cells.axis_title_config); English keeps the usual turned title; horizontal axes are untouched."""
 

@@ -520,7 +520,7 @@ def test_chart_cache_never_serves_one_language_to_another():
     assert {"key", "query", "weight", "value"} <= set(en) and "键" not in en and "权重" not in en
     assert zh_again == zh  # and each language's titles are still cached
     # the words travel as data: the spec the browser gets is one in every language but for its vertical axes' titles
-    # (level in Chinese, cells.axis_title_config: issue 52 item 17), the one thing a switch's new Vega view is for
+    # (level in Chinese: cells.axis_title_config), the one thing a switch's new Vega view is for
     level = cells.axis_title_config("zh")
     assert all(s["config"][k] | v == s["config"][k] for s in box.specs[::2] for k, v in level.items())
     assert not set(level) & set(box.specs[1]["config"])

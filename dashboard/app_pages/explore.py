@@ -294,6 +294,10 @@ def render() -> None:
     relative = st.session_state.get("row_scale", st.query_params.get("row_scale") == "true")
     v = View(s, run, head, H, "relative" if relative else "weights")
     st.markdown(summary(v))
+    if not presenting() and "sentence" not in st.query_params:  # a first visit: the sentence was never changed
+        st.caption(_("New here? Type your own sentence in the sidebar's **Sentence** box, then go through the "
+                     "sections below from left to right, in the chapter's order; **Weights**, the heart of the "
+                     "chapter, is open first."))
     parts = sections(v)
     names = list(parts)
     # A row of buttons, one per section, not st.tabs: a tab bar redrawn with every run slowed a sentence change
