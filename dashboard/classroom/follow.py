@@ -111,9 +111,13 @@ def go(lesson: dict, index: int) -> None:
         return
     step = lesson["steps"][index]
     try:
-        if step["kind"] == "poll":
-            question = step_views.question(step)
-            seq = store().ask(room["code"], room["secret"], question)
+        if step["kind"] == "poll":  # its own poll, as it was left, once asked (Back shows it again)
+            poll = lessons().step_poll(room["code"], index, room["secret"])
+            if poll is None:
+                question = step_views.question(step)
+                seq = lessons().ask_step(room["code"], room["secret"], index, question)
+            else:
+                question, seq = poll.question, poll.seq
             st.session_state["poll_current"] = {"page": "lesson", "seq": seq, "question": question}
         else:
             _prepare(step)
