@@ -146,20 +146,33 @@ def stop() -> None:
         st.session_state["lesson_msg"] = error_text(e)
 
 
-def lesson_bar() -> None:
+def _claim_step_poll(code: str, index: int) -> None:
+    """On a poll step, the step's own poll in the lesson's panel: a session that reclaimed the room (the teacher's
+    replica died, or a reload) has it with no page yet, or on the page that drew it first."""
+    current = st.session_state.get("poll_current")
+    if current is not None and current.get("page") == "lesson":
+        return
+    poll = lessons().step_poll(code, index)
+    if poll is not None and (current is None or current.get("page") is None or current.get("seq") == poll.seq):
+        st.session_state["poll_current"] = {"page": "lesson", "seq": poll.seq, "question": poll.question}
+
+
+def lesson_bar() -> dict | None:
     """The teacher's bar for the running lesson: code and QR, step i of n, Back / Next, the step as the phones see
-    it (and the poll's panel on a poll step)."""
+    it (and the poll's panel on a poll step). The running lesson, or None."""
     room = teacher_room()
     msg = st.session_state.pop("lesson_msg", None)
     if msg:
         st.warning(msg)
     try:
         running = lessons().running(room["code"]) if room else None
+        if running is not None and running[0]["steps"][running[1]]["kind"] == "poll":
+            _claim_step_poll(room["code"], running[1])
     except PollError as e:
         st.warning(error_text(e))
-        return
+        return None
     if running is None:
-        return
+        return None
     lesson, index = running
     n = len(lesson["steps"])
     step = lesson["steps"][index]
@@ -184,6 +197,7 @@ def lesson_bar() -> None:
             teacher_panel()
     elif step["kind"] == "view":
         show_step(step)
+    return lesson
 
 
 # -- what a phone (and the teacher's preview) shows --------------------------------------------------------------
