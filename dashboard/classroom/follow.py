@@ -27,6 +27,7 @@ FOLLOW_REFRESH_S = 0.5  # how often a phone asks where the teacher is (docs/meas
 POSITION_TTL_S = 0.2  # a replica's phones of one class share one read of the step for this long
 LOCAL_KEY = "follow_local"  # the step a student looks at on their own (None: the teacher's)
 DRAFT_KEY = "lesson_draft"  # the lesson the teacher is building (this session)
+STEP_KEY = "lesson_step"  # the step the teacher's bar shows (moved by Next / Back before the page redraws)
 FOLLOW_CSS = """<style>
 .st-key-follow_nav button {min-height: 3rem; font-size: 1.05rem;}
 </style>"""
@@ -121,7 +122,8 @@ def go(lesson: dict, index: int) -> None:
             st.session_state["poll_current"] = {"page": "lesson", "seq": seq, "question": question}
         else:
             _prepare(step)
-        _remember(room["code"], (lessons().go(room["code"], room["secret"], index), time.time()))
+        st.session_state[STEP_KEY] = lessons().go(room["code"], room["secret"], index)
+        _remember(room["code"], (st.session_state[STEP_KEY], time.time()))
     except (PollError, ValueError) as e:
         st.session_state["lesson_msg"] = error_text(e)
 
@@ -174,7 +176,6 @@ def lesson_bar() -> dict | None:
     if running is None:
         return None
     lesson, index = running
-    n = len(lesson["steps"])
     step = lesson["steps"][index]
     polling = step["kind"] == "poll" and st.session_state.get("poll_current", {}).get("page") == "lesson"
     with st.container(border=True, key="lesson_bar"):
@@ -184,13 +185,8 @@ def lesson_bar() -> dict | None:
             left.image(qr_png(link), width=140)
             right.subheader(_("Code {code}", code=room["code"]), anchor=False)
             right.code(link, language=None, wrap_lines=True)
-        b1, b2, b3 = st.columns([1, 2, 1])
-        b1.button(_("Back"), key="lesson_back", icon=":material/arrow_back:", disabled=index == 0, width="stretch",
-                  on_click=go, args=(lesson, index - 1))
-        b2.markdown(_("**Step {step} of {n}**: {title}", step=index + 1, n=n,
-                      title=md_escape(step_views.title(lesson["steps"][index]))))
-        b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
-                  disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
+        st.session_state[STEP_KEY] = index
+        _step_nav(lesson, index)
         st.button(_("End the lesson"), key="lesson_stop", icon=":material/stop:", on_click=stop)
     if polling:
         with st.container(border=True, key="poll_panel_lesson"):
@@ -198,6 +194,22 @@ def lesson_bar() -> dict | None:
     elif step["kind"] == "view":
         show_step(step)
     return lesson
+
+
+@st.fragment
+def _step_nav(lesson: dict, shown: int) -> None:
+    """Back, "Step i of n", Next. A fragment: a click redraws the step's number as soon as :func:`go` moved the class
+    (the teacher sees at once that it worked), then the whole page follows with the step itself."""
+    index, n = st.session_state.get(STEP_KEY, shown), len(lesson["steps"])
+    b1, b2, b3 = st.columns([1, 2, 1])
+    b1.button(_("Back"), key="lesson_back", icon=":material/arrow_back:", disabled=index == 0, width="stretch",
+              on_click=go, args=(lesson, index - 1))
+    b2.markdown(_("**Step {step} of {n}**: {title}", step=index + 1, n=n,
+                  title=md_escape(step_views.title(lesson["steps"][index]))))
+    b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
+              disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
+    if index != shown or "lesson_msg" in st.session_state:  # the step itself, or what went wrong, on the page
+        st.rerun()
 
 
 # -- what a phone (and the teacher's preview) shows --------------------------------------------------------------
