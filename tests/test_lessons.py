@@ -282,3 +282,17 @@ def test_a_poll_step_keeps_its_poll_when_the_lesson_comes_back_to_it(url):
     assert store.step_poll(code, 4).seq == later and polls.current(code).seq == first  # no secret: only a read
     store.start(code, secret, L.ready())  # the lesson started again asks its questions anew
     assert store.step_poll(code, 1, secret) is None
+
+
+def test_the_split_into_heads_step_shows_view_and_transpose():
+    """The step named for .view and .transpose shows them (the next poll asks about them): the shapes through both,
+    and the queries' numbered columns before and after, each head's own; not one head's weights."""
+    step = next(s for s in L.ready()["steps"] if s.get("page") == "shape-flow")
+    body = step_views.draw(step)
+    assert "queries (1, 6, 4) → .view (1, 6, 2, 2) → .transpose(1, 2) (1, 2, 6, 2)" in body["reading"]
+    assert "spec" not in body and "png" not in body  # no heatmap of a head's weights
+    before, after = ([row for rows in part["spec"]["datasets"].values() for row in rows] for part in body["specs"])
+    assert sorted(r["number"] for r in before) == list(range(24))  # 6 tokens x d_out 4, in memory order
+    for r in after:  # head h holds columns 2h, 2h+1 of d_out: number % 4 // 2 == h
+        assert r["panel"] == f"head {int(r['number']) % 4 // 2 + 1}", r
+    assert len(after) == 24

@@ -220,6 +220,9 @@ def show_step(step: dict) -> None:
     if "problem" in body:
         st.warning(md_escape(body["problem"]))
         return
+    for k, part in enumerate(body.get("specs", ())):  # a picture in parts (the split into heads)
+        st.markdown(part["caption"])
+        st.vega_lite_chart(part["spec"], width="content", key=f"step_chart_{step_key(step, lang())}_{k}")
     if "spec" in body:
         st.vega_lite_chart(body["spec"], width="content", key=f"step_chart_{step_key(step, lang())}")
     elif "png" in body:
