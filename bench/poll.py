@@ -20,6 +20,11 @@ What it does, exactly:
   again, the same code and question: ``teacher reclaimed in X s`` is the time from the SIGKILL to that panel
   (goal: 5 s); at the end the teacher presses Reveal on it and the store must say ``revealed``.
 Every answer must be counted exactly once: ``answers sent N, counted N, lost 0``.
+- then a lesson (3 replicas or more: one is left after the second kill): the ready lesson runs at its first poll
+  step, the teacher's page is the Lesson page with the teacher's link and cookie, six phones following the lesson
+  answer, and the teacher's replica is killed; ``lesson poll reclaimed in X s, tally N`` is the time from the
+  SIGKILL to the Lesson page showing that poll's panel on another replica, and the answers its tally shows
+  (goal: 2 s, tally 6), with the steps its lesson editor lists (the running lesson, not an empty one).
 
     python -m bench.poll --quick                 # 3 replicas, 12 students, SQLite (under a minute)
     python -m bench.poll --students 90           # the issue's size
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import secrets
 import signal
 import sys
@@ -51,6 +57,7 @@ from deploy.processes import free_port  # noqa: E402
 
 COOKIE = "SERVERID"
 TIMEOUT = 60.0
+LESSON_PHONES = 6  # the phones that answer a lesson's poll before the teacher's replica is killed
 
 
 def book_question() -> dict:
@@ -136,8 +143,9 @@ class Teacher:
     reveal: str | None = None
 
 
-async def open_panel(t: Teacher, ws_url: str, origin: str, code: str) -> None:
-    """Open (or reopen) the teacher's page with the teacher's link until it shows the panel of ``code``."""
+async def open_panel(t: Teacher, ws_url: str, origin: str, code: str, page: str = "") -> list:
+    """Open (or reopen) the teacher's page (Explore, or ``page``) with the teacher's link until it shows the panel of
+    ``code``; the messages of the run that showed it."""
     import websockets
 
     deadline = time.monotonic() + TIMEOUT
@@ -148,10 +156,11 @@ async def open_panel(t: Teacher, ws_url: str, origin: str, code: str) -> None:
                 t.ws = await websockets.connect(ws_url, additional_headers={"Cookie": "; ".join(cookies)},
                                                 origin=origin, max_size=2**26, open_timeout=TIMEOUT)
                 t.cookie = _cookie(t.ws.response.headers) or t.cookie
-            t.reveal = _panel(await _run(t.ws, t.query, page=""), code)
+            msgs = await _run(t.ws, t.query, page=page)
+            t.reveal = _panel(msgs, code)
             if t.reveal is None:
                 raise RuntimeError(f"the teacher's page shows no panel of {code}")
-            return
+            return msgs
         except Exception:  # noqa: BLE001 - a dropped connection: reconnect like the page does
             if time.monotonic() > deadline:
                 raise
@@ -159,6 +168,46 @@ async def open_panel(t: Teacher, ws_url: str, origin: str, code: str) -> None:
                 await t.ws.close()
             t.ws, t.cookie = None, None
             await asyncio.sleep(0.1)
+
+
+def _shown_tally(msgs: list) -> int | None:
+    """The answers the teacher's panel counts, as its caption says ("6 answers · refreshed every second")."""
+    for el in _elements(msgs):
+        found = el.WhichOneof("type") == "markdown" and re.match(r"(\d+) answers? ·", el.markdown.body)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+async def lesson_reclaim(course: Course, db: str, ws_url: str, origin: str, n: int) -> tuple[float, int | None, int]:
+    """The ready lesson at its first poll step: the teacher's Lesson page shows the poll's panel, ``n`` phones
+    following the lesson answer, the teacher's replica is killed; the seconds from the SIGKILL to the panel of the
+    same poll on another replica, the tally that panel shows, and the steps its lesson editor lists."""
+    from dashboard.classroom.lessons import LessonStore, ready
+
+    polls = PollStore(db)
+    lessons = LessonStore(polls)
+    code, secret = polls.create_room()
+    lesson = ready()
+    index = next(i for i, s in enumerate(lesson["steps"]) if s["kind"] == "poll")
+    lessons.start(code, secret, lesson, index)
+    seq = lessons.ask_step(code, secret, index, book_question())
+    n_choices = len(polls.current(code).question["choices"])
+    t = Teacher(urlencode({"room": code}), f"{TEACHER_COOKIE}={code}.{secret}")
+    await open_panel(t, ws_url, origin, code, page="lesson")
+    phones = [Student(secrets.token_urlsafe(16), i % n_choices) for i in range(n)]
+    await asyncio.gather(*(answer(s, ws_url, origin, code, seq) for s in phones))
+    t_kill = time.perf_counter()
+    os.kill(course.pid(t.cookie), signal.SIGKILL)
+    t.ws, t.cookie = None, None
+    msgs = await open_panel(t, ws_url, origin, code, page="lesson")
+    reclaimed = time.perf_counter() - t_kill
+    steps = sum(1 for el in _elements(msgs) if el.WhichOneof("type") == "markdown"
+                and re.match(r"\*\*\d+\.\*\* ", el.markdown.body))
+    for s in [*phones, t]:
+        if s.ws is not None:
+            await s.ws.close()
+    return reclaimed, _shown_tally(msgs), steps
 
 
 async def answer(s: Student, ws_url: str, origin: str, code: str, seq: int) -> float:
@@ -233,6 +282,7 @@ async def main_async(args) -> int:
         for s in [*students, t]:
             if s.ws is not None:
                 await s.ws.close()
+        lesson = await lesson_reclaim(course, db, ws_url, origin, LESSON_PHONES) if args.replicas > 2 else None
     sent = sum(s.answered for s in students)
     times.sort()
     print(f"store: {'PostgreSQL' if args.postgres else 'SQLite'}; {args.replicas} replicas; {killed} (the teacher's) "
@@ -245,7 +295,13 @@ async def main_async(args) -> int:
           f"refresh); per choice {counts}, expected {expected}")
     counted = sum(counts)
     print(f"answers sent {sent}, counted {counted}, lost {sent - counted}")
-    return 0 if counted == sent == len(students) and counts == expected and state == "revealed" else 1
+    lesson_ok = True
+    if lesson is not None:  # needs a replica left after each of the two kills
+        print(f"lesson poll reclaimed in {lesson[0]:.2f} s, tally {lesson[1]} (SIGKILL of the teacher's replica to the "
+              f"Lesson page's poll panel elsewhere, {LESSON_PHONES} phones answered; goal 2 s); its editor lists "
+              f"{lesson[2]} steps")
+        lesson_ok = lesson[1] == LESSON_PHONES and lesson[2] > 0
+    return 0 if counted == sent == len(students) and counts == expected and state == "revealed" and lesson_ok else 1
 
 
 def main() -> int:

@@ -84,6 +84,7 @@ pages: list[tuple[st.Page, bool]] = [
 ]
 page = st.navigation([p for p, _knobs in pages], position="top" if present else "sidebar")
 if page.url_path == "answer":  # a student's phone: the question alone, no settings to compute or draw
+    st.navigation([p for p, _knobs in pages], position="hidden")  # nor the other pages: one tap off the lesson
     page.run()
     st.stop()
 teacher_link()  # a teacher's poll stays in the link on every page, and comes back on another replica

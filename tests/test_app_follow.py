@@ -160,3 +160,50 @@ def test_a_replicas_phones_share_one_read_of_the_step(monkeypatch):
     store.go(code, secret, 2)  # the teacher's Next, on another replica
     time.sleep(follow.POSITION_TTL_S + 0.05)
     assert follow.position(code)[0] == 2 and len(calls) == 2
+
+
+def _tally_caption(at) -> str:
+    return next(c.value for c in at.caption if "answer" in c.value)
+
+
+def test_back_to_a_poll_step_shows_its_poll_as_it_was():
+    t = teacher()
+    t.button(key="lesson_ready").click().run()
+    t.button(key="lesson_start").click().run()
+    code = t.session_state["poll_room"]["code"]
+    t.button(key="lesson_next").click().run()  # step 2: a poll
+    asked = dict(t.session_state["poll_current"])
+    p = phone(code)
+    [b for b in p.button if b.key == f"choice_{asked['seq']}_1"][0].click().run()
+    for _unused in range(3):  # on to step 5, the next poll, and back
+        t.button(key="lesson_next").click().run()
+    assert t.session_state["poll_current"]["seq"] != asked["seq"]
+    for _unused in range(3):
+        t.button(key="lesson_back").click().run()
+    assert not messages(t)["exception"], messages(t)
+    assert t.session_state["poll_current"] == asked  # the same question, not a new one
+    assert _tally_caption(t).startswith("1 answer ·")
+    assert any(f"question {asked['seq']} · :orange[closed]" in m.value for m in t.markdown)  # as step 5 left it
+    p.run()
+    assert shown_step(p).startswith(f"Class {code} · step 2 of")
+    assert [b.label for b in p.button if b.key == f"choice_{asked['seq']}_1"][0].endswith("(yours)")
+
+
+def test_a_teacher_whose_replica_died_gets_the_lesson_poll_panel_and_the_lesson_back():
+    t = teacher()
+    t.button(key="lesson_ready").click().run()
+    t.button(key="lesson_start").click().run()
+    t.button(key="lesson_next").click().run()  # a poll step
+    room, seq = t.session_state["poll_room"], t.session_state["poll_current"]["seq"]
+    # the page reconnects to another replica: a new session with the teacher's link (?room=, the secret as the
+    # browser's cookie would bring it)
+    again = new_app(room=room["code"], key=room["secret"])
+    again.switch_page("app_pages/lesson.py").run()
+    assert not messages(again)["exception"], messages(again)
+    assert again.session_state["poll_current"]["seq"] == seq
+    assert [b for b in again.button if b.key == "poll_reveal"]  # the poll's panel: Close, Reveal, the tally
+    assert _tally_caption(again).startswith("0 answers")
+    assert again.text_input(key="lesson_title").value == "Chapter 3 in 40 minutes"  # the editor shows the lesson
+    assert len([b for b in again.button if b.key and b.key.startswith("lesson_del_")]) == len(L.ready()["steps"])
+    again.button(key="poll_close").click().run()
+    assert ps.PollStore().current(room["code"]).state == "closed"

@@ -16,11 +16,17 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def lesson_server(tmp_path_factory):
+def lesson_env(tmp_path_factory):
+    """The server's address and its class store's file."""
     require_browser()
     db = tmp_path_factory.mktemp("lessons") / "class.sqlite3"
     with streamlit_server(env={"ATTENTION_LAB_CLASS_DB": str(db)}) as url:
-        yield url
+        yield url, db
+
+
+@pytest.fixture(scope="module")
+def lesson_server(lesson_env):
+    return lesson_env[0]
 
 
 def shots(tmp_path: Path) -> Path:
@@ -93,3 +99,27 @@ def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(l
         late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
         for page in (phone, late):
             page.close()
+
+
+NAVIGATION = '[data-testid="stSidebarNav"], [data-testid="stSidebar"], [data-testid="stExpandSidebarButton"]'
+
+
+def test_a_phone_in_a_lesson_has_no_way_to_the_other_pages(lesson_env):
+    """The phone shows the lesson only (no sidebar, no page list, no button that opens one); the teacher's pages keep
+    every page."""
+    from dashboard.classroom import lessons as L
+    from dashboard.classroom import store as ps
+
+    url, db = lesson_env
+    polls = ps.PollStore(str(db))
+    code, secret = polls.create_room()
+    L.LessonStore(polls).start(code, secret, L.ready())
+    with chromium_page(1280, 720) as teacher:
+        teacher.goto(f"{url}/lesson")
+        wait_idle(teacher, charts=False)
+        assert teacher.locator('[data-testid="stSidebarNav"]').count() == 1
+        phone = new_phone(teacher, f"{url}/answer?code={code}")
+        phone.get_by_text(f"Class {code} · step 1 of 11 · following the teacher").wait_for(timeout=60_000)
+        wait_idle(phone)
+        assert phone.locator(NAVIGATION).count() == 0
+        phone.close()

@@ -252,3 +252,47 @@ def test_a_step_is_drawn_once_and_shared_by_every_replica(url):
     assert sum(step_views.DRAWN.values()) == 1
     zh = step_views.rendered(step, "zh", two)  # a phone switched to Chinese: its own drawing, once
     assert zh["spec"] != first["spec"] and sum(step_views.DRAWN.values()) == 2
+
+
+def test_a_poll_step_keeps_its_poll_when_the_lesson_comes_back_to_it(url):
+    """Back to a poll step shows the poll it asked, as it was left (the same question number, answers and state);
+    the store shows it to phones, and takes answers for it again only while it is open."""
+    polls = ps.PollStore(url)
+    store = L.LessonStore(polls)
+    code, secret = polls.create_room()
+    store.start(code, secret, L.ready())
+    assert store.step_poll(code, 1, secret) is None  # not asked yet
+    first = store.ask_step(code, secret, 1, step_views.question(L.ready()["steps"][1]))
+    for k, phone in enumerate(("phone-a-0000000001", "phone-b-0000000002", "phone-c-0000000003")):
+        polls.answer(code, first, phone, k % 2)
+    later = store.ask_step(code, secret, 4, step_views.question(L.ready()["steps"][4]))  # the next poll step
+    assert later != first and polls.current(code).seq == later
+    again = store.step_poll(code, 1, secret)  # Back to step 2
+    assert again.seq == first and again.question == polls.poll(code, first).question
+    assert polls.current(code).seq == first  # what the phones show
+    assert polls.tally(code, first) == [2, 1, 0, 0]
+    assert again.state == "closed"  # asking step 5's poll closed it: the teacher reopens it to take answers
+    with pytest.raises(ps.PollClosed):
+        polls.answer(code, first, "phone-d-0000000004", 0)
+    polls.set_state(code, secret, "open")  # acts on the poll shown, not the latest
+    polls.answer(code, first, "phone-d-0000000004", 0)
+    assert polls.tally(code, first) == [3, 1, 0, 0] and polls.poll(code, later).state == "open"
+    with pytest.raises(ps.PollClosed):  # a poll not shown takes no answer
+        polls.answer(code, later, "phone-d-0000000004", 1)
+    assert store.step_poll(code, 4).seq == later and polls.current(code).seq == first  # no secret: only a read
+    store.start(code, secret, L.ready())  # the lesson started again asks its questions anew
+    assert store.step_poll(code, 1, secret) is None
+
+
+def test_the_split_into_heads_step_shows_view_and_transpose():
+    """The step named for .view and .transpose shows them (the next poll asks about them): the shapes through both,
+    and the queries' numbered columns before and after, each head's own; not one head's weights."""
+    step = next(s for s in L.ready()["steps"] if s.get("page") == "shape-flow")
+    body = step_views.draw(step)
+    assert "queries (1, 6, 4) → .view (1, 6, 2, 2) → .transpose(1, 2) (1, 2, 6, 2)" in body["reading"]
+    assert "spec" not in body and "png" not in body  # no heatmap of a head's weights
+    before, after = ([row for rows in part["spec"]["datasets"].values() for row in rows] for part in body["specs"])
+    assert sorted(r["number"] for r in before) == list(range(24))  # 6 tokens x d_out 4, in memory order
+    for r in after:  # head h holds columns 2h, 2h+1 of d_out: number % 4 // 2 == h
+        assert r["panel"] == f"head {int(r['number']) % 4 // 2 + 1}", r
+    assert len(after) == 24

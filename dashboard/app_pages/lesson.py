@@ -114,7 +114,9 @@ def render() -> None:
     st.caption(_("Build a lesson from prepared views and polls, then teach it: the class joins with the code or "
                  "QR code and every phone follows your Next and Back."))
     me = owner_id()  # the saved lessons this browser may replace are its own
-    follow.lesson_bar()
+    running = follow.lesson_bar()
+    if running is not None and DRAFT_KEY not in st.session_state:  # a reclaimed room: the editor shows its lesson
+        _set(running)
     for key, show in (("lesson_problem", st.warning), ("lesson_done", st.success)):
         text = st.session_state.pop(key, None)
         if text:

@@ -28,6 +28,7 @@ FOLLOW_REFRESH_S = 0.5  # how often a phone asks where the teacher is (docs/meas
 POSITION_TTL_S = 0.2  # a replica's phones of one class share one read of the step for this long
 LOCAL_KEY = "follow_local"  # the step a student looks at on their own (None: the teacher's)
 DRAFT_KEY = "lesson_draft"  # the lesson the teacher is building (this session)
+STEP_KEY = "lesson_step"  # the step the teacher's bar shows (moved by Next / Back before the page redraws)
 FOLLOW_CSS = """<style>
 .st-key-follow_nav button {min-height: 3rem; font-size: 1.05rem;}
 </style>"""
@@ -112,13 +113,18 @@ def go(lesson: dict, index: int) -> None:
         return
     step = lesson["steps"][index]
     try:
-        if step["kind"] == "poll":
-            question = step_views.question(step)
-            seq = store().ask(room["code"], room["secret"], question)
+        if step["kind"] == "poll":  # its own poll, as it was left, once asked (Back shows it again)
+            poll = lessons().step_poll(room["code"], index, room["secret"])
+            if poll is None:
+                question = step_views.question(step)
+                seq = lessons().ask_step(room["code"], room["secret"], index, question)
+            else:
+                question, seq = poll.question, poll.seq
             st.session_state["poll_current"] = {"page": "lesson", "seq": seq, "question": question}
         else:
             _prepare(step)
-        _remember(room["code"], (lessons().go(room["code"], room["secret"], index), time.time()))
+        st.session_state[STEP_KEY] = lessons().go(room["code"], room["secret"], index)
+        _remember(room["code"], (st.session_state[STEP_KEY], time.time()))
     except (PollError, ValueError) as e:
         st.session_state["lesson_msg"] = error_text(e)
 
@@ -143,22 +149,34 @@ def stop() -> None:
         st.session_state["lesson_msg"] = error_text(e)
 
 
-def lesson_bar() -> None:
+def _claim_step_poll(code: str, index: int) -> None:
+    """On a poll step, the step's own poll in the lesson's panel: a session that reclaimed the room (the teacher's
+    replica died, or a reload) has it with no page yet, or on the page that drew it first."""
+    current = st.session_state.get("poll_current")
+    if current is not None and current.get("page") == "lesson":
+        return
+    poll = lessons().step_poll(code, index)
+    if poll is not None and (current is None or current.get("page") is None or current.get("seq") == poll.seq):
+        st.session_state["poll_current"] = {"page": "lesson", "seq": poll.seq, "question": poll.question}
+
+
+def lesson_bar() -> dict | None:
     """The teacher's bar for the running lesson: code and QR, step i of n, Back / Next, the step as the phones see
-    it (and the poll's panel on a poll step)."""
+    it (and the poll's panel on a poll step). The running lesson, or None."""
     room = teacher_room()
     msg = st.session_state.pop("lesson_msg", None)
     if msg:
         st.warning(msg)
     try:
         running = lessons().running(room["code"]) if room else None
+        if running is not None and running[0]["steps"][running[1]]["kind"] == "poll":
+            _claim_step_poll(room["code"], running[1])
     except PollError as e:
         st.warning(error_text(e))
-        return
+        return None
     if running is None:
-        return
+        return None
     lesson, index = running
-    n = len(lesson["steps"])
     step = lesson["steps"][index]
     polling = step["kind"] == "poll" and st.session_state.get("poll_current", {}).get("page") == "lesson"
     with st.container(border=True, key="lesson_bar"):
@@ -168,19 +186,31 @@ def lesson_bar() -> None:
             left.image(qr_png(link), width=140)
             right.subheader(_("Code {code}", code=room["code"]), anchor=False)
             right.code(link, language=None, wrap_lines=True)
-        b1, b2, b3 = st.columns([1, 2, 1])
-        b1.button(_("Back"), key="lesson_back", icon=":material/arrow_back:", disabled=index == 0, width="stretch",
-                  on_click=go, args=(lesson, index - 1))
-        b2.markdown(_("**Step {step} of {n}**: {title}", step=index + 1, n=n,
-                      title=md_escape(step_views.title(lesson["steps"][index]))))
-        b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
-                  disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
+        st.session_state[STEP_KEY] = index
+        _step_nav(lesson, index)
         st.button(_("End the lesson"), key="lesson_stop", icon=":material/stop:", on_click=stop)
     if polling:
         with st.container(border=True, key="poll_panel_lesson"):
             teacher_panel()
     elif step["kind"] == "view":
         show_step(step)
+    return lesson
+
+
+@st.fragment
+def _step_nav(lesson: dict, shown: int) -> None:
+    """Back, "Step i of n", Next. A fragment: a click redraws the step's number as soon as :func:`go` moved the class
+    (the teacher sees at once that it worked), then the whole page follows with the step itself."""
+    index, n = st.session_state.get(STEP_KEY, shown), len(lesson["steps"])
+    b1, b2, b3 = st.columns([1, 2, 1])
+    b1.button(_("Back"), key="lesson_back", icon=":material/arrow_back:", disabled=index == 0, width="stretch",
+              on_click=go, args=(lesson, index - 1))
+    b2.markdown(_("**Step {step} of {n}**: {title}", step=index + 1, n=n,
+                  title=md_escape(step_views.title(lesson["steps"][index]))))
+    b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
+              disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
+    if index != shown or "lesson_msg" in st.session_state:  # the step itself, or what went wrong, on the page
+        st.rerun()
 
 
 # -- what a phone (and the teacher's preview) shows --------------------------------------------------------------
@@ -191,6 +221,9 @@ def show_step(step: dict) -> None:
     if "problem" in body:
         st.warning(md_escape(body["problem"]))
         return
+    for k, part in enumerate(body.get("specs", ())):  # a picture in parts (the split into heads)
+        st.markdown(part["caption"])
+        st.vega_lite_chart(part["spec"], width="content", key=f"step_chart_{step_key(step, lang())}_{k}")
     if "spec" in body:
         st.vega_lite_chart(styled(body["spec"]), width="content", key=f"step_chart_{step_key(step, lang())}")
     elif "png" in body:

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from attn_core.messages import N_, Problem
-from dashboard.classroom.store import EXPIRY_S, PollStore, normalize_code
+from dashboard.classroom.store import EXPIRY_S, Poll, PollStore, normalize_code
 
 FORMAT, VERSION = "attention-lab-lesson", 1
 READY_DIR = Path(__file__).resolve().parent / "ready"
@@ -270,6 +270,7 @@ class LessonStore:
         with self.polls._tx() as run:
             self.polls._room(run, code, secret)
             run("DELETE FROM step_renders WHERE created < ?", now - EXPIRY_S)
+            run("DELETE FROM lesson_polls WHERE code = ?", code)  # a lesson started again asks its questions anew
             run("INSERT INTO room_lessons (code, body, step, moved) VALUES (?, ?, ?, ?) ON CONFLICT (code) DO UPDATE "
                 "SET body = excluded.body, step = excluded.step, moved = excluded.moved", code, json.dumps(lesson),
                 max(0, min(step, len(lesson["steps"]) - 1)), now)
@@ -293,6 +294,7 @@ class LessonStore:
         with self.polls._tx() as run:
             self.polls._room(run, code, secret)
             run("DELETE FROM room_lessons WHERE code = ?", code)
+            run("DELETE FROM lesson_polls WHERE code = ?", code)
 
     def position(self, code: str) -> tuple[int, float] | None:
         """The room's current step and when it moved (cheap: what a follower reads every second); None without a
@@ -310,6 +312,26 @@ class LessonStore:
             self.polls._room(run, code)
             rows = run("SELECT body, step FROM room_lessons WHERE code = ?", code)
         return (json.loads(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # -- a poll step's own poll ------------------------------------------------------------------------------------
+    def step_poll(self, code: str, step: int, secret: str | None = None) -> Poll | None:
+        """The poll asked at step ``step`` of the room's lesson (None before it was asked). With the teacher's
+        ``secret`` the room shows it again: Back to a poll step shows its question and tally as they were."""
+        code = normalize_code(code)
+        with self.polls._tx() as run:
+            self.polls._room(run, code, secret)
+            rows = run("SELECT seq FROM lesson_polls WHERE code = ? AND step = ?", code, step)
+            if rows and secret is not None:
+                run("UPDATE rooms SET shown = ? WHERE code = ?", rows[0][0], code)
+        return self.polls.poll(code, int(rows[0][0])) if rows else None
+
+    def ask_step(self, code: str, secret: str, step: int, question: dict) -> int:
+        """Ask ``question`` as step ``step``'s poll (the room shows it); its number."""
+        seq = self.polls.ask(code, secret, question)
+        with self.polls._tx() as run:
+            run("INSERT INTO lesson_polls (code, step, seq) VALUES (?, ?, ?) ON CONFLICT (code, step) DO UPDATE "
+                "SET seq = excluded.seq", code, step, seq)
+        return seq
 
     # -- shared renders ------------------------------------------------------------------------------------------
     def render(self, key: str) -> dict | None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from attn_core import BOOK_SENTENCE, AttentionConfig
 from attn_core.labs import questions as qs
+from attn_core.labs.lab import reshape_demo
 from attn_core.text.embeddings import uses_book_inputs
 from attn_core.tracing.views import head_matrix, num_heads
 from dashboard.classroom.lessons import PAGES, QUESTIONS, LessonStore, step_key
@@ -24,6 +25,8 @@ from dashboard.state.settings_schema import DEFAULTS, SCHEMA
 PHONE_PX = 200  # the cells' side: with its labels a 360 px phone shows the chart whole; full screen enlarges it
 MAX_TOKENS = 64  # a phone shows at most this many tokens' weights (a longer text: its first 64)
 MEMORY_ENTRIES = 256
+FLOW_TOKENS, FLOW_HEADS, FLOW_HEAD_DIM = 6, 4, 3  # the split-into-heads picture's most tokens, heads, columns a head
+FLOW_PX = 26  # its cells' side at most (smaller when there are more columns): within a phone's width
 # The ready lesson's own titles (dashboard/classroom/ready/chapter3.json), marked for the catalog; a teacher's own
 # title is shown as written.
 READY_TITLES = (
@@ -104,10 +107,11 @@ def reading(page: str, run: Run, weights: np.ndarray, head: int) -> str:
     """The step's one-line reading, from its own numbers."""
     labels = run.labels[:MAX_TOKENS]
     query, key, w = _most(weights, labels)
-    if page == "shape-flow":
-        return _("x {x} → queries {queries} → attn_weights {weights} → context_vec {context}", x=_shape(run, "x"),
-                 queries=_shape(run, "queries"), weights=_shape(run, "attn_weights"),
-                 context=_shape(run, "context_vec"))
+    if page == "shape-flow" and any(s.name == "queries.view" for s in run.trace):
+        return _("queries {queries} → .view {view} → .transpose(1, 2) {transposed} → attn_weights {weights} → "
+                 "context_vec {context}", queries=_shape(run, "queries"), view=_shape(run, "queries.view"),
+                 transposed=_shape(run, "queries.transpose"), weights=_shape(run, "attn_weights"),
+                 context=_shape(run, "context_vec.view"))
     if page == "masking-lab":
         other = "renormalize" if run.cfg.mask_method == "neg_inf" else "neg_inf"
         twin = traced_run(run.text, run.input_mode, _with(run.cfg, mask_method=other))
@@ -154,11 +158,43 @@ def draw(step: dict) -> dict:
     weights = np.asarray(weights, dtype=np.float64)[:MAX_TOKENS, :MAX_TOKENS]
     labels = run.labels[:MAX_TOKENS]
     body["reading"] = reading(step["page"], run, weights, head)
-    if needs_raster(weights.size):
+    if step["page"] == "shape-flow" and any(s.name == "queries.view" for s in run.trace):
+        body["specs"] = view_transpose(run)  # the step is named for the split into heads, not for a head's weights
+    elif needs_raster(weights.size):
         body["png"] = base64.b64encode(raster_png(weights, "weights", target_px=PHONE_PX * 2)).decode()
     else:
         body["spec"] = _for_phone(Look(scale="weights", max_px=PHONE_PX).chart(weights, labels, labels).to_dict())
     return body
+
+
+def view_transpose(run: Run) -> list[dict]:
+    """The shape flow's picture of the split into heads at the run's sizes, phone-sized: the queries' columns
+    numbered in memory order and coloured by head, then one (num_tokens, head_dim) matrix per head after
+    ``.view(...).transpose(1, 2)`` (the first tokens, heads and columns). ``{"caption", "spec"}`` each."""
+    from dashboard.drawing.flow_charts import numbered_cells
+
+    cfg = run.cfg
+    H, head_dim = cfg.num_heads, cfg.d_out // cfg.num_heads
+    T, h, hd = min(len(run.labels), FLOW_TOKENS), min(H, FLOW_HEADS), min(head_dim, FLOW_HEAD_DIM)
+    demo = reshape_demo(T, cfg.d_out, H)
+    columns = [k * head_dim + c for k in range(h) for c in range(hd)]
+    tokens = run.labels[:T]
+    before = numbered_cells(demo.flat.numpy()[:, columns], np.tile(demo.head_of_column.numpy()[columns], (T, 1)),
+                            tokens, [str(c + 1) for c in columns], x_title=N_("d_out column"),
+                            px=min(FLOW_PX, PHONE_PX // len(columns)))
+    after = numbered_cells(demo.transposed.numpy()[:h, :, :hd],
+                           np.repeat(np.arange(h)[:, None, None], T, 1).repeat(hd, 2), tokens,
+                           [str(c + 1) for c in range(hd)], panels=[_("head {head}", head=k + 1) for k in range(h)],
+                           x_title="head_dim", px=min(FLOW_PX, PHONE_PX // (h * hd)), columns=2)
+    return [{"caption": _("**Before**: `queries` (num_tokens, d_out)"), "spec": _legend_below(before.to_dict())},
+            {"caption": _("**After** `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`: one (num_tokens, "
+                          "head_dim) matrix per head"), "spec": _legend_below(after.to_dict())}]
+
+
+def _legend_below(spec: dict) -> dict:
+    """The head legend under the cells: beside them it would push the chart past a phone's width."""
+    spec.setdefault("config", {}).setdefault("legend", {}).update(orient="bottom", direction="horizontal")
+    return spec
 
 
 def _for_phone(spec: dict) -> dict:

@@ -3,7 +3,8 @@
 SQLite by default (one file, WAL mode: the replicas of ``deploy.course`` share it on one computer), PostgreSQL
 when ``ATTENTION_LAB_CLASS_DB=postgresql://...`` (psycopg 3). The schema is made on first use and versioned
 (``schema_version``; :data:`MIGRATIONS`). A *room* is a join code the class scans once; each question asked in it
-is a *poll* (``seq`` 1, 2, ...), the latest one is the room's current poll. Nothing personal is stored: an answer
+is a *poll* (``seq`` 1, 2, ...); the room's current poll is the one it shows (``rooms.shown``: the latest asked, or an
+earlier one a lesson went back to). Nothing personal is stored: an answer
 is keyed by a random id of the student's browser session, and a room's teacher is whoever holds its secret
 (only its hash is stored). One answer per session and poll (a primary key; changing it updates the row), so an
 answer is counted once however often it is sent.
@@ -54,8 +55,15 @@ MIGRATIONS: list[list[str]] = [  # version i+1 is MIGRATIONS[i]; append, never e
     [  # a saved lesson's owner: the device id of the browser that saved it (NULL: saved before; the next saver's)
         "ALTER TABLE lessons ADD COLUMN owner TEXT",
     ],
+    [  # the poll a room shows (NULL: its latest; a lesson's Back shows a step's poll again), each lesson step's poll
+        "ALTER TABLE rooms ADD COLUMN shown INTEGER",
+        "CREATE TABLE lesson_polls (code TEXT NOT NULL REFERENCES rooms(code) ON DELETE CASCADE, "
+        "step INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (code, step))",
+    ],
 ]
 STATES = ("open", "closed", "revealed")
+# The seq of the poll a room shows (its code twice): the one set, else the latest (a room made before it was set).
+SHOWN = "COALESCE((SELECT shown FROM rooms WHERE code = ?), (SELECT MAX(seq) FROM polls WHERE code = ?))"
 
 
 class PollError(Exception):
@@ -260,7 +268,7 @@ class PollStore:
             run("UPDATE polls SET state = 'closed' WHERE code = ? AND state = 'open'", code)
             run("INSERT INTO polls (code, seq, question, n_choices, state, created) VALUES (?, ?, ?, ?, 'open', ?)",
                 code, seq, json.dumps(question), n, now)
-            run("UPDATE rooms SET expires = ? WHERE code = ?", now + EXPIRY_S, code)
+            run("UPDATE rooms SET expires = ?, shown = ? WHERE code = ?", now + EXPIRY_S, seq, code)
         return seq
 
     def reclaim(self, code: str, secret: str) -> Poll | None:
@@ -278,8 +286,7 @@ class PollStore:
             raise ValueError(f"state must be one of {STATES}; got {state!r}")
         with self._tx() as run:
             self._room(run, code, secret)
-            run("UPDATE polls SET state = ? WHERE code = ? AND seq = (SELECT MAX(seq) FROM polls WHERE code = ?)",
-                state, code, code)
+            run(f"UPDATE polls SET state = ? WHERE code = ? AND seq = {SHOWN}", state, code, code, code)
 
     def delete_room(self, code: str, secret: str) -> None:
         with self._tx() as run:
@@ -290,11 +297,19 @@ class PollStore:
 
     # -- everyone --------------------------------------------------------------------------------------------
     def current(self, code: str) -> Poll | None:
-        """The room's latest poll (None before its first question); :class:`NoSuchPoll` for a bad code."""
-        code = normalize_code(code)
+        """The poll the room shows (None before its first question); :class:`NoSuchPoll` for a bad code."""
+        return self._poll(normalize_code(code), None)
+
+    def poll(self, code: str, seq: int) -> Poll | None:
+        """Poll ``seq`` of the room, shown or not (None when there is none)."""
+        return self._poll(normalize_code(code), seq)
+
+    def _poll(self, code: str, seq: int | None) -> Poll | None:
         with self._tx() as run:
             self._room(run, code)
-            rows = run("SELECT seq, question, state FROM polls WHERE code = ? ORDER BY seq DESC LIMIT 1", code)
+            rows = (run(f"SELECT seq, question, state FROM polls WHERE code = ? AND seq = {SHOWN}", code, code, code)
+                    if seq is None else run("SELECT seq, question, state FROM polls WHERE code = ? AND seq = ?", code,
+                                            seq))
             expires = run("SELECT expires FROM rooms WHERE code = ?", code)[0][0]
         if not rows:
             return None
@@ -321,12 +336,12 @@ class PollStore:
         now = self.clock()
         with self._tx() as run:
             self._room(run, code)
-            rows = run("SELECT n_choices, state, (SELECT MAX(seq) FROM polls WHERE code = ?) FROM polls "
-                       "WHERE code = ? AND seq = ?", code, code, seq)
+            rows = run(f"SELECT n_choices, state, {SHOWN} FROM polls WHERE code = ? AND seq = ?", code, code, code,
+                       seq)
             if not rows:
                 raise NoSuchPoll(N_("question {seq} of {code} does not exist: reload the page"), seq=seq, code=code)
-            n, state, latest = rows[0]
-            if state != "open" or seq != latest:
+            n, state, shown = rows[0]
+            if state != "open" or seq != shown:
                 raise PollClosed(N_("this question is closed: answers are no longer taken"))
             if not isinstance(choice, int) or not 0 <= choice < n:
                 raise BadChoice(N_("choice {choice} is not one of this question's {n} choices"), choice=repr(choice),

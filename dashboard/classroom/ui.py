@@ -283,7 +283,7 @@ def teacher_panel() -> None:
         st.warning(_("{problem} The page keeps working; the poll shows again once the store answers.",
                      problem=error_text(e)))
         return
-    if poll is not None and poll.seq > seq:  # asked from the teacher's other tab or replica: show the store's
+    if poll is not None and poll.seq != seq:  # asked (or gone back to) elsewhere: show the store's
         current = st.session_state["poll_current"] = {**current, "seq": poll.seq, "question": poll.question}
         seq, q = poll.seq, Question.from_dict(poll.question).in_words(message)
     state = poll.state if poll is not None and poll.seq == seq else "closed"
