@@ -129,17 +129,20 @@ def layer_trace(trace: Trace, layer: int) -> Trace:
 
 @dataclass(frozen=True)
 class Walk:
-    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input and the last logits."""
+    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input, the last hidden states and
+    the last logits: what every view of the sentence reads without a second pass."""
 
     inputs: list[torch.Tensor]  # per layer (1, T, emb_dim): the residual stream after that block's norm1
     last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
+    final: torch.Tensor  # (1, T, emb_dim): after the final norm; out_head of a few rows at a time gives any logits
 
 
 def walk_layers(model: TracedLM, idx: torch.Tensor,
                 on_layer: Callable[[int, torch.Tensor], None] | None = None,
                 progress: Callable[[int], None] | None = None) -> Walk:
     """``model``'s forward on token ids (1, T), block by block, keeping what a page needs to show any layer later:
-    every layer's attention input (``T x emb_dim`` each) and the last position's logits only. Any family's model.
+    every layer's attention input (``T x emb_dim`` each), the hidden states after the final norm (one more) and the
+    last position's logits only. Any family's model.
 
     ``on_layer(i, weights)``: each layer's attention runs the book's explicit path with a trace of its own, and
     its weights (num_heads, T, T) are handed over; the trace is dropped before the next layer, so at most one
@@ -164,8 +167,9 @@ def walk_layers(model: TracedLM, idx: torch.Tensor,
                 del trace
             if progress is not None:
                 progress(i)
-        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
-    return Walk(inputs, last)
+        final = model.final_norm(x)
+        last = model.out_head(final[:, -1:, :])[0, -1]
+    return Walk(inputs, last, final)
 
 
 def trace_layer(model: TracedLM, idx: torch.Tensor, layer: int, cache: KVCache | None = None) -> Trace:

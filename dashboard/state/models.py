@@ -26,8 +26,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from attn_core import MAX_POSITIONS, AttentionConfig, Token, run_attention
+from attn_core import MAX_POSITIONS, AttentionConfig, Token, Trace, run_attention
 from attn_core.attention.variants import variant
+from attn_core.labs import heads as heads_lab
 from attn_core.labs.scores import head_scores
 from attn_core.messages import Problem
 from attn_core.models import registry
@@ -193,7 +194,8 @@ def pieces(name: str, token_ids: list[int]) -> list[str]:
 
 
 def _walk_nbytes(walk: Walk) -> int:
-    return sum(t.untyped_storage().nbytes() for t in walk.inputs) + walk.last_logits.nbytes + 4096
+    kept = [*walk.inputs, walk.final]
+    return sum(t.untyped_storage().nbytes() for t in kept) + walk.last_logits.nbytes + 4096
 
 
 _WALKS: ByteLRU[Walk] = ByteLRU(WALK_CACHE_BYTES, _walk_nbytes, idle_s=CACHE_IDLE_S)
@@ -290,8 +292,6 @@ def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, Mo
 
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
     """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
-    from attn_core import Trace
-
     trace = Trace(copy=False)
     registry.layer_attention(lm, layer)(x, trace)
     return trace.of_kind("weights")[-1].tensor[0]
@@ -302,6 +302,38 @@ def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP) -> list[tuple[int
     probs = torch.softmax(walk(name, ids).last_logits, dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))
     return [(int(i), float(p)) for p, i in zip(top.values, top.indices)]
+
+
+def knocked(name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
+            how: str) -> tuple[np.ndarray, list[tuple[int, float]]]:
+    """Per-token losses and the top-5 next tokens with ``heads`` knocked out (``how``: :data:`heads.HOWS`): with
+    none, read off the sentence's walk (no pass of the model); else one edited pass."""
+    lm = model(name)
+    idx = _ids_tensor(ids)
+    if heads:
+        losses, top = heads_lab.knocked(lm, idx, list(heads), how)
+        return losses.numpy(), top
+    heads_lab.check_tokens(lm, idx)
+    final = walk(name, ids).final
+    return heads_lab.losses_of(lm, final, idx).numpy(), next_tokens(name, ids, 5)
+
+
+def weights_and_moved(name: str, ids: tuple[int, ...], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer ``layer``'s α (heads, T, T) and ‖f_h(x_j)‖ (heads, T) (:func:`attn_core.labs.heads.weights_and_moved`)
+    from the layer's kept input: one attention layer, no pass of the blocks before it."""
+    lm = model(name)
+    heads_lab.check_layer(lm, layer)
+    trace = Trace(copy=False)
+    with torch.no_grad():
+        registry.layer_attention(lm, layer)(walk(name, ids).inputs[layer], trace)
+    return heads_lab.moved_of(lm, layer, trace)
+
+
+def mean_attention(name: str, ids: tuple[int, ...]) -> torch.Tensor:
+    """(layers, T, T): each layer's weights averaged over its heads, from the kept inputs (attention only)."""
+    lm = model(name)
+    with torch.no_grad():
+        return torch.stack([_layer_weights(lm, i, x).mean(dim=0) for i, x in enumerate(walk(name, ids).inputs)])
 
 
 def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
