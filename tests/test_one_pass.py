@@ -109,3 +109,30 @@ def test_the_walk_keeps_what_gives_every_loss(smollm2):
     whole = token_losses(edited_logits(smollm2, idx, {3: knock_out([1], "mean"), 7: knock_out([4], "mean")}), idx)
     torch.testing.assert_close(losses, whole, atol=1e-5, rtol=0)
     assert [i for i, _p in top] == [i for i, _p in top_next(smollm2, idx, [(3, 1), (7, 4)], "mean")]
+
+
+def test_sessions_waiting_for_the_model_share_one_pass_and_each_gets_its_own(smollm2, passes):
+    """Eight sessions ask for eight sentences at once: fewer passes than sentences, and every session's walk and
+    model view equal the one it gets alone (to float rounding), never another session's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dashboard.state import models
+
+    texts = [f"Session {k} reads its own sentence with {k + 2} small words " + "more " * k for k in range(8)]
+    seqs = [tuple(t.id for t in models.tokens_of(SMOL, text)) for text in texts]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda ids: (models.walk(SMOL, ids), models.model_view(SMOL, ids)), seqs))
+    assert len(passes) < len(seqs), passes
+    assert sorted(passes, reverse=True)[0] == max(len(s) for s in seqs)  # padded to the longest of a batch
+    models.clear_caches()
+    for ids, (walk, view) in zip(seqs, together):
+        alone = walk_layers(smollm2, torch.tensor([ids]))
+        assert view.ids == ids and view.thumbs.shape[:2] == (30, 9)
+        assert walk.final.shape == alone.final.shape
+        torch.testing.assert_close(walk.last_logits, alone.last_logits, atol=1e-3, rtol=1e-4)
+        for a, b in zip(walk.inputs, alone.inputs):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+        single = models.model_view(SMOL, ids)
+        np.testing.assert_allclose(view.thumbs, single.thumbs, atol=1e-5)
+        for name, scores in view.scores.items():
+            np.testing.assert_allclose(scores, single.scores[name], atol=1e-5)

@@ -34,10 +34,11 @@ from attn_core.messages import Problem
 from attn_core.models import registry
 from attn_core.models.decoding import TOP
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.traced import Walk, walk_layers
+from attn_core.models.traced import Walk, walk_layers, walk_many
 from attn_core.text.tokens import BPETokenizer, piece_labels, readable_piece
 from attn_core.tracing.views import pool
 from dashboard.i18n import N_, _, message
+from dashboard.state.batcher import Batcher
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 
@@ -47,6 +48,7 @@ FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teach
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
 WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024, hundreds of short ones (docs/measurements.md)
 VIEW_CACHE_BYTES = 64 * 2**20  # a model view's thumbnails: dozens of views (docs/measurements.md)
+BATCH_MOST_T = 256  # sequences up to this long share a pass with other sessions' (longer: alone, with progress)
 
 
 def label(name: str) -> str:
@@ -220,6 +222,7 @@ def _view_nbytes(view: ModelView) -> int:
 
 
 _VIEWS: ByteLRU[ModelView] = ByteLRU(VIEW_CACHE_BYTES, _view_nbytes, idle_s=CACHE_IDLE_S)
+_BATCHER = Batcher()
 
 Progress = Callable[[float, str], None] | None
 
@@ -284,10 +287,20 @@ def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, Mo
     lm = model(name)
     key = (source_key(name), ids)
     collect = _Collect(ids, lm.cfg["n_layers"], progress)
-    walked = _WALKS.get(key, lambda: walk_layers(lm, _ids_tensor(ids), on_layer=collect))
+    walked = _WALKS.get(key, lambda: _pass(name, lm, ids, collect))
     if len(collect.thumbs) < lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
         return walked, model_view(name, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
+
+
+def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: _Collect) -> Walk:
+    """One traced pass over ``ids``: a short sequence shares a padded pass with the other sessions' waiting for the
+    same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it)."""
+    if not 0 < len(ids) <= BATCH_MOST_T:
+        return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
+    lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
+    collect.progress = None
+    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: walk_many(lm, seqs, each))
 
 
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
