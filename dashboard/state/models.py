@@ -8,7 +8,8 @@ one once per server process (``registry.load_model``), counts its bytes against 
 by every session:
 
 - a *walk* (``attn_core.models.traced.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
-  T = 1,024) and the last logits; a layer switch then costs one attention layer, not a forward pass;
+  T = 1,024), the hidden states after the final norm and the last logits; a layer switch, the loss with every head,
+  α·‖f(x)‖ and rollout then cost attention layers or ``out_head``, not a forward pass (one pass a sentence);
 - the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
   Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
 - a layer's traced run (a :class:`~dashboard.state.compute.Run`, kept with the random-weights runs): the chosen
