@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from attn_core.messages import Problem
 from attn_core.models.traced import TracedLM, trace_layer, walk_layers
+from attn_core.tracing.trace import Trace
 
 HOWS = ("zero", "mean")
 LOSS_ROWS = 64  # positions per log-softmax: Qwen's (T, 151,936) would double the logits' memory (docs/measurements.md)
@@ -93,17 +94,23 @@ def by_layer(model: TracedLM, heads: Sequence[tuple[int, int]]) -> dict[int, lis
     return layers
 
 
-def edited_logits(model: TracedLM, idx: torch.Tensor, edits: dict[int, Edit]) -> torch.Tensor:
-    """The model's logits (b, T, vocab_size) with layer ``i``'s heads edited by ``edits[i]`` before its output
-    projection: the base's forward (embed -> blocks -> final norm -> out_head) on per-call copies of those blocks."""
+def edited_hidden(model: TracedLM, idx: torch.Tensor, edits: dict[int, Edit]) -> torch.Tensor:
+    """The model's last hidden states after its final norm (b, T, emb_dim) with layer ``i``'s heads edited by
+    ``edits[i]`` before its output projection: the base's forward (embed -> blocks -> final norm) on per-call
+    copies of those blocks. ``out_head`` of them gives the logits (:func:`edited_logits`, :func:`losses_of`)."""
     with torch.no_grad():
         x = model.embed(idx)  # Shape [batch_size, num_tokens, emb_size]
         for i, block in enumerate(model.trf_blocks):
             if i in edits:
                 block = edited_block(block, edits[i])
             x = block(x, *model.block_args(i))
-        x = model.final_norm(x)
-        return model.out_head(x)
+        return model.final_norm(x)
+
+
+def edited_logits(model: TracedLM, idx: torch.Tensor, edits: dict[int, Edit]) -> torch.Tensor:
+    """The model's logits (b, T, vocab_size) with the heads edited as :func:`edited_hidden` says."""
+    with torch.no_grad():
+        return model.out_head(edited_hidden(model, idx, edits))
 
 
 def token_losses(logits: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -112,6 +119,24 @@ def token_losses(logits: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     rows, targets = logits[0, :-1], idx[0, 1:]
     return torch.cat([F.cross_entropy(rows[i:i + LOSS_ROWS].float(), targets[i:i + LOSS_ROWS], reduction="none")
                       for i in range(0, max(len(targets), 1), LOSS_ROWS)])
+
+
+def losses_of(model: TracedLM, hidden: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """:func:`token_losses` from the final-normed hidden states (1, T, emb_dim), ``out_head`` LOSS_ROWS positions
+    at a time: no (T, vocab_size) logits are ever held, and a kept forward pass (a walk) needs no second one."""
+    rows, targets = hidden[0, :-1], idx[0, 1:]
+    with torch.no_grad():
+        return torch.cat([F.cross_entropy(model.out_head(rows[i:i + LOSS_ROWS]).float(), targets[i:i + LOSS_ROWS],
+                                          reduction="none")
+                          for i in range(0, max(len(targets), 1), LOSS_ROWS)])
+
+
+def top_of(model: TracedLM, hidden: torch.Tensor, k: int = 5) -> list[tuple[int, float]]:
+    """The ``k`` likeliest next tokens (id, probability) after the last position of final-normed ``hidden``."""
+    with torch.no_grad():
+        probas = torch.softmax(model.out_head(hidden[:, -1:])[0, -1].float(), dim=-1)
+    values, ids = torch.topk(probas, min(k, probas.numel()))
+    return [(int(i), float(p)) for i, p in zip(ids, values)]
 
 
 def knock_out(heads: list[int], how: str) -> Edit:
@@ -131,12 +156,19 @@ def head_ablation(model: TracedLM, idx: torch.Tensor, heads: Sequence[tuple[int,
     """Per-token losses (nats, length T - 1) of ``model`` on token ids ``idx`` (1, T) with the context vectors of
     ``heads`` ((layer, head) pairs, 0-based; ``[]``: the plain model) zeroed (``how="zero"``) or replaced by their
     mean over the positions (``how="mean"``) right before each layer's output projection."""
+    return knocked(model, idx, heads, how)[0]
+
+
+def knocked(model: TracedLM, idx: torch.Tensor, heads: Sequence[tuple[int, int]], how: str = "zero",
+            k: int = 5) -> tuple[torch.Tensor, list[tuple[int, float]]]:
+    """One forward pass with ``heads`` knocked out (as :func:`head_ablation`): the per-token losses and the ``k``
+    likeliest next tokens (id, probability) after the last token."""
     if how not in HOWS:
         raise Problem("how must be one of {hows}; got {how}", hows=", ".join(HOWS), how=repr(how))
     check_tokens(model, idx)
     layers = by_layer(model, heads)
-    logits = edited_logits(model, idx, {layer: knock_out(hs, how) for layer, hs in layers.items()})
-    return token_losses(logits, idx)
+    hidden = edited_hidden(model, idx, {layer: knock_out(hs, how) for layer, hs in layers.items()})
+    return losses_of(model, hidden, idx), top_of(model, hidden, k)
 
 
 @dataclass(frozen=True)
@@ -206,7 +238,12 @@ def weights_and_moved(model: TracedLM, idx: torch.Tensor, layer: int) -> tuple[t
     if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
         raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}",
                       shape=tuple(idx.shape))
-    trace = trace_layer(model, idx, layer)
+    return moved_of(model, layer, trace_layer(model, idx, layer))
+
+
+def moved_of(model: TracedLM, layer: int, trace: Trace) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`weights_and_moved` from layer ``layer``'s attention trace (its steps without the layer's prefix): a
+    page that kept the layer's input runs that one attention layer, not the blocks before it."""
     attn_weights = trace.of_kind("weights")[-1].tensor[0]  # (num_heads, T, T)
     values = trace["values.transpose"].tensor[0]  # (num_kv_groups or num_heads, T, head_dim)
     num_heads, head_dim = attn_weights.shape[0], values.shape[-1]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attn_core.labs.heads import by_layer, check_tokens, edited_logits, head_ablation, knock_out, token_losses
+from attn_core.labs.heads import by_layer, check_tokens, edited_hidden, head_ablation, knock_out, token_losses, top_of
 from attn_core.labs.scores import head_scores
 from attn_core.messages import Problem
 from attn_core.models.traced import TracedLM
@@ -108,7 +108,5 @@ def top_next(model: TracedLM, idx: torch.Tensor, heads: list[tuple[int, int]], h
              k: int = 5) -> list[tuple[int, float]]:
     """The ``k`` most likely next tokens (id, probability) after ``idx`` with ``heads`` knocked out."""
     model.check_ids(idx)
-    logits = edited_logits(model, idx, {layer: knock_out(hs, how) for layer, hs in by_layer(model, heads).items()})
-    probas = torch.softmax(logits[0, -1].float(), dim=-1)
-    values, ids = torch.topk(probas, k)
-    return [(int(i), float(p)) for i, p in zip(ids, values)]
+    hidden = edited_hidden(model, idx, {layer: knock_out(hs, how) for layer, hs in by_layer(model, heads).items()})
+    return top_of(model, hidden, k)

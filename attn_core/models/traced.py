@@ -16,7 +16,7 @@ Each block is called ``block(x, *model.block_args(i), trace, cache)``. :func:`ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -129,17 +129,20 @@ def layer_trace(trace: Trace, layer: int) -> Trace:
 
 @dataclass(frozen=True)
 class Walk:
-    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input and the last logits."""
+    """What :func:`walk_layers` keeps of one forward pass: each layer's attention input, the last hidden states and
+    the last logits: what every view of the sentence reads without a second pass."""
 
     inputs: list[torch.Tensor]  # per layer (1, T, emb_dim): the residual stream after that block's norm1
     last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
+    final: torch.Tensor  # (1, T, emb_dim): after the final norm; out_head of a few rows at a time gives any logits
 
 
 def walk_layers(model: TracedLM, idx: torch.Tensor,
                 on_layer: Callable[[int, torch.Tensor], None] | None = None,
                 progress: Callable[[int], None] | None = None) -> Walk:
     """``model``'s forward on token ids (1, T), block by block, keeping what a page needs to show any layer later:
-    every layer's attention input (``T x emb_dim`` each) and the last position's logits only. Any family's model.
+    every layer's attention input (``T x emb_dim`` each), the hidden states after the final norm (one more) and the
+    last position's logits only. Any family's model.
 
     ``on_layer(i, weights)``: each layer's attention runs the book's explicit path with a trace of its own, and
     its weights (num_heads, T, T) are handed over; the trace is dropped before the next layer, so at most one
@@ -149,23 +152,60 @@ def walk_layers(model: TracedLM, idx: torch.Tensor,
         raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}",
                       shape=tuple(idx.shape))
     model.check_ids(idx)
-    inputs = []
+    return _walk(model, idx, [idx.shape[1]], [on_layer], progress)[0]
+
+
+def walk_many(model: TracedLM, seqs: Sequence[Sequence[int]],
+              on_layer: Sequence[Callable[[int, torch.Tensor], None] | None] | None = None) -> list[Walk]:
+    """:func:`walk_layers` of several token sequences in one padded pass (their ``on_layer`` each, or none): each
+    is right-padded to the longest with its own last id. Attention is causal, so no real token sees a pad and every
+    position is placed as alone (RoPE or learned positions from 0); each walk is cut back to its own length. Equal to
+    one walk at a time up to float rounding; the weights of a batch are read once instead of once a sequence."""
+    if not seqs or any(len(s) == 0 for s in seqs):
+        raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}", shape=(1, 0))
+    lengths = [len(s) for s in seqs]
+    T = max(lengths)
+    idx = torch.tensor([list(s) + [s[-1]] * (T - len(s)) for s in seqs])  # (b, T): pads after each
+    model.check_ids(idx)
+    return _walk(model, idx, lengths, list(on_layer or [None] * len(seqs)), None)
+
+
+def _walk(model: TracedLM, idx: torch.Tensor, lengths: list[int],
+          on_layer: list[Callable[[int, torch.Tensor], None] | None],
+          progress: Callable[[int], None] | None) -> list[Walk]:
+    """The loop of :func:`walk_layers` / :func:`walk_many` on ids (b, T) whose sequence ``k`` is ``lengths[k]`` long."""
+    one = len(lengths) == 1
+
+    def cut(t: torch.Tensor, k: int) -> torch.Tensor:  # (b, T, d) -> (1, n_k, d), owning its memory in a batch
+        return t if one else t[k:k + 1, :lengths[k]].clone()
+
+    inputs: list[list[torch.Tensor]] = [[] for _ in lengths]
+    traced = any(f is not None for f in on_layer)
     with torch.no_grad():
         x = model.embed(idx)
         for i, block in enumerate(model.trf_blocks):
-            if on_layer is None:
-                inputs.append(block.norm1(x))
+            if not traced:
+                layer_input = block.norm1(x)
                 x = block(x, *model.block_args(i))
             else:
                 trace = Trace(copy=False)
                 x = block(x, *model.block_args(i), trace)
-                inputs.append(trace["input"].tensor)
-                on_layer(i, trace.of_kind("weights")[-1].tensor[0])
-                del trace
+                layer_input = trace["input"].tensor
+                weights = trace.of_kind("weights")[-1].tensor  # (b, num_heads, T, T)
+                for k, (n, f) in enumerate(zip(lengths, on_layer)):
+                    if f is not None:
+                        f(i, weights[k] if one else weights[k, :, :n, :n])
+                del trace, weights
+            for k in range(len(lengths)):
+                inputs[k].append(cut(layer_input, k))
             if progress is not None:
                 progress(i)
-        last = model.out_head(model.final_norm(x[:, -1:, :]))[0, -1]
-    return Walk(inputs, last)
+        final = model.final_norm(x)
+        walks = []
+        for k, n in enumerate(lengths):
+            last = model.out_head(final[k:k + 1, n - 1:n, :])[0, -1]
+            walks.append(Walk(inputs[k], last, cut(final, k)))
+    return walks
 
 
 def trace_layer(model: TracedLM, idx: torch.Tensor, layer: int, cache: KVCache | None = None) -> Trace:

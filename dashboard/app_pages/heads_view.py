@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 import torch.nn as nn
 
 from attn_core.labs.head_question import harmful_head
-from attn_core.labs.heads import head_ablation, mean_attention, rollout_of, weights_and_moved
-from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens, top_next
+from attn_core.labs.heads import rollout_of
+from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens
 from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
 from dashboard.drawing.matrices import Look, show_matrix
@@ -32,19 +31,13 @@ REPEAT_HALF = 50  # the built-in text: this many random tokens, then the same ag
 MOST_K = 12
 
 
-def _ids(ids: tuple[int, ...]) -> torch.Tensor:
-    return torch.tensor([ids])
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
-def ablation(source: tuple, _lm: nn.Module, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
-             how: str) -> tuple[np.ndarray, list, list]:
-    """Per-token losses with ``heads`` knocked out, and the top-5 next tokens without and with them (numbers
-    only: the words are added where shown, in the session's language). Keyed on the model's ``source``, not on
-    the model itself (``_lm``: not hashed)."""
-    idx = _ids(ids)
-    return (head_ablation(_lm, idx, list(heads), how).numpy(), top_next(_lm, idx, []),
-            top_next(_lm, idx, list(heads), how))
+def ablation(source: tuple, name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
+             how: str) -> tuple[np.ndarray, list]:
+    """Per-token losses and the top-5 next tokens with ``heads`` knocked out (numbers only: the words are added
+    where shown, in the session's language): none read off the sentence's one pass, else one pass of their own.
+    Keyed on the model's ``source`` (its files as they are now)."""
+    return models.knocked(name, ids, heads, how)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -56,17 +49,16 @@ def comparison(source: tuple, _lm: nn.Module, k: int, kind: str) -> dict:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def weighed(source: tuple, _lm: nn.Module, ids: tuple[int, ...], layer: int,
-            head: int) -> tuple[np.ndarray, np.ndarray]:
-    """One head's α (T, T) and ‖f_h(x_j)‖ (T,): one head kept, not the layer's (T, T) per head."""
-    attn_weights, moved = weights_and_moved(_lm, _ids(ids), layer)
+def weighed(source: tuple, name: str, ids: tuple[int, ...], layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+    """One head's α (T, T) and ‖f_h(x)‖ (T,) from the layer's kept input: one head kept, not the layer's."""
+    attn_weights, moved = models.weights_and_moved(name, ids, layer)
     return attn_weights[head].numpy().copy(), moved[head].numpy().copy()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def rolled(source: tuple, _lm: nn.Module, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rolled(source: tuple, name: str, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first and last layers' head-averaged attention and the rollout through every layer (T, T) each."""
-    means = mean_attention(_lm, _ids(ids))
+    means = models.mean_attention(name, ids)
     return means[0].numpy(), means[-1].numpy(), rollout_of(means)[-1].numpy()
 
 
@@ -108,8 +100,8 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
                       key="heads_how")
     source = models.source_key(name)
     with st.spinner(_("Running the model without those heads…")):
-        plain, top_before, _unused = ablation(source, models.model(name), ids, (), "zero")
-        after, _unused, top_after = ablation(source, models.model(name), ids, tuple(sorted(heads)), how)
+        plain, top_before = ablation(source, name, ids, (), "zero")
+        after, top_after = ablation(source, name, ids, tuple(sorted(heads)), how) if heads else (plain, top_before)
     without = ngettext("without {n} head", "without {n} heads", len(heads))
     losses = {_("every head"): plain} if not heads else {_("every head"): plain, without: after}
     frame = heads_charts.loss_frame(losses, pieces)
@@ -190,7 +182,7 @@ def value_part(name: str, ids: tuple[int, ...], pieces: list[str], opened: tuple
     head = b.selectbox(_("Head"), range(cfg.n_heads), format_func=lambda i: str(i + 1), key="heads_vhead")
     query = token_choice(_("Query token"), "heads_vquery", pieces, c)
     with st.spinner(_("Running the model up to that layer…")):
-        alpha, moved = weighed(models.source_key(name), models.model(name), ids, int(layer), int(head))
+        alpha, moved = weighed(models.source_key(name), name, ids, int(layer), int(head))
     weighted = alpha * moved[None, :]
     shares = weighted / np.maximum(weighted.sum(axis=-1, keepdims=True), 1e-30)  # each row: the share of what moves
     labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
@@ -213,7 +205,7 @@ def rollout_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
     n_layers = models.config(name).n_layers
     query = token_choice(_("Where did this token's information come from?"), "heads_rquery", pieces)
     with st.spinner(_("Running every layer…")):
-        first, last, rollout = rolled(models.source_key(name), models.model(name), ids)
+        first, last, rollout = rolled(models.source_key(name), name, ids)
     rows = {_("layer 1, heads averaged"): first[query, :query + 1],
             _("layer {n}, heads averaged", n=n_layers): last[query, :query + 1],
             _("rollout through all {n} layers", n=n_layers): rollout[query, :query + 1]}

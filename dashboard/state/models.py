@@ -8,7 +8,8 @@ one once per server process (``registry.load_model``), counts its bytes against 
 by every session:
 
 - a *walk* (``attn_core.models.traced.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
-  T = 1,024) and the last logits; a layer switch then costs one attention layer, not a forward pass;
+  T = 1,024), the hidden states after the final norm and the last logits; a layer switch, the loss with every head,
+  α·‖f(x)‖ and rollout then cost attention layers or ``out_head``, not a forward pass (one pass a sentence);
 - the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
   Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
 - a layer's traced run (a :class:`~dashboard.state.compute.Run`, kept with the random-weights runs): the chosen
@@ -26,18 +27,20 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from attn_core import MAX_POSITIONS, AttentionConfig, Token, run_attention
+from attn_core import MAX_POSITIONS, AttentionConfig, Token, Trace, run_attention
 from attn_core.attention.variants import variant
+from attn_core.labs import heads as heads_lab
 from attn_core.labs.scores import head_scores
 from attn_core.messages import Msg, Problem
 from attn_core.models import registry
 from attn_core.models.decoding import TOP
 from attn_core.models.family import Family, Found, ModelConfig
-from attn_core.models.traced import Walk, walk_layers
+from attn_core.models.traced import Walk, walk_layers, walk_many
 from attn_core.text.scripts import has_cjk
 from attn_core.text.tokens import BPETokenizer
 from attn_core.tracing.views import pool
 from dashboard.i18n import N_, _, message, writes_cjk
+from dashboard.state.batcher import Batcher
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 from dashboard.state.links import code_span
@@ -48,6 +51,7 @@ FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teach
 THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
 WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024, hundreds of short ones (docs/measurements.md)
 VIEW_CACHE_BYTES = 64 * 2**20  # a model view's thumbnails: dozens of views (docs/measurements.md)
+BATCH_MOST_T = 256  # sequences up to this long share a pass with other sessions' (longer: alone, with progress)
 
 
 def label(name: str) -> str:
@@ -199,7 +203,8 @@ def tokens_of(name: str, text: str) -> list[Token]:
 
 
 def _walk_nbytes(walk: Walk) -> int:
-    return sum(t.untyped_storage().nbytes() for t in walk.inputs) + walk.last_logits.nbytes + 4096
+    kept = [*walk.inputs, walk.final]
+    return sum(t.untyped_storage().nbytes() for t in kept) + walk.last_logits.nbytes + 4096
 
 
 _WALKS: ByteLRU[Walk] = ByteLRU(WALK_CACHE_BYTES, _walk_nbytes, idle_s=CACHE_IDLE_S)
@@ -224,6 +229,7 @@ def _view_nbytes(view: ModelView) -> int:
 
 
 _VIEWS: ByteLRU[ModelView] = ByteLRU(VIEW_CACHE_BYTES, _view_nbytes, idle_s=CACHE_IDLE_S)
+_BATCHER = Batcher()
 
 Progress = Callable[[float, str], None] | None
 
@@ -288,16 +294,24 @@ def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, Mo
     lm = model(name)
     key = (source_key(name), ids)
     collect = _Collect(ids, lm.cfg["n_layers"], progress)
-    walked = _WALKS.get(key, lambda: walk_layers(lm, _ids_tensor(ids), on_layer=collect))
+    walked = _WALKS.get(key, lambda: _pass(name, lm, ids, collect))
     if len(collect.thumbs) < lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
         return walked, model_view(name, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
 
+def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: _Collect) -> Walk:
+    """One traced pass over ``ids``: a short sequence shares a padded pass with the other sessions' waiting for the
+    same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it)."""
+    if not 0 < len(ids) <= BATCH_MOST_T:
+        return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
+    lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
+    collect.progress = None
+    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: walk_many(lm, seqs, each))
+
+
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
     """One layer's attention weights (heads, T, T) on its input, through the book's explicit path."""
-    from attn_core import Trace
-
     trace = Trace(copy=False)
     registry.layer_attention(lm, layer)(x, trace)
     return trace.of_kind("weights")[-1].tensor[0]
@@ -308,6 +322,38 @@ def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP) -> list[tuple[int
     probs = torch.softmax(walk(name, ids).last_logits, dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))
     return [(int(i), float(p)) for p, i in zip(top.values, top.indices)]
+
+
+def knocked(name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
+            how: str) -> tuple[np.ndarray, list[tuple[int, float]]]:
+    """Per-token losses and the top-5 next tokens with ``heads`` knocked out (``how``: :data:`heads.HOWS`): with
+    none, read off the sentence's walk (no pass of the model); else one edited pass."""
+    lm = model(name)
+    idx = _ids_tensor(ids)
+    if heads:
+        losses, top = heads_lab.knocked(lm, idx, list(heads), how)
+        return losses.numpy(), top
+    heads_lab.check_tokens(lm, idx)
+    final = walk(name, ids).final
+    return heads_lab.losses_of(lm, final, idx).numpy(), next_tokens(name, ids, 5)
+
+
+def weights_and_moved(name: str, ids: tuple[int, ...], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer ``layer``'s α (heads, T, T) and ‖f_h(x_j)‖ (heads, T) (:func:`attn_core.labs.heads.weights_and_moved`)
+    from the layer's kept input: one attention layer, no pass of the blocks before it."""
+    lm = model(name)
+    heads_lab.check_layer(lm, layer)
+    trace = Trace(copy=False)
+    with torch.no_grad():
+        registry.layer_attention(lm, layer)(walk(name, ids).inputs[layer], trace)
+    return heads_lab.moved_of(lm, layer, trace)
+
+
+def mean_attention(name: str, ids: tuple[int, ...]) -> torch.Tensor:
+    """(layers, T, T): each layer's weights averaged over its heads, from the kept inputs (attention only)."""
+    lm = model(name)
+    with torch.no_grad():
+        return torch.stack([_layer_weights(lm, i, x).mean(dim=0) for i, x in enumerate(walk(name, ids).inputs)])
 
 
 def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
