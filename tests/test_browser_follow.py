@@ -122,4 +122,11 @@ def test_a_phone_in_a_lesson_has_no_way_to_the_other_pages(lesson_env):
         phone.get_by_text(f"Class {code} · step 1 of 11 · following the teacher").wait_for(timeout=60_000)
         wait_idle(phone)
         assert phone.locator(NAVIGATION).count() == 0
+        # a tap on a chart shows no toolbar: left shown, it covered the next step's title
+        charts = phone.locator('[data-testid="stVegaLiteChart"], [data-testid="stImage"]')
+        assert charts.count() > 0
+        charts.first.hover()
+        charts.first.click()
+        toolbars = phone.locator('[data-testid="stElementToolbar"]')
+        assert all(not toolbars.nth(i).is_visible() for i in range(toolbars.count()))
         phone.close()

@@ -21,7 +21,10 @@ STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the nex
 STUDENT_CSS = """<style>
 .st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
 .st-key-poll_choices button p {font-size: 1.15rem;}
+.stApp [data-testid="stElementToolbar"] {display: none !important;}
 """ + A11Y_CSS + "</style>"  # the app's contrast fixes: this page draws no sidebar, where the others get them
+# A tap on a phone leaves a chart's toolbar (fullscreen, download) shown over the next step's title; a phone
+# needs neither, so this page draws none.
 
 
 def show_proving_row(q: Question) -> None:
