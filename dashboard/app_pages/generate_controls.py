@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from dashboard.i18n import N_, _, message
 from dashboard.state import models
-from dashboard.state.controls import box_max_chars, too_long
+from dashboard.state.controls import too_long
 from dashboard.state.links import error_text
 from dashboard.state.url_state import linked_choice, start_from_link, url_text
 
@@ -111,8 +111,7 @@ def controls(where) -> Controls:
     """The page's own settings, drawn in ``where``: prompt, model, decoding, the layer shown (of the loaded model)."""
     c_prompt, c_model = where.columns([3, 2])
     url_text("gen_prompt", PROMPT_CHARS)
-    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", max_chars=box_max_chars(PROMPT_CHARS),
-                                 bind="query-params",
+    prompt = c_prompt.text_input(_("Prompt"), DEFAULT_PROMPT, key="gen_prompt", bind="query-params",
                                  help=_("Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
                                         "Enter or a click outside the box applies it."))
     if problem := too_long(prompt, PROMPT_CHARS):
