@@ -53,3 +53,15 @@ class Problem(ValueError):
     @property
     def msg(self) -> Msg:
         return Msg(self.msgid, **self.values)
+
+
+def either(values) -> Msg | str:
+    """The allowed ``values`` as a sentence says them, "1, 2, 4 or 8" (Chinese "1、2、4 或 8"): a printed list
+    "[1, 5]" read as a range that includes 2."""
+    items = [str(v) for v in values]
+    if len(items) < 2:
+        return "".join(items)
+    listed: Msg | str = items[0]
+    for item in items[1:-1]:
+        listed = Msg("{items}, {item}", items=listed, item=item)
+    return Msg("{items} or {last}", items=listed, last=items[-1])
