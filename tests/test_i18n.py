@@ -93,7 +93,7 @@ SHOWN_KEYWORDS = {"label", "help", "text", "body", "placeholder", "title", "capt
 MARKERS = {"_", "ngettext", "N_", "Msg", "Problem", "md_escape", "message", "error_text"}
 # Words that stay as written in both languages (code, libraries, units, formats).
 KEEP_WORDS = {"svg", "png", "csv", "zip", "gpt", "cpu", "cuda", "mps", "dropout", "softmax", "attention", "lab",
-              "rope", "kv", "llama", "smollm2", "qr", "x", "d_in", "d_out", "dtype", "temperature", "seed", "stride",
+              "rope", "kv", "llama", "smollm2", "qr", "x", "d_in", "d_out", "dtype", "stride",
               "max", "vs", "one-hot"}  # code names the book's code uses, kept as written
 CODE_BITS = re.compile(r"`[^`]*`|:material/[a-z_]+:|https?://\S+|\{[^{}]*\}|\$[^$]*\$|:[a-z]+\[|\]")
 
@@ -142,6 +142,8 @@ def test_the_scan_finds_an_unmarked_label_and_passes_a_marked_one():
     assert [line.split(": ", 1)[1] for line in unmarked_strings(bad)] == [
         "'Run it'", "'Your text has {} tokens'", "'Width'"]
     assert unmarked_strings(good) == []
+    # issue 52 item 12: Generate's "temperature" and "seed" labels passed as words kept in English
+    assert len(unmarked_strings('c.number_input("temperature", 0.1, 5.0)\nc.number_input("seed", 0, 9)\n')) == 2
 
 
 def test_no_unmarked_english_in_the_dashboard():

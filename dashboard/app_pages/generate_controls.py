@@ -91,10 +91,10 @@ def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, 
                         help=_("Greedy: always the most likely token (the book's generate_text_simple). "
                                "Sample: draw from the probabilities, seeded."))
     sample = how == "sample"
-    temperature = c_temperature.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
+    temperature = c_temperature.number_input(_("temperature"), 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
                                              disabled=not sample)
     top_k = c_top_k.number_input(_("top_k (0 = all)"), 0, 1000, 50, key="gen_top_k", disabled=not sample)
-    seed = c_seed.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
+    seed = c_seed.number_input(_("seed"), 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
     return (float(temperature) if sample else 0.0, (int(top_k) or None) if sample else None, int(seed))
 
 
