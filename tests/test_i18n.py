@@ -330,3 +330,15 @@ def test_an_exported_chinese_title_is_set_in_a_sans_cjk_face():
         plain = chart.properties(title=alt.TitleParams("注意力权重", anchor="start", fontSize=16),
                                  padding=formats.SLIDE_PADDING)
         assert formats.chart_png(formats.titled(chart, "注意力权重"), scale=1) != formats.chart_png(plain, scale=1)
+
+
+def test_one_chinese_name_per_thing():
+    """Issue 52 item 14: 汇聚 token beside 注意力汇聚 token, 掩码实验 beside 掩码实验室, and the Benchmark page
+    性能测试 in the sidebar but 基准测试 in its heading."""
+    texts = [t for m in i18n_tools.translations("zh").values()
+             for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
+    assert not [t for t in texts if re.search(r"(?<!注意力)汇聚 token", t)]
+    assert not [t for t in texts if re.search(r"掩码实验(?!室)", t)]
+    with language("zh"):
+        page, heading = _("Benchmark"), _("Benchmark: every implementation on this machine")
+    assert heading.startswith(page + "：") and page == "基准测试"
