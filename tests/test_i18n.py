@@ -342,3 +342,18 @@ def test_one_chinese_name_per_thing():
     with language("zh"):
         page, heading = _("Benchmark"), _("Benchmark: every implementation on this machine")
     assert heading.startswith(page + "：") and page == "基准测试"
+
+
+def test_chinese_reads_as_written_not_as_translated():
+    """Issue 52 item 15: a native reader's list of phrasings that read translated, and signs doubled with words."""
+    texts = [t for m in i18n_tools.translations("zh").values()
+             for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
+    stiff = ["按行的相对颜色", "每个部分都跟着它", "换一个）", "完整的 {ratio} 倍", "按 **", "进行训练", "多出 **+",
+             "少了 **−", "} B 对 {"]
+    assert {p: [t for t in texts if p in t] for p in stiff if any(p in t for t in texts)} == {}
+    with language("zh"):
+        assert _("Relative colours per row") == "按行相对着色"
+        assert _("Look at one head (every section follows it)") == "查看单个头（以下各部分都显示这个头）"
+        assert _("{ratio}x full", ratio="12.4") == "是完整因果注意力的 12.4 倍"
+        assert _("Passes") == "计算" and _("temperature") == "温度" and _("seed") == "随机种子"
+        assert _("{explicit} B vs {tiled} B", explicit=144, tiled=48) == "144 B（对比 48 B）"
