@@ -186,7 +186,10 @@ def test_a_fragments_rerun_speaks_the_sessions_language(monkeypatch):
 
 
 def test_the_page_declares_its_language():
-    assert i18n.html_lang_script("zh") == '<script>document.documentElement.lang = "zh-CN";</script>'
+    assert i18n.html_lang_script("zh").startswith('<script>document.documentElement.lang = "zh-CN";')
+    # issue 52 item 12: Streamlit's own "Help for X" and "Choose an option" get this run's words in Chinese
+    assert '"Help for ": "“{label}”的说明"' in i18n.html_lang_script("zh") and "请选择" in i18n.html_lang_script("zh")
+    assert "attnLabWords = null" in i18n.html_lang_script("en")
     assert 'lang = "en"' in i18n.html_lang_script("en")
     for code, want in (("zh", "zh-CN"), ("en", "en")):
         at = new_app()

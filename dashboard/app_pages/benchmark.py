@@ -101,13 +101,13 @@ def render() -> None:
     # option labels made in the run, in its language (a format_func is called outside the run too)
     pass_labels, size_labels = {p: pass_name(p) for p in PASSES}, {k: size_label(k) for k in SIZES}
     passes = c3.multiselect(_("Passes"), list(PASSES), default=["forward"], key="bench_passes",
-                            format_func=pass_labels.__getitem__)
+                            format_func=pass_labels.__getitem__, select_all=False)  # its "Select all" is English
     size_names = st.multiselect(_("Sizes"), list(SIZES), default=["book", "small"], key="bench_sizes",
-                                format_func=size_labels.__getitem__)
+                                format_func=size_labels.__getitem__, select_all=False)
     impls = st.multiselect(_("Implementations"), IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls",
-                           format_func={i: impl_name(i) for i in IMPLEMENTATIONS}.__getitem__)
+                           format_func={i: impl_name(i) for i in IMPLEMENTATIONS}.__getitem__, select_all=False)
     tokens = st.multiselect(_("Time vs T (b 1, d 256, 4 heads)"), [64, 128, 256, 512, 1024, 2048],
-                            default=[128, 256, 512, 1024], key="bench_tokens")
+                            default=[128, 256, 512, 1024], key="bench_tokens", select_all=False)
 
     if "124M" in size_names and device == "cpu":
         st.warning(_("GPT-2 small on a CPU takes about a second per forward pass: with the {budget} s budget only a "
