@@ -104,7 +104,7 @@ def test_a_link_with_lang_wins_over_the_browser(server):
     visit(server, "/?lang=zh", "en-US", check)
 
 
-STREAMLIT_ENGLISH = ("Help for ", "Choose an option", "Choose options", "Select all")  # issue 52 item 12
+STREAMLIT_ENGLISH = ("Help for ", "Choose an option", "Choose options", "Select all")  # words Streamlit writes itself
 
 
 def streamlit_english(page) -> list[str]:

@@ -142,7 +142,7 @@ def test_the_scan_finds_an_unmarked_label_and_passes_a_marked_one():
     assert [line.split(": ", 1)[1] for line in unmarked_strings(bad)] == [
         "'Run it'", "'Your text has {} tokens'", "'Width'"]
     assert unmarked_strings(good) == []
-    # issue 52 item 12: Generate's "temperature" and "seed" labels passed as words kept in English
+    # Generate's "temperature" and "seed" labels: English words, not code names kept as written
     assert len(unmarked_strings('c.number_input("temperature", 0.1, 5.0)\nc.number_input("seed", 0, 9)\n')) == 2
 
 
@@ -187,7 +187,7 @@ def test_a_fragments_rerun_speaks_the_sessions_language(monkeypatch):
 
 def test_the_page_declares_its_language():
     assert i18n.html_lang_script("zh").startswith('<script>document.documentElement.lang = "zh-CN";')
-    # issue 52 item 12: Streamlit's own "Help for X" and "Choose an option" get this run's words in Chinese
+    # Streamlit's own "Help for X" and "Choose an option" get this run's words in Chinese
     assert '"Help for ": "“{label}”的说明"' in i18n.html_lang_script("zh") and "请选择" in i18n.html_lang_script("zh")
     assert "attnLabWords = null" in i18n.html_lang_script("en")
     assert 'lang = "en"' in i18n.html_lang_script("en")
