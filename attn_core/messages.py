@@ -53,3 +53,25 @@ class Problem(ValueError):
     @property
     def msg(self) -> Msg:
         return Msg(self.msgid, **self.values)
+
+
+def listed(values) -> Msg | str:
+    """``values`` as a list in a sentence, "1, 2, 4" (Chinese "1、2、4")."""
+    items = [v if isinstance(v, Msg) else str(v) for v in values]
+    out: Msg | str = items[0] if items else ""
+    for item in items[1:]:
+        out = Msg("{items}, {item}", items=out, item=item)
+    return out
+
+
+def either(values) -> Msg | str:
+    """The allowed ``values`` as a sentence says them, "1, 2, 4 or 8" (Chinese "1、2、4 或 8"): a printed list
+    "[1, 5]" read as a range that includes 2."""
+    items = list(values)
+    return listed(items) if len(items) < 2 else Msg("{items} or {last}", items=listed(items[:-1]), last=items[-1])
+
+
+def both(values) -> Msg | str:
+    """``values`` all together as a sentence says them, "a, b and c" (Chinese "a、b 和 c")."""
+    items = list(values)
+    return listed(items) if len(items) < 2 else Msg("{items} and {last}", items=listed(items[:-1]), last=items[-1])

@@ -149,7 +149,7 @@ def memory(browser, base: str, pid: int, args) -> None:
                 + (" (Model view)" if model and i % 2 else ""))
     from attn_core.text.tokens import MAX_TEXT_CHARS
 
-    # the longest paste the box takes (its maxlength): Chromium refuses to fill a text far over it at all
+    # the longest paste the code takes (the box sets no max_chars: a longer one is refused with its count)
     longest = "x" * (MAX_TEXT_CHARS - 8)
     for i in range(args.pastes):
         paste_session(browser, base, longest + f"{i:08d}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import gettext
 import io
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -214,10 +215,36 @@ def switch(container) -> None:
                                 on_change=_switched, label_visibility="collapsed", width="stretch")
 
 
+# Streamlit's own English words no parameter replaces: a help icon's aria-label "Help for X" and a selectbox's
+# search placeholder "Choose an option"; the page's script puts this run's words in their place.
+CHROME = {"Help for ": N_("Help for {label}"), "Choose an option": N_("Choose an option"),
+          "Choose options": N_("Choose options")}
+_RENAME = """(() => {
+const words = %s; window.attnLabWords = words;
+if (window.attnLabRename) { window.attnLabRename(document); return; }
+const rename = (root) => { const w = window.attnLabWords; if (!w) return;
+  for (const el of root.querySelectorAll('[aria-label^="Help for "]'))
+    el.setAttribute('aria-label', w["Help for "].replace('{label}', el.getAttribute('aria-label').slice(9)));
+  for (const el of root.querySelectorAll('input[placeholder="Choose an option"], input[placeholder="Choose options"]'))
+    el.setAttribute('placeholder', w[el.getAttribute('placeholder')]); };
+window.attnLabRename = rename; rename(document);
+new MutationObserver(() => rename(document)).observe(document.body,
+  {subtree: true, childList: true, attributes: true, attributeFilter: ['aria-label', 'placeholder']});
+})();"""
+
+
 def html_lang_script(code: str) -> str:
     """The script that declares the page's language (``<html lang="zh-CN">``) to the browser, screen readers and
-    fonts: Streamlit has no setting for it, and ``st.html`` runs the script in the page itself."""
-    return f'<script>document.documentElement.lang = "{HTML_LANG[code]}";</script>'
+    fonts (Streamlit has no setting for it; ``st.html`` runs the script in the page itself), and, in a language
+    other than English, puts this run's words in place of Streamlit's own English ones (:data:`CHROME`)."""
+    script = f'document.documentElement.lang = "{HTML_LANG[code]}";'
+    if code != DEFAULT:
+        with language(code):
+            words = {k: _(v, label="{label}") if "{label}" in v else _(v) for k, v in CHROME.items()}
+        script += _RENAME % json.dumps(words, ensure_ascii=False)
+    else:
+        script += "window.attnLabWords = null;"  # back in English: Streamlit's own words stand
+    return f"<script>{script}</script>"
 
 
 HTML_LANG_KEY = "html_lang"

@@ -45,7 +45,8 @@ def test_knocking_out_heads_changes_the_loss_and_the_next_token_as_attn_core_say
     np.testing.assert_allclose(after, head_ablation(smol, ids, heads).numpy(), atol=1e-5)
     table = table_text(at.table[-1])
     assert list(table.columns) == ["every head", "without 4 heads"]
-    assert any("without 1.1, 1.4, 2.3, 3.6" in c.value for c in at.caption)
+    assert any("without heads 1, 4 of layer 1, head 3 of layer 2 and head 6 of layer 3." in c.value
+               for c in at.caption), [c.value for c in at.caption]
     at.radio(key="heads_how").set_value("mean").run()
     no_errors(at)
     rows = chart_with(at, "loss of this token (nats)")
@@ -145,3 +146,31 @@ def test_the_class_can_be_asked_which_head_hurts_the_repeat_most(smol, tmp_path,
         assert any("Which head, knocked out alone, hurts" in m.value for m in at.markdown)
     finally:
         _stores.clear()
+
+
+def test_the_knockout_sentence_names_all_heads_or_their_runs_by_layer():
+    """Issue 52 item 13: "Select all" wrote all 72 head ids in one sentence ("去掉 1.1, 1.2, … 18.4 后为 24.26")."""
+    from dashboard.app_pages.heads_view import heads_named
+    from dashboard.i18n import language
+
+    every = [(layer, head) for layer in range(18) for head in range(4)]
+    assert heads_named(every, 18, 4) == "all 72 heads"
+    some = [(2, 0), (2, 1), (2, 2), (2, 3), (4, 1), (6, 0), (6, 2), (6, 3)]
+    assert heads_named(some, 18, 4) == "heads 1–4 of layer 3, head 2 of layer 5 and heads 1, 3–4 of layer 7"
+    assert heads_named([(0, 1)], 18, 4) == "head 2 of layer 1"
+    with language("zh"):
+        assert heads_named(every, 18, 4) == "全部 72 个头"
+        assert heads_named(some, 18, 4) == "第 3 层的 1–4 号头、第 5 层的 2 号头和第 7 层的 1、3–4 号头"
+
+
+def test_pick_all_heads_is_our_translated_button_not_streamlits_english_select_all(smol):
+    from dashboard.i18n import language
+
+    at = model_view(lang="zh")
+    assert not at.multiselect(key="heads_out").proto.select_all  # Streamlit's "Select all" cannot be translated
+    with language("zh"):  # AppTest formats the options again in the test's thread
+        at.button(key="heads_out_all").click().run()
+    no_errors(at)
+    n = smol.cfg["n_layers"] * smol.cfg["n_heads"]
+    assert len(at.multiselect(key="heads_out").value) == n
+    assert any(f"去掉全部 {n} 个头后为" in c.value for c in at.caption), [c.value for c in at.caption]

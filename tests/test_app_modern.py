@@ -87,7 +87,7 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
     totals = dict(zip(linked.dataframe[0].value["variant"], linked.dataframe[0].value["32,768 tokens"]))
     assert totals["MLA (latent 128)"] == "134.22 MB"  # a link opens on your numbers: 16 x 128 x 2 x 32,768
     at.number_input(key="kv_kv_heads").set_value(5).run()
-    assert any("must divide heads (32)" in e for e in messages(at)["error"]), messages(at)
+    assert any("must divide heads (32): use 1, 2, 4, 8, 16 or 32." in e for e in messages(at)["error"]), messages(at)
 
 
 def test_shape_flow_shows_that_expand_makes_no_copy_and_repeat_interleave_does():

@@ -1,6 +1,7 @@
 """AppTest for the teaching pages: every stepper position, every mistake, numbers shown."""
 
 import json
+import re
 
 import pytest
 
@@ -295,3 +296,14 @@ def test_masking_lab_draws_one_section_at_a_time_kept_in_the_link():
     at = open_page(LAB, mistake="mistake: no renormalization")  # a link made before the sections
     assert at.session_state["lab_section"] == "Mistakes" and at.button_group(key="mistake").value == (
         "mistake: no renormalization")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_masking_lab_writes_why_nothing_leaks_as_math(lang):
+    """Issue 52 item 21: "Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik)" was printed as raw notation."""
+    at = open_page(LAB, lang=lang)
+    why = [m.value for m in at.markdown if "(b)" in m.value and "softmax" in m.value and "$" in m.value]
+    assert len(why) == 1, [m.value for m in at.markdown]
+    assert r"$\exp(s_{ij}) \,/\, \sum_{k \le i} \exp(s_{ik})$" in why[0] and r"$j \le i$" in why[0]
+    outside_math = re.sub(r"\$[^$]*\$", "", why[0])
+    assert not re.search(r"Σ|exp\(|s_i|\{|\}", outside_math), outside_math

@@ -25,12 +25,28 @@ def refused(at, chars: int, limit: int) -> str:
 
 
 def test_too_long_names_the_count_the_limit_and_the_cut():
-    from dashboard.state.controls import box_max_chars, too_long
+    from dashboard.state.controls import too_long
 
     assert too_long("a" * 200, 200) is None and too_long(None, 5) is None
     assert too_long("a" * 2_345, 2_000) == ("Your text is 2,345 characters long; this box takes up to 2,000. "
                                             "Shorten it by 345 characters.")
-    assert box_max_chars(2_000) == 20_000  # the browser's bound stays far above what a page takes
+
+
+def test_no_text_box_counts_up_to_a_second_limit():
+    """Issue 52 item 19: the Sentence box's counter read "25000/200000" (max_chars was 10x the limit, so that the
+    browser took an over-long paste) while 20,000 is the limit. The boxes set no max_chars: their one limit is the
+    code's, named in the refusal with the count."""
+    boxes = {}
+    for page, section in ((None, None), (T2V, "Q/K/V as a lookup"), (GENERATE, None)):
+        at = open_page(page) if page else open_page()
+        if page == T2V:
+            at.session_state["t2v_source"] = "Your own text"
+            at.session_state["t2v_section"] = section
+            at.run()
+        for box in list(at.text_area) + list(at.text_input):
+            boxes[box.key] = box.max_chars
+    assert {"sentence", "t2v_text", "t2v_sentence", "t2v_query", "gen_prompt"} <= set(boxes), boxes
+    assert {k: v for k, v in boxes.items() if v and k != "join_code"} == {}, boxes
 
 
 def test_a_sidebar_sentence_over_the_limit_is_refused_with_its_count():

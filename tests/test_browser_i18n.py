@@ -102,3 +102,26 @@ def test_a_link_with_lang_wins_over_the_browser(server):
         page.wait_for_function("() => document.documentElement.lang === 'zh-CN'", timeout=LOAD_MS)
 
     visit(server, "/?lang=zh", "en-US", check)
+
+
+STREAMLIT_ENGLISH = ("Help for ", "Choose an option", "Choose options", "Select all")  # words Streamlit writes itself
+
+
+def streamlit_english(page) -> list[str]:
+    """Streamlit's own English words left in attributes (help icons' aria-labels, selectboxes' placeholders)."""
+    return page.evaluate("""(words) => [...document.querySelectorAll('[aria-label], [placeholder]')]
+        .flatMap(e => [e.getAttribute('aria-label') || '', e.getAttribute('placeholder') || ''])
+        .filter(v => words.some(w => v.startsWith(w)))""", list(STREAMLIT_ENGLISH))
+
+
+def test_streamlits_own_english_words_are_chinese_on_a_chinese_page_and_come_back_in_english(server):
+    def check(page):
+        sidebar_label(page, "变体")
+        page.locator('[aria-label="“变体”的说明"]').first.wait_for(state="attached", timeout=LOAD_MS)
+        assert streamlit_english(page) == []
+        assert page.locator('input[placeholder="请选择"]').count() >= 3  # the sidebar's selectboxes
+        page.locator('[data-testid="stSidebar"] button', has_text="English").first.click()
+        sidebar_label(page, "Variant")
+        page.locator('[aria-label="Help for Variant"]').first.wait_for(state="attached", timeout=LOAD_MS)
+
+    visit(server, "/?lang=zh", "zh-CN", check)

@@ -286,6 +286,26 @@ def test_book_key_labels_tilt_when_wider_than_a_cell(max_px):
     assert x["axis"]["labelAngle"] == 0  # short labels fit their cells: no need to tilt
 
 
+def drops_fit(spec: dict) -> bool:
+    """Whether Vega-Lite logs `Dropping "fit" because spec has discrete size` for ``spec``: a step (discrete) width or
+    height under Streamlit's theme's default autosize "fit" (pad or none given in the spec does not warn)."""
+    stepped = any(isinstance(spec.get(side), dict) and "step" in spec[side] for side in ("width", "height"))
+    inner = spec.get("spec")  # a facet's panel
+    autosize = spec.get("autosize", {})
+    kind = autosize if isinstance(autosize, str) else autosize.get("type", "fit")
+    panel_stepped = isinstance(inner, dict) and drops_fit(dict(inner, autosize=kind))
+    return kind not in ("pad", "none") and (stepped or panel_stepped)
+
+
+@pytest.mark.parametrize("panels", [None, ["head 1", "head 2"]])
+def test_numbered_cells_keep_their_step_size_without_vegas_fit_warning(panels):
+    """Issue 52: every shape flow logged Vega's warning; the cells' step size needs autosize pad."""
+    nums = np.arange(8).reshape(2, 4, 1) if panels else np.arange(4).reshape(4, 1)
+    spec = flow_charts.numbered_cells(nums, np.zeros_like(nums), LABELS[:4], ["0"], panels=panels).to_dict()
+    assert not drops_fit(spec), spec.get("autosize")
+    assert drops_fit({"width": {"step": 30}}) and not drops_fit({"width": 300})  # the check itself
+
+
 def test_numbered_panels_leave_room_for_their_titles():
     """One head_dim column per panel is narrower than its x title: neighbours' titles ran together."""
     nums = np.arange(8).reshape(2, 4, 1)

@@ -15,7 +15,7 @@ from attn_core import (
 
 
 def test_d_out_not_divisible_by_heads_says_what_works():
-    with pytest.raises(ValueError, match=r"divisible by num_heads \(4\).*num_heads in \[1, 2, 3, 6\]"):
+    with pytest.raises(ValueError, match=r"divisible by num_heads \(4\).*use num_heads 1, 2, 3 or 6,"):
         MultiHeadAttention(3, 6, 10, 0.0, 4)
 
 

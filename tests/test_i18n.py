@@ -93,7 +93,7 @@ SHOWN_KEYWORDS = {"label", "help", "text", "body", "placeholder", "title", "capt
 MARKERS = {"_", "ngettext", "N_", "Msg", "Problem", "md_escape", "message", "error_text"}
 # Words that stay as written in both languages (code, libraries, units, formats).
 KEEP_WORDS = {"svg", "png", "csv", "zip", "gpt", "cpu", "cuda", "mps", "dropout", "softmax", "attention", "lab",
-              "rope", "kv", "llama", "smollm2", "qr", "x", "d_in", "d_out", "dtype", "temperature", "seed", "stride",
+              "rope", "kv", "llama", "smollm2", "qr", "x", "d_in", "d_out", "dtype", "stride",
               "max", "vs", "one-hot"}  # code names the book's code uses, kept as written
 CODE_BITS = re.compile(r"`[^`]*`|:material/[a-z_]+:|https?://\S+|\{[^{}]*\}|\$[^$]*\$|:[a-z]+\[|\]")
 
@@ -142,6 +142,8 @@ def test_the_scan_finds_an_unmarked_label_and_passes_a_marked_one():
     assert [line.split(": ", 1)[1] for line in unmarked_strings(bad)] == [
         "'Run it'", "'Your text has {} tokens'", "'Width'"]
     assert unmarked_strings(good) == []
+    # Generate's "temperature" and "seed" labels: English words, not code names kept as written
+    assert len(unmarked_strings('c.number_input("temperature", 0.1, 5.0)\nc.number_input("seed", 0, 9)\n')) == 2
 
 
 def test_no_unmarked_english_in_the_dashboard():
@@ -184,7 +186,10 @@ def test_a_fragments_rerun_speaks_the_sessions_language(monkeypatch):
 
 
 def test_the_page_declares_its_language():
-    assert i18n.html_lang_script("zh") == '<script>document.documentElement.lang = "zh-CN";</script>'
+    assert i18n.html_lang_script("zh").startswith('<script>document.documentElement.lang = "zh-CN";')
+    # Streamlit's own "Help for X" and "Choose an option" get this run's words in Chinese
+    assert '"Help for ": "“{label}”的说明"' in i18n.html_lang_script("zh") and "请选择" in i18n.html_lang_script("zh")
+    assert "attnLabWords = null" in i18n.html_lang_script("en")
     assert 'lang = "en"' in i18n.html_lang_script("en")
     for code, want in (("zh", "zh-CN"), ("en", "en")):
         at = new_app()
@@ -328,3 +333,30 @@ def test_an_exported_chinese_title_is_set_in_a_sans_cjk_face():
         plain = chart.properties(title=alt.TitleParams("注意力权重", anchor="start", fontSize=16),
                                  padding=formats.SLIDE_PADDING)
         assert formats.chart_png(formats.titled(chart, "注意力权重"), scale=1) != formats.chart_png(plain, scale=1)
+
+
+def test_one_chinese_name_per_thing():
+    """Issue 52 item 14: 汇聚 token beside 注意力汇聚 token, 掩码实验 beside 掩码实验室, and the Benchmark page
+    性能测试 in the sidebar but 基准测试 in its heading."""
+    texts = [t for m in i18n_tools.translations("zh").values()
+             for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
+    assert not [t for t in texts if re.search(r"(?<!注意力)汇聚 token", t)]
+    assert not [t for t in texts if re.search(r"掩码实验(?!室)", t)]
+    with language("zh"):
+        page, heading = _("Benchmark"), _("Benchmark: every implementation on this machine")
+    assert heading.startswith(page + "：") and page == "基准测试"
+
+
+def test_chinese_reads_as_written_not_as_translated():
+    """Issue 52 item 15: a native reader's list of phrasings that read translated, and signs doubled with words."""
+    texts = [t for m in i18n_tools.translations("zh").values()
+             for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
+    stiff = ["按行的相对颜色", "每个部分都跟着它", "换一个）", "完整的 {ratio} 倍", "按 **", "进行训练", "多出 **+",
+             "少了 **−", "} B 对 {"]
+    assert {p: [t for t in texts if p in t] for p in stiff if any(p in t for t in texts)} == {}
+    with language("zh"):
+        assert _("Relative colours per row") == "按行相对着色"
+        assert _("Look at one head (every section follows it)") == "查看单个头（以下各部分都显示这个头）"
+        assert _("{ratio}x full", ratio="12.4") == "是完整因果注意力的 12.4 倍"
+        assert _("Passes") == "计算" and _("temperature") == "温度" and _("seed") == "随机种子"
+        assert _("{explicit} B vs {tiled} B", explicit=144, tiled=48) == "144 B（对比 48 B）"

@@ -74,7 +74,7 @@ def test_learn_before_training_in_chinese():
     assert at.title[0].value == "学习：看注意力头如何形成"
     assert at.button(key="learn_start").label == "开始" and at.button(key="learn_load").label == "已训练的模型"
     assert at.selectbox(key="learn_task").label == "任务"
-    assert "按 **开始** 进行训练" in at.info[0].value
+    assert "点击“开始”开始训练" in at.info[0].value
     assert any("个训练名额中有" in c.value for c in at.caption)  # the server line, its plural form
     assert ours(at) == []
 
@@ -187,13 +187,13 @@ def bench(lang: str, results=None):
 def test_benchmark_before_a_run_in_chinese():
     zh = bench("zh")
     assert zh.title[0].value == "基准测试：本机上的每种实现"
-    assert "按 **运行基准测试**" in zh.info[0].value and zh.button(key="bench_run").label == "运行基准测试"
+    assert "点击“运行基准测试”" in zh.info[0].value and zh.button(key="bench_run").label == "运行基准测试"
     assert list(zh.multiselect(key="bench_passes").options) == ["前向", "前向+反向"]
     assert zh.multiselect(key="bench_passes").value == ["forward"]  # the value stays the identifier
     assert any(o.startswith("小：b 4，T 128，d 256，4 个头") for o in zh.multiselect(key="bench_sizes").options)
     assert ours(zh) == []
     zh.multiselect(key="bench_passes").set_value([]).run()
-    assert "请至少选一种传播和一个尺寸（或 T）再运行。" in messages(zh)["info"]
+    assert "请至少选一种计算方式和一个尺寸（或 T）再运行。" in messages(zh)["info"]
 
 
 def test_benchmark_results_in_chinese_show_the_same_numbers():

@@ -14,7 +14,7 @@ from attn_core.attention.pipeline import run_attention
 from attn_core.attention.variants import AttentionConfig
 from attn_core.labs import questions
 from attn_core.labs.scores import verdict_msg
-from attn_core.messages import Msg, Problem
+from attn_core.messages import Msg, Problem, either
 from attn_core.text.tokens import tokenize
 from dashboard.i18n import _, language, message
 
@@ -94,3 +94,16 @@ def test_msg_and_problem_carry_the_same_template():
     assert p.msg == Msg("head {head} does not exist: this module has {H} head(s); pick 1-{H}", head=9, H=4)
     with language("zh"):
         assert message(p) == "头 9 不存在：这个模块有 4 个头；请在 1-4 中选择"
+
+
+def test_allowed_values_are_listed_as_a_sentence_says_them_not_as_a_range():
+    """Issue 52 item 20: "use num_heads in [1, 5]" read as a range that includes 2; it meant 1 or 5."""
+    from attn_core import MultiHeadAttention
+
+    assert str(either([1, 5])) == "1 or 5" and str(either([1, 2, 4, 8])) == "1, 2, 4 or 8" and either([3]) == "3"
+    with pytest.raises(ValueError) as caught:
+        MultiHeadAttention(3, 5, 8, 0.0, 2)
+    assert "use num_heads 1 or 5," in str(caught.value) and "[" not in str(caught.value)
+    with language("zh"):
+        assert _(either([1, 2, 4, 8])) == "1、2、4 或 8"
+        assert "num_heads 可取 1 或 5，" in message(caught.value)

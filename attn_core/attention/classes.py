@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import MaskKind, causal_mask
-from attn_core.messages import Msg, Problem
+from attn_core.messages import Msg, Problem, either
 from attn_core.tracing.trace import Trace, record
 
 MASK_METHODS = ("neg_inf", "renormalize")
@@ -55,9 +55,9 @@ def check_sizes(
         fits = [h for h in range(1, min(d_out, 16) + 1) if d_out % h == 0]
         raise Problem(
             "d_out ({d_out}) must be divisible by num_heads ({num_heads}) so that each head "
-            "gets head_dim = d_out / num_heads columns; with d_out = {d_out} use num_heads in "
-            "{fits}, or pick d_out as a multiple of {num_heads} (e.g. {example})",
-            d_out=d_out, num_heads=num_heads, fits=fits, example=num_heads * max(1, round(d_out / num_heads)),
+            "gets head_dim = d_out / num_heads columns; with d_out = {d_out} use num_heads {fits}, "
+            "or pick d_out as a multiple of {num_heads} (e.g. {example})",
+            d_out=d_out, num_heads=num_heads, fits=either(fits), example=num_heads * max(1, round(d_out / num_heads)),
         )
 
 

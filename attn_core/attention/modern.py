@@ -15,7 +15,7 @@ import torch.nn as nn
 from attn_core.attention.classes import check_inputs, check_sizes, fused_attention, masked_softmax, record_dropout
 from attn_core.attention.kv_cache import LayerCache
 from attn_core.attention.masks import MaskKind, causal_mask
-from attn_core.messages import Msg, Problem
+from attn_core.messages import Msg, Problem, either
 from attn_core.tracing.trace import Trace, record
 
 KV_SPLIT = ("b", "num_tokens", "num_kv_groups", "head_dim")  # the axes of grouped K/V tensors
@@ -27,9 +27,9 @@ def check_groups(num_heads: int, num_kv_groups: int) -> None:
     fits = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
     if not isinstance(num_kv_groups, int) or num_kv_groups < 1 or num_heads % num_kv_groups:
         raise Problem("num_kv_groups ({num_kv_groups!r}) must divide num_heads ({num_heads}) so that every K/V "
-                      "head serves the same number of query heads: use one of {fits} (1 = multi-query, "
+                      "head serves the same number of query heads: use {fits} (1 = multi-query, "
                       "{num_heads} = multi-head attention)", num_kv_groups=num_kv_groups, num_heads=num_heads,
-                      fits=fits)
+                      fits=either(fits))
 
 
 def check_latent(latent_dim: int, d_out: int) -> None:

@@ -27,6 +27,20 @@ TABLE_COLUMNS = {"implementation": N_("implementation"), "ms": N_("median (ms)")
 TABLE_FORMATS = {"ms": "%.3f", "ms_min": "%.3f", "ms_max": "%.3f", "ratio_to_sdpa": "%.2f", "peak_mb": "%.1f"}
 # The passes as the controls and headings name them (the values stay these identifiers, in links and the CSV).
 PASSES = {"forward": N_("forward"), "forward+backward": N_("forward+backward")}
+# the implementations' ids (attn_core's, kept in results) as shown; class names stay as written
+IMPL_NAMES = {"MultiHeadAttention (explicit)": N_("MultiHeadAttention (explicit)"),
+              "MultiHeadAttention (efficient)": N_("MultiHeadAttention (efficient)"),
+              "combined QKV (efficient)": N_("combined QKV (efficient)"), "raw SDPA": N_("raw SDPA")}
+
+
+def impl_name(impl: str) -> str:
+    """An implementation's id as this run's language names it."""
+    return _(IMPL_NAMES[impl]) if impl in IMPL_NAMES else impl
+
+
+def shown_impls(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its implementations named in this run's language (for charts and tables)."""
+    return frame.assign(implementation=frame["implementation"].map(impl_name))
 
 
 def pass_name(pass_: str) -> str:
@@ -49,11 +63,11 @@ def scaling_table(sdf: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     wide = sdf.pivot(index="num_tokens", columns="implementation", values="ratio_to_sdpa")
     out = pd.DataFrame({_("T (tokens)"): wide.index})
     base = sdf[sdf["implementation"] == BASELINE].set_index("num_tokens")["ms"]
-    base_col = _("{implementation} (ms)", implementation=BASELINE)
+    base_col = _("{implementation} (ms)", implementation=impl_name(BASELINE))
     out[base_col] = [base.get(t) for t in wide.index]
     formats = {base_col: "%.3f"}
     for impl in (c for c in wide.columns if c != BASELINE):
-        col = _("{implementation} (× {baseline})", implementation=impl, baseline=BASELINE)
+        col = _("{implementation} (× {baseline})", implementation=impl_name(impl), baseline=impl_name(BASELINE))
         out[col] = wide[impl].to_numpy()
         formats[col] = "%.2f"
     return out, formats
@@ -87,12 +101,13 @@ def render() -> None:
     # option labels made in the run, in its language (a format_func is called outside the run too)
     pass_labels, size_labels = {p: pass_name(p) for p in PASSES}, {k: size_label(k) for k in SIZES}
     passes = c3.multiselect(_("Passes"), list(PASSES), default=["forward"], key="bench_passes",
-                            format_func=pass_labels.__getitem__)
+                            format_func=pass_labels.__getitem__, select_all=False)  # its "Select all" is English
     size_names = st.multiselect(_("Sizes"), list(SIZES), default=["book", "small"], key="bench_sizes",
-                                format_func=size_labels.__getitem__)
-    impls = st.multiselect(_("Implementations"), IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls")
+                                format_func=size_labels.__getitem__, select_all=False)
+    impls = st.multiselect(_("Implementations"), IMPLEMENTATIONS, default=list(IMPLEMENTATIONS), key="bench_impls",
+                           format_func={i: impl_name(i) for i in IMPLEMENTATIONS}.__getitem__, select_all=False)
     tokens = st.multiselect(_("Time vs T (b 1, d 256, 4 heads)"), [64, 128, 256, 512, 1024, 2048],
-                            default=[128, 256, 512, 1024], key="bench_tokens")
+                            default=[128, 256, 512, 1024], key="bench_tokens", select_all=False)
 
     if "124M" in size_names and device == "cpu":
         st.warning(_("GPT-2 small on a CPU takes about a second per forward pass: with the {budget} s budget only a "
@@ -106,7 +121,7 @@ def render() -> None:
 
         def report(r, done, total):
             progress.progress(done / total, text=_("{done}/{total}: {implementation} · {size} · {pass_name}: {ms} ms",
-                                                   done=done, total=total, implementation=r.implementation,
+                                                   done=done, total=total, implementation=impl_name(r.implementation),
                                                    size=_(r.size), pass_name=pass_name(r.pass_),
                                                    ms=format(r.ms, ".2f")))
 
@@ -168,8 +183,8 @@ def render() -> None:
     noisy = noisy_rows(rows + scaling_rows)
     if noisy:
         iqr = f"{NOISY_IQR:.0%}"
-        listed = sorted({_("{implementation} ({size})", implementation=r["implementation"], size=_(r["size"]))
-                         for r in noisy})
+        listed = sorted({_("{implementation} ({size})", implementation=impl_name(r["implementation"]),
+                           size=_(r["size"])) for r in noisy})
         names = ", ".join(listed[:6] + (["…"] if len(listed) > 6 else []))
         st.warning(ngettext("**Too noisy to trust:** in {noisy} of {n} measurement the middle half of the repeats "
                             "spread over more than {iqr} of their median, or fewer than 3 repeats fit ({names}). The "
@@ -187,12 +202,13 @@ def render() -> None:
         for n, ((size, pass_), part) in enumerate(df.groupby(["size", "pass"], sort=False)):
             st.markdown(_("**{size}** · {pass_name} · {device} · {dtype}", size=_(size), pass_name=pass_name(pass_),
                           device=part["device"].iloc[0], dtype=part["dtype"].iloc[0]))
-            draw_chart(st, lambda part=part: measure_charts.bar_chart(part, "ms", "implementation", "pass", width=560,
-                                                              spread=True),
+            named = shown_impls(part)  # in the run: its language
+            draw_chart(st, lambda named=named: measure_charts.bar_chart(named, "ms", "implementation", "pass",
+                                                                        width=560, spread=True),
                        key=f"bench_bars_{n}", name=f"benchmark_{size}_{pass_}", table=lambda part=part: part,
                        title=_("Median time per implementation: {size}, {pass_name} (ms; line: fastest to slowest)",
                                size=_(size), pass_name=pass_name(pass_)))
-            results, formats = results_table(part)
+            results, formats = results_table(named)
             show_table(st, results, hide_index=True, formats=formats)
             if "times" in part and part["times"].notna().all():
                 v = verdict(dict(zip(part["implementation"], part["times"])))
@@ -204,7 +220,8 @@ def render() -> None:
     if scaling_rows:
         sdf = pd.DataFrame(scaling_rows)
         st.header(_("Time vs number of tokens"))
-        draw_chart(st, lambda: measure_charts.line_chart(sdf, "num_tokens", "ms", "implementation", width=560,
+        named = shown_impls(sdf)
+        draw_chart(st, lambda: measure_charts.line_chart(named, "num_tokens", "ms", "implementation", width=560,
                                                  x_title=_("tokens (T)"),
                                                  y_title=_("median time per forward pass (ms)")),
                    key="bench_scaling", name="time_vs_tokens", table=lambda: sdf,

@@ -60,7 +60,7 @@ def tokens_section(v: View) -> None:
         left.caption(_(BYTE_PIECES))
     x = v.mat("input", 0)
     dims = [_("dim {i}", i=i + 1) for i in range(x.shape[1])]
-    title = (_("Input x: layer {layer}'s input, the {inputs}", layer=v.run.layer + 1, inputs=v.run.input_mode)
+    title = (_("Input x: layer {layer}'s input, the {inputs}", layer=v.run.layer + 1, inputs=_(v.run.input_mode))
              if v.run.pretrained else
              _("Input x ({inputs} inputs)", inputs=_(INPUT_KINDS.get(v.run.input_mode, v.run.input_mode))))
     show_matrix(right, x, v.labels, dims, Look(scale="scores", x_title=_("dimension"), y_title=_("token"),

@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from dashboard.i18n import N_, _, message
 from dashboard.state import models
-from dashboard.state.controls import box_max_chars, too_long
+from dashboard.state.controls import too_long
 from dashboard.state.links import error_text, md_escape
 from dashboard.state.url_state import linked_choice, start_from_link, url_text
 
@@ -114,10 +114,10 @@ def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, 
                         help=_("Greedy: always the most likely token (the book's generate_text_simple). "
                                "Sample: draw from the probabilities, seeded."))
     sample = how == "sample"
-    temperature = c_temperature.number_input("temperature", 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
+    temperature = c_temperature.number_input(_("temperature"), 0.1, 5.0, 1.0, 0.1, key="gen_temperature",
                                              disabled=not sample)
     top_k = c_top_k.number_input(_("top_k (0 = all)"), 0, 1000, 50, key="gen_top_k", disabled=not sample)
-    seed = c_seed.number_input("seed", 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
+    seed = c_seed.number_input(_("seed"), 0, 2**31 - 1, 123, key="gen_seed", disabled=not sample)
     return (float(temperature) if sample else 0.0, (int(top_k) or None) if sample else None, int(seed))
 
 
@@ -134,8 +134,7 @@ def controls(where) -> Controls:
     """The page's own settings, drawn in ``where``: prompt, model, decoding, the layer shown (of the loaded model)."""
     c_prompt, c_model = where.columns([3, 2])
     url_text("gen_prompt", PROMPT_CHARS)
-    prompt = c_prompt.text_input(_("Prompt"), _(DEFAULT_PROMPT), key="gen_prompt",
-                                 max_chars=box_max_chars(PROMPT_CHARS), bind="query-params",
+    prompt = c_prompt.text_input(_("Prompt"), _(DEFAULT_PROMPT), key="gen_prompt", bind="query-params",
                                  help=_("Kept in the link (?gen_prompt=): a prepared link opens on your prompt. "
                                         "Enter or a click outside the box applies it."))
     if problem := too_long(prompt, PROMPT_CHARS):

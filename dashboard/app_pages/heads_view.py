@@ -13,6 +13,7 @@ import torch.nn as nn
 from attn_core.labs.head_question import harmful_head
 from attn_core.labs.heads import rollout_of
 from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens
+from attn_core.messages import both, listed
 from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
 from dashboard.drawing.matrices import Look, show_matrix
@@ -67,6 +68,29 @@ def head_label(pair: tuple[int, int]) -> str:
     return f"{pair[0] + 1}.{pair[1] + 1}"
 
 
+def runs(numbers: list[int]) -> str:
+    """Sorted whole numbers with their runs as ranges: [1, 2, 3, 4, 7] -> "1–4, 7" (Chinese "1–4、7")."""
+    parts, start = [], 0
+    for i in range(1, len(numbers) + 1):
+        if i == len(numbers) or numbers[i] != numbers[i - 1] + 1:
+            first, last = numbers[start], numbers[i - 1]
+            parts.append(f"{first}–{last}" if last > first else str(first))
+            start = i
+    return _(listed(parts))
+
+
+def heads_named(heads: list[tuple[int, int]], n_layers: int, n_heads: int) -> str:
+    """The knocked-out heads in a sentence: "all 72 heads", or by layer with runs as ranges ("heads 1–4 of layer 3
+    and head 2 of layer 5"): 72 "layer.head" labels in one sentence were unreadable."""
+    if len(set(heads)) == n_layers * n_heads:
+        return ngettext("all {n} head", "all {n} heads", n_layers * n_heads)
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in sorted(set(heads)):
+        by_layer.setdefault(layer, []).append(head + 1)
+    return _(both(ngettext("head {heads} of layer {layer}", "heads {heads} of layer {layer}", len(hs),
+                           heads=runs(hs), layer=layer + 1) for layer, hs in by_layer.items()))
+
+
 def show_heads(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None) -> None:
     """The section under the grid, for model ``name`` on token ids ``ids``; ``opened``: the head the page shows."""
     st.markdown("#### " + _("Does this head matter?"))
@@ -94,8 +118,11 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
     cfg = models.config(name)
     options = [(layer, head) for layer in range(cfg.n_layers) for head in range(cfg.n_heads)]
     left, right = st.columns([3, 1])
+    # Streamlit's own "Select all" is English: a button of ours picks every head
     heads = left.multiselect(_("Heads to knock out (layer.head)"), options, format_func=head_label, key="heads_out",
-                             placeholder=_("Pick heads, e.g. the grid's induction heads"))
+                             placeholder=_("Pick heads, e.g. the grid's induction heads"), select_all=False)
+    left.button(ngettext("Pick all {n} head", "Pick all {n} heads", len(options)), key="heads_out_all",
+                on_click=st.session_state.__setitem__, args=("heads_out", options))
     how = right.radio(_("Replace their context vectors by"), list(HOW_NAMES), format_func=lambda h: _(HOW_NAMES[h]),
                       key="heads_how")
     source = models.source_key(name)
@@ -111,7 +138,7 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
     if heads:
         st.caption(_("Mean loss over the text: {before:.2f} nats with every head, {after:.2f} without {heads}.",
                      before=float(plain.mean()), after=float(after.mean()),
-                     heads=", ".join(head_label(h) for h in sorted(heads))))
+                     heads=heads_named(heads, cfg.n_layers, cfg.n_heads)))
     else:
         st.caption(_("Mean loss over the text: {before:.2f} nats. Pick heads above to see what changes without them.",
                      before=float(plain.mean())))

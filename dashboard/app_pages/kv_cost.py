@@ -22,6 +22,7 @@ from attn_core.labs.kv_cost import (
     kv_cost_rows,
     model_cost,
 )
+from attn_core.messages import either
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
 from dashboard.drawing import measure_charts
 from dashboard.drawing.chart_cache import memo
@@ -79,9 +80,9 @@ def own_preset() -> ModelPreset:
         problems.append(_("emb_dim ({emb_dim}) must be divisible by heads ({heads}).", emb_dim=emb_dim,
                           heads=n_heads))
     if n_heads % kv_heads:
-        problems.append(_("K/V heads ({kv_heads}) must divide heads ({heads}): use one of {choices}.",
+        problems.append(_("K/V heads ({kv_heads}) must divide heads ({heads}): use {choices}.",
                           kv_heads=kv_heads, heads=n_heads,
-                          choices=", ".join(str(g) for g in range(1, n_heads + 1) if n_heads % g == 0)))
+                          choices=either(g for g in range(1, n_heads + 1) if n_heads % g == 0)))
     if problems:
         st.error("\n\n".join(problems))
         st.stop()

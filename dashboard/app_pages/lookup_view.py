@@ -14,7 +14,7 @@ from attn_core.tracing.views import head_matrix, num_heads
 from dashboard.drawing import text_charts
 from dashboard.export.slides import draw_chart
 from dashboard.i18n import N_, _
-from dashboard.state.controls import box_max_chars, settings, too_long
+from dashboard.state.controls import settings, too_long
 from dashboard.state.links import code_span, error_text, md_escape
 from dashboard.state.runs import load_run
 
@@ -34,7 +34,7 @@ def lookup_section(sent: str) -> None:
         # the columns keep their English names (the code reads them); the header shows them translated
         table = st.data_editor(BOOKS, key="t2v_table", num_rows="dynamic", hide_index=True, width="stretch",
                                column_config={c: _(c) for c in BOOKS.columns})
-        query = st.text_input(_("Query"), "Edith Warton", key="t2v_query", max_chars=box_max_chars(QUERY_CHARS))
+        query = st.text_input(_("Query"), "Edith Warton", key="t2v_query")
         temperature = st.slider(_("temperature (the model's: √d_k)"), 0.01, 2.0, 0.2, 0.01, key="t2v_temperature")
     if problem := too_long(query, QUERY_CHARS):
         left.error(problem)

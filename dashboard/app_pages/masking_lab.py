@@ -62,6 +62,12 @@ class Lab:
         return memo((self.rk, "variants"), lambda: masking_variants(self.scores, self.d_k))
 
 
+# The formulas of "why no future information leaks", as math (KaTeX); values, so that no brace is in a msgid.
+LEAK_MATH = dict(zeroed=r"$\exp(s_{ij}) \,/\, \sum_{k=1}^{T} \exp(s_{ik})$",
+                 row_sum=r"$\sum_{k \le i} \exp(s_{ik}) \,/\, \sum_{k=1}^{T} \exp(s_{ik})$",
+                 left=r"$\exp(s_{ij}) \,/\, \sum_{k \le i} \exp(s_{ik})$")
+
+
 def render() -> None:
     """Draw the page: one section at a time, picked in a row of buttons kept in the link (``?lab_section=``), so
     each fits about a screen at 1280x720. Everything it computes stays local, so nothing outlives the run."""
@@ -116,10 +122,10 @@ def _methods(lab: Lab) -> None:
               "rounding."), scales.out_of_range_note(diff.numpy() / EPS32, "magnitude:1")])))
     # beside the difference, under the metric: one row, not two (the lab fits fewer screens)
     c1.markdown(_(
-        "**Why no future information leaks with (b):** after zeroing, row *i* is exp(s_ij) / Σ_all exp(s_ik) "
-        "for the past keys j ≤ i. Dividing by the row sum Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik) cancels the "
-        "common denominator — the only place the future keys appeared — leaving exp(s_ij) / Σ_{k≤i} exp(s_ik): "
-        "exactly softmax over the past keys, which is what (a) computes."))
+        "**Why no future information leaks with (b):** after zeroing, row $i$ is {zeroed} for the past keys "
+        "$j \\le i$. Dividing by the row sum {row_sum} cancels the common denominator — the only place the future "
+        "keys appeared — leaving {left}: exactly softmax over the past keys, which is what (a) computes.",
+        **LEAK_MATH))
 
 
 def _mistakes(lab: Lab) -> None:

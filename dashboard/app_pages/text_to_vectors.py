@@ -45,7 +45,7 @@ from dashboard.drawing.text import show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
-from dashboard.state.controls import box_max_chars, too_long
+from dashboard.state.controls import too_long
 from dashboard.state.links import code_span, error_text, md_escape
 from dashboard.state.url_state import linked_choice
 
@@ -352,13 +352,12 @@ def render() -> None:
     source = c1.radio(_("Text"), [VERDICT, OWN], key="t2v_source", format_func=_)
     if source == OWN:
         text = c2.text_area(_("Your text (the vocabulary and the windows come from it)"), verdict_text()[:600],
-                            key="t2v_text", max_chars=box_max_chars(MAX_TEXT_CHARS), height=100)
+                            key="t2v_text", height=100)
     else:
         text = verdict_text()
         c2.caption(_("Edith Wharton, *The Verdict* (1908; public domain): {n} characters, the book's chapter-2 "
                      "text.", n=f"{len(text):,}"))
     sent = c2.text_input(_("Sentence to encode"), BOOK_EXAMPLE, key="t2v_sentence",
-                         max_chars=box_max_chars(SENTENCE_CHARS),
                          help=_("The book's example; try a Chinese one too, such as {sample}", sample=TEA_ZH))
     if not text.strip():
         st.error(_("The text is empty: type or paste some text, or choose The Verdict."))

@@ -56,11 +56,13 @@ def numbered_cells(
                         sort=names, title=group_title),
         tooltip=[alt.Tooltip("number:Q", title=_("number")), alt.Tooltip(f"{field}:N", title=group_title)])
     text = base.mark_text(fontSize=11, color="white").encode(text=alt.Text("number:Q", format=".0f"))
+    # "pad": a step size under Streamlit's default autosize "fit" made Vega warn (fit dropped) on every shape flow
+    pad = alt.AutoSizeParams(type="pad")
     chart = layered(df, cells, text).properties(width=alt.Step(px), height=alt.Step(px))
     if len(panels) == 1:
-        return chart
+        return chart.properties(autosize=pad)
     # Panels narrower than their x title (one head_dim column) need the room between them, or the titles of
     # neighbours run together ("head_dimhead_dim"); ~7 px a character.
     spacing = max(16, 7 * len(x_title) - px * nums.shape[-1] + 12)
     return chart.facet(facet=alt.Facet("panel:N", title=None, sort=alt.SortField("order")),
-                       columns=columns or len(panels), spacing=spacing)
+                       columns=columns or len(panels), spacing=spacing).properties(autosize=pad)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from attn_core import MAX_TEXT_CHARS, AttentionConfig, available_devices, variant
+from attn_core import AttentionConfig, available_devices, variant
 from attn_core.attention.variants import KNOBS as VARIANT_KNOBS
 from dashboard.i18n import N_, _, message, ngettext, sentences
 from dashboard.state import models
@@ -47,18 +47,11 @@ from dashboard.state.settings_schema import (  # noqa: F401  (names pages import
     url_value,
 )
 
-PASTE_ROOM = 10  # a box's max_chars is 10x what the code takes: the browser drops a longer paste without a word
-
-
-def box_max_chars(limit: int) -> int:
-    """A text box's ``max_chars``: only a memory bound, far above the ``limit`` its page takes (checked in code by
-    :func:`too_long`, with a message), because the browser refuses a paste over ``max_chars`` silently."""
-    return PASTE_ROOM * limit
-
 
 def too_long(text: str | None, limit: int) -> str | None:
     """The message for a box's text over ``limit`` characters (its count, the limit, how much to cut); None if it
-    fits."""
+    fits. A text box's one limit: boxes set no ``max_chars``, because the browser ignores a paste over it without a
+    word, and its counter ("25000/200000" at a 10x bound) named a second limit."""
     if text is None or len(text) <= limit:
         return None
     return _("Your text is {chars:,} characters long; this box takes up to {max_chars:,}. Shorten it by {cut:,} "
@@ -303,8 +296,7 @@ def render_sidebar(uses: str = "all", knob_pages: Sequence[str] = ()) -> Setting
     sb = st.sidebar  # no "Attention Lab" header: the language switch took its 60 px, the Sentence stays in view
     if uses == "none":
         return _no_knobs(sb, knob_pages)
-    text = sb.text_area(_("Sentence"), value=_now("sentence"), key="sentence", height=90,
-                        max_chars=box_max_chars(MAX_TEXT_CHARS),  # longer: tokenize() says by how much
+    text = sb.text_area(_("Sentence"), value=_now("sentence"), key="sentence", height=90,  # too long: tokenize() says
                         help=sentences(_("Your own text: it is split into GPT-2 tokens (up to {n}).", n=MAX_CONTEXT),
                                        _(APPLY_HINT)))
     sb.caption(_(APPLY_HINT))
