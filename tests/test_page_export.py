@@ -298,3 +298,11 @@ def test_explore_offers_the_open_sections_charts_named_by_head(registered):
     stems = [e.stem() for e in registered["registered"]]
     assert stems and all("head1" in s or s.startswith("mask") for s in stems), stems
     assert any(s.startswith("scores_head1_MultiHeadAttention_T6") for s in stems), stems
+
+
+@pytest.mark.parametrize(("lang", "title"), [("en", "attention weights, head 1"), ("zh", "注意力权重，头 1")])
+def test_the_weights_slide_is_titled_in_the_pages_language(registered, lang, title):
+    """The weights heatmap's slide says what it is in the page's language (it was titled "weights" in English)."""
+    run_page(EXPLORE, registered, lang=lang, variant="MultiHeadAttention", num_heads="2", d_out="4")
+    titles = {e.what: e.title for e in registered["registered"]}
+    assert titles.get("weights_head1") == title, titles

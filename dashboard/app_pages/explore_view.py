@@ -42,6 +42,10 @@ class View:
         """A chart's name in its download's file name: which head, when there are several."""
         return f"{what}_head{self.head + 1}" if self.H > 1 else what
 
+    def slide_title(self, what: str) -> str:
+        """A chart's title on its exported slide, in this run's language: which head, when there are several."""
+        return _("{what}, head {head}", what=what, head=self.head + 1) if self.H > 1 else what
+
     def head_label(self, h: int) -> str:
         """"head 3", or with grouped K/V heads "head 3 · K/V 2": which K/V head query head ``h`` reads."""
         if self.kv_heads < self.H:

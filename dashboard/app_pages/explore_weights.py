@@ -90,7 +90,7 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
     side, beside = weights_px(labels, v.H)
     c_w, c_story = sized_columns(STORY_COLUMNS) if beside else (st.container(), st.container())
     clicked = show_matrix(c_w, weights, labels, labels, Look(scale=wscale, selectable=True, max_px=side),
-                          key="weights", name=v.name("weights"), zoom=True,
+                          key="weights", name=v.name("weights"), zoom=True, slide=v.slide_title(_("attention weights")),
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption(_("Per-row relative colours: each row divided by its largest weight (1 = the key this query "
