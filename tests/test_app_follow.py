@@ -74,6 +74,8 @@ def test_phones_follow_next_and_back_and_a_late_joiner_lands_on_the_current_step
     code = t.session_state["poll_room"]["code"]
     n = len(L.ready()["steps"])
     assert any(f"Step 1 of {n}" in m.value for m in t.markdown)
+    qr = [img for el in t.get("image") for img in el.proto.imgs]  # the lesson bar's QR code (the poll panel's has one)
+    assert qr and all(img.alt == "QR code of the join link" for img in qr)
     early = phone(code)
     assert shown_step(early) == f"Class {code} · step 1 of {n} · following the teacher"
     assert any("attends most to" in m.value for m in early.markdown)  # the step's one-line reading

@@ -165,7 +165,7 @@ def lesson_bar() -> None:
         if not polling:  # the poll's panel below shows the same code and QR code
             left, right = st.columns([1, 3])
             link = join_link(room["code"])
-            left.image(qr_png(link), width=140)
+            left.image(qr_png(link), width=140, alt=_("QR code of the join link"))
             right.subheader(_("Code {code}", code=room["code"]), anchor=False)
             right.code(link, language=None, wrap_lines=True)
         b1, b2, b3 = st.columns([1, 2, 1])
