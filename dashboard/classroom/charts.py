@@ -8,6 +8,7 @@ import pandas as pd
 RIGHT, OTHER, PENDING = "#1a9850", "#9e9e9e", "#4575b4"  # colour-blind-safe enough beside the ✓ text marks
 PHONE_BARS_PX = 220  # a proving row's bars on a phone: with the labels beside them it fits a 360-px screen
 BAR_PX = 26  # one bar of a proving row: a finger's width, its value printed at 13 px
+PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's
 METHOD_BAR_PX = 20  # a masking proof draws a row per method: thinner bars keep the four on about one phone screen
 
 
@@ -69,7 +70,7 @@ def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetCh
     """The proving row, phone-sized: one horizontal bar per label (the question's row of weights, each head's
     score) in their order, each value printed to the proof's ``decimals``, the answer's bar green and its label
     marked ✓; a masking proof gives one block of bars per method, the answer's green and marked ✓. ``width``: the
-    bars' width (None: the container's; a masking proof takes :data:`PHONE_BARS_PX`). None when the proof holds no
+    bars' width (None: :data:`PHONE_BARS_PX`), their height :data:`BAR_PX` a row. None when the proof holds no
     numbers (shapes: a table)."""
     values, labels = proof.get("values") or [], proof.get("labels") or []
     if not values or not all(isinstance(v, int | float) for v in values) or len(values) != len(labels):
@@ -93,10 +94,10 @@ def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetCh
         tooltip=[alt.Tooltip("label:N"), alt.Tooltip("value:Q", format=".4f")])
     text = alt.Chart().mark_text(align="left", dx=4, fontSize=13).encode(
         y=y, x=x, text=alt.Text("value:Q", format=f".{decimals}f"))
-    height = row_px * len(labels)
-    if not many:
-        return alt.layer(bars, text, data=frame).properties(width=width or "container", height=height,
-                                                            title=proof.get("title", ""))
+    height = row_px * len(labels)  # the plot's, from its rows ("pad": a title or an axis adds to it)
+    if not many:  # a container's width made the height the whole chart's: 104 px held the title and 4 squeezed bars
+        return alt.layer(bars, text, data=frame).properties(width=width or PHONE_BARS_PX, height=height,
+                                                            title=proof.get("title", ""), autosize=PAD)
     header = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelFontSize=13,
                         labelLimit=(width or PHONE_BARS_PX) + 130, title=None)
     return alt.layer(bars, text).properties(width=width or PHONE_BARS_PX, height=height).facet(

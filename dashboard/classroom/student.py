@@ -29,7 +29,7 @@ def show_proving_row(q: Question) -> None:
     that tell it apart), or the table of shapes with the right step marked; never the whole heatmap."""
     chart = proof_bars(q.proof)
     if chart is not None:
-        st.altair_chart(chart, width="stretch" if not q.proof.get("rows") else "content")
+        st.altair_chart(chart, width="content")  # sized from its rows (charts.proof_bars)
     elif q.proof.get("labels"):
         hi = q.proof.get("highlight", -1)
         st.table({_("step"): [("✓ " if k == hi else "") + str(s) for k, s in enumerate(q.proof["labels"])],
