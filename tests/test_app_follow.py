@@ -87,6 +87,8 @@ def test_phones_follow_next_and_back_and_a_late_joiner_lands_on_the_current_step
     assert t.session_state["poll_current"]["page"] == "lesson"
     early.run()  # what the phone's half-second watch does when the step moved
     assert shown_step(early).startswith(f"Class {code} · step 2 of {n}")
+    # one heading: "Class X · question 1" stood right under "Class X · step 2 of 11" (issue 52 item 9)
+    assert [c.value for c in early.caption if c.value.startswith("Class ")] == [shown_step(early)]
     buttons = [b for b in early.button if b.key and b.key.startswith("choice_")]
     assert len(buttons) == 4  # the poll, with big buttons
     buttons[0].click().run()
@@ -95,7 +97,7 @@ def test_phones_follow_next_and_back_and_a_late_joiner_lands_on_the_current_step
     t.button(key="lesson_next").click().run()
     t.button(key="lesson_next").click().run()
     late = phone(code, "zh")  # joins at step 4, in Chinese
-    assert shown_step(late) == f"班级 {code} · 第 4/{n} 步 · 跟随老师"
+    assert shown_step(late) == f"课堂 {code} · 第 4/{n} 步 · 跟随老师"  # 课堂, as its poll page says (one word)
     assert any("重新归一化" in m.value for m in late.markdown)  # the step's title, in the chapter's terms
     assert not english_left(late), english_left(late)
     assert L.LessonStore(ps.PollStore()).position(code)[0] == 3

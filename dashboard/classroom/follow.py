@@ -223,7 +223,7 @@ def follower_view(code: str, session: str) -> bool:
     step = lesson["steps"][shown]
     if step["kind"] == "poll":
         if shown == teacher:
-            _student_live(code, session)
+            _student_live(code, session, headed=False)  # the step line above is its heading
         else:
             st.markdown(f"#### {md_escape(step_views.title(step))}")
             st.info(_("A question for the class: it opens when the teacher reaches this step."))

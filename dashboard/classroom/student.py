@@ -63,7 +63,9 @@ def _send(code: str, seq: int, session: str, choice: int) -> None:
 
 
 @st.fragment(run_every=STUDENT_REFRESH_S)
-def _student_live(code: str, session: str) -> None:
+def _student_live(code: str, session: str, headed: bool = True) -> None:
+    """The class's current question on a phone; ``headed``: under its own "Class X · question N" line (a lesson's
+    phone has its "Class X · step N of M" line above instead)."""
     try:
         poll = store().current(code)
     except PollError as e:
@@ -78,7 +80,8 @@ def _student_live(code: str, session: str) -> None:
     except PollError:
         mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
     revealed = poll.state == "revealed"
-    st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
+    if headed:
+        st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
     st.markdown(f"### {md_escape(q.prompt)}")
     with st.container(key="poll_choices"):
         for k, choice in enumerate(q.choices):
