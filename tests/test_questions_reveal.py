@@ -118,3 +118,24 @@ def test_a_phones_proving_row_is_as_tall_as_its_rows(n):
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
     assert all(any(label in t for t in texts) for label in labels), texts
     assert all(f"{v:.2f}" in texts for v in values), texts
+
+
+def test_the_masking_polls_tally_shows_every_choice_whole():
+    """Issue 52 item 6: the tally cut its labels at 180 px ("renormalize raw scores (no s…"), just where the masking
+    poll's choices differ. Drawn, every word of every choice is there, in English and in Chinese (no spaces to wrap
+    at), and no label is cut."""
+    import re
+
+    from dashboard.classroom.charts import tally_chart
+    from dashboard.export.formats import chart_svg
+
+    for choices in (["−∞ or renormalize (the same row)", "zeros in the scores (not −∞)",
+                     "renormalize raw scores (no softmax)", "softmax, zero the future, no renormalizing"],
+                    ["−∞ 或重新归一化（同一行）", "在分数里填 0（不是 −∞）", "对原始分数重新归一化（没有 softmax）",
+                     "softmax、把未来置零、不重新归一化"]):
+        svg = chart_svg(tally_chart(choices, [3, 1, 2, 0], 0, width=170)).decode()
+        shown = "".join(re.findall(r"<tspan[^>]*>([^<]*)</tspan>|<text[^>]*>([^<]*)</text>", svg) and
+                        [a or b for a, b in re.findall(r"<tspan[^>]*>([^<]*)</tspan>|<text[^>]*>([^<]*)</text>", svg)])
+        assert "…" not in shown, shown
+        for choice in choices:
+            assert choice.replace(" ", "") in ("✓" + shown).replace(" ", "").replace("✓", ""), (choice, shown)
