@@ -58,9 +58,10 @@ def test_every_ready_step_draws_and_reads_its_own_numbers():
 
 def test_the_book_step_reads_the_books_weights():
     body = step_views.draw({"kind": "view", "page": "walkthrough", "params": {}})
-    # the book's CausalAttention on its six tokens (seed 123): "step" attends most to "journey", 0.17 (§3.5.1); three
-    # keys print 0.17 on the chart, so the reading gives the decimals that tell the winner
-    assert body["reading"] == "“step” attends most to “journey” (weight 0.1709)."
+    # the book's CausalAttention on its six tokens (seed 123): "step" attends most to "journey", 0.17 (§3.5.1); four
+    # keys print 0.17 on the chart, which cannot show a winner: the reading names the tie (issue 52 item 8)
+    assert body["reading"] == ("“step” attends about equally to “journey”, “starts”, “with”, “step” (0.17 each on the "
+                               "chart; the largest, “journey”, is 0.1709).")
     rows = body["spec"]["datasets"][next(iter(body["spec"]["datasets"]))]
     assert {(r["q"], r["k"]): round(r["value"], 4) for r in rows}[(1, 0)] == 0.4833
 
@@ -296,3 +297,17 @@ def test_the_split_into_heads_step_shows_view_and_transpose():
     for r in after:  # head h holds columns 2h, 2h+1 of d_out: number % 4 // 2 == h
         assert r["panel"] == f"head {int(r['number']) % 4 // 2 + 1}", r
     assert len(after) == 24
+
+
+def test_a_reading_names_a_winner_only_where_the_chart_shows_one():
+    """"'step' attends most to 'Your' (0.175)" beside a row whose four cells read 0.17. The chart
+    prints 2 decimals: a key is named the largest only when it prints larger there; else every key that prints the
+    same is named, as a tie."""
+    import numpy as np
+
+    labels = ["1: Your", "2: journey", "3: starts", "4: with", "5: one", "6: step"]
+    row = [0.175, 0.171, 0.169, 0.166, 0.150, 0.169]
+    query, key, weight, tied, shown = step_views._most(np.array([row] * 6), labels)
+    assert (query, key, shown) == ("step", "Your", "0.17") and tied == ["Your", "journey", "starts", "with", "step"]
+    query, key, weight, tied, shown = step_views._most(np.array([[0.30, 0.20, np.nan]] * 3), labels[:3])
+    assert (key, weight, tied, shown) == ("Your", "0.30", ["Your"], "0.30")  # told apart on the chart: a winner

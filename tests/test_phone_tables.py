@@ -43,3 +43,16 @@ def test_text_to_vectors_word_ids_one_word_a_row_on_a_phone(lang):
     assert len(strips) == len(columns) == 2
     for strip, column in zip(strips, columns):
         assert column.shape[0] > 2 and column.values.tolist() == strip.T.values.tolist()
+
+
+@pytest.mark.parametrize("page", ["app_pages/shape_flow.py", "app_pages/walkthrough.py"])
+def test_code_blocks_wrap_on_a_phone(page):
+    """Shape flow's and the walkthrough's code scrolled sideways on a phone (545 px of code in a 358 px box): every
+    code block wraps its lines (the source of Shape flow's step too, once opened)."""
+    at = phone_page(page, lang="zh")
+    if page.endswith("shape_flow.py"):
+        at.session_state["flow_source"] = True  # the expander with the step's line in its whole source
+        at.run()
+    blocks = at.get("code")
+    assert len(blocks) >= (3 if page.endswith("shape_flow.py") else 1)
+    assert all(b.proto.wrap_lines for b in blocks), [b.proto.code_text[:40] for b in blocks if not b.proto.wrap_lines]

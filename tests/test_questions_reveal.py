@@ -95,3 +95,47 @@ def test_the_head_question_reads_in_chinese_and_proves_at_its_decimals(smollm2):
     decimals = question.proof["decimals"]
     assert printed(losses[0], decimals) != printed(losses[1], decimals)
     assert printed(losses[0], decimals) in zh.explain
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_a_phones_proving_row_is_as_tall_as_its_rows(n):
+    """Issue 52 item 5: "Which token does 'starts' attend to most?" drew its four bars in 104 px, title included:
+    they overlapped, two labels and the values ran together. Drawn (vl-convert, as a phone's browser does), each
+    row gets its bar's height and every label and value is there."""
+    import re
+
+    from dashboard.classroom.charts import BAR_PX
+    from dashboard.export.formats import chart_svg
+
+    labels = [f"{k + 1}: word{k}" for k in range(n)]
+    values = [round(0.1 + 0.8 * k / n, 3) for k in range(n)]
+    proof = {"title": "weights, row 'x'", "labels": labels, "values": values, "highlight": n - 1, "decimals": 2}
+    spec = proof_bars(proof).to_dict()  # a width fitted to the screen made the given height the whole chart's
+    assert spec["autosize"]["type"] == "pad" and spec["width"] != "container" and spec["height"] == n * BAR_PX
+    svg = chart_svg(proof_bars(proof)).decode()
+    bars = sorted(float(y) for y in re.findall(r'aria-roledescription="bar" d="M[\d.]+,([\d.]+)h', svg))
+    assert len(bars) == n and min(b - a for a, b in zip(bars, bars[1:])) >= BAR_PX - 0.5, bars
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert all(any(label in t for t in texts) for label in labels), texts
+    assert all(f"{v:.2f}" in texts for v in values), texts
+
+
+def test_the_masking_polls_tally_shows_every_choice_whole():
+    """Issue 52 item 6: the tally cut its labels at 180 px ("renormalize raw scores (no s…"), just where the masking
+    poll's choices differ. Drawn, every word of every choice is there, in English and in Chinese (no spaces to wrap
+    at), and no label is cut."""
+    import re
+
+    from dashboard.classroom.charts import tally_chart
+    from dashboard.export.formats import chart_svg
+
+    for choices in (["−∞ or renormalize (the same row)", "zeros in the scores (not −∞)",
+                     "renormalize raw scores (no softmax)", "softmax, zero the future, no renormalizing"],
+                    ["−∞ 或重新归一化（同一行）", "在分数里填 0（不是 −∞）", "对原始分数重新归一化（没有 softmax）",
+                     "softmax、把未来置零、不重新归一化"]):
+        svg = chart_svg(tally_chart(choices, [3, 1, 2, 0], 0, width=170)).decode()
+        shown = "".join(re.findall(r"<tspan[^>]*>([^<]*)</tspan>|<text[^>]*>([^<]*)</text>", svg) and
+                        [a or b for a, b in re.findall(r"<tspan[^>]*>([^<]*)</tspan>|<text[^>]*>([^<]*)</text>", svg)])
+        assert "…" not in shown, shown
+        for choice in choices:
+            assert choice.replace(" ", "") in ("✓" + shown).replace(" ", "").replace("✓", ""), (choice, shown)

@@ -123,7 +123,7 @@ def step_view(s: Settings) -> None:
                                  key="flow_source",
                                  on_change="rerun")
             if source.open:
-                source.code(src, language="python", line_numbers=True)
+                source.code(src, language="python", line_numbers=True, wrap_lines=True)  # a phone: no sideways scroll
     with right:
         scale = kind_scale(step.kind)
         tensor_slice(st, step.tensor, step.axes, labels, Look(
@@ -297,7 +297,7 @@ def render() -> None:
     st.code("# (b=1, num_heads=2, num_tokens=3, head_dim=4)\n"
             "a = torch.tensor([[[[0.2745, 0.6584, 0.2775, 0.8573], ...]]])\n"
             "print(a @ a.transpose(2, 3))\n\nfirst_head = a[0, 0, :, :]\nfirst_res = first_head @ first_head.T\n"
-            "second_head = a[0, 1, :, :]\nsecond_res = second_head @ second_head.T", language="python")
+            "second_head = a[0, 1, :, :]\nsecond_res = second_head @ second_head.T", language="python", wrap_lines=True)
     c1, c2, c3 = st.columns(3)
     c1.markdown("**`a @ a.transpose(2, 3)`**")
     for m in batched[0]:

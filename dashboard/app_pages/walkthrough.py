@@ -164,7 +164,7 @@ def step_view(s: Settings) -> None:
     # anchor=False: an anchor id was re-written every step
     st.header(_("§{section} · {title}", section=step.section, title=_(step.title)), anchor=False)
     st.markdown(_(step.explanation))
-    st.code(step.code, language="python")
+    st.code(step.code, language="python", wrap_lines=True)  # a phone's column: wrapped, never scrolled sideways
 
     ok = agrees(step)
     slide_settings(_("book inputs"), len(BOOK_LABELS))

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import altair as alt
 import pandas as pd
 
 RIGHT, OTHER, PENDING = "#1a9850", "#9e9e9e", "#4575b4"  # colour-blind-safe enough beside the ✓ text marks
+TALLY_LABEL_PX = 180  # a tally's choice labels wrap to this width (a phone keeps the rest for the bars)
 PHONE_BARS_PX = 220  # a proving row's bars on a phone: with the labels beside them it fits a 360-px screen
 BAR_PX = 26  # one bar of a proving row: a finger's width, its value printed at 13 px
+PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's
 METHOD_BAR_PX = 20  # a masking proof draws a row per method: thinner bars keep the four on about one phone screen
+
+
+def _lines(text: str, width_px: int, font_px: int) -> list[str]:
+    """``text`` in lines about ``width_px`` wide at ``font_px``: broken at spaces, and between CJK characters (a
+    Chinese choice has no spaces; each character about twice a Latin letter's width)."""
+    lines, line, used = [], "", 0.0
+    for piece in re.findall(r"[\u2e80-\uffef][）」』，、。：；]*|[^\s\u2e80-\uffef]+\s*|\s+", text):
+        w = sum(font_px if "\u2e80" <= ch <= "\uffef" else 0.55 * font_px for ch in piece)
+        if line and used + w > width_px:
+            lines.append(line.rstrip())
+            line, used = "", 0.0
+        line, used = line + piece, used + w
+    return [*lines, line.rstrip()] if line.strip() else lines or [""]
 
 
 def tally_chart(choices: list[str], counts: list[int], answer: int | None = None,
@@ -22,8 +40,11 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
                           "share": [n / total for n in counts],
                           "colour": [RIGHT if answer == k else (OTHER if answer is not None else PENDING)
                                      for k in range(len(choices))]})
+    # whole labels, wrapped: cut at 180 px, "renormalize raw scores (no s…" hid where the choices differ
+    lines = max(len(_lines(n, TALLY_LABEL_PX, 14)) for n in names)
     y = alt.Y("choice:N", sort=alt.EncodingSortField("order", op="min"), title=None,
-              axis=alt.Axis(labelLimit=180, labelFontSize=14))
+              axis=alt.Axis(labelExpr=f"{json.dumps(dict(zip(names, (_lines(n, TALLY_LABEL_PX, 14) for n in names))))}"
+                                      "[datum.label]", labelLimit=TALLY_LABEL_PX + 40, labelFontSize=14))
     x_max = max(1, max(counts)) * 1.2
     bars = alt.Chart().mark_bar().encode(y=y, x=alt.X("count:Q", title=x_title,
                                                           scale=alt.Scale(domain=[0, x_max]),
@@ -31,7 +52,8 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
                                          color=alt.Color("colour:N", scale=None),
                                          tooltip=["choice:N", "count:Q", alt.Tooltip("share:Q", format=".0%")])
     text = alt.Chart().mark_text(align="left", dx=4, fontSize=14).encode(y=y, x="count:Q", text="count:Q")
-    return alt.layer(bars, text, data=frame).properties(width=width or "container", height=44 * len(choices))
+    return alt.layer(bars, text, data=frame).properties(width=width or "container",
+                                                        height=max(44, 18 * lines + 10) * len(choices))
 
 
 def proof_chart(proof: dict, width: int | None = None) -> alt.Chart | None:
@@ -69,7 +91,7 @@ def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetCh
     """The proving row, phone-sized: one horizontal bar per label (the question's row of weights, each head's
     score) in their order, each value printed to the proof's ``decimals``, the answer's bar green and its label
     marked ✓; a masking proof gives one block of bars per method, the answer's green and marked ✓. ``width``: the
-    bars' width (None: the container's; a masking proof takes :data:`PHONE_BARS_PX`). None when the proof holds no
+    bars' width (None: :data:`PHONE_BARS_PX`), their height :data:`BAR_PX` a row. None when the proof holds no
     numbers (shapes: a table)."""
     values, labels = proof.get("values") or [], proof.get("labels") or []
     if not values or not all(isinstance(v, int | float) for v in values) or len(values) != len(labels):
@@ -93,10 +115,10 @@ def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetCh
         tooltip=[alt.Tooltip("label:N"), alt.Tooltip("value:Q", format=".4f")])
     text = alt.Chart().mark_text(align="left", dx=4, fontSize=13).encode(
         y=y, x=x, text=alt.Text("value:Q", format=f".{decimals}f"))
-    height = row_px * len(labels)
-    if not many:
-        return alt.layer(bars, text, data=frame).properties(width=width or "container", height=height,
-                                                            title=proof.get("title", ""))
+    height = row_px * len(labels)  # the plot's, from its rows ("pad": a title or an axis adds to it)
+    if not many:  # a container's width made the height the whole chart's: 104 px held the title and 4 squeezed bars
+        return alt.layer(bars, text, data=frame).properties(width=width or PHONE_BARS_PX, height=height,
+                                                            title=proof.get("title", ""), autosize=PAD)
     header = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelFontSize=13,
                         labelLimit=(width or PHONE_BARS_PX) + 130, title=None)
     return alt.layer(bars, text).properties(width=width or PHONE_BARS_PX, height=height).facet(

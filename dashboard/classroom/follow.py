@@ -183,7 +183,7 @@ def lesson_bar() -> dict | None:
         if not polling:  # the poll's panel below shows the same code and QR code
             left, right = st.columns([1, 3])
             link = join_link(room["code"])
-            left.image(qr_png(link), width=140)
+            left.image(qr_png(link), width=140, alt=_("QR code of the join link"))
             right.subheader(_("Code {code}", code=room["code"]), anchor=False)
             right.code(link, language=None, wrap_lines=True)
         st.session_state[STEP_KEY] = index
@@ -256,7 +256,7 @@ def follower_view(code: str, session: str) -> bool:
     step = lesson["steps"][shown]
     if step["kind"] == "poll":
         if shown == teacher:
-            _student_live(code, session)
+            _student_live(code, session, headed=False)  # the step line above is its heading
         else:
             st.markdown(f"#### {md_escape(step_views.title(step))}")
             st.info(_("A question for the class: it opens when the teacher reaches this step."))

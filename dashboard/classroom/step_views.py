@@ -92,21 +92,26 @@ def _shape(run: Run, name: str) -> str:
     return "—" if step is None else "(" + ", ".join(str(d) for d in step.tensor.shape) + ")"
 
 
-def _most(weights: np.ndarray, labels: list[str]) -> tuple[str, str, str]:
-    """The last query's most-attended key and its weight, printed to the decimals that tell it from the runner-up
-    (a reading must not claim a winner the chart shows as a tie)."""
+def _most(weights: np.ndarray, labels: list[str]) -> tuple[str, str, str, list[str], str]:
+    """The last query's most-attended key and its weight, printed to the decimals that tell it from the runner-up;
+    the keys whose weight the chart prints the same as the largest (:data:`qs.SHOWN_DECIMALS`: the largest alone when
+    the chart tells it apart) and that printed weight. A reading must not name a winner the chart shows as a tie."""
     q = len(labels) - 1
     row = np.nan_to_num(np.asarray(weights[q], dtype=np.float64), nan=-1.0)
     k = int(np.argmax(row))
     runner_up = float(np.max(np.delete(row, k))) if row.size > 1 else -1.0
     decimals = qs.decimals_to_tell(float(row[k]), runner_up) or qs.MAX_DECIMALS
-    return labels[q].split(": ", 1)[-1], labels[k].split(": ", 1)[-1], f"{row[k]:.{decimals}f}"
+    shown = qs.printed(float(row[k]), qs.SHOWN_DECIMALS)
+    tied = [labels[c].split(": ", 1)[-1] for c in range(len(labels)) if qs.printed(float(row[c]), qs.SHOWN_DECIMALS)
+            == shown and row[c] >= 0]
+    return labels[q].split(": ", 1)[-1], labels[k].split(": ", 1)[-1], f"{row[k]:.{decimals}f}", tied, shown
 
 
 def reading(page: str, run: Run, weights: np.ndarray, head: int) -> str:
     """The step's one-line reading, from its own numbers."""
     labels = run.labels[:MAX_TOKENS]
-    query, key, w = _most(weights, labels)
+    query, key, w, tied, shown = _most(weights, labels)
+    keys = _(", ").join(f"“{t}”" for t in tied)  # the keys the chart prints with the largest weight
     if page == "shape-flow" and any(s.name == "queries.view" for s in run.trace):
         return _("queries {queries} → .view {view} → .transpose(1, 2) {transposed} → attn_weights {weights} → "
                  "context_vec {context}", queries=_shape(run, "queries"), view=_shape(run, "queries.view"),
@@ -119,17 +124,30 @@ def reading(page: str, run: Run, weights: np.ndarray, head: int) -> str:
                                       - weights)))
         return _("−∞ before softmax and zero-then-renormalize give the same weights: the largest difference is "
                  "{diff:.1e}.", diff=diff)
+    values = dict(query=query, key=key, weight=w, keys=keys, shown=shown)
     if page == "windows" and run.cfg.window:
+        if len(tied) > 1:
+            return _("With a window of {window}, each token sees at most {window} keys; “{query}” attends about "
+                     "equally to {keys} ({shown} each on the chart; the largest, “{key}”, is {weight}).",
+                     window=run.cfg.window, **values)
         return _("With a window of {window}, each token sees at most {window} keys; “{query}” attends most to "
-                 "“{key}” ({weight}).", window=run.cfg.window, query=query, key=key, weight=w)
+                 "“{key}” ({weight}).", window=run.cfg.window, **values)
     if page == "tiled":
         err = float(np.nanmax(np.abs(np.nansum(weights, axis=1) - 1)))
+        if len(tied) > 1:
+            return _("Tile by tile, each row of weights still sums to 1 (largest error {err:.1e}); “{query}” attends "
+                     "about equally to {keys} ({shown} each on the chart).", err=err, **values)
         return _("Tile by tile, each row of weights still sums to 1 (largest error {err:.1e}); “{query}” attends "
-                 "most to “{key}”.", err=err, query=query, key=key)
+                 "most to “{key}”.", err=err, **values)
     if num_heads(run.trace) > 1:
-        return _("In head {head}, “{query}” attends most to “{key}” (weight {weight}).", head=head + 1,
-                 query=query, key=key, weight=w)
-    return _("“{query}” attends most to “{key}” (weight {weight}).", query=query, key=key, weight=w)
+        if len(tied) > 1:
+            return _("In head {head}, “{query}” attends about equally to {keys} ({shown} each on the chart; the "
+                     "largest, “{key}”, is {weight}).", head=head + 1, **values)
+        return _("In head {head}, “{query}” attends most to “{key}” (weight {weight}).", head=head + 1, **values)
+    if len(tied) > 1:
+        return _("“{query}” attends about equally to {keys} ({shown} each on the chart; the largest, “{key}”, is "
+                 "{weight}).", **values)
+    return _("“{query}” attends most to “{key}” (weight {weight}).", **values)
 
 
 def _with(cfg: AttentionConfig, **changes) -> AttentionConfig:

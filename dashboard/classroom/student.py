@@ -32,7 +32,7 @@ def show_proving_row(q: Question) -> None:
     that tell it apart), or the table of shapes with the right step marked; never the whole heatmap."""
     chart = proof_bars(q.proof)
     if chart is not None:
-        st.altair_chart(chart, width="stretch" if not q.proof.get("rows") else "content")
+        st.altair_chart(chart, width="content")  # sized from its rows (charts.proof_bars)
     elif q.proof.get("labels"):
         hi = q.proof.get("highlight", -1)
         st.table({_("step"): [("✓ " if k == hi else "") + str(s) for k, s in enumerate(q.proof["labels"])],
@@ -66,7 +66,9 @@ def _send(code: str, seq: int, session: str, choice: int) -> None:
 
 
 @st.fragment(run_every=STUDENT_REFRESH_S)
-def _student_live(code: str, session: str) -> None:
+def _student_live(code: str, session: str, headed: bool = True) -> None:
+    """The class's current question on a phone; ``headed``: under its own "Class X · question N" line (a lesson's
+    phone has its "Class X · step N of M" line above instead)."""
     try:
         poll = store().current(code)
     except PollError as e:
@@ -81,7 +83,8 @@ def _student_live(code: str, session: str) -> None:
     except PollError:
         mine = st.session_state.get(f"poll_mine_{code}_{poll.seq}")
     revealed = poll.state == "revealed"
-    st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
+    if headed:
+        st.caption(_("Class {code} · question {seq}", code=code, seq=poll.seq))
     st.markdown(f"### {md_escape(q.prompt)}")
     with st.container(key="poll_choices"):
         for k, choice in enumerate(q.choices):
