@@ -82,6 +82,7 @@ def test_generate_on_smollm2_in_chinese_reads_characters_without_a_stray_space(s
         assert " :orange-background" not in text, text  # Chinese has no space before a word
     table = next(m.value for m in at.markdown if m.value.startswith("| token |"))
     assert "⟨" not in table and "\\u" not in table and "'" not in table, table  # not repr's bytes or quotes
+    assert "\\\\" not in table and re.search(r"\| .\\\(1/\d\\\) \|", table), table  # escaped once: 喜(1/3)
 
 
 def test_generate_in_english_keeps_the_tokens_own_space_only(smollm2):

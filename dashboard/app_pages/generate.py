@@ -222,7 +222,8 @@ def show_candidates(step: DecodeStep, name: str, before: list[int], n: int) -> N
     tokens after the tokens ``before`` it, read as characters (a byte token names its character), the chosen one
     marked."""
     token_col, prob_col, chosen_col = _("token"), _("probability"), _("chosen")
-    top = pd.DataFrame({token_col: [md_escape(readable.next_piece(name, before, t, step.closing.get(t, ())))
+    # plain text: markdown_table escapes every cell
+    top = pd.DataFrame({token_col: [readable.next_piece(name, before, t, step.closing.get(t, ()))
                                    for t in step.top_ids[:n]],
                         prob_col: step.top_probs[:n],
                         chosen_col: ["◀" if t == step.token_id else "" for t in step.top_ids[:n]]})
