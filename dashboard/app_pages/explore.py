@@ -239,7 +239,7 @@ def model_section(v: View) -> None:
     if v.run.pretrained:
         show_model_view(v.run.weights, tuple(t.id for t in v.run.tokens), (v.run.layer, v.head), "section", WEIGHTS)
         return
-    name = models.default_model()
+    name = models.default_model(v.run.text)  # Gemma 3 for Chinese text or the Chinese interface
     try:
         ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
     except ValueError as e:
@@ -248,6 +248,9 @@ def model_section(v: View) -> None:
     st.caption(_("The sidebar's weights are random: this view shows {model} on your sentence (its own tokens). "
                  "Click a head to switch the Weights to it and open that head in every section.",
                  model=md_escape(models.label(name))))
+    why = models.why_default(name, v.run.text)
+    if why:
+        st.caption(md_escape(why))
     show_model_view(name, ids, None, "section", WEIGHTS)
 
 

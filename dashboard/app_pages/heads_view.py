@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from attn_core.labs.head_question import harmful_head
 from attn_core.labs.heads import head_ablation, mean_attention, rollout_of, weights_and_moved
-from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens, top_next
+from attn_core.labs.knockout import KINDS, knockout, repeated_words, top_next
 from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
 from dashboard.drawing.matrices import Look, show_matrix
@@ -28,7 +28,7 @@ PARTS = {"knock": N_("Knock out heads"), "compare": N_("Top heads vs random"), "
 KIND_NAMES = {"induction": N_("induction"), "previous_token": N_("previous-token"),
               "first_token": N_("first-token (sink)")}
 HOW_NAMES = {"zero": N_("zero"), "mean": N_("mean over positions")}
-REPEAT_HALF = 50  # the built-in text: this many random tokens, then the same again
+REPEAT_HALF = 50  # the built-in text: this many words of The Verdict in random order, then the same again
 MOST_K = 12
 
 
@@ -49,8 +49,8 @@ def ablation(source: tuple, _lm: nn.Module, ids: tuple[int, ...], heads: tuple[t
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def comparison(source: tuple, _lm: nn.Module, k: int, kind: str) -> dict:
-    """The knockout panel's numbers on the built-in repeated random tokens."""
-    result = knockout(_lm, repeated_random_tokens(_lm.cfg["vocab_size"], REPEAT_HALF), k, kind)
+    """The knockout panel's numbers on the built-in text (:func:`repeated_words`, in the model's own tokens)."""
+    result = knockout(_lm, repeated_words(_lm.tokenizer, REPEAT_HALF), k, kind)
     return dict(plain=result.plain, top=result.top, top_loss=result.top_loss, random_sets=result.random_sets,
                 random_losses=result.random_losses, losses=result.losses)
 
@@ -145,8 +145,9 @@ def compare_part(name: str) -> None:
     k = c.number_input(_("How many"), 1, MOST_K, 6, key="heads_k")
     with st.spinner(_("Knocking out the top heads, then three random sets…")):
         result = comparison(models.source_key(chosen), models.model(chosen), int(k), kind)
-    st.caption(_("The text: {n} random tokens, then the same {n} again. On the repeat, a model that copies can "
-                 "predict every token; its loss there says how much the heads that copy carry.", n=REPEAT_HALF))
+    st.caption(_("The text: {n} words of The Verdict (the book's story) in random order, then the same {n} again. "
+                 "On the repeat, a model that copies can predict every token; its loss there says how much the heads "
+                 "that copy carry.", n=REPEAT_HALF))
     names_ = [_("every head"), _("without the top {k}", k=k)] + [_("without random set {i}", i=i + 1)
                                                                    for i in range(len(result["random_losses"]))]
     losses = [result["plain"], result["top_loss"], *result["random_losses"]]
@@ -161,7 +162,7 @@ def compare_part(name: str) -> None:
                   low=min(result["random_losses"]), high=max(result["random_losses"])))
     lm = models.model(chosen)
     ask_question(st, "heads", _("Which head, knocked out alone, hurts the repeat most?"),
-                 lambda: harmful_head(lm, repeated_random_tokens(lm.cfg["vocab_size"], REPEAT_HALF)),
+                 lambda: harmful_head(lm, repeated_words(lm.tokenizer, REPEAT_HALF)),
                  _("The choices: the strongest induction, previous-token and first-token heads and one other head. "
                    "The answer is measured by knocking each out when you ask."))
 
