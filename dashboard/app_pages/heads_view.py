@@ -1,7 +1,7 @@
 """Model view's "Does this head matter?": attention weights say where a head looks, not whether what it moves
 matters. Four answers, one at a time (each computes only when shown): knock heads out and watch the loss and the
-next token; the top heads of a kind vs random heads on repeated random tokens; α beside α·‖f(x)‖ for one head; and
-where a token's information came from across all layers (rollout)."""
+next token; the top heads of a kind vs random heads on words in random order, repeated; α beside α·‖f(x)‖ for one
+head; and where a token's information came from across all layers (rollout)."""
 
 from __future__ import annotations
 
