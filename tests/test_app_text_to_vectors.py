@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from apptest_utils import chart_with, md_tables, messages, open_page
+from apptest_utils import chart_with, md_tables, messages, open_page, phone_page
 from attn_core.text.text_pipeline import bpe_ids, sliding_windows
 from attn_core.text.word_tokenizer import BOOK_EXAMPLE, verdict_text
 
@@ -172,6 +172,16 @@ def test_gemma_beside_gpt2_and_smollm2_in_its_own_words(gemma3, smollm2):
     assert f"GPT-2 spends {table['GPT-2']['tokens per character']} tokens" in caption
     assert f"Gemma 3 270M spends {gemma['tokens per character']}:" in caption and "Qwen" not in caption
     assert models.default_first("hello")[0] == "SmolLM2-135M-Instruct"
+
+
+def test_on_a_phone_one_model_beside_gpt2_the_default_saying_why(gemma3, smollm2):
+    """A phone's BPE tables get one real model's column (two scrolled past the screen): the default for the
+    Chinese interface, Gemma 3, with the line saying why."""
+    at = phone_page(PAGE, lang="zh", t2v_section="BPE side by side")  # the link's English section id
+    assert not messages(at)["exception"], messages(at)
+    columns = list(next(iter(md_tables(at)[0].values())))
+    assert [c for c in columns if "Gemma" in c or "SmolLM2" in c] == ["Gemma 3 270M token 数"], columns
+    assert any("因为界面是中文而选用" in c.value for c in at.caption)
 
 
 def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):

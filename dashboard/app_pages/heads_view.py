@@ -152,7 +152,7 @@ def compare_part(name: str) -> None:
                                                                    for i in range(len(result["random_losses"]))]
     losses = [result["plain"], result["top_loss"], *result["random_losses"]]
     frame = heads_charts.ratio_frame(names_, losses)
-    width = min(cap(520), content_px() - 60)
+    width = min(cap(760), content_px() - 60)
     draw_chart(st, lambda: heads_charts.ratio_chart(frame, width, _("loss on the repeat (nats)")),
                key="heads_ratio", name="heads_knockout", title=_("Top heads vs random heads"))
     st.markdown(_("Without the top {k} {kind} heads ({heads}), the loss on the repeat goes from {plain:.2f} to "

@@ -197,7 +197,7 @@ def _wrapping_table(rows: list[dict[str, object]], literal: str) -> str:
 def bpe_section(text: str, sent: str) -> None:
     vocab = build_vocab(text, specials=SPECIAL_TOKENS)
     v2 = SimpleTokenizerV2(vocab)
-    names = models.default_first(sent)
+    names = models.default_first(sent)[:1 if narrow() else None]  # a phone: one model's column, the default
     counts, pieces = [], []
     for example in [sent, *BPE_EXAMPLES]:
         words = v2.encode(example)
@@ -222,6 +222,8 @@ def bpe_section(text: str, sent: str) -> None:
     if not names:
         st.caption(_(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
                      "installed."))
+    elif len(names) == 1 and models.why_default(names[0], sent):
+        st.caption(md_escape(models.why_default(names[0], sent)))
     chinese_table(sent)
 
 
