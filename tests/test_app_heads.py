@@ -1,5 +1,5 @@
 """AppTest: the Model view's "Does this head matter?" on SmolLM2: knocking heads out changes the per-token loss and
-the next token as attn_core computes them; the top induction heads vs random heads on repeated random tokens; α beside
+the next token as attn_core computes them; the top induction heads vs random heads on words repeated; α beside
 α·‖f(x)‖ with its one-line reading; rollout beside raw attention; a one-token sentence gets a message; Chinese."""
 
 from __future__ import annotations

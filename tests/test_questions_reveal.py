@@ -82,10 +82,10 @@ def test_the_head_question_reads_in_chinese_and_proves_at_its_decimals(smollm2):
     """The knock-out question was plain English on a Chinese phone; its losses print to the decimals that tell
     the answer from the next."""
     from attn_core.labs.head_question import harmful_head
-    from attn_core.labs.knockout import repeated_random_tokens
+    from attn_core.labs.knockout import repeated_words
     from dashboard.i18n import language, message
 
-    question = harmful_head(smollm2, repeated_random_tokens(smollm2.cfg["vocab_size"], 20, seed=1))
+    question = harmful_head(smollm2, repeated_words(smollm2.tokenizer, 20, seed=1))
     with language("zh"):
         zh = Question.from_dict(json.loads(json.dumps(question.to_dict()))).in_words(message)
     words = [zh.prompt, zh.explain, zh.proof["title"], *zh.choices]

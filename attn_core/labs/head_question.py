@@ -1,7 +1,7 @@
 """A poll question answered by removing heads: "which head, knocked out, hurts the repeat most?" The choices are
 the strongest head of each kind (induction, previous-token, first-token sink) and one other head, each knocked out
-alone on random tokens repeated once; the answer is the one whose removal raises the loss on the repeat most. The
-sink head looks the hardest and usually matters least: α alone misleads."""
+alone on words in random order, repeated once; the answer is the one whose removal raises the loss on the repeat
+most. The sink head looks the hardest and usually matters least: α alone misleads."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def harmful_head(model: TracedLM, idx: torch.Tensor, seed: int = 0) -> Question:
     others = [(layer, head) for layer in range(model.cfg["n_layers"]) for head in range(model.cfg["n_heads"])
               if (layer, head) not in picked]
     picked.append(others[int(np.random.default_rng(seed).integers(len(others)))])
-    losses = [repeat_loss(head_ablation(model, idx, [head])) for head in picked]
+    losses = [repeat_loss(head_ablation(model, idx, [head]), idx) for head in picked]
     order = np.argsort(losses)[::-1]
     decimals = decimals_to_tell(losses[order[0]], losses[order[1]]) if losses[order[0]] - losses[order[1]] > TIE \
         else None
@@ -36,11 +36,12 @@ def harmful_head(model: TracedLM, idx: torch.Tensor, seed: int = 0) -> Question:
     layer, head = picked[best]
     return Question(
         kind="harmful_head",
-        prompt=Msg("Random tokens, then the same tokens again. Which head, knocked out alone, hurts the loss on the "
-                   "repeat most?"),
+        prompt=Msg("Words in random order, then the same words again. Which head, knocked out alone, hurts the loss "
+                   "on the repeat most?"),
         choices=tuple(labels), answer=best,
         explain=Msg("Loss on the repeat: {plain} nats with every head, {loss} without layer {layer}, head {head}, "
-                    "the most of the four (each choice's loss is below).", plain=printed(repeat_loss(plain), decimals),
+                    "the most of the four (each choice's loss is below).",
+                    plain=printed(repeat_loss(plain, idx), decimals),
                     loss=printed(losses[best], decimals), layer=layer + 1, head=head + 1),
         proof={"title": Msg("loss on the repeat without each head (nats)"), "labels": labels,
                "values": [float(v) for v in losses], "highlight": best, "decimals": decimals},

