@@ -87,7 +87,7 @@ def test_phones_follow_next_and_back_and_a_late_joiner_lands_on_the_current_step
     assert t.session_state["poll_current"]["page"] == "lesson"
     early.run()  # what the phone's half-second watch does when the step moved
     assert shown_step(early).startswith(f"Class {code} · step 2 of {n}")
-    # one heading: "Class X · question 1" stood right under "Class X · step 2 of 11" (issue 52 item 9)
+    # one heading: "Class X · question 1" stood right under "Class X · step 2 of 11"
     assert [c.value for c in early.caption if c.value.startswith("Class ")] == [shown_step(early)]
     buttons = [b for b in early.button if b.key and b.key.startswith("choice_")]
     assert len(buttons) == 4  # the poll, with big buttons

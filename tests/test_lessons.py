@@ -59,7 +59,7 @@ def test_every_ready_step_draws_and_reads_its_own_numbers():
 def test_the_book_step_reads_the_books_weights():
     body = step_views.draw({"kind": "view", "page": "walkthrough", "params": {}})
     # the book's CausalAttention on its six tokens (seed 123): "step" attends most to "journey", 0.17 (§3.5.1); four
-    # keys print 0.17 on the chart, which cannot show a winner: the reading names the tie (issue 52 item 8)
+    # keys print 0.17 on the chart, which cannot show a winner: the reading names the tie
     assert body["reading"] == ("“step” attends about equally to “journey”, “starts”, “with”, “step” (0.17 each on the "
                                "chart; the largest, “journey”, is 0.1709).")
     rows = body["spec"]["datasets"][next(iter(body["spec"]["datasets"]))]

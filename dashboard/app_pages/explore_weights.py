@@ -89,8 +89,8 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
     weights = v.mat("weights")
     side, beside = weights_px(labels, v.H)
     c_w, c_story = sized_columns(STORY_COLUMNS) if beside else (st.container(), st.container())
-    clicked = show_matrix(c_w, weights, labels, labels, Look(scale=wscale, selectable=True, max_px=side),
-                          key="weights", name=v.name("weights"), zoom=True, slide=v.slide_title(_("attention weights")),
+    look = Look(scale=wscale, selectable=True, max_px=side, slide_title=v.slide_title(_("attention weights")))
+    clicked = show_matrix(c_w, weights, labels, labels, look, key="weights", name=v.name("weights"), zoom=True,
                           cache_key=(run.key, "weights", head))
     if wscale == "relative":
         c_w.caption(_("Per-row relative colours: each row divided by its largest weight (1 = the key this query "

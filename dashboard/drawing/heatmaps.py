@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import altair as alt
 import numpy as np
@@ -80,6 +80,7 @@ class Look:
     lang: str | None = None  # the language of its text (None: this thread's); read in the script, for work ahead
     narrow: bool = False  # a phone's column: the colour legend goes below the cells, leaving them the width
     cmap: str = DEFAULT_COLOUR_MAP  # the colour map of values 0..top (the sidebar's Colour map: scales.color_scale)
+    slide_title: str = field(default="", compare=False)  # its exported slide's title (no heading on the page)
 
     @property
     def night(self) -> bool:

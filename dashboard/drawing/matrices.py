@@ -34,8 +34,7 @@ def on_screen(look: Look = PLAIN) -> Look:
 
 def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
                 look: Look = PLAIN, *, key: str, title: str = "", zoom: bool = False,
-                cache_key: Hashable | None = None, name: str | None = None,
-                slide: str = "") -> tuple[int, int] | None:
+                cache_key: Hashable | None = None, name: str | None = None) -> tuple[int, int] | None:
     """Draw a matrix as ``look`` says (:func:`on_screen` adds this run's mode, screen, theme and language); return
     the clicked (row, col) when ``look.selectable`` and a cell was clicked. ``look.raster``: a PNG whatever the size;
     ``look.growing``: a chart a column longer each step, drawn so that most steps swap its data only.
@@ -44,8 +43,8 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
     of up to 128 tokens is drawn below it as cells with tooltips.
 
     The chart is offered by :func:`page_downloads` as ``name`` (what it is, for the file name; default
-    ``key``) with ``title`` (else ``slide``, a title for the slide alone; else the name in words) and the matrix as
-    CSV.
+    ``key``) with ``title`` (else ``look.slide_title``, a title for the slide alone; else the name in words) and the
+    matrix as CSV.
     """
     n_rows, n_cols = np.shape(matrix)
     if title:
@@ -54,7 +53,7 @@ def show_matrix(container, matrix: np.ndarray, row_labels: Sequence[str], col_la
     scale, max_px, x_title, y_title = look.scale, look.max_px, _(look.x_title), _(look.y_title)
     ck = look.data_key(cache_key)
     what = name or key
-    slide_title = title or slide or slides.words(what)
+    slide_title = title or look.slide_title or slides.words(what)
     if not look.raster and not cells.matrix_needs_raster(n_rows, n_cols):
         event = vega(container, lambda: look.chart(matrix, row_labels, col_labels),
                      lambda: heatmaps.heatmap_frame(matrix, row_labels, col_labels, scale=scale),
