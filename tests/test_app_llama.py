@@ -97,11 +97,8 @@ def test_kv_cache_cost_measures_smollm2s_cache(smol):
     at = open_page("app_pages/kv_cost.py")
     no_errors(at)
     assert any("SmolLM2-135M" in o for o in at.selectbox(key="kv_preset").options)
-    measured = [df.value for df in at.dataframe if "measured bytes" in df.value.columns]
-    if not measured:  # drawn as a table
-        from apptest_utils import table_text
+    from apptest_utils import md_tables
 
-        measured = [table_text(t) for t in at.table if "measured bytes" in table_text(t).columns]
-    table = measured[0]
-    row = table[table["variant"].astype(str).str.startswith("SmolLM2-135M")]
-    assert len(row) == 1 and str(row["equal"].iloc[0]) == "yes", row
+    measured = next(t for t in md_tables(at) if "measured bytes" in next(iter(t.values())))  # Markdown: cells wrap
+    rows = [cells for name, cells in measured.items() if name.startswith("SmolLM2-135M")]
+    assert len(rows) == 1 and rows[0]["equal"] == "yes", measured
