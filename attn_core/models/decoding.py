@@ -59,7 +59,9 @@ def closing_tokens(model: TracedLM, ids: list[int], cache: KVCache,
     its likeliest continuation (greedy, on a fork of ``cache``, which holds ``ids``: unchanged) up to the token that
     closes the character, so the candidate can be shown as the character it starts ("你(1/2)"). A candidate whose
     continuation does not close it within ``CLOSE_STEPS`` tokens is left out."""
-    tokenizer = model.tokenizer
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:  # a model built without one (the book's GPTModel in a test): nothing to name
+        return {}
     try:
         before = [tokenizer.token_bytes(t) for t in ids[-CONTEXT_PIECES:]]
         opened = [t for t in candidates if open_character(before, tokenizer.token_bytes(t)) is not None]
