@@ -211,19 +211,22 @@ def test_tiled_too_many_tiles_in_chinese():
 def test_windows_in_chinese_every_section():
     from dashboard.state import models
 
-    state = {"win_model": "random-small", "win_tokens": 64}
-    en, zh = _both(WINDOWS, state)
+    # one text in both languages: each language's sample is its own (The Verdict, a Chinese essay)
+    state = {"win_model": "random-small", "win_tokens": 64, "win_text": "Your sentence (sidebar)"}
+    en, zh = _both(WINDOWS, state, sentence=" ".join(["the cat sat on the mat and looked at the dog"] * 8))
     assert zh.title[0].value == "滑动窗口与注意力汇聚"
     assert own_english(en)
     for section in ("Window and sinks", "Sinks in every layer", "RoPE on real queries and keys"):
         en, zh = _rerun(en, "en", win_section=section), _rerun(zh, "zh", win_section=section)
         assert own_english(zh) == [], (section, own_english(zh))
         assert same_numbers(numbers(en), numbers(zh)), section
-    zh = _rerun(zh, "zh", win_section="Window and sinks", win_text="Your sentence (sidebar)")
+    zh = _rerun(zh, "zh", win_section="Window and sinks", sentence="Your journey starts with one step")
     assert any("你的文本只有" in w.value for w in zh.warning)
     if (real := models.default_model()) is None:
         return
-    en, zh = _both(WINDOWS, {"win_model": real, "win_tokens": 64, "win_section": "RoPE on real queries and keys"})
+    en, zh = _both(WINDOWS, {"win_model": real, "win_tokens": 64, "win_section": "RoPE on real queries and keys",
+                             "win_text": "Your sentence (sidebar)"},
+                   sentence=" ".join(["the cat sat on the mat and looked at the dog"] * 8))
     assert own_english(zh) == [], own_english(zh)
     assert same_numbers(numbers(en), numbers(zh))
     assert any(m.label.startswith("整个句子后移") for m in zh.metric)
