@@ -102,9 +102,10 @@ def model_lines(where, name: str, prompt: str) -> None:
     """Under the settings: why the page picked this model (when the prompt or the language did), and the model's
     licence line (Gemma's Terms of Use)."""
     why = None if st.session_state.get(PINNED) else models.why_default(name, prompt)
-    for line in (why, models.notice(name)):
-        if line:
-            where.caption(md_escape(line))
+    if why:
+        where.caption(md_escape(why))
+    if licence := models.notice(name):  # Markdown already: its address and file in code spans
+        where.caption(licence)
 
 
 def decoding(c_how, c_temperature, c_top_k, c_seed) -> tuple[float, int | None, int]:

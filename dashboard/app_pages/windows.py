@@ -94,7 +94,8 @@ def _choose_model(col, names: list[str], text: str, linked: str) -> tuple[str, l
         _follow("win_model", auto)
     name = col.selectbox(_("Model"), names, format_func=_label, key="win_model")
     why = models.why_default(name, text) if name == auto and name != linked else None
-    return name, [line for line in (why, None if name == RANDOM else models.notice(name)) if line]
+    lines = (md_escape(why) if why else None, None if name == RANDOM else models.notice(name))  # as Markdown
+    return name, [line for line in lines if line]
 
 
 def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
@@ -159,7 +160,7 @@ def render() -> None:
     n = int(c_n.number_input(_("Tokens"), 16, MAX_TOKENS, step=64, key="win_tokens",
                              help=_("The first tokens of the text; more tokens, more of the text leaves the window.")))
     for line in lines:  # under the row: a licence's path is too long for the model's column
-        st.caption(md_escape(line))
+        st.caption(line)
     text = _sample_text(lang()) if source == SAMPLE else s.text
     try:
         ids = _ids(name, text, min(n, _model(name).cfg["context_length"]))
