@@ -52,7 +52,7 @@ def test_on_a_phone_each_found_model_gets_a_table_with_every_number(tiny_models,
     # Gemma: 2,048 bytes a token a layer; 128 tokens in the global layer, 4 in each of the five local ones
     assert list(gemma.values())[-3:] == ["303.10 kB", "1.57 MB", f"{768 / 148:.2f}"]
     assert list(qwen.values())[-3:] == ["786.43 kB", "786.43 kB", "1.00"]
-    assert gemma[sizes.columns[3]] == {"en": "5 of 6: 4 tokens", "zh": "6 层中的 5 层：4 个 token"}[lang]
+    assert gemma[sizes.columns[3]] == {"en": "5 of 6: 4 tokens", "zh": "5 层（共 6 层）：4 个 token"}[lang]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -80,7 +80,7 @@ def test_on_a_phone_the_variants_and_the_measured_rows_show_every_number(tiny_mo
 
 GEMMA_WORDS = {"en": ("15 of 18: 512 tokens",
                       "Gemma 3 270M, real (18 layers, 15 over a window of 512, 4 q / 1 K/V heads)"),
-               "zh": ("18 层中的 15 层：512 个 token",
+               "zh": ("15 层（共 18 层）：512 个 token",
                       "Gemma 3 270M，真实模型（18 层，其中 15 层用 512 的滑动窗口，4 个查询头 / 1 个 K/V 头）")}
 
 
