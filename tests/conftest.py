@@ -1,4 +1,5 @@
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from attn_core import BOOK_INPUTS  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # xdist: the cores shared out, not every worker on all of them
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture

@@ -318,7 +318,7 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
     weights = read_gguf(path)
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
-        tmp = base.with_suffix(".tmp")
+        tmp = base.parent / f"{base.name}.{os.getpid()}.tmp"  # two processes filling the cache at once
         save_file(weights.state_dict, tmp)
         os.replace(tmp, tensors)
         info = {"cfg": weights.cfg, "tokenizer": weights.tokenizer_json, "special": weights.special,
