@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 
 from streamlit.runtime.app_session import AppSession, AppSessionState
 
 WAIT_S = 0.005  # how often a waiting fragment rerun looks again whether the finished runner has shut down
-MAX_TRIES = 200  # then (WAIT_S x MAX_TRIES) it starts its runner anyway, as Streamlit would have at once
+# Then it starts its runner anyway, as Streamlit would have at once. A bound in time, not in tries: on a busy server a
+# runner took over 1 s (200 tries) to shut down, and the step it had drawn was lost (header new, body old).
+MAX_WAIT_S = 30.0
 _MARK = "_attn_lab_fragment_order"
 
 
@@ -35,20 +38,22 @@ def _after_shutdown(create):
     """Wrap ``AppSession._create_scriptrunner`` (called when there is no runner, or the current one has stopped)."""
 
     @functools.wraps(create)
-    def _create_scriptrunner(self, initial_rerun_data, _tries: int = 0) -> None:
+    def _create_scriptrunner(self, initial_rerun_data, _since: float | None = None) -> None:
         fragment = bool(initial_rerun_data.fragment_id or initial_rerun_data.fragment_id_queue)
-        if fragment and self._scriptrunner is not None and _tries < MAX_TRIES and _on_loop(self):
-            self._event_loop.call_later(WAIT_S, _retry, self, initial_rerun_data, _tries + 1)
+        since = time.monotonic() if _since is None else _since
+        if (fragment and self._scriptrunner is not None and time.monotonic() - since < MAX_WAIT_S
+                and _on_loop(self)):
+            self._event_loop.call_later(WAIT_S, _retry, self, initial_rerun_data, since)
             return
         create(self, initial_rerun_data)
 
-    def _retry(self, rerun_data, tries: int) -> None:
+    def _retry(self, rerun_data, since: float) -> None:
         if self._state == AppSessionState.SHUTDOWN_REQUESTED:
             return
         runner = self._scriptrunner
         if runner is not None and runner.request_rerun(rerun_data):  # a live runner takes it
             return
-        _create_scriptrunner(self, rerun_data, tries)
+        _create_scriptrunner(self, rerun_data, since)
 
     setattr(_create_scriptrunner, _MARK, True)
     return _create_scriptrunner
