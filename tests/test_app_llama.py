@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from apptest_utils import chart_data, messages, new_app, open_page, show_section
-from attn_core.attention.kv_cache import cache_bytes_per_token
 from attn_core.models.gpt import generate
 from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import Trace
@@ -38,7 +37,7 @@ def test_generate_defaults_to_smollm2_and_continues_in_english_with_the_gqa_cach
     gen = at.session_state["gen_state"]
     T = len(gen.ids)
     assert gen.last.cache_shapes == [(1, 3, T, 64)] * 30  # 3 K/V heads a layer, not 9
-    assert gen.last.cache_bytes == T * cache_bytes_per_token(30, 3, 64)
+    assert gen.last.cache_bytes == T * 2 * 30 * 3 * 64 * 4  # keys and values × layers × K/V heads × head_dim × float32
     assert gen.last.row.shape == (9, T)  # the new query's row, one per query head
     prompt = torch.tensor([smol.tokenizer.encode("The quick brown fox")])
     assert gen.ids == generate(smol, prompt, 6)[0].tolist()  # greedy, as generate() writes it

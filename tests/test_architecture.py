@@ -12,7 +12,7 @@ import torch
 
 from apptest_utils import messages, new_app, show_section
 from attn_core import VARIANTS, AttentionConfig, CausalAttention, Trace, causal_mask, register, run_attention
-from attn_core.attention.variants import Variant, unregister
+from attn_core.attention.variants import REGISTRY, Variant
 from attn_core.tracing.trace import function_at, record
 from attn_core.tracing.views import all_heads, cell_story, head_matrix, kv_head, num_heads
 
@@ -52,7 +52,7 @@ TOY = Variant("NoScaleAttention", "NoScaleAttention (toy: no √d_k)", "Causal a
 def toy_variant(fresh_caches):
     register(TOY)
     yield TOY
-    unregister(TOY.id)
+    REGISTRY.pop(TOY.id, None)
 
 
 def test_a_registered_toy_variant_shows_in_the_sidebar_explore_and_shape_flow(toy_variant):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_core import Trace, causal_mask
-from attn_core.attention.kv_cache import KVCache, cache_bytes_per_token
+from attn_core.attention.kv_cache import KVCache
 from attn_core.models.gpt import GPT_CONFIG_124M, MAX_NEW_TOKENS, GPTModel, generate, generate_text_simple, next_token
 
 CFG = dict(GPT_CONFIG_124M, n_layers=3, emb_dim=48, n_heads=4, context_length=64, vocab_size=300, drop_rate=0.0)
@@ -81,7 +81,7 @@ def test_cache_shapes_grow_by_one_and_bytes_are_the_tensors(model):
             model(torch.randint(0, CFG["vocab_size"], (2, 1)), cache=cache)
             assert cache.shapes() == [(2, CFG["n_heads"], 4 + k, head_dim)] * CFG["n_layers"]
             real = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
-            assert cache.nbytes == real == 2 * (4 + k) * cache_bytes_per_token(3, CFG["n_heads"], head_dim)
+            assert cache.nbytes == real == 2 * (4 + k) * 2 * 3 * CFG["n_heads"] * head_dim * 4
 
 
 def test_a_cached_step_traces_the_new_query_row_the_cached_keys_and_the_mask_slice(model):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.attention.kv_cache import KVCache, cache_bytes_per_token
+from attn_core.attention.kv_cache import KVCache
 from attn_core.labs.scores import head_scores
 from attn_core.models.gguf_files import find_gguf, wheel_file
 from attn_core.models.gpt import generate
@@ -127,7 +127,7 @@ def test_the_cache_holds_3_kv_heads_per_layer(ours):
         ours(idx, cache=cache)
         ours(torch.tensor([[11]]), cache=cache)
     assert set(cache.shapes()) == {(1, 3, 5, 64)}
-    assert cache.nbytes == 5 * cache_bytes_per_token(30, 3, 64)
+    assert cache.nbytes == 5 * 2 * 30 * 3 * 64 * 4  # tokens × keys and values × layers × K/V heads × head_dim × float32
 
 
 def test_the_books_llama3model_gives_the_same_logits(ours):

@@ -20,14 +20,13 @@ from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
-from attn_core import Trace
+from attn_core import Trace, tokenize
 from attn_core.models import family_gpt2 as pt
 from attn_core.models.family_gpt2 import (
     ENV_VAR,
     check_gpt2,
     config_from_shapes,
     find_gpt2,
-    gpt2_input,
     how_to_get_gpt2,
     load_gpt2,
     load_gpt2_shared,
@@ -261,9 +260,12 @@ def test_other_tensors_in_the_file(tiny):
 
 def test_too_many_tokens(models):
     model = load_gpt2(models["vocab50257", True][0])
-    assert gpt2_input("Your journey starts with one step", model).tolist() == [[7120, 7002, 4940, 351, 530, 2239]]
+    def ids(text: str) -> list[int]:
+        return [t.id for t in tokenize(text, max_tokens=model.cfg["context_length"])]
+
+    assert ids("Your journey starts with one step") == [7120, 7002, 4940, 351, 530, 2239]
     with pytest.raises(ValueError, match="1025 tokens long; Attention Lab shows up to 1024 tokens"):
-        gpt2_input(" the" * 1025, model)
+        ids(" the" * 1025)
     with pytest.raises(ValueError, match="1025 tokens do not fit in context_length = 1024: the model has 1024 "
                                          "positions"):
         model(torch.zeros(1, 1025, dtype=torch.long))

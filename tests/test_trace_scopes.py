@@ -12,7 +12,7 @@ from apptest_utils import messages, new_app, show_section
 from attn_core import AttentionConfig, CausalAttention, Trace, register, run_attention
 from attn_core.attention.flash import tile_plan
 from attn_core.attention.masks import causal_mask
-from attn_core.attention.variants import Variant, unregister
+from attn_core.attention.variants import REGISTRY, Variant
 from attn_core.models.gpt import GPTModel
 from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import record, scope
@@ -70,7 +70,7 @@ TOY = Variant("KeyTiledAttention", "KeyTiledAttention (toy: key tiles)", "Causal
 def toy_variant(fresh_caches):
     register(TOY)
     yield TOY
-    unregister(TOY.id)
+    REGISTRY.pop(TOY.id, None)
 
 
 def toy_trace(num_tokens: int = 5, d: int = 4) -> tuple[Trace, KeyTiledAttention, torch.Tensor]:

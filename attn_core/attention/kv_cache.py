@@ -79,7 +79,3 @@ class KVCache:
         """Each layer's cached keys' shape, (b, num_heads, num_cached, head_dim) (values have the same)."""
         return [tuple(layer.keys.shape) if layer.keys is not None else () for layer in self.layers]
 
-
-def cache_bytes_per_token(n_layers: int, num_kv_heads: int, head_dim: int, bytes_per_value: int = 4) -> int:
-    """Bytes a KV cache adds per token and batch row: keys and values, every layer, every K/V head."""
-    return 2 * n_layers * num_kv_heads * head_dim * bytes_per_value

@@ -145,11 +145,6 @@ def register(variant: Variant) -> Variant:
     return variant
 
 
-def unregister(variant_id: str) -> None:
-    """Remove a variant (tests register toy variants and take them away again)."""
-    REGISTRY.pop(variant_id, None)
-
-
 def variant(variant_id: str) -> Variant:
     """The entry for ``variant_id``, or ``ValueError`` listing the ones there are."""
     try:

@@ -230,14 +230,6 @@ def clear_shared() -> None:
     _SHARED.clear()
 
 
-def gpt2_input(text: str, model: GPTModel) -> torch.Tensor:
-    """Token ids (1, T) of ``text`` for ``model``; a text longer than its positions is a ``ValueError``."""
-    from attn_core.text.tokens import tokenize
-
-    ids = [t.id for t in tokenize(text, max_tokens=model.cfg["context_length"])]
-    return torch.tensor([ids])
-
-
 def _folder_name(folder: Path) -> str:
     """A found folder's size name from its config, else the folder's own name (a Hugging Face cache
     snapshot, ``models--owner--name/snapshots/<commit>``, by its repository's name)."""
