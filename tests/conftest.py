@@ -136,3 +136,9 @@ def class_app_db(tmp_path, monkeypatch, fresh_caches):
     _stores.clear()
     _lessons.clear()
     follow._positions.clear()
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Browser modules first (stable otherwise): on several workers (xdist, a module each) the long ones start
+    early, and the run does not end on one worker finishing a browser module while the others wait."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is None)
