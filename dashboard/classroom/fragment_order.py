@@ -21,8 +21,8 @@ import time
 from streamlit.runtime.app_session import AppSession, AppSessionState
 
 WAIT_S = 0.005  # how often a waiting fragment rerun looks again whether the finished runner has shut down
-# Then it starts its runner anyway, as Streamlit would have at once. A bound in time, not in tries: on a busy server a
-# runner took over 1 s (200 tries) to shut down, and the step it had drawn was lost (header new, body old).
+# Then it starts its runner anyway, as Streamlit would have at once. A bound in time, not in tries: a busy server's
+# runner can take longer to shut down than a count of tries allows, and the step it drew is then lost.
 MAX_WAIT_S = 30.0
 _MARK = "_attn_lab_fragment_order"
 
