@@ -113,7 +113,7 @@ def problems(code: str, template: Catalog | None = None) -> list[str]:
 
 def extract() -> None:
     buf = io.BytesIO()
-    write_po(buf, extracted(), width=120, sort_by_file=True)
+    write_po(buf, extracted(), width=120, sort_output=True, no_location=True)  # stable: no file:line churn
     POT.write_bytes(buf.getvalue())
     print(f"wrote {POT.relative_to(ROOT)}")
 
@@ -133,7 +133,7 @@ def update(codes: Iterable[str]) -> None:
                 m.string = waiting[key].string
         po.parent.mkdir(parents=True, exist_ok=True)
         buf = io.BytesIO()
-        write_po(buf, cat, width=120, sort_by_file=True, ignore_obsolete=True)
+        write_po(buf, cat, width=120, sort_output=True, no_location=True, ignore_obsolete=True)
         po.write_bytes(buf.getvalue())
         print(f"wrote {po.relative_to(ROOT)}")
 
