@@ -195,7 +195,7 @@ def timed(module, fn_name, label):
     setattr(module, fn_name, wrapper)
 timed(gguf_weights, "open_gguf", "open")
 timed(gguf_weights, "read_tensors", "dequantize")
-timed(gguf_tokenizer, "build_tokenizer", "tokenizer")
+timed(gguf_tokenizer, "tokenizer_recipe", "tokenizer")
 timed(gguf_weights, "read_gguf", "read")
 timed(gguf_weights, "cached_weights", "weights")
 from dashboard.state import models

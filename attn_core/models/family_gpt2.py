@@ -35,6 +35,7 @@ from attn_core.models.hf_weights import (
     resolve_source,
     strip_prefix,
 )
+from attn_core.models.no_init import empty_weights
 from attn_core.text.tokens import bpe_tokenizer
 
 ENV_VAR = "ATTENTION_LAB_GPT2_DIR"  # a GPT-2 folder, or a folder of gpt2/, gpt2-medium/, ... folders
@@ -193,7 +194,7 @@ def load_gpt2(source: str | os.PathLike) -> GPTModel:
     from safetensors import SafetensorError, safe_open
 
     files = check_gpt2(source)
-    with torch.device("meta"):  # no random init of weights that are about to be replaced
+    with empty_weights():  # no random weights drawn only to be replaced
         gpt = GPTModel(files.cfg)
     try:
         with safe_open(str(files.weights), framework="pt", device="cpu") as f:

@@ -23,6 +23,7 @@ from attn_core.attention.kv_cache import LayerCache
 from attn_core.messages import Problem
 from attn_core.models.family import Shared, file_stamp
 from attn_core.models.llama import RMSNorm, compute_rope_params
+from attn_core.models.no_init import empty_weights
 from attn_core.models.qwen import GroupedQueryAttention, attention_cfg, load_weights
 from attn_core.models.traced import TracedLM
 from attn_core.tracing.trace import Trace, record
@@ -89,7 +90,8 @@ class Gemma3Model(TracedLM):
         if cfg.get("tied", True):
             self.out_head.weight = self.tok_emb.weight
         self.tokenizer = None  # set by load_model
-        self.init_rope()
+        if not self.tok_emb.weight.is_meta:  # built for a file's weights: its loader makes the tables
+            self.init_rope()
 
     def init_rope(self) -> None:
         """(Re)compute both RoPE tables: the global layers' base and the local layers' own."""
@@ -125,7 +127,7 @@ def load_model(path: str | os.PathLike) -> Gemma3Model:
     if weights.cfg.get("arch") != "gemma3":
         raise Problem("{path} holds a {arch} model, not a Gemma 3 one", path=str(path),
                       arch=repr(weights.cfg.get("arch")))
-    with torch.device("meta"):  # no random weights drawn only to be replaced
+    with empty_weights():  # no random weights drawn only to be replaced
         model = Gemma3Model(weights.cfg)
     return load_weights(model, weights, path)
 

@@ -64,45 +64,63 @@ def _get(reader, key: str, default: object = None) -> object:
     return default if f is None else f.contents()
 
 
-def build_tokenizer(reader, path: Path) -> tuple[Tokenizer, dict[str, int]]:
-    """The tokenizer a GGUF file describes and its special ids (``{"bos": 1, "eos": 2, ...}``; ``"add_bos": 1``
-    when the file asks for a BOS before every text); a ``Problem`` for a tokenizer kind or pre-tokenizer this
-    module does not build."""
+def tokenizer_recipe(reader, path: Path) -> dict:
+    """What a GGUF file's tokenizer is built from, as plain lists (``kind``, ``tokens``, ``types``, ``merges`` as
+    pairs, ``pre``, ``unk``, ``special``): cached beside the de-quantized weights, since building from these lists
+    is faster than parsing the built tokenizer's JSON. A ``Problem`` for a tokenizer kind or pre-tokenizer this
+    module does not build, or a file without its vocabulary or merges."""
     kind = _get(reader, "tokenizer.ggml.model")
     tokens = list(_get(reader, "tokenizer.ggml.tokens", []))
-    types = list(_get(reader, "tokenizer.ggml.token_type", []))
+    types = [int(t) for t in _get(reader, "tokenizer.ggml.token_type", [])]
+    listed = [m.split(" ", 1) for m in _get(reader, "tokenizer.ggml.merges", None) or []]
+    pre = _get(reader, "tokenizer.ggml.pre", "default")
     if kind == BPE_NAME:
-        tokenizer = byte_level(reader, path, tokens)
-        alphabet = set(BYTES)
-        control = [tok for tok, t in zip(tokens, types) if t == CONTROL and set(tok) <= alphabet]
+        if pre not in PRE_SPLITS:
+            raise Problem("{path} splits text with the pre-tokenizer {pre}; this loader knows {known}",
+                          path=str(path), pre=repr(pre), known=", ".join(PRE_SPLITS))
+        if not tokens or not listed:
+            raise Problem("{path} lacks its vocabulary or merges (tokenizer.ggml.tokens / .merges)", path=str(path))
+        merges = listed
     elif kind == SPM_NAME:
+        if not tokens:
+            raise Problem("{path} lacks its vocabulary (tokenizer.ggml.tokens)", path=str(path))
         tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]  # "  " spelled "▁▁"
-        tokenizer = sentencepiece(reader, path, tokens)
-        control = [tok for tok, t in zip(tokens, types) if t == CONTROL]
+        merges = listed or [list(m) for m in merges_from_vocab({tok: i for i, tok in enumerate(tokens)})]
     else:
         raise Problem("{path} has a {kind} tokenizer; this loader builds byte-level BPE ({bpe}: SmolLM2, Llama 3, "
                       "Qwen) and SentencePiece ({spm}: Gemma) tokenizers", path=str(path), kind=repr(kind),
                       bpe=repr(BPE_NAME), spm=repr(SPM_NAME))
-    tokenizer.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in control])
-    tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)
-                          for tok, t in zip(tokens, types) if t == USER_DEFINED])
     special = {k: int(v) for k in SPECIAL_KEYS
                if (v := _get(reader, f"tokenizer.ggml.{k}_token_id")) is not None}
     if _get(reader, "tokenizer.ggml.add_bos_token", kind == SPM_NAME) and "bos" in special:
         special["add_bos"] = 1
-    return tokenizer, special
+    unk = _get(reader, "tokenizer.ggml.unknown_token_id")
+    return {"kind": kind, "tokens": tokens, "types": types, "merges": merges, "pre": pre,
+            "unk": None if unk is None else int(unk), "special": special}
 
 
-def byte_level(reader, path: Path, tokens: list[str]) -> Tokenizer:
-    """Byte-level BPE with the pre-tokenizer the file names."""
-    pre = _get(reader, "tokenizer.ggml.pre", "default")
-    if pre not in PRE_SPLITS:
-        raise Problem("{path} splits text with the pre-tokenizer {pre}; this loader knows {known}", path=str(path),
-                      pre=repr(pre), known=", ".join(PRE_SPLITS))
-    merges = [tuple(m.split(" ", 1)) for m in _get(reader, "tokenizer.ggml.merges", [])]
-    if not tokens or not merges:
-        raise Problem("{path} lacks its vocabulary or merges (tokenizer.ggml.tokens / .merges)", path=str(path))
+def build_tokenizer(recipe: dict) -> Tokenizer:
+    """The ``tokenizers`` Tokenizer a :func:`tokenizer_recipe` describes, its special and user-defined tokens
+    added."""
+    tokens, types = recipe["tokens"], recipe["types"]
     vocab = {tok: i for i, tok in enumerate(tokens)}
+    merges = [tuple(m) for m in recipe["merges"]]
+    if recipe["kind"] == BPE_NAME:
+        tokenizer = byte_level(vocab, merges, recipe["pre"])
+        alphabet = set(BYTES)
+        control = [tok for tok, t in zip(tokens, types) if t == CONTROL and set(tok) <= alphabet]
+    else:
+        unk = recipe["unk"]
+        tokenizer = sentencepiece(vocab, merges, tokens[unk] if unk is not None else None)
+        control = [tok for tok, t in zip(tokens, types) if t == CONTROL]
+    tokenizer.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in control])
+    tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)
+                          for tok, t in zip(tokens, types) if t == USER_DEFINED])
+    return tokenizer
+
+
+def byte_level(vocab: dict[str, int], merges: list[tuple[str, str]], pre: str) -> Tokenizer:
+    """Byte-level BPE with the pre-tokenizer the file names."""
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in PRE_SPLITS[pre]]
@@ -111,17 +129,11 @@ def byte_level(reader, path: Path, tokens: list[str]) -> Tokenizer:
     return tokenizer
 
 
-def sentencepiece(reader, path: Path, tokens: list[str]) -> Tokenizer:
+def sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], unk_token: str | None) -> Tokenizer:
     """A SentencePiece BPE vocabulary (``▁`` for a space, byte fallback) with its merges: the file's, or rebuilt
     from the vocabulary in the file's order."""
-    if not tokens:
-        raise Problem("{path} lacks its vocabulary (tokenizer.ggml.tokens)", path=str(path))
-    vocab = {tok: i for i, tok in enumerate(tokens)}
-    listed = _get(reader, "tokenizer.ggml.merges")
-    merges = [tuple(m.split(" ", 1)) for m in listed] if listed else merges_from_vocab(vocab)
-    unk = _get(reader, "tokenizer.ggml.unknown_token_id")
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True,
-                                     unk_token=tokens[int(unk)] if unk is not None else None))
+                                     unk_token=unk_token))
     tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
     tokenizer.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
     tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
@@ -144,9 +156,9 @@ class GGUFTokenizer:
     """``encode(text) -> ids`` / ``decode(ids) -> text`` over a ``tokenizers.Tokenizer`` (special tokens such as
     ``<|im_start|>`` in a text are read as the special token; decoding shows them as such)."""
 
-    def __init__(self, tokenizer_json: str, special: dict[str, int]):
-        self.backend = Tokenizer.from_str(tokenizer_json)
-        self.special = dict(special)
+    def __init__(self, recipe: dict):
+        self.backend = build_tokenizer(recipe)
+        self.special = dict(recipe["special"])
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         self.eos_id = self.special.get("eos")
         self.bos_id = self.special.get("bos")

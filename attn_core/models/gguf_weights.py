@@ -33,7 +33,7 @@ ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")  # general.architecture va
 PERMUTED_QK = ("llama",)  # architectures whose q/k rows llama.cpp's converter interleaved
 KNOWN_AS = "llama (Llama 3, SmolLM2), qwen2 (Qwen2.5), qwen3 (Qwen3), gemma3 (Gemma 3)"  # in a Problem message
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
-CACHE_VERSION = 2  # bump when what is cached changes
+CACHE_VERSION = 3  # bump when what is cached changes
 GEMMA3_SWA_PATTERN = 6  # llama.cpp's Gemma 3: every 6th layer global, the others sliding, unless the file says
 
 # GGUF tensor names -> the book's Llama3Model names ({i}: the block)
@@ -59,8 +59,7 @@ class GGUFWeights:
     path: Path
     cfg: dict  # the model's config (book names: vocab_size, context_length, emb_dim, n_heads, n_kv_groups, ...)
     state_dict: dict[str, torch.Tensor]  # float32, the book's names; no out_head.weight when tied
-    tokenizer_json: str  # a `tokenizers` Tokenizer, serialized (gguf_tokenizer.build_tokenizer)
-    special: dict[str, int]  # bos / eos / ... ids from the metadata
+    tokenizer: dict  # what its tokenizer is built from (gguf_tokenizer.tokenizer_recipe), special ids included
     types: dict[str, int]  # how many tensors of each GGUF type the file had ("Q4_1": 210, ...)
 
 
@@ -287,7 +286,7 @@ def check_shapes(state: dict[str, torch.Tensor], cfg: dict, path: Path) -> None:
 
 def read_gguf(path: str | os.PathLike) -> GGUFWeights:
     """Read and check a Llama-family GGUF file (slow: de-quantizes every tensor); see :func:`cached_weights`."""
-    from attn_core.models.gguf_tokenizer import build_tokenizer
+    from attn_core.models.gguf_tokenizer import tokenizer_recipe
 
     path = Path(path).expanduser()
     reader = open_gguf(path)
@@ -295,8 +294,7 @@ def read_gguf(path: str | os.PathLike) -> GGUFWeights:
     state, types = read_tensors(reader, path, cfg)
     check_shapes(state, cfg, path)
     cfg["tied"] = "out_head.weight" not in state
-    tokenizer, special = build_tokenizer(reader, path)
-    return GGUFWeights(path, cfg, state, tokenizer.to_str(), special, types)
+    return GGUFWeights(path, cfg, state, tokenizer_recipe(reader, path), types)
 
 
 def cached_weights(path: str | os.PathLike) -> GGUFWeights:
@@ -307,12 +305,12 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
     if not path.is_file():
         raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
     base = cache_dir() / file_key(path)
-    tensors, meta = base.with_suffix(".safetensors"), base.with_suffix(".json")
+    tensors, meta = (base.parent / (base.name + ext) for ext in (".safetensors", ".json"))  # not with_suffix: a
+    # file named x.Q4_1.gguf would lose its size, time and version from the key
     if tensors.is_file() and meta.is_file():
         try:
             info = json.loads(meta.read_text(encoding="utf-8"))
-            return GGUFWeights(path, info["cfg"], load_file(tensors), info["tokenizer"], info["special"],
-                               info["types"])
+            return GGUFWeights(path, info["cfg"], load_file(tensors), info["tokenizer"], info["types"])
         except (OSError, ValueError, KeyError, json.JSONDecodeError):
             pass  # a damaged cache entry: read the file again
     weights = read_gguf(path)
@@ -321,8 +319,7 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
         tmp = base.parent / f"{base.name}.{os.getpid()}.tmp"  # two processes filling the cache at once
         save_file(weights.state_dict, tmp)
         os.replace(tmp, tensors)
-        info = {"cfg": weights.cfg, "tokenizer": weights.tokenizer_json, "special": weights.special,
-                "types": weights.types, "source": str(path)}
+        info = {"cfg": weights.cfg, "tokenizer": weights.tokenizer, "types": weights.types, "source": str(path)}
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, meta)
     except OSError:

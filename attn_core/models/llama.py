@@ -29,6 +29,7 @@ from attn_core.attention.masks import causal_mask
 from attn_core.attention.modern import KV_HEADS, KV_SPLIT  # the axes of grouped K/V tensors, named once
 from attn_core.messages import Problem
 from attn_core.models.family import Shared, file_stamp
+from attn_core.models.no_init import empty_weights
 from attn_core.models.traced import TracedLM
 from attn_core.tracing.trace import Trace, record
 
@@ -242,7 +243,8 @@ class LlamaModel(TracedLM):
         if cfg.get("tied", True):
             self.out_head.weight = self.tok_emb.weight
         self.tokenizer = None  # set by load_model
-        self.init_rope()
+        if not self.tok_emb.weight.is_meta:  # built for a file's weights: its loader makes the tables
+            self.init_rope()
 
     def init_rope(self) -> None:
         """(Re)compute the RoPE tables (a model built on the meta device gets real ones here)."""
@@ -299,7 +301,7 @@ def load_model(path: str | os.PathLike) -> LlamaModel:
     from attn_core.models.gguf_weights import cached_weights
 
     weights = cached_weights(path)
-    with torch.device("meta"):  # no random weights drawn only to be replaced
+    with empty_weights():  # no random weights drawn only to be replaced
         model = LlamaModel(weights.cfg)
     missing, unexpected = model.load_state_dict(weights.state_dict, strict=False, assign=True)
     if weights.cfg.get("tied", True):
@@ -309,7 +311,7 @@ def load_model(path: str | os.PathLike) -> LlamaModel:
         raise Problem("{path}: the weights do not fit the model (missing {missing}, extra {extra})", path=str(path),
                       missing=missing[:3], extra=unexpected[:3])
     model.init_rope()
-    model.tokenizer = GGUFTokenizer(weights.tokenizer_json, weights.special)
+    model.tokenizer = GGUFTokenizer(weights.tokenizer)
     model.cfg["path"] = str(Path(path))
     model.cfg["types"] = dict(weights.types)
     return model.requires_grad_(False).eval()

@@ -29,6 +29,7 @@ from attn_core.attention.masks import causal_mask
 from attn_core.messages import N_, Problem
 from attn_core.models.family import Shared, file_stamp
 from attn_core.models.llama import KV_HEADS, KV_SPLIT, FeedForward, RMSNorm, apply_rope, compute_rope_params
+from attn_core.models.no_init import empty_weights
 from attn_core.models.traced import TracedLM
 from attn_core.tracing.trace import Trace, record
 
@@ -221,7 +222,8 @@ class QwenModel(TracedLM):
         if cfg.get("tied", True):
             self.out_head.weight = self.tok_emb.weight
         self.tokenizer = None  # set by load_model
-        self.init_rope()
+        if not self.tok_emb.weight.is_meta:  # built for a file's weights: its loader makes the tables
+            self.init_rope()
 
     def init_rope(self) -> None:
         """(Re)compute the RoPE tables over ``head_dim`` (a model built on the meta device gets real ones here)."""
@@ -284,7 +286,7 @@ def load_weights(model: TracedLM, weights, path: str | os.PathLike) -> TracedLM:
         raise Problem("{path}: the weights do not fit the model (missing {missing}, extra {extra})", path=str(path),
                       missing=missing[:3], extra=unexpected[:3])
     model.init_rope()
-    model.tokenizer = GGUFTokenizer(weights.tokenizer_json, weights.special)
+    model.tokenizer = GGUFTokenizer(weights.tokenizer)
     model.cfg["path"] = str(Path(path))
     model.cfg["types"] = dict(weights.types)
     return model.requires_grad_(False).eval()
@@ -300,7 +302,7 @@ def load_model(path: str | os.PathLike) -> QwenModel:
     if arch not in ("qwen2", "qwen3"):
         raise Problem("{path} holds a {arch} model, not a Qwen2 or Qwen3 one", path=str(path), arch=repr(arch))
     cfg = dict(weights.cfg, qkv_bias=arch == "qwen2", qk_norm=arch == "qwen3")
-    with torch.device("meta"):  # no random weights drawn only to be replaced
+    with empty_weights():  # no random weights drawn only to be replaced
         model = QwenModel(cfg)
     return load_weights(model, weights, path)
 
