@@ -6,6 +6,10 @@ cache into a temporary folder (``ATTENTION_LAB_CACHE``), so the real cache is le
 
     python -m bench.gemma_load              # chunks in place vs assemble(), cold and warm load
     python -m bench.gemma_load --reps 3     # medians of 3
+    python -m bench.gemma_load --generate 32  # then greedy tokens with the KV cache, 1 thread (the app's) and 2
+
+Generate's pace is the app's: ``attn_core.models.gpt.generate`` with the cache on a Chinese prompt, the warm model,
+each new token's time after a 2-token warm-up.
 """
 
 from __future__ import annotations
@@ -60,9 +64,29 @@ def child(cache: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def generation(n: int) -> None:
+    import torch
+
+    from attn_core.models import registry
+    from attn_core.models.gpt import generate
+
+    model = registry.load_model(next(f for f in registry.find_models() if f.name == "gemma-3-270m"))
+    prompt = torch.tensor([model.tokenizer.encode("注意力机制让每个词元回看前面的词元，")])
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        generate(model, prompt, 2)  # warm-up
+        t = time.perf_counter()
+        out = generate(model, prompt, n, use_cache=True)
+        per = (time.perf_counter() - t) / n
+        text = model.tokenizer.decode(out[0, prompt.shape[1]:].tolist()).replace("\n", " ")
+        print(f"generate, KV cache, {threads} thread(s): {per:.3f} s a token over {n} tokens "
+              f"(prompt {prompt.shape[1]} tokens): {text[:40]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--generate", type=int, default=0, help="then this many greedy tokens with the KV cache")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -80,6 +104,8 @@ def main() -> None:
             rss = max(r["rss_mb"] for r in runs)
             print(f"{name:24s} {load:6.2f} s  (imports + find {find:.2f} s)  RSS {rss:,.0f} MB, peak {peak:,.0f} MB, "
                   f"parameters {runs[0]['params_mb']:,.0f} MB")
+    if args.generate:
+        generation(args.generate)
 
 
 if __name__ == "__main__":
