@@ -87,8 +87,9 @@ def heads_named(heads: list[tuple[int, int]], n_layers: int, n_heads: int) -> st
     by_layer: dict[int, list[int]] = {}
     for layer, head in sorted(set(heads)):
         by_layer.setdefault(layer, []).append(head + 1)
-    return _(both(ngettext("head {heads} of layer {layer}", "heads {heads} of layer {layer}", len(hs),
-                           heads=runs(hs), layer=layer + 1) for layer, hs in by_layer.items()))
+    layers = [ngettext("head {heads} of layer {layer}", "heads {heads} of layer {layer}", len(hs), heads=runs(hs),
+                       layer=layer + 1) for layer, hs in by_layer.items()]  # outside _(): pybabel extracts it
+    return _(both(layers))
 
 
 def show_heads(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None) -> None:
