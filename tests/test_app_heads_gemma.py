@@ -25,7 +25,7 @@ def test_gemma_heads_knock_out_copy_and_weigh(gemma3):
     at = open_page(sentence=SENTENCE)
     show_section(at, "Model view")
     no_errors(at)
-    assert any("Gemma 3 270M" in c.value and "picked for your sentence's Chinese" in c.value for c in at.caption)
+    assert any("Gemma 3 270M" in c.value and "picked for your text's Chinese" in c.value for c in at.caption)
     ids = torch.tensor([gemma3.tokenizer.encode(SENTENCE)])
     knock = at.multiselect(key="heads_out")
     assert len(knock.options) == 18 * 4

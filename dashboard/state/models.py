@@ -108,7 +108,7 @@ def why_default(name: str | None, text: str = "") -> str | None:
     if name is None or not registry.family(found_model(name).family).reads_cjk:
         return None
     if has_cjk(text):
-        return _("{model}: picked for your sentence's Chinese, Japanese or Korean characters (its tokens are whole "
+        return _("{model}: picked for your text's Chinese, Japanese or Korean characters (its tokens are whole "
                  "words and characters; pick another model to compare).", model=label(name))
     return _("{model}: picked because the interface is in Chinese (its tokens are whole Chinese words; pick another "
              "model to compare).", model=label(name))
