@@ -305,8 +305,8 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
     if not path.is_file():
         raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
     base = cache_dir() / file_key(path)
-    tensors, meta = (base.parent / (base.name + ext) for ext in (".safetensors", ".json"))  # not with_suffix: a
-    # file named x.Q4_1.gguf would lose its size, time and version from the key
+    # not with_suffix: a key made from x.Q4_1.gguf would lose its size, time and version after the dot
+    tensors, meta = (base.parent / (base.name + ext) for ext in (".safetensors", ".json"))
     if tensors.is_file() and meta.is_file():
         try:
             info = json.loads(meta.read_text(encoding="utf-8"))
