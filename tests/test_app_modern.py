@@ -123,13 +123,11 @@ def test_the_kv_cost_page_reads_the_found_models_own_configs(tmp_path, monkeypat
     """A tiny Qwen3 and a tiny Gemma 3 in ATTENTION_LAB_GGUF_DIR: each row from the model's own config, Gemma's
     five local layers keeping only their window of 4 tokens."""
     from attn_core.labs.kv_cost import model_cost
-    from attn_core.models.gemma3 import Gemma3Model
-    from attn_core.models.qwen import QwenModel
     from dashboard.state import models
-    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import arch_model, gemma_cfg, qwen_cfg, randomize, write_gguf
 
-    qwen = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
-    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    qwen = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(arch_model(qwen_cfg("qwen3"))), "qwen3")
+    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3")
     monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
     models.forget_found()
     at = open_page("app_pages/kv_cost.py")

@@ -187,13 +187,11 @@ def test_on_a_phone_one_model_beside_gpt2_the_default_saying_why(gemma3, smollm2
 def test_tokens_per_chinese_character_with_a_qwen_found(tmp_path, monkeypatch):
     """Tiny Qwen and Gemma 3 files in ATTENTION_LAB_GGUF_DIR join GPT-2 in the Chinese table, each counted in its
     own tokens (Gemma's <bos> not counted)."""
-    from attn_core.models.gemma3 import Gemma3Model
-    from attn_core.models.qwen import QwenModel
     from dashboard.state import models
-    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import arch_model, gemma_cfg, qwen_cfg, randomize, write_gguf
 
-    path = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
-    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    path = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(arch_model(qwen_cfg("qwen3"))), "qwen3")
+    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3")
     monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
     models.forget_found()
     zh = "注意力机制和自注意力：上下文向量。"

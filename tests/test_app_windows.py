@@ -93,12 +93,11 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     from i18n_check import english_left
 
     from attn_core.labs.windows import masked_like
-    from attn_core.models.gemma3 import Gemma3Model
     from attn_core.paths import asset
     from dashboard.state import models
-    from tests.gguf_fixtures import gemma_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import arch_model, gemma_cfg, randomize, write_gguf
 
-    path = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    path = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3")
     monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
     models.forget_found()
     at = _open(win_model=path.stem, win_tokens=64)

@@ -24,13 +24,11 @@ HEADER = {"en": "The models found here, from their own configs", "zh": "本机�
 def server(tmp_path_factory):
     """The real app, finding two tiny GGUF models in its ATTENTION_LAB_GGUF_DIR."""
     require_browser()
-    from attn_core.models.gemma3 import Gemma3Model
-    from attn_core.models.qwen import QwenModel
-    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import arch_model, gemma_cfg, qwen_cfg, randomize, write_gguf
 
     folder = tmp_path_factory.mktemp("gguf")
-    write_gguf(folder / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
-    write_gguf(folder / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    write_gguf(folder / "tiny-qwen3.gguf", randomize(arch_model(qwen_cfg("qwen3"))), "qwen3")
+    write_gguf(folder / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3")
     with streamlit_server(env={"ATTENTION_LAB_GGUF_DIR": str(folder)}) as url:
         yield url
 

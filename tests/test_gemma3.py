@@ -14,17 +14,17 @@ from attn_core.messages import Problem
 from attn_core.models import registry
 from attn_core.models.decoding import decode_step, prefill
 from attn_core.models.family_gemma3 import FAMILY as GEMMA
-from attn_core.models.gemma3 import Gemma3Model, load_model
 from attn_core.models.gpt import generate
-from attn_core.models.llama import apply_rope, compute_rope_params
+from attn_core.models.rope_attention import apply_rope, compute_rope_params
 from attn_core.models.traced import layer_trace, trace_layer
 from attn_core.tracing.trace import Trace
-from tests.gguf_fixtures import TEXTS, gemma_cfg, randomize, transformers_model, write_gguf
+from tests.gguf_fixtures import TEXTS, arch_model, gemma_cfg, randomize, transformers_model, write_gguf
 
 WINDOW = 4
 
 
 
+load_model = GEMMA.load_file
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
@@ -37,7 +37,7 @@ def own_cache(tmp_path, monkeypatch):
 def files(tmp_path_factory):
     """(path, our model, transformers' model, transformers' tokenizer) for one tiny gemma3 file."""
     folder = tmp_path_factory.mktemp("gemma3")
-    path = write_gguf(folder / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3", window=WINDOW)
+    path = write_gguf(folder / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3", window=WINDOW)
     mp = pytest.MonkeyPatch()
     mp.setenv("ATTENTION_LAB_CACHE", str(folder / "cache"))
     ours = load_model(path)
@@ -162,7 +162,7 @@ def test_the_family_finds_names_and_describes_the_file(files, monkeypatch):
 
 
 def test_the_files_pattern_and_scaling_are_read(tmp_path):
-    model = randomize(Gemma3Model(gemma_cfg()))
+    model = randomize(arch_model(gemma_cfg()))
     path = write_gguf(tmp_path / "p.gguf", model, "gemma3",
                       extra_meta={"gemma3.attention.sliding_window_pattern": 3, "gemma3.attention.scale": 0.125,
                                   "gemma3.rope.freq_base_swa": 500.0})
@@ -172,7 +172,7 @@ def test_the_files_pattern_and_scaling_are_read(tmp_path):
 
 
 def test_a_damaged_file_is_a_problem_that_says_what(tmp_path):
-    model = randomize(Gemma3Model(gemma_cfg()))
+    model = randomize(arch_model(gemma_cfg()))
     path = write_gguf(tmp_path / "nopost.gguf", model, "gemma3", skip="blk.5.post_ffw_norm.weight")
     with pytest.raises(Problem, match="lacks the tensor for trf_blocks.5.post_ffn_norm.weight.*gemma3"):
         load_model(path)

@@ -18,8 +18,8 @@ from attn_core.labs.heads import head_ablation, mean_attention, patch_heads, rol
 from attn_core.labs.knockout import knockout, repeated_words, top_next
 from attn_core.labs.questions import Question
 from attn_core.messages import Problem
-from attn_core.models import llama
 from attn_core.models.gguf_files import wheel_file
+from attn_core.models.rope_lm import RopeLM
 
 GGUF = wheel_file()
 TEXT = "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy"
@@ -238,8 +238,8 @@ def test_other_families_ablate_value_weigh_and_roll_out(family):
         model = GPTModel(dict(vocab_size=50, context_length=16, emb_dim=32, n_heads=4, n_layers=3, drop_rate=0.0,
                               qkv_bias=True)).eval()
     else:
-        model = llama.LlamaModel(dict(vocab_size=50, context_length=16, emb_dim=32, n_heads=4, n_kv_groups=2,
-                                      n_layers=3, hidden_dim=48)).eval()
+        model = RopeLM(dict(vocab_size=50, context_length=16, emb_dim=32, n_heads=4, n_kv_groups=2,
+                            n_layers=3, hidden_dim=48)).eval()
     idx = torch.randint(0, 50, (1, 12))
     heads = [(0, 1), (2, 0), (2, 3)]
     for how in ("zero", "mean"):

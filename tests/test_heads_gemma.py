@@ -51,14 +51,14 @@ def test_gemma_copies_the_repeat_and_its_top_induction_heads_carry_it(gemma3):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(ours, transformers') for one tiny Gemma 3 file: 6 layers (5 local), 2 query heads sharing 1 K/V head."""
-    from attn_core.models.gemma3 import Gemma3Model, load_model
-    from tests.gguf_fixtures import gemma_cfg, randomize, transformers_model, write_gguf
+    from attn_core.models.family_gemma3 import FAMILY as GEMMA
+    from tests.gguf_fixtures import arch_model, gemma_cfg, randomize, transformers_model, write_gguf
 
     folder = tmp_path_factory.mktemp("gemma3_heads")
-    path = write_gguf(folder / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    path = write_gguf(folder / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3")
     mp = pytest.MonkeyPatch()
     mp.setenv("ATTENTION_LAB_CACHE", str(folder / "cache"))
-    ours = load_model(path)
+    ours = GEMMA.load_file(path)
     mp.undo()
     return ours, transformers_model(path)[0]
 

@@ -16,13 +16,11 @@ KV = "app_pages/kv_cost.py"
 @pytest.fixture
 def tiny_models(tmp_path, monkeypatch):
     """A tiny Qwen3 and a tiny Gemma 3 in ATTENTION_LAB_GGUF_DIR; yields their labels (Qwen's, Gemma's)."""
-    from attn_core.models.gemma3 import Gemma3Model
-    from attn_core.models.qwen import QwenModel
     from dashboard.state import models
-    from tests.gguf_fixtures import gemma_cfg, qwen_cfg, randomize, write_gguf
+    from tests.gguf_fixtures import arch_model, gemma_cfg, qwen_cfg, randomize, write_gguf
 
-    qwen = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "qwen3")
-    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(Gemma3Model(gemma_cfg())), "gemma3")
+    qwen = write_gguf(tmp_path / "tiny-qwen3.gguf", randomize(arch_model(qwen_cfg("qwen3"))), "qwen3")
+    gemma = write_gguf(tmp_path / "tiny-gemma3.gguf", randomize(arch_model(gemma_cfg())), "gemma3")
     monkeypatch.setenv("ATTENTION_LAB_GGUF_DIR", str(tmp_path))
     models.forget_found()
     yield qwen.stem, gemma.stem

@@ -13,9 +13,10 @@ import torch
 
 from attn_core.attention.kv_cache import KVCache
 from attn_core.labs.scores import head_scores
+from attn_core.models.family_llama import FAMILY as LLAMA
 from attn_core.models.gguf_files import find_gguf, wheel_file
 from attn_core.models.gpt import generate
-from attn_core.models.llama import LlamaModel, load_model
+from attn_core.models.rope_lm import RopeLM
 from attn_core.models.traced import layer_trace
 from attn_core.tracing.trace import Trace
 
@@ -27,6 +28,7 @@ PROMPT = "The quick brown fox"
 
 
 
+load_model = LLAMA.load_file
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
@@ -47,7 +49,7 @@ def peer(ours):
     return model, AutoTokenizer.from_pretrained(GGUF.parent, gguf_file=GGUF.name)
 
 
-def ids_of(model: LlamaModel, text: str) -> torch.Tensor:
+def ids_of(model: RopeLM, text: str) -> torch.Tensor:
     return torch.tensor([model.tokenizer.encode(text)])
 
 

@@ -13,7 +13,7 @@ from attn_core.labs.positions import (
     shift_invariance,
     sinusoidal_embeddings,
 )
-from attn_core.models.llama import apply_rope, compute_rope_params
+from attn_core.models.rope_attention import apply_rope, compute_rope_params
 
 
 def test_apply_rope_equals_the_books():

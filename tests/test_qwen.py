@@ -14,11 +14,11 @@ from attn_core.models import registry
 from attn_core.models.family_llama import FAMILY as LLAMA
 from attn_core.models.family_qwen import FAMILY as QWEN
 from attn_core.models.gpt import generate
-from attn_core.models.qwen import QwenModel, load_model
 from attn_core.models.traced import layer_trace, trace_layer, walk_layers
 from attn_core.tracing.trace import Trace
-from tests.gguf_fixtures import TEXTS, qwen_cfg, randomize, transformers_model, write_gguf
+from tests.gguf_fixtures import TEXTS, arch_model, qwen_cfg, randomize, transformers_model, write_gguf
 
+load_model = QWEN.load_file
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
@@ -32,7 +32,7 @@ def files(request, tmp_path_factory):
     """(arch, path, our model, transformers' model, transformers' tokenizer) for one tiny file per architecture."""
     arch = request.param
     folder = tmp_path_factory.mktemp(arch)
-    path = write_gguf(folder / f"tiny-{arch}.gguf", randomize(QwenModel(qwen_cfg(arch))), arch)
+    path = write_gguf(folder / f"tiny-{arch}.gguf", randomize(arch_model(qwen_cfg(arch))), arch)
     mp = pytest.MonkeyPatch()
     mp.setenv("ATTENTION_LAB_CACHE", str(folder / "cache"))
     ours = load_model(path)
@@ -168,7 +168,7 @@ def test_how_to_get_names_the_files_and_the_variable():
 
 
 def test_a_damaged_file_is_a_problem_that_says_what(tmp_path):
-    model = randomize(QwenModel(qwen_cfg("qwen3")))
+    model = randomize(arch_model(qwen_cfg("qwen3")))
     missing = write_gguf(tmp_path / "nonorm.gguf", model, "qwen3", skip="blk.1.attn_k_norm.weight")
     with pytest.raises(Problem, match="lacks the tensor for trf_blocks.1.att.k_norm.weight.*qwen3"):
         load_model(missing)
@@ -177,8 +177,8 @@ def test_a_damaged_file_is_a_problem_that_says_what(tmp_path):
     cut.write_bytes(data[: len(data) - 500])
     with pytest.raises(Problem, match="cut short|damaged"):
         load_model(cut)
-    foreign = write_gguf(tmp_path / "phi.gguf", model, "phi3")
-    with pytest.raises(Problem, match="'phi3' model.*llama.*qwen2.*qwen3.*gemma3") as e:
+    foreign = write_gguf(tmp_path / "falcon.gguf", model, "falcon")
+    with pytest.raises(Problem, match="'falcon' model.*llama.*qwen2.*qwen3.*gemma3") as e:
         registry.load_model(foreign)
     assert e.value.msgid.startswith("{path} holds a {arch} model")
 
@@ -186,7 +186,7 @@ def test_a_damaged_file_is_a_problem_that_says_what(tmp_path):
 def test_the_messages_read_in_chinese(tmp_path):
     from dashboard.i18n import language, message
 
-    foreign = write_gguf(tmp_path / "phi.gguf", randomize(QwenModel(qwen_cfg("qwen3"))), "phi3")
+    foreign = write_gguf(tmp_path / "falcon.gguf", randomize(arch_model(qwen_cfg("qwen3"))), "falcon")
     with pytest.raises(Problem) as e:
         registry.load_model(foreign)
     with language("zh"):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_core.models import gemma3, gguf_weights, qwen
+from attn_core.models import gguf_weights, registry
 from attn_core.models.gguf_files import describe
 from attn_core.models.gguf_reader import Reader
 from attn_core.models.gguf_tokenizer import BYTES
@@ -47,7 +47,7 @@ def own_cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize("key", list(MODELS))
 def test_a_tiny_file_holds_the_real_config_and_types(folder, key):
     path = write_model(folder, key, layers=2, vocab=VOCAB)
-    model = (gemma3 if key.startswith("gemma") else qwen).load_model(path)
+    model = registry.load_model(path)
     c = model.cfg
     assert {k: c[k] for k in PUBLISHED[key]} == PUBLISHED[key]
     assert (c["n_layers"], c["vocab_size"], c["tied"]) == (2, VOCAB, True) and c["rms_eps"] == pytest.approx(1e-6)
@@ -67,7 +67,7 @@ def test_a_tiny_file_holds_the_real_config_and_types(folder, key):
 
 def test_qwen3s_file_equals_transformers_loading(folder):
     path = write_model(folder, "qwen3-0.6b", layers=2, vocab=VOCAB)
-    ours = qwen.load_model(path)
+    ours = registry.load_model(path)
     theirs, tokenizer = transformers_model(path)
     text = "The quick brown fox 你好 <|im_start|>user\n<think> 12345"
     ids = ours.tokenizer.encode(text)

@@ -11,8 +11,10 @@ import torch.nn as nn
 
 from attn_core import KVCache, Trace
 from attn_core.messages import Problem
-from attn_core.models import llama, registry
+from attn_core.models import registry
 from attn_core.models.family import Family, Found, ModelConfig, Shared
+from attn_core.models.rope_attention import LayerAttention, RMSNorm, apply_rope, compute_rope_params
+from attn_core.models.rope_lm import TransformerBlock
 from attn_core.models.traced import TracedLM, layer_trace, layer_windows, trace_layer, walk_layers
 
 WINDOWS = (3, None)  # layer 0 slides over the last 3 keys, layer 1 sees every earlier key
@@ -27,13 +29,13 @@ class MixedLM(TracedLM):
         super().__init__()
         self.cfg = dict(cfg)
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
-        self.trf_blocks = nn.ModuleList([llama.TransformerBlock(cfg) for _ in range(cfg["n_layers"])])
+        self.trf_blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg["n_layers"])])
         for block, window in zip(self.trf_blocks, WINDOWS):
             block.att.window = window  # the block holds its layer's window
-        self.final_norm = llama.RMSNorm(cfg["emb_dim"])
+        self.final_norm = RMSNorm(cfg["emb_dim"])
         self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
         head_dim = cfg["emb_dim"] // cfg["n_heads"]
-        self.tables = [llama.compute_rope_params(head_dim, base, cfg["context_length"]) for base in ROPE_BASES]
+        self.tables = [compute_rope_params(head_dim, base, cfg["context_length"]) for base in ROPE_BASES]
 
     def embed(self, in_idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         return self.tok_emb(in_idx)
@@ -68,7 +70,7 @@ class MixedFamily(Family):
                            family_title=self.title)
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
-        return llama.LayerAttention(model, layer, **knobs)
+        return LayerAttention(model, layer, **knobs)
 
 
 @pytest.fixture
@@ -98,8 +100,8 @@ def test_each_layer_gets_its_own_window_and_rope_through_walk_layers(mixed):
         mixed(ids, trace=trace)
     for layer, base in enumerate(ROPE_BASES):  # each layer's keys rotated with its own base
         steps = layer_trace(trace, layer)
-        cos, sin = llama.compute_rope_params(4, base, CFG["context_length"])
-        rotated = llama.apply_rope(steps["keys.transpose"].tensor, cos, sin)
+        cos, sin = compute_rope_params(4, base, CFG["context_length"])
+        rotated = apply_rope(steps["keys.transpose"].tensor, cos, sin)
         torch.testing.assert_close(steps["keys.rope"].tensor, rotated)
 
 

@@ -82,8 +82,8 @@ def _unshipped_text() -> str:
 def smollm2():
     import os
 
+    from attn_core.models.family_llama import FAMILY as LLAMA
     from attn_core.models.gguf_files import wheel_file
-    from attn_core.models.llama import load_model_shared
 
     path = wheel_file()
     if path is None:
@@ -93,7 +93,7 @@ def smollm2():
         pytest.skip(why)
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # on a busy 2-core box two threads were slower (tests/test_llama.py)
-    yield load_model_shared(path)
+    yield LLAMA.load_shared(path)
     torch.set_num_threads(before)
 
 

@@ -14,7 +14,7 @@ import math
 import torch
 
 from attn_core.messages import Problem
-from attn_core.models.llama import apply_rope, compute_rope_params
+from attn_core.models.rope_attention import apply_rope, compute_rope_params
 
 
 def rope_frequencies(head_dim: int, base: float) -> torch.Tensor:

