@@ -389,3 +389,69 @@ def test_no_page_keeps_its_own_model_cache():
                 if called & LOADERS:
                     bad.append(f"{rel}:{node.lineno} caches {node.name}, which finds or loads a model")
     assert not bad, f"go through dashboard.state.models: {bad}"
+
+
+# The model families share one attention and one loader: what differs is a family module's configuration.
+MODELS_DIR = ROOT / "attn_core" / "models"
+ONE_PLACE_CLASSES = ("GroupedQueryAttention", "LayerAttention")
+SHARED_MACHINERY = ("gguf_weights.py", "gguf_files.py", "gguf_reader.py", "rope_attention.py", "rope_lm.py")
+FAMILY_WORD = re.compile(r"\b(llama|qwen|gemma|phi)", re.IGNORECASE)
+
+
+def test_the_model_families_share_one_attention_class():
+    """One grouped-query attention (and one LayerAttention) for every family: a family configures it, never
+    copies it (attn_core/attention's teaching classes are the chapter's, not the models')."""
+    where: dict[str, list[str]] = {name: [] for name in ONE_PLACE_CLASSES}
+    for path in sorted(MODELS_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name in where:
+                where[node.name].append(path.name)
+    assert all(len(files) == 1 for files in where.values()), f"defined more than once: {where}"
+
+
+def _family_literals(source: str) -> list[str]:
+    """The string constants (docstrings aside) of ``source`` that name a model family ("llama.cpp", the tool,
+    does not)."""
+    tree = ast.parse(source)
+    prose = _docstrings(tree)
+    return [f"line {n.lineno}: {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in prose
+            and FAMILY_WORD.search(n.value.replace("llama.cpp", ""))]
+
+
+def test_the_family_literal_finder_finds_what_it_should():
+    assert len(_family_literals('ARCHS = ("llama", "Qwen2")\nx = "gemma3" in y\n')) == 3
+    assert _family_literals('"""About Llama: prose."""\nHINT = "a llama.cpp file"\n') == []
+
+
+@pytest.mark.parametrize("name", SHARED_MACHINERY)
+def test_the_shared_model_machinery_names_no_family(name):
+    """gguf_weights, the loaders and the one model read the families' tables (GGUFArch, ArchConfig): adding a
+    family edits none of them."""
+    hits = _family_literals((MODELS_DIR / name).read_text(encoding="utf-8"))
+    assert not hits, f"attn_core/models/{name} names a family; move it into the family's module: {hits}"
+
+
+def _literal_defaults(source: str) -> list[str]:
+    """``cfg.get("key", <literal>)`` calls (on anything named ``cfg``, ``c`` or ``*.cfg``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)):
+            receiver = ast.unparse(node.func.value)
+            if receiver in ("c", "cfg") or receiver.endswith(".cfg"):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_literal_default_finder_finds_what_it_should():
+    assert len(_literal_defaults('a = cfg.get("rms_eps", 1e-5)\nb = self.cfg.get("x", None)\nc.get("y", 1)\n')) == 3
+    assert _literal_defaults('a = cfg.get("path")\nb = meta.get("k", 0)\nc = cfg["emb_dim"]\n') == []
+
+
+def test_model_defaults_live_in_the_config_dataclass():
+    """A default a model file may leave out is a field default of ArchConfig (or the family's GGUFArch), never a
+    ``cfg.get(key, literal)`` that could differ from family to family."""
+    bad = {p.name: hits for p in sorted(MODELS_DIR.glob("*.py"))
+           if (hits := _literal_defaults(p.read_text(encoding="utf-8")))}
+    assert not bad, f"put the default in ArchConfig or the family's GGUFArch: {bad}"

@@ -64,10 +64,11 @@ class MixedFamily(Family):
 
     def config(self, model: nn.Module) -> ModelConfig:
         c = model.cfg
-        return ModelConfig("Mixed toy", c["n_layers"], c["n_heads"], c["n_kv_groups"], c["emb_dim"] // c["n_heads"],
-                           c["emb_dim"], c["context_length"], c["vocab_size"], "rope", "RMSNorm", False,
-                           "GroupedQueryAttention", windows=layer_windows(model), rope_bases=ROPE_BASES,
-                           family_title=self.title)
+        return ModelConfig(label="Mixed toy", n_layers=c["n_layers"], n_heads=c["n_heads"], n_kv_heads=c["n_kv_groups"],
+                           head_dim=c["emb_dim"] // c["n_heads"], emb_dim=c["emb_dim"],
+                           context_length=c["context_length"], vocab_size=c["vocab_size"], positions="rope",
+                           norm="RMSNorm", qkv_bias=False, attention="GroupedQueryAttention",
+                           windows=layer_windows(model), rope_bases=ROPE_BASES, family_title=self.title)
 
     def layer_attention(self, model: nn.Module, layer: int, **knobs: object) -> nn.Module:
         return LayerAttention(model, layer, **knobs)

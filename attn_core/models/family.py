@@ -27,10 +27,10 @@ from attn_core.messages import Msg
 POSITIONS = ("learned", "rope")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     """A loaded model's facts, as the pages read them: they never ask a family's name or an attention class's
-    name, only these fields."""
+    name, only these fields (built by keyword: a dozen positional facts are easy to swap)."""
 
     label: str | Msg  # "GPT-2 small", "SmolLM2-135M (Llama family)" (a Msg: translated where shown)
     n_layers: int

@@ -35,9 +35,10 @@ def random_model(name: str) -> GPTModel:
 def gpt_config(model: nn.Module, label: str | Msg, family_title: str = "") -> ModelConfig:
     """A ``GPTModel``'s facts: learned positions, LayerNorm, multi-head attention."""
     c = model.cfg
-    return ModelConfig(label, c["n_layers"], c["n_heads"], c["n_heads"], c["emb_dim"] // c["n_heads"], c["emb_dim"],
-                       c["context_length"], c["vocab_size"], "learned", "LayerNorm", bool(c["qkv_bias"]),
-                       "MultiHeadAttention", windows=layer_windows(model), family_title=family_title)
+    return ModelConfig(label=label, n_layers=c["n_layers"], n_heads=c["n_heads"], n_kv_heads=c["n_heads"],
+                       head_dim=c["emb_dim"] // c["n_heads"], emb_dim=c["emb_dim"], context_length=c["context_length"],
+                       vocab_size=c["vocab_size"], positions="learned", norm="LayerNorm", qkv_bias=bool(c["qkv_bias"]),
+                       attention="MultiHeadAttention", windows=layer_windows(model), family_title=family_title)
 
 
 def gpt_layer_attention(model: nn.Module, layer: int, **knobs: object) -> nn.Module:

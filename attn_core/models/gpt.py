@@ -115,7 +115,7 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, cfg: dict):
         super().__init__()
-        self.attention_only = bool(cfg.get("attention_only", False))
+        self.attention_only = bool(cfg.get("attention_only"))  # absent: a whole block
         self.att = MultiHeadAttention(
             d_in=cfg["emb_dim"],
             d_out=cfg["emb_dim"],
