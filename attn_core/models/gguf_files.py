@@ -165,7 +165,7 @@ class GGUFFamily(Family):
             raise Problem("{path}: the weights do not fit the model (missing {missing}, extra {extra})",
                           path=str(path), missing=missing[:3], extra=unexpected[:3])
         model.init_rope()
-        model.tokenizer = GGUFTokenizer(weights.tokenizer)
+        model.tokenizer = GGUFTokenizer(weights.tokenizer | dict(spec.tokenizer))
         model.cfg |= {"path": str(Path(path)), "types": dict(weights.types), "label": describe(Path(path))}
         return model.requires_grad_(False).eval()
 

@@ -111,7 +111,8 @@ def build_tokenizer(recipe: dict) -> Tokenizer:
         control = [tok for tok, t in zip(tokens, types) if t == CONTROL and set(tok) <= alphabet]
     else:
         unk = recipe["unk"]
-        tokenizer = sentencepiece(vocab, merges, tokens[unk] if unk is not None else None)
+        tokenizer = sentencepiece(vocab, merges, tokens[unk] if unk is not None else None,
+                                  prefix_space=bool(recipe.get("prefix_space")))
         control = [tok for tok, t in zip(tokens, types) if t == CONTROL]
     tokenizer.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in control])
     tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)
@@ -129,14 +130,18 @@ def byte_level(vocab: dict[str, int], merges: list[tuple[str, str]], pre: str) -
     return tokenizer
 
 
-def sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], unk_token: str | None) -> Tokenizer:
+def sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], unk_token: str | None,
+                  prefix_space: bool = False) -> Tokenizer:
     """A SentencePiece BPE vocabulary (``▁`` for a space, byte fallback) with its merges: the file's, or rebuilt
-    from the vocabulary in the file's order."""
+    from the vocabulary in the file's order. ``prefix_space``: a text reads as if after a space (``▁`` before it,
+    dropped again when decoding), as a family's module may ask."""
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True,
                                      unk_token=unk_token))
-    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    spaces = normalizers.Replace(" ", "\u2581")
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), spaces]) if prefix_space else spaces
     tokenizer.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
-    tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    tokenizer.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if prefix_space else []))
     return tokenizer
 
 

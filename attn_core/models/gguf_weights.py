@@ -60,6 +60,8 @@ class GGUFArch:
     tensors: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)  # block names beyond BLOCK_NAMES
     # (a tuple: a fused tensor, its rows split in order into those tensors)
     permuted_qk: bool = False  # llama.cpp's converter interleaved its q/k rows
+    tokenizer: Mapping[str, object] = field(default_factory=dict)  # how its tokenizer is built beyond the file's
+    # metadata (gguf_tokenizer.build_tokenizer's options: prefix_space)
     read_more: Callable[[Callable[[str, object], object], dict, Path], dict] | None = None  # its own metadata:
     # (get(key, default), cfg so far, path) -> more config
 
