@@ -38,7 +38,7 @@ GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]
 Q = gguf.GGMLQuantizationType
 # the book's names -> llama.cpp's tensor names: the reader's table, inverted (one place for the names)
 TO_GGUF = {book: gguf_name for gguf_name, book in GLOBAL_NAMES.items()}
-SPM_SPECIAL = 4  # <pad>, <eos>, <bos>, <unk> lead a SentencePiece-style vocabulary
+SPM_ARCHS = ("gemma3", "phi3")  # their tiny files hold a SentencePiece-style vocabulary
 
 
 def arch_model(cfg: dict) -> RopeLM:
@@ -114,8 +114,8 @@ def byte_alphabet() -> list[str]:
 
 def write_tokenizer(w: gguf.GGUFWriter, arch: str, pre: str = "smollm") -> int:
     """The vocabulary's metadata; returns the vocabulary size (``pre``: a Llama's pre-tokenizer)."""
-    if arch in ("gemma3", "phi3"):
-        tokens = gemma_vocab()
+    if arch in SPM_ARCHS:
+        tokens = spm_vocab(arch)
         add_spm_vocab(w, tokens, [3, 3, 3, 2] + [6] * 256 + [1] * (len(tokens) - 260))
         return len(tokens)
     if arch not in ("qwen2", "qwen3"):  # a Llama's (or a foreign file's): GPT-2's bytes and three merges
@@ -150,6 +150,14 @@ def qwen_cfg(arch: str = "qwen3", **over: object) -> dict:
     return cfg | over
 
 
+def phi3_cfg(**over: object) -> dict:
+    """A tiny Phi-3: 2 layers, 4 query heads of 16 sharing 2 K/V heads (Phi-3 medium groups them; mini does not),
+    an output head of its own (transformers ties none for Phi-3)."""
+    cfg = {"arch": "phi3", "vocab_size": vocab_size("phi3"), "context_length": 128, "emb_dim": 64, "n_heads": 4,
+           "n_layers": 2, "hidden_dim": 96, "n_kv_groups": 2, "rope_base": 10_000.0, "rms_eps": 1e-5, "tied": False}
+    return cfg | over
+
+
 def gemma_cfg(**over: object) -> dict:
     """A tiny Gemma 3: 6 layers (5 local over a window of 4, the 6th global), 2 query heads of 256 (Gemma's
     head_dim; its query scaling 256 too) sharing 1 K/V head on a 64-wide stream."""
@@ -160,8 +168,15 @@ def gemma_cfg(**over: object) -> dict:
     return cfg | over
 
 
+def spm_vocab(arch: str) -> list[str]:
+    """The SentencePiece-style vocabulary of ``arch``'s tiny file: Gemma's runs of spaces are stored as spaces; a
+    Phi-3 (Llama 2's vocabulary) has none."""
+    tokens = gemma_vocab()
+    return tokens if arch == "gemma3" else [t for t in tokens if t.strip()]
+
+
 def vocab_size(arch: str) -> int:
-    return len(gemma_vocab()) if arch in ("gemma3", "phi3") else len(qwen_vocab()[0]) + len(QWEN_SPECIAL) + 1
+    return len(spm_vocab(arch)) if arch in SPM_ARCHS else len(qwen_vocab()[0]) + len(QWEN_SPECIAL) + 1
 
 
 def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
