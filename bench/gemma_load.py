@@ -43,7 +43,8 @@ print(json.dumps({"find_s": t1 - t0, "load_s": t2 - t1, "peak_mb": int(status["V
 
 
 def in_place() -> float:
-    from attn_core.models.gguf_packages import GEMMA3_270M, read_whole
+    from attn_core.models.family_gemma3 import GEMMA3_270M
+    from attn_core.models.gguf_packages import read_whole
 
     t = time.perf_counter()
     read_whole(GEMMA3_270M)

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from attn_core.labs.knockout import repeated_random_tokens
     from attn_core.models.family_llama import FAMILY as LLAMA
-    from attn_core.models.gguf_files import wheel_file
+    from attn_core.models.family_llama import wheel_file
 
     torch.set_num_threads(args.threads)
     if wheel_file() is None:

@@ -63,7 +63,7 @@ def smollm2():
     import os
 
     from attn_core.models.family_llama import FAMILY as LLAMA
-    from attn_core.models.gguf_files import wheel_file
+    from attn_core.models.family_llama import wheel_file
 
     path = wheel_file()
     if path is None:

@@ -48,19 +48,18 @@ def arch_model(cfg: dict) -> RopeLM:
     return RopeLM(cfg | dict(spec.model if spec else {}))
 
 
-def block_to_gguf(arch: str) -> dict[str, str | tuple[str, str]]:
-    """The book's block names -> llama.cpp's, by ``arch``'s own table (an architecture no family reads: every
-    family's unfused names); a tensor fused in the file maps each of its parts to (its GGUF name, the first part's
-    book name)."""
+def block_to_gguf(arch: str) -> dict[str, tuple[str, bool]]:
+    """The book's block names -> (llama.cpp's name, whether that tensor is fused from several), by ``arch``'s own
+    table (an architecture no family reads: every family's unfused names)."""
     known = architectures()
     tables = [known[arch].block_names] if arch in known else [a.block_names for a in known.values()]
-    table = {k: v for t in tables for k, v in t.items() if isinstance(v, str)} if arch not in known else tables[0]
-    inverted: dict[str, str | tuple[str, str]] = {}
-    for gguf_name, book in table.items():
-        if isinstance(book, str):
-            inverted[book] = gguf_name
-        else:
-            inverted |= {part: (gguf_name, book[0]) for part in book}
+    inverted: dict[str, tuple[str, bool]] = {}
+    for table in tables:
+        for gguf_name, book in table.items():
+            if isinstance(book, str):
+                inverted[book] = (gguf_name, False)
+            elif arch in known:
+                inverted |= {part: (gguf_name, True) for part in book}
     return inverted
 
 
@@ -197,8 +196,7 @@ def gguf_name(name: str, arch: str) -> str:
     if not name.startswith("trf_blocks."):
         return TO_GGUF[name]
     _unused, i, rest = name.split(".", 2)
-    target = block_to_gguf(arch)[rest]
-    return f"blk.{i}.{target if isinstance(target, str) else target[0]}"
+    return f"blk.{i}.{block_to_gguf(arch)[rest][0]}"
 
 
 def permute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -219,14 +217,14 @@ def gguf_tensors(model: torch.nn.Module, arch: str) -> dict[str, np.ndarray]:
             out[TO_GGUF[name]] = a
             continue
         _unused, i, rest = name.split(".", 2)
-        target = names[rest]
-        if isinstance(target, tuple):  # a part of a fused tensor: appended under the first part's entry
-            gname = f"blk.{i}.{target[0]}"
+        target, fused = names[rest]
+        gname = f"blk.{i}.{target}"
+        if fused:  # a part of a fused tensor: its rows below the parts before it (W_query, W_key, W_value; fc1, fc2)
             out[gname] = np.concatenate([out[gname], a]) if gname in out else a
             continue
         if arch == "llama" and rest in ("att.W_query.weight", "att.W_key.weight"):
             a = permute(a, cfg["n_heads"] if rest == "att.W_query.weight" else cfg["n_kv_groups"])
-        out[f"blk.{i}.{target}"] = a
+        out[gname] = a
     return out
 
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from attn_core.models import registry
+from attn_core.models.family_gemma3 import GEMMA3_270M
 from attn_core.models.gguf_files import ENV_VAR
-from attn_core.models.gguf_packages import GEMMA3_270M, chunks, packaged_at, read_whole, terms_file
+from attn_core.models.gguf_packages import chunks, packaged_at, read_whole, terms_file
 from attn_core.models.gpt import generate
 from attn_core.models.traced import trace_layer
 from attn_core.text.word_tokenizer import verdict_text

@@ -18,7 +18,7 @@ from attn_core.labs.heads import head_ablation, mean_attention, patch_heads, rol
 from attn_core.labs.knockout import knockout, repeated_words, top_next
 from attn_core.labs.questions import Question
 from attn_core.messages import Problem
-from attn_core.models.gguf_files import wheel_file
+from attn_core.models.family_llama import wheel_file
 from attn_core.models.rope_lm import RopeLM
 
 GGUF = wheel_file()

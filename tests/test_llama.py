@@ -14,7 +14,8 @@ import torch
 from attn_core.attention.kv_cache import KVCache
 from attn_core.labs.scores import head_scores
 from attn_core.models.family_llama import FAMILY as LLAMA
-from attn_core.models.gguf_files import find_gguf, wheel_file
+from attn_core.models.family_llama import wheel_file
+from attn_core.models.gguf_files import find_gguf
 from attn_core.models.gpt import generate
 from attn_core.models.rope_lm import RopeLM
 from attn_core.models.traced import layer_trace

