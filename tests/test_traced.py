@@ -150,3 +150,19 @@ def test_bad_ids_and_layers_are_problems_with_a_plain_message(mixed):
         trace_layer(mixed, torch.tensor([[1]]), 2)
     with pytest.raises(Problem, match="the cache has 3 layers, the model 2"):
         mixed(torch.tensor([[1]]), cache=KVCache(3))
+
+
+@pytest.mark.parametrize("knobs,fused", [({}, True), ({"mask_method": "renormalize"}, False),
+                                         ({"dropout": 0.5}, False)])
+def test_the_fused_path_runs_only_where_it_gives_the_explicit_paths_numbers(mixed, knobs, fused):
+    """One rule for every family's attention: SDPA without a trace only for −∞ masking and no dropout; any other
+    knob runs the chapter's explicit lines even untraced (a Llama's copy once ran SDPA for every knob)."""
+    ids = torch.arange(10).unsqueeze(0)
+    x = walk_layers(mixed, ids).inputs[1]
+    one = registry.layer_attention(mixed, 1, **knobs)
+    assert one.att.fused(None) is fused and not one.att.fused(Trace(copy=False))
+    with torch.no_grad():
+        untraced, traced = one(x), one(x, Trace(copy=False))
+    torch.testing.assert_close(untraced, traced, atol=1e-5, rtol=1e-5)  # eval mode: dropout is off either way
+    if not fused:
+        assert torch.equal(untraced, traced)  # the same explicit lines, not SDPA's near-equal numbers
