@@ -216,7 +216,8 @@ def tokens_of(name: str, text: str) -> list[Token]:
 
 def _walk_nbytes(walk: Walk) -> int:
     kept = [*walk.inputs, walk.final]
-    return sum(t.untyped_storage().nbytes() for t in kept) + walk.last_logits.nbytes + 4096
+    losses = 0 if walk.losses is None else walk.losses.nbytes
+    return sum(t.untyped_storage().nbytes() for t in kept) + walk.last_logits.nbytes + losses + 4096
 
 
 _WALKS: ByteLRU[Walk] = ByteLRU(WALK_CACHE_BYTES, _walk_nbytes, idle_s=CACHE_IDLE_S)
@@ -314,12 +315,14 @@ def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, Mo
 
 def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: _Collect) -> Walk:
     """One traced pass over ``ids``: a short sequence shares a padded pass with the other sessions' waiting for the
-    same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it)."""
+    same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it) and keeps its
+    per-token losses, read out with the batch's (a long one's are read when asked)."""
     if not 0 < len(ids) <= BATCH_MOST_T:
         return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
     lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
     collect.progress = None
-    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: walk_many(lm, seqs, each))
+    return _BATCHER.run_one(source_key(name), ids, collect,
+                            lambda seqs, each: walk_many(lm, seqs, each, losses=True))
 
 
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
@@ -346,8 +349,9 @@ def knocked(name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
         losses, top = heads_lab.knocked(lm, idx, list(heads), how)
         return losses.numpy(), top
     heads_lab.check_tokens(lm, idx)
-    final = walk(name, ids).final
-    return heads_lab.losses_of(lm, final, idx).numpy(), next_tokens(name, ids, 5)
+    walked = walk(name, ids)
+    losses = walked.losses if walked.losses is not None else heads_lab.losses_of(lm, walked.final, idx)
+    return losses.numpy(), next_tokens(name, ids, 5)
 
 
 def weights_and_moved(name: str, ids: tuple[int, ...], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
