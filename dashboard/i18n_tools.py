@@ -131,7 +131,7 @@ def update(codes: Iterable[str]) -> None:
         buf = io.BytesIO()
         write_po(buf, cat, width=120, sort_output=True, no_location=True, ignore_obsolete=True)
         po.write_bytes(buf.getvalue())
-        print(f"wrote {po.relative_to(ROOT)}")
+        print(f"wrote {po}")
 
 
 def compile_mo(codes: Iterable[str]) -> None:
