@@ -24,6 +24,7 @@ import io
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -51,6 +52,7 @@ LANGS = _Names()
 DEFAULT = SOURCE
 LOCALE_DIR = BUILT_IN  # the app's own catalogs (the .pot lives here)
 log = logging.getLogger(__name__)
+_compiling = threading.Lock()  # startup's warm-up and a first visitor may ask at once: one compiles
 
 SESSION_KEY = "lang"  # the session's language, kept across runs (fragment reruns read it: they skip main.py)
 SWITCH_KEY = "lang_switch"  # the sidebar's / phone page's switch widget
@@ -94,8 +96,13 @@ def fresh(language: Language) -> bool:
 def compiled(language: Language, force: bool = False) -> bytes | None:
     """The language's ``.mo`` bytes: the file when it is fresh, else compiled now and written beside the ``.po``
     (a fresh clone, an edited ``.po``; kept in memory where the folder is read-only); None without a catalog."""
-    if fresh(language) and not force:
-        return language.mo.read_bytes()
+    with _compiling:
+        if fresh(language) and not force:
+            return language.mo.read_bytes()
+        return _compile(language, force)
+
+
+def _compile(language: Language, force: bool) -> bytes | None:
     cat = merged(language.code)
     if cat is None:
         return None
