@@ -10,10 +10,9 @@ The languages are the folders of ``dashboard/locale/`` (:mod:`dashboard.language
 it). The catalogs are gettext ``.po`` files (made with Babel: ``python -m dashboard.i18n_tools extract`` /
 ``update`` / ``compile`` / ``check``). The ``.mo`` is not committed: the set-up commands compile it; one still
 missing, or older than its ``.po`` or a fragment, is compiled on first use (written beside the ``.po``, else kept in
-memory). The language is set once per script
-run by :func:`start_run` (the link's ``?lang=``, else the switch's choice, else the browser's) and written back into
-the link; :func:`lang` reads it (a fragment's rerun: the session's); code outside a run (a worker thread, a test)
-gets English unless it enters :func:`language`.
+memory). The language is set once per script run by :func:`start_run` (the link's ``?lang=``, else the switch's
+choice, else the browser's) and written back into the link; :func:`lang` reads it (a fragment's rerun: the
+session's); code outside a run (a worker thread, a test) gets English unless it enters :func:`language`.
 """
 
 from __future__ import annotations

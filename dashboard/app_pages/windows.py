@@ -16,13 +16,13 @@ from attn_core.models.traced import walk_layers
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
+from dashboard import languages
 from dashboard.app_pages.windows_rope import show_rope
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.sizes import cap, cells_across, column_px, content_px
 from dashboard.drawing.text import show_table
 from dashboard.i18n import N_, _, lang, ngettext
-from dashboard.languages import Language, before_aside, get, source
 from dashboard.state import models
 from dashboard.state.controls import settings
 from dashboard.state.links import error_text, md_escape
@@ -54,12 +54,12 @@ def _label(name: str) -> str:
 
 def _short_label(name: str) -> str:
     """The model's name as a chart title."""
-    return _("Random weights") if name == RANDOM else before_aside(models.label(name))
+    return _("Random weights") if name == RANDOM else languages.before_aside(models.label(name))
 
 
-def _sample(code: str) -> Language:
+def _sample(code: str) -> languages.Language:
     """The language whose sample text ``code`` reads: its own when its data names one, else the source's."""
-    return get(code) if get(code).sample_text else source()
+    return languages.get(code) if languages.get(code).sample_text else languages.source()
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
