@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from langs import CHINESE
 from peers import transformers_peer
 
 from attn_core.models import registry
@@ -103,7 +104,7 @@ def test_a_chinese_sentence_or_the_chinese_interface_starts_on_gemma(gemma3):
     assert models.default_model("你的旅程从一步开始") == "gemma-3-270m"
     assert models.why_default("SmolLM2-135M-Instruct", "Your journey") is None
     assert "Chinese, Japanese or Korean" in models.why_default("gemma-3-270m", "你的旅程")
-    with language("zh"):
+    with language(CHINESE):
         assert models.default_model("Your journey starts with one step") == "gemma-3-270m"
     assert "Gemma Terms of Use" in models.notice("gemma-3-270m")
     shown = models.notice("gemma-3-270m").split("package: ")[1].strip("`). ")

@@ -40,6 +40,7 @@ from attn_core.text.scripts import has_cjk
 from attn_core.text.tokens import BPETokenizer
 from attn_core.tracing.views import pool
 from dashboard.i18n import N_, _, message, writes_cjk
+from dashboard.languages import before_aside
 from dashboard.state.batcher import Batcher
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
@@ -64,8 +65,9 @@ def label(name: str) -> str:
 
 def short_label(name: str) -> str:
     """A weights choice named once, without its family or quantization, where a table's column or row names it:
-    "Gemma 3 270M · Q4_K_M" -> "Gemma 3 270M", "SmolLM2-135M (Llama family)" -> "SmolLM2-135M" (zh: "（")."""
-    return label(name).split(" (")[0].split("（")[0].split(" · ")[0]
+    "Gemma 3 270M · Q4_K_M" -> "Gemma 3 270M", "SmolLM2-135M (Llama family)" -> "SmolLM2-135M" (each language's
+    aside: its data's ``aside``)."""
+    return before_aside(label(name)).split(" · ")[0]
 
 
 _FOUND: list = [0.0, []]  # (when looked, [Found] of every family): looking in the Hugging Face cache stats ~16 files
