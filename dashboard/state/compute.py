@@ -7,10 +7,7 @@ count bound is no bound. Pages only read runs (never mutate a Trace or flip a mo
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -74,28 +71,6 @@ def tune_torch() -> None:
     import torch
 
     torch.set_num_threads(1)
-
-
-QUIET_LOAD = 0.5  # the machine's 1-minute load per core under which a lone pass may take every core
-
-
-def pass_threads() -> int:
-    """The torch threads a model's pass may use now: every core when it is the only script this server runs and the
-    machine is quiet, else one (a second thread on a busy core made a pass several times slower: measurements)."""
-    cores = os.cpu_count() or 1
-    scripts = sum(1 for t in threading.enumerate() if t.name.startswith("ScriptRunner"))
-    return cores if cores > 1 and scripts <= 1 and os.getloadavg()[0] < QUIET_LOAD * cores else 1
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """``torch.set_num_threads(n)`` for the block, then back (one setting for the whole process)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 EMBEDDING_SEED = 123  # the input vectors stay put while the seed knob re-draws the attention weights

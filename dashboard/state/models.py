@@ -40,7 +40,7 @@ from dashboard.i18n import N_, _, message, writes_cjk
 from dashboard.languages import before_aside
 from dashboard.state.batcher import Batcher
 from dashboard.state.cache import ByteLRU
-from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, pass_threads, remember_run, reserve, torch_threads
+from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 from dashboard.state.links import code_span
 from dashboard.state.view_data import Collect, ModelView, Progress, view_nbytes
 
@@ -274,13 +274,8 @@ def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: Collect) -> W
         return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
     lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
     collect.progress = None
-    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: _batch(lm, seqs, each))
-
-
-def _batch(lm: nn.Module, seqs: list, each: list) -> list[Walk]:
-    """One padded pass of the sessions' sequences, with both cores when it is alone on a quiet machine."""
-    with torch_threads(pass_threads() if len(seqs) == 1 else 1):
-        return walk_many(lm, seqs, each, losses=True)
+    return _BATCHER.run_one(source_key(name), ids, collect,
+                            lambda seqs, each: walk_many(lm, seqs, each, losses=True))
 
 
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
