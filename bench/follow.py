@@ -22,6 +22,7 @@ What it does, exactly:
     python -m bench.follow --quick                 # 3 replicas, 12 followers, SQLite (under a minute)
     python -m bench.follow --followers 90          # the issue's size
     python -m bench.follow --followers 90 --postgres
+    python -m bench.follow --browsers 6            # phones in real Chromium: when the step *shows* on them
 """
 
 from __future__ import annotations
@@ -301,9 +302,15 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between the teacher's Next presses")
     ap.add_argument("--postgres", action="store_true", help="PostgreSQL (a throwaway cluster) instead of SQLite")
     ap.add_argument("--quick", action="store_true", help="12 followers, 0.3 s between steps (under a minute)")
+    ap.add_argument("--browsers", type=int, default=0, metavar="N",
+                    help="N phones in real Chromium pages instead of websocket followers (bench/follow_browser.py)")
     args = ap.parse_args()
     if args.quick:
         args.followers, args.pause = 12, 0.3
+    if args.browsers:
+        from bench import follow_browser
+
+        return follow_browser.run(args)
     return asyncio.run(main_async(args))
 
 

@@ -6,12 +6,13 @@ head=h)``, with named placeholders and whole sentences (never glued from pieces)
 ``_`` also takes an ``attn_core`` :class:`~attn_core.messages.Msg`, and :func:`message` renders any error
 (an ``attn_core`` :class:`~attn_core.messages.Problem` in the session's language).
 
-The catalogs are gettext ``.po`` files under ``dashboard/locale/`` (made with Babel: ``python -m
-dashboard.i18n_tools extract`` / ``update`` / ``compile`` / ``check``). The ``.mo`` is not committed: one missing, or
-older than its ``.po`` or a fragment, is compiled in memory once per process. The language is set once per script
-run by :func:`start_run` (the link's ``?lang=``, else the switch's choice, else the browser's) and written back into
-the link; :func:`lang` reads it (a fragment's rerun: the session's); code outside a run (a worker thread, a test)
-gets English unless it enters :func:`language`.
+The languages are the folders of ``dashboard/locale/`` (:mod:`dashboard.languages`: a catalog and the data beside
+it). The catalogs are gettext ``.po`` files (made with Babel: ``python -m dashboard.i18n_tools extract`` /
+``update`` / ``compile`` / ``check``). The ``.mo`` is not committed: the set-up commands compile it; one still
+missing, or older than its ``.po`` or a fragment, is compiled on first use (written beside the ``.po``, else kept in
+memory). The language is set once per script run by :func:`start_run` (the link's ``?lang=``, else the switch's
+choice, else the browser's) and written back into the link; :func:`lang` reads it (a fragment's rerun: the
+session's); code outside a run (a worker thread, a test) gets English unless it enters :func:`language`.
 """
 
 from __future__ import annotations
@@ -20,20 +21,37 @@ import functools
 import gettext
 import io
 import json
-from collections.abc import Iterator
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
 from attn_core.messages import N_, Msg, Problem, fill  # noqa: F401  (N_ is re-exported for the pages)
+from dashboard.languages import BUILT_IN, DOMAIN, SOURCE, Language, declared, get, languages, locale_dir  # noqa: F401
+from dashboard.languages import from_locale as _from_locale
 
-LANGS = {"en": "English", "zh": "中文"}  # code -> its own name, as the switch shows it
-DEFAULT = "en"
-LOCALES = {"en": "en", "zh": "zh_CN"}  # code -> the catalog's folder
-HTML_LANG = {"en": "en", "zh": "zh-CN"}  # code -> <html lang>
-CJK = {"zh"}  # languages written in CJK script: real-model pages start on a model whose tokens are their words
-LOCALE_DIR = Path(__file__).resolve().parent / "locale"
-DOMAIN = "messages"
+
+class _Names(Mapping):
+    """code -> the language's own name, as the switch shows it; read from the locale folder in use."""
+
+    def __getitem__(self, code: str) -> str:
+        return languages()[code].name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(languages())
+
+    def __len__(self) -> int:
+        return len(languages())
+
+
+LANGS = _Names()
+DEFAULT = SOURCE
+LOCALE_DIR = BUILT_IN  # the app's own catalogs (the .pot lives here)
+log = logging.getLogger(__name__)
+_compiling = threading.Lock()  # startup's warm-up and a first visitor may ask at once: one compiles
 
 SESSION_KEY = "lang"  # the session's language, kept across runs (fragment reruns read it: they skip main.py)
 SWITCH_KEY = "lang_switch"  # the sidebar's / phone page's switch widget
@@ -43,31 +61,65 @@ _current: ContextVar[str | None] = ContextVar("attention_lab_lang", default=None
 
 
 def po_path(code: str) -> Path:
-    """The ``.po`` catalog of a language."""
-    return LOCALE_DIR / LOCALES[code] / "LC_MESSAGES" / f"{DOMAIN}.po"
+    """The ``.po`` catalog of a language (declared by its data, the catalog maybe not yet made)."""
+    return declared()[code].po
+
+
+def fragments(code: str) -> list[Path]:
+    """The helpers' translations of ``code`` not yet folded into its ``.po`` (work in progress)."""
+    return sorted((locale_dir() / "fragments").glob(f"*.{code}.po"))
+
+
+def catalog(code: str) -> gettext.NullTranslations:
+    """A language's translations, loaded once per process (the source language: the msgids themselves)."""
+    language = languages().get(code)
+    if language is None or code == DEFAULT:
+        return gettext.NullTranslations()
+    return _catalog(language)
 
 
 @functools.cache
-def catalog(code: str) -> gettext.NullTranslations:
-    """A language's translations, loaded once per process (English: the source strings themselves)."""
-    if code == DEFAULT or code not in LANGS:
+def _catalog(language: Language) -> gettext.NullTranslations:
+    data = compiled(language)
+    if data is None:
         return gettext.NullTranslations()
-    po = po_path(code)
-    mo = po.with_suffix(".mo")
-    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))  # work in progress, folded into the .po
-    sources = [p.stat().st_mtime_ns for p in [po, *fragments] if p.exists()]
-    if mo.exists() and mo.stat().st_mtime_ns >= max(sources, default=0):  # compiled after every source changed
-        with mo.open("rb") as f:
-            return gettext.GNUTranslations(f)
-    cat = merged(code)
+    return gettext.GNUTranslations(io.BytesIO(data))
+
+
+def fresh(language: Language) -> bool:
+    """Whether the ``.mo`` was compiled after its ``.po`` and every fragment last changed."""
+    sources = [p.stat().st_mtime_ns for p in [language.po, *fragments(language.code)] if p.exists()]
+    return language.mo.exists() and language.mo.stat().st_mtime_ns >= max(sources, default=0)
+
+
+def compiled(language: Language, force: bool = False) -> bytes | None:
+    """The language's ``.mo`` bytes: the file when it is fresh, else compiled now and written beside the ``.po``
+    (a fresh clone, an edited ``.po``; kept in memory where the folder is read-only); None without a catalog."""
+    with _compiling:
+        if fresh(language) and not force:
+            return language.mo.read_bytes()
+        return _compile(language, force)
+
+
+def _compile(language: Language, force: bool) -> bytes | None:
+    cat = merged(language.code)
     if cat is None:
-        return gettext.NullTranslations()
+        return None
     from babel.messages.mofile import write_mo
 
     buf = io.BytesIO()
     write_mo(buf, cat)
-    buf.seek(0)
-    return gettext.GNUTranslations(buf)
+    data = buf.getvalue()
+    try:
+        part = language.mo.with_name(f".{language.mo.name}.{os.getpid()}")  # whole or nothing: other servers read it
+        part.write_bytes(data)
+        os.replace(part, language.mo)
+        if not force:
+            log.log(logging.WARNING, "compiled %s (missing or older than its .po): `python -m "
+                    "dashboard.i18n_tools compile` does it at set-up", language.mo)
+    except OSError as e:
+        log.log(logging.WARNING, "compiled %s in memory only: %s", language.mo, e)
+    return data
 
 
 def merged(code: str):
@@ -75,12 +127,11 @@ def merged(code: str):
     untranslated takes a fragment's translation), as a Babel catalog; None when there is none."""
     from babel.messages.pofile import read_po
 
-    po = po_path(code)
-    fragments = sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))
+    language = declared()[code]
     cat = None
-    for path in [p for p in [po] if p.exists()] + fragments:
+    for path in [p for p in [language.po] if p.exists()] + fragments(code):
         with path.open("rb") as f:
-            part = read_po(f, locale=LOCALES[code])
+            part = read_po(f, locale=language.locale)
         if cat is None:
             cat = part
             continue
@@ -91,7 +142,7 @@ def merged(code: str):
 
 
 def lang() -> str:
-    """The language of this run (``"en"`` or ``"zh"``). A fragment's rerun (which skips main.py's
+    """The language of this run (a code of :data:`LANGS`). A fragment's rerun (which skips main.py's
     :func:`start_run`, on a thread of its own) reads the session's choice."""
     code = _current.get()
     if code is not None:
@@ -107,7 +158,7 @@ def lang() -> str:
 
 def writes_cjk() -> bool:
     """Whether this run's language is written in Chinese, Japanese or Korean script."""
-    return lang() in CJK
+    return get(lang()).cjk
 
 
 def use(code: str) -> None:
@@ -126,8 +177,8 @@ def language(code: str) -> Iterator[None]:
 
 
 def from_locale(locale: str | None) -> str:
-    """The language for a browser's locale (``zh-CN``, ``zh-TW``, ``zh`` -> Chinese; anything else English)."""
-    return "zh" if (locale or "").lower().replace("_", "-").split("-")[0] == "zh" else DEFAULT
+    """The language for a browser's locale (by the data's ``browser_locales``; anything else the source)."""
+    return _from_locale(locale)
 
 
 def _(msgid: str | Msg, /, **values: object) -> str:
@@ -147,7 +198,7 @@ def ngettext(singular: str, plural: str, n: int, /, **values: object) -> str:
 
 def sentences(*parts: str) -> str:
     """Whole sentences, each translated on its own, joined as the language writes them (Chinese: no space)."""
-    return ("" if lang() == "zh" else " ").join(p for p in parts if p)
+    return get(lang()).sentence_separator.join(p for p in parts if p)
 
 
 def message(error: BaseException | Msg | str) -> str:
@@ -207,7 +258,7 @@ def keep_choices(state) -> None:
 
 
 def switch(container) -> None:
-    """The language switch ("English" / "中文") in ``container``; switching is a rerun in the other language."""
+    """The language switch (each language by its own name) in ``container``; switching is a rerun in it."""
     import streamlit as st
 
     st.session_state[SWITCH_KEY] = lang()  # what the link or the session chose, also before the first click
@@ -237,7 +288,7 @@ def html_lang_script(code: str) -> str:
     """The script that declares the page's language (``<html lang="zh-CN">``) to the browser, screen readers and
     fonts (Streamlit has no setting for it; ``st.html`` runs the script in the page itself), and, in a language
     other than English, puts this run's words in place of Streamlit's own English ones (:data:`CHROME`)."""
-    script = f'document.documentElement.lang = "{HTML_LANG[code]}";'
+    script = f'document.documentElement.lang = "{get(code).html_lang}";'
     if code != DEFAULT:
         with language(code):
             words = {k: _(v, label="{label}") if "{label}" in v else _(v) for k, v in CHROME.items()}

@@ -4,7 +4,8 @@
   ``Problem``; files from ``babel.cfg``) into ``dashboard/locale/messages.pot``.
 - ``update``: each language's ``.po`` from the ``.pot``: new messages added, gone ones dropped, translations kept;
   a translation still waiting in a fragment (``dashboard/locale/fragments/*.<code>.po``) is folded in.
-- ``compile``: each ``.po`` into its ``.mo`` (optional: the app compiles a missing or older ``.mo`` in memory).
+- ``compile``: each ``.po`` (with its fragments) into its ``.mo``, beside it: the README's set-up commands run it (the
+  app compiles a ``.mo`` still missing or older than its ``.po`` on first use, with a line in the log).
 - ``check``: exit 1 when a message has no translation (the ``.po`` and the fragments read together), when a
   translation's placeholders differ from its English, or when its braces do not format.
 """
@@ -20,10 +21,9 @@ from pathlib import Path
 from babel.messages.catalog import Catalog, Message
 from babel.messages.extract import extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
-from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
-from dashboard.i18n import DEFAULT, LANGS, LOCALE_DIR, LOCALES, merged, po_path
+from dashboard.i18n import DEFAULT, LOCALE_DIR, compiled, declared, fragments, merged, po_path  # noqa: F401
 
 ROOT = LOCALE_DIR.parent.parent
 POT = LOCALE_DIR / "messages.pot"
@@ -49,14 +49,9 @@ def _texts(msg: str | tuple[str, ...]) -> tuple[str, ...]:
     return msg if isinstance(msg, tuple) else (msg,)
 
 
-def fragments(code: str) -> list[Path]:
-    """The helpers' translations not yet folded into the ``.po``."""
-    return sorted((LOCALE_DIR / "fragments").glob(f"*.{code}.po"))
-
-
 def read(path: Path, code: str) -> Catalog:
     with path.open("rb") as f:
-        return read_po(f, locale=LOCALES[code])
+        return read_po(f, locale=declared()[code].locale if code in declared() else None)
 
 
 def translations(code: str) -> dict[str, Message]:
@@ -94,7 +89,7 @@ def problems(code: str, template: Catalog | None = None) -> list[str]:
         where = f"{m.locations[0][0]}:{m.locations[0][1]}" if m.locations else "?"
         t = done.get(key)
         if t is None:
-            out.append(f"{where}: no {LANGS[code]} translation: {key!r}")
+            out.append(f"{where}: no {declared()[code].name} translation: {key!r}")
             continue
         english = _texts(m.id)
         wanted = names(english[-1])  # a plural's English plural form names every value
@@ -122,7 +117,8 @@ def update(codes: Iterable[str]) -> None:
     template = read(POT, DEFAULT) if POT.exists() else extracted()
     for code in codes:
         po = po_path(code)
-        cat = read(po, code) if po.exists() else Catalog(locale=LOCALES[code], project=PROJECT, charset="utf-8")
+        cat = read(po, code) if po.exists() else Catalog(locale=declared()[code].locale, project=PROJECT,
+                                                        charset="utf-8")
         cat.update(template, no_fuzzy_matching=True)
         cat.fuzzy = False  # a reviewed catalog: its header is not a guess
         cat.last_translator = cat.language_team = "Attention Lab developers"
@@ -135,25 +131,21 @@ def update(codes: Iterable[str]) -> None:
         buf = io.BytesIO()
         write_po(buf, cat, width=120, sort_output=True, no_location=True, ignore_obsolete=True)
         po.write_bytes(buf.getvalue())
-        print(f"wrote {po.relative_to(ROOT)}")
+        print(f"wrote {po}")
 
 
 def compile_mo(codes: Iterable[str]) -> None:
     """Each language's ``.mo``: its ``.po`` with the fragments folded in, as the app reads them."""
     for code in codes:
-        mo = po_path(code).with_suffix(".mo")
-        cat = merged(code)
-        if cat is None:
+        language = declared()[code]
+        if compiled(language, force=True) is None:
             print(f"no catalog for {code}")
             continue
-        mo.parent.mkdir(parents=True, exist_ok=True)
-        with mo.open("wb") as f:
-            write_mo(f, cat)
-        print(f"wrote {mo.relative_to(ROOT)}")
+        print(f"wrote {language.mo}")
 
 
 def main(argv: list[str]) -> int:
-    codes = [c for c in LANGS if c != DEFAULT]
+    codes = [c for c in declared() if c != DEFAULT]  # a new language's folder: update makes its catalog
     command = argv[0] if argv else ""
     if command == "extract":
         extract()

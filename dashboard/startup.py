@@ -41,7 +41,7 @@ def _import_all() -> None:
     from dashboard.i18n import LANGS, catalog
 
     bpe_encoding()  # 50,257 ranks parsed and the BPE tables built, before the first visitor
-    for code in LANGS:  # a catalog without its .mo is compiled here, not in the first Chinese visitor's run
+    for code in LANGS:  # a catalog without a fresh .mo is compiled here, not in the first visitor's run in it
         catalog(code)
 
 

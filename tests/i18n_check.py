@@ -84,9 +84,14 @@ def shown_text(at: AppTest) -> list[str]:
 
 def english_left(at: AppTest, allowed: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The runs of 3+ English words left on the page, outside code, LaTeX, URLs and ``allowed`` / kept words."""
+    return english_runs(shown_text(at), allowed)
+
+
+def english_runs(texts: list[str], allowed: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The runs of 3+ English words in ``texts``, outside code, LaTeX, URLs and ``allowed`` / kept words."""
     keep = {w.lower() for w in KEPT | set(allowed)}
     found: list[str] = []
-    for text in shown_text(at):
+    for text in texts:
         text = _CODE.sub(" ", text)
         for run in _RUN.finditer(text):
             words = [w for w in re.findall(r"[A-Za-z][A-Za-z'’-]+", run.group(0)) if w.lower() not in keep]

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from i18n_check import english_left
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, new_app
 from dashboard.classroom import follow, step_views
@@ -24,7 +25,7 @@ def teacher():
     return at
 
 
-def phone(code: str, lang: str = "en"):
+def phone(code: str, lang: str = ENGLISH):
     at = new_app(code=code, lang=lang)
     at.run()
     at.switch_page("app_pages/answer.py").run()
@@ -96,7 +97,7 @@ def test_phones_follow_next_and_back_and_a_late_joiner_lands_on_the_current_step
     assert sum(ps.PollStore().tally(code, 1)) == 1
     t.button(key="lesson_next").click().run()
     t.button(key="lesson_next").click().run()
-    late = phone(code, "zh")  # joins at step 4, in Chinese
+    late = phone(code, CHINESE)  # joins at step 4, in Chinese
     assert shown_step(late) == f"课堂 {code} · 第 4/{n} 步 · 跟随老师"  # 课堂, as its poll page says (one word)
     assert any("重新归一化" in m.value for m in late.markdown)  # the step's title, in the chapter's terms
     assert not english_left(late), english_left(late)
@@ -146,7 +147,7 @@ def test_one_drawing_for_every_phone():
     assert drawn == 2  # the first step, once in each language, by the teacher's Next
     for _unused in range(3):
         phone(code)
-    phone(code, "zh")
+    phone(code, CHINESE)
     assert sum(step_views.DRAWN.values()) == drawn  # the phones only read it
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, open_page
 
@@ -240,8 +241,8 @@ def test_the_page_speaks_chinese():
 
     from dashboard.i18n import language
 
-    with language("zh"):  # the AppTest formats options outside the run: in the same language
-        at = open_page(PAGE, lang="zh")
+    with language(CHINESE):  # the AppTest formats options outside the run: in the same language
+        at = open_page(PAGE, lang=CHINESE)
         at.button(key="gen_next").click().run()
         assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
         shown = " ".join(shown_text(at))
@@ -353,7 +354,7 @@ def test_a_raster_says_grey_only_when_it_draws_grey():
 
     weights = np.tril(np.full((30, 30), 1 / 30))
     scores = np.where(np.tril(np.ones((30, 30))) > 0, 0.5, -np.inf)
-    with language("en"):
+    with language(ENGLISH):
         plain, masked = Box(), Box()
         matrices.show_matrix(plain, weights, ["a"] * 30, ["a"] * 30, matrices.Look(scale="weights", raster=True),
                              key="w")

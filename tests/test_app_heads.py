@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from langs import CHINESE
 
 from apptest_utils import ROOT, chart_with, messages, open_page, show_section, table_text
 from attn_core.labs.heads import head_ablation, weights_and_moved
@@ -118,10 +119,10 @@ def test_the_section_speaks_chinese(smol):
                                keywords={"_": None, "ngettext": (1, 2), "N_": None})
     ours = [m for _line, m, _comments, _context in marked if isinstance(m, str) and len(m.split()) >= 3]
     starts = {m.split("{")[0].strip() for m in ours if len(m.split("{")[0].split()) >= 3}
-    at = model_view(lang="zh")
+    at = model_view(lang=CHINESE)
     assert at.radio(key="heads_part").label == "显示"
     for part in ("knock", "compare", "value", "rollout"):
-        with language("zh"):  # AppTest formats the options again in the test's thread: in Chinese there too
+        with language(CHINESE):  # AppTest formats the options again in the test's thread: in Chinese there too
             at.radio(key="heads_part").set_value(part).run()
         no_errors(at)
         texts = shown_text(at)
@@ -158,7 +159,7 @@ def test_the_knockout_sentence_names_all_heads_or_their_runs_by_layer():
     some = [(2, 0), (2, 1), (2, 2), (2, 3), (4, 1), (6, 0), (6, 2), (6, 3)]
     assert heads_named(some, 18, 4) == "heads 1–4 of layer 3, head 2 of layer 5 and heads 1, 3–4 of layer 7"
     assert heads_named([(0, 1)], 18, 4) == "head 2 of layer 1"
-    with language("zh"):
+    with language(CHINESE):
         assert heads_named(every, 18, 4) == "全部 72 个头"
         assert heads_named(some, 18, 4) == "第 3 层的 1–4 号头、第 5 层的 2 号头和第 7 层的 1、3–4 号头"
 
@@ -166,9 +167,9 @@ def test_the_knockout_sentence_names_all_heads_or_their_runs_by_layer():
 def test_pick_all_heads_is_our_translated_button_not_streamlits_english_select_all(smol):
     from dashboard.i18n import language
 
-    at = model_view(lang="zh", model="SmolLM2-135M-Instruct")  # named: the Chinese interface alone starts on Gemma
+    at = model_view(lang=CHINESE, model="SmolLM2-135M-Instruct")  # named: the Chinese interface alone starts on Gemma
     assert not at.multiselect(key="heads_out").proto.select_all  # Streamlit's "Select all" cannot be translated
-    with language("zh"):  # AppTest formats the options again in the test's thread
+    with language(CHINESE):  # AppTest formats the options again in the test's thread
         at.button(key="heads_out_all").click().run()
     no_errors(at)
     n = smol.cfg["n_layers"] * smol.cfg["n_heads"]

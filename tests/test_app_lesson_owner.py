@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import streamlit as st
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, new_app
 from dashboard.classroom import lessons as L
@@ -43,8 +44,8 @@ def every_text(at) -> str:
 
 
 @pytest.mark.parametrize("lang, says", [
-    ("en", "was saved from another browser, and only that browser can replace it"),
-    ("zh", "是在另一个浏览器上保存的，只有那个浏览器才能替换它"),
+    (ENGLISH, "was saved from another browser, and only that browser can replace it"),
+    (CHINESE, "是在另一个浏览器上保存的，只有那个浏览器才能替换它"),
 ])
 def test_a_phone_opens_the_teachers_lesson_but_saves_it_only_under_another_title(monkeypatch, lang, says):
     browser(monkeypatch, TEACHER)
@@ -78,7 +79,7 @@ def phone_saves_over(lang: str, says: str, n: int) -> None:
     phone.button(key="lesson_save").click().run()
     warnings = messages(phone)["warning"]
     assert len(warnings) == 1 and says in warnings[0] and TITLE.replace(" ", "") in warnings[0].replace(" ", "")
-    assert lang == "en" or "browser" not in warnings[0]  # all of it in the session's language but the title
+    assert lang == ENGLISH or "browser" not in warnings[0]  # all of it in the session's language but the title
     assert not messages(phone)["exception"] and not phone.success
     assert len(saved()["steps"]) == n  # the teacher's lesson is as it was
 

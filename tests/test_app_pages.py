@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+from langs import LANGS
 
 from apptest_utils import chart_with, messages, open_page, table_text
 from dashboard.state.links import md_escape
@@ -298,7 +299,7 @@ def test_masking_lab_draws_one_section_at_a_time_kept_in_the_link():
         "mistake: no renormalization")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_masking_lab_writes_why_nothing_leaks_as_math(lang):
     """Issue 52 item 21: "Σ_{k≤i} exp(s_ik) / Σ_all exp(s_ik)" was printed as raw notation."""
     at = open_page(LAB, lang=lang)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from langs import CHINESE
 
 from apptest_utils import chart_with, messages, new_app, open_page
 from attn_core.labs.questions import Question
@@ -202,7 +203,7 @@ def test_the_join_address_is_explained_in_the_teachers_language(monkeypatch):
 
     monkeypatch.delenv(address.PUBLIC_URL_ENV, raising=False)
     monkeypatch.delenv(address.BIND_ADDRESS_ENV, raising=False)
-    teacher = open_page(lang="zh")  # Streamlit's server.address here: 127.0.0.1 (.streamlit/config.toml)
+    teacher = open_page(lang=CHINESE)  # Streamlit's server.address here: 127.0.0.1 (.streamlit/config.toml)
     teacher.button(key="poll_ask_explore").click().run()
     assert any("本机自己的地址" in c.value for c in teacher.caption)
     assert any(re.match(r"手机无法访问 `(localhost|127\.0\.0\.1)`", w) and "--address 0.0.0.0" in w
@@ -213,7 +214,7 @@ def test_the_join_address_is_explained_in_the_teachers_language(monkeypatch):
     assert link.startswith("http://lab.school.example:8501/answer?code=") and link.endswith("&lang=zh")
     assert any("ATTENTION_LAB_PUBLIC_URL" in c.value and "加入" in c.value for c in teacher.caption)
     assert not any("手机无法访问" in w for w in messages(teacher)["warning"])
-    wrong = open_page(room=teacher.session_state["poll_room"]["code"], key="wrong", lang="zh")
+    wrong = open_page(room=teacher.session_state["poll_room"]["code"], key="wrong", lang=CHINESE)
     assert any("无法用这个链接接管投票" in w for w in messages(wrong)["warning"])
 
 

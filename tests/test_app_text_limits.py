@@ -5,6 +5,7 @@ explanation instead of an empty word list (AppTest)."""
 from __future__ import annotations
 
 import pytest
+from langs import CHINESE
 
 from apptest_utils import messages, open_page
 from attn_core import MAX_TEXT_CHARS
@@ -95,7 +96,7 @@ def test_a_text_without_colons_says_both_patterns_agree():
 def test_emoji_only_text_in_chinese():
     from apptest_utils import new_app
 
-    at = new_app(lang="zh")
+    at = new_app(lang=CHINESE)
     # set before the page draws its radio: AppTest matches a radio's value to its label, here translated
     at.session_state["t2v_source"] = "Your own text"
     at.session_state["t2v_text"] = "😀😀 🎉"

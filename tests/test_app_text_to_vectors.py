@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from langs import CHINESE
 
 from apptest_utils import chart_with, md_tables, messages, open_page, phone_page
 from attn_core.text.text_pipeline import bpe_ids, sliding_windows
@@ -177,7 +178,7 @@ def test_gemma_beside_gpt2_and_smollm2_in_its_own_words(gemma3, smollm2):
 def test_on_a_phone_one_model_beside_gpt2_the_default_saying_why(gemma3, smollm2):
     """A phone's BPE tables get one real model's column (two scrolled past the screen): the default for the
     Chinese interface, Gemma 3, with the line saying why."""
-    at = phone_page(PAGE, lang="zh", t2v_section="BPE side by side")  # the link's English section id
+    at = phone_page(PAGE, lang=CHINESE, t2v_section="BPE side by side")  # the link's English section id
     assert not messages(at)["exception"], messages(at)
     columns = list(next(iter(md_tables(at)[0].values())))
     assert [c for c in columns if "Gemma" in c or "SmolLM2" in c] == ["Gemma 3 270M token 数"], columns

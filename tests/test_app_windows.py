@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, new_app
 
@@ -123,7 +124,7 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
         at.run()
         assert not messages(at)["exception"] and not messages(at)["error"], (section, messages(at))
     zh = new_app()
-    zh.query_params["lang"] = "zh"
+    zh.query_params["lang"] = CHINESE
     zh.run()
     zh.switch_page(PAGE)
     zh.session_state["win_model"], zh.session_state["win_tokens"] = path.stem, 64  # picked before the page runs
@@ -187,8 +188,8 @@ def test_the_page_draws_masks_that_differ_and_says_when_it_scaled_them():
     assert list(panels) == ["full causal", "window 6"] and len(set(panels.values())) == 2
 
 
-@pytest.mark.parametrize("code, font", [("en", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"),
-                                        ("zh", "/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc")])
+@pytest.mark.parametrize("code, font", [(ENGLISH, "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"),
+                                        (CHINESE, "/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc")])
 def test_the_loss_charts_axis_titles_fit_beside_and_under_the_plot(code, font):
     """Issue 41 item 8: the y-axis title "next-token loss (nats, running mean)" was cut: Vega shortens an axis title
     to its axis's length. Measured in a bold font at least as wide as the page's, each title fits its axis."""
@@ -243,7 +244,7 @@ def test_gemma_in_chinese_starts_on_itself_with_a_text_past_its_window(gemma3):
     from attn_core.paths import asset
 
     assert len(gemma3.tokenizer.encode(asset("attention-zh.txt").read_text(encoding="utf-8"))) >= 1024
-    at = new_app(lang="zh")
+    at = new_app(lang=CHINESE)
     at.run()
     at.switch_page(PAGE).run(timeout=1200)
     assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
@@ -289,7 +290,7 @@ def test_a_linked_gemma_in_english_says_what_its_numbers_show(gemma3):
 
 def test_a_model_picked_by_hand_stays_picked():
     """In Chinese the default is Gemma (when installed), but a model picked on the page stays."""
-    at = new_app(lang="zh")
+    at = new_app(lang=CHINESE)
     at.run()
     at.switch_page(PAGE)
     at.session_state["win_model"], at.session_state["win_tokens"] = "random-small", 64

@@ -26,6 +26,16 @@ def test_quick_follow_bench_misses_nothing():
     assert landed and landed.group(1) == landed.group(2) and int(landed.group(1)) > 0, out.stdout
 
 
+def test_the_follow_bench_in_real_browsers_times_every_phone_and_step():
+    """``--browsers``: phones as Chromium pages; each of 2 steps shown and drawn on both phones."""
+    require(haproxy_missing_reason(), "the follow bench")
+    out = subprocess.run([sys.executable, "-m", "bench.follow", "--browsers", "2", "--steps", "2", "--replicas", "1",
+                          "--pause", "0.3"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(r"phones 2, steps 2, missed 0, p95 shown [\d.]+ s", out.stdout), out.stdout
+    assert "(4 shown)" in out.stdout, out.stdout
+
+
 def _msg(**fields):
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 

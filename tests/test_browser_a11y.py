@@ -14,6 +14,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
+from langs import CHINESE, ENGLISH
 
 from browser import TABLES_FIT_JS, chromium_page, require, require_browser
 
@@ -114,13 +115,13 @@ def page_problems(page, server: str, path: str, lang: str, sections: bool = True
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "explore" for p in PAGES])
 def test_every_page_has_no_serious_accessibility_violation(server, page, path):
-    problems = page_problems(page, server, path, "en")
+    problems = page_problems(page, server, path, ENGLISH)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("path", ZH_PAGES)
 def test_chinese_pages_have_no_serious_accessibility_violation(server, page, path):
-    problems = page_problems(page, server, path, "zh", sections=False)  # the sections' widgets: as in English
+    problems = page_problems(page, server, path, CHINESE, sections=False)  # the sections' widgets: as in English
     assert not problems, "\n".join(problems)
 
 
@@ -130,7 +131,7 @@ def test_the_dark_theme_has_no_serious_accessibility_violation(server, page):
     dark = page.context.browser.new_page(viewport={"width": 1280, "height": 720}, color_scheme="dark")
     try:
         dark.set_default_timeout(LOAD_MS)
-        problems = page_problems(dark, server, "shape-flow", "en")
+        problems = page_problems(dark, server, "shape-flow", ENGLISH)
         assert dark.evaluate("() => getComputedStyle(document.querySelector('.stApp')).backgroundColor") != \
             "rgb(255, 255, 255)"  # the dark theme was on
     finally:

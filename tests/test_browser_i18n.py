@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from langs import CHINESE, ENGLISH
 
 from browser import CHROMIUM, CHROMIUM_ARGS, wait_idle
 
@@ -83,10 +84,10 @@ def test_a_switch_changes_the_link_once_and_keeps_every_choice(server):
 
     def check(page):
         sidebar_label(page, "句子")
-        for label, lang in (("English", "en"), ("中文", "zh"), ("English", "en")):
+        for label, lang in (("English", ENGLISH), ("中文", CHINESE), ("English", ENGLISH)):
             page.evaluate(PUSHES_JS)
             page.locator('[data-testid="stSidebar"] button', has_text=label).first.click()
-            sidebar_label(page, "Sentence" if lang == "en" else "句子")
+            sidebar_label(page, "Sentence" if lang == ENGLISH else "句子")
             wait_idle(page, timeout=LOAD_MS)
             pushes = page.evaluate("() => window.__pushes")
             assert len(pushes) == 1 and f"lang={lang}" in pushes[0], (label, pushes)

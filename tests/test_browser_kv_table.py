@@ -10,6 +10,7 @@ script has finished, the screen measured, every table drawn), never sleeps.
 from __future__ import annotations
 
 import pytest
+from langs import CHINESE, ENGLISH, LANGS
 
 from browser import TABLES_FIT_JS, chromium_page, require_browser, streamlit_server, wait_drawn
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.browser
 
 LOAD_MS = 120_000
 FOUND = ".st-key-kv_found"  # the found models' tables (kv_cost.found_section)
-HEADER = {"en": "The models found here, from their own configs", "zh": "本机找到的模型（按它们自己的配置）"}
+HEADER = {ENGLISH: "The models found here, from their own configs", CHINESE: "本机找到的模型（按它们自己的配置）"}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ SETTLED_JS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_found_models_show_every_column_at_1280x720(server, lang):
     with chromium_page(1280, 720) as page:
         open_found(page, server, lang)
@@ -71,7 +72,7 @@ def test_found_models_show_every_column_at_1280x720(server, lang):
     assert found["tables"] == 2 and not found["problems"], found  # the config's sizes; the cache
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_found_models_fit_a_phone_and_the_page_never_scrolls_sideways(server, lang):
     with chromium_page(390, 844) as page:
         open_found(page, server, lang)
@@ -81,7 +82,7 @@ def test_found_models_fit_a_phone_and_the_page_never_scrolls_sideways(server, la
     assert sideways <= 0, f"the page scrolls {sideways} px sideways"
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_the_variants_table_beside_its_chart_shows_every_column_at_1280x720(server, lang):
     """Beside the chart at half the row, its last column (× smaller) was cut in Chinese: 21.93 read as 21.9."""
     with chromium_page(1280, 720) as page:
@@ -90,7 +91,7 @@ def test_the_variants_table_beside_its_chart_shows_every_column_at_1280x720(serv
     assert found["tables"] == 1 and not found["problems"], found
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_every_table_of_the_page_fits_a_phone(server, lang):
     """On a phone the variants' grid scrolled sideways inside itself, and the measured table's five columns most of
     its width: each is now Markdown whose cells wrap (the measured and found rows one small table a row). The
@@ -110,8 +111,8 @@ def test_every_table_of_the_page_fits_a_phone(server, lang):
     assert drawn > 6 and not cut, f"cut at the screen's edge: {cut}"  # the chart's legend had two columns, one cut
 
 
-GEMMA_ROW = {"en": "Gemma 3 270M, real (18 layers, 15 over a window of 512, 4 q / 1 K/V heads)",
-             "zh": "Gemma 3 270M，真实模型（18 层，其中 15 层用 512 的滑动窗口，4 个查询头 / 1 个 K/V 头）"}
+GEMMA_ROW = {ENGLISH: "Gemma 3 270M, real (18 layers, 15 over a window of 512, 4 q / 1 K/V heads)",
+             CHINESE: "Gemma 3 270M，真实模型（18 层，其中 15 层用 512 的滑动窗口，4 个查询头 / 1 个 K/V 头）"}
 CELLS_JS = "(scope) => [...document.querySelectorAll(`${scope} th, ${scope} td`)].map(td => td.innerText.trim())"
 
 
@@ -129,7 +130,7 @@ def require_gemma() -> None:
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (390, 844)])
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_gemma_3_270m_rows_are_whole_on_the_projector_and_a_phone(server, lang, size):
     """Gemma 3 270M's measured row (its windows named in it) was cut in the measured grid at 1280x720: it is a
     Markdown table's cell now, which wraps; the model named once ("Gemma 3 270M", no quantization) in every table."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
+from langs import CHINESE, ENGLISH, LANGS
 
 from attn_core import tokenize
 from browser import chromium_page, require_browser
@@ -423,7 +424,7 @@ FITS_JS = """(label) => {  // the Start button's label replaced by ``label``: is
 }"""
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_leave_queue_fits_its_button_at_1280x720(browser_page, server, lang):
     """A queued student's "Leave queue" was cut to "Leave q…". It takes the Start button's place, in the same column:
     drawn there in the Start button's font, it fits. (Queueing for real needs two busy training slots.)"""
@@ -431,7 +432,7 @@ def test_leave_queue_fits_its_button_at_1280x720(browser_page, server, lang):
     page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS["1280x720"])))
     open_drawn(page, f"{server}/learn?lang={lang}")
     set_sidebar(page, collapsed=False)
-    label = {"en": "Leave queue", "zh": "退出队列"}[lang]
+    label = {ENGLISH: "Leave queue", CHINESE: "退出队列"}[lang]
     found = page.evaluate(FITS_JS, label)
     assert found and found["fits"], found
 

@@ -10,6 +10,7 @@ Cost: one server for the module; one Chromium and one page load per case; waits 
 from __future__ import annotations
 
 import pytest
+from langs import LANGS
 
 from browser import TABLES_FIT_JS, chromium_page, require_browser, streamlit_server, wait_drawn
 
@@ -25,7 +26,7 @@ def server():
         yield url
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 @pytest.mark.parametrize("size", [(1280, 720), (390, 844)], ids=["projector", "phone"])
 def test_the_score_and_running_tables_fit(server, lang, size):
     with chromium_page(*size) as page:

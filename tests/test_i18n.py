@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from babel.messages.catalog import Message
 from i18n_check import english_left
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import new_app
 from dashboard import i18n, i18n_tools
@@ -32,13 +33,13 @@ def template():
 # --- the catalog ----------------------------------------------------------------------------------------------
 
 def test_every_marked_message_has_a_chinese_translation(template):
-    missing = [p for p in i18n_tools.problems("zh", template) if "no 中文 translation" in p]
+    missing = [p for p in i18n_tools.problems(CHINESE, template) if "no 中文 translation" in p]
     assert len(template) > 100  # the sidebar's, the polls', the exports' messages at least
     assert missing == [], f"{len(missing)} messages without Chinese:\n" + "\n".join(missing[:40])
 
 
 def test_every_translation_has_the_english_placeholders(template):
-    broken = [p for p in i18n_tools.problems("zh", template) if "no 中文 translation" not in p]
+    broken = [p for p in i18n_tools.problems(CHINESE, template) if "no 中文 translation" not in p]
     assert broken == [], "\n".join(broken)
 
 
@@ -51,7 +52,7 @@ def test_the_check_finds_a_wrong_placeholder_and_a_broken_brace(monkeypatch, tem
     cat.add(english, locations=[("x.py", 1)])
     cat.add("{n} values in the link could not be used:", locations=[("x.py", 2)])
     cat.add("Weights", locations=[("x.py", 3)])
-    found = i18n_tools.problems("zh", cat)
+    found = i18n_tools.problems(CHINESE, cat)
     assert len(found) == 3
     assert "placeholders ['heads']" in found[0] and "['head']" in found[0]
     assert "does not format" in found[1]
@@ -62,15 +63,15 @@ def test_the_check_finds_a_wrong_placeholder_and_a_broken_brace(monkeypatch, tem
 def test_the_catalog_is_a_gettext_catalog_for_zh_cn():
     from babel.messages.pofile import read_po
 
-    path = i18n.po_path("zh")
+    path = i18n.po_path(CHINESE)
     text = path.read_text(encoding="utf-8")
     assert 'content-type: text/plain; charset=utf-8' in text.lower() and "Plural-Forms: nplurals=1; plural=0;" in text
     cat = read_po(io.BytesIO(text.encode()), locale="zh_CN")
-    assert "Language: zh_CN" in text and cat.locale.language == "zh" and len(cat) > 100
+    assert "Language: zh_CN" in text and cat.locale.language == CHINESE and len(cat) > 100
 
 
 def test_chinese_uses_the_chapters_terms_and_fills_values():
-    with language("zh"):
+    with language(CHINESE):
         assert _("Masking method") == "掩码方法"
         assert _("−∞ before softmax") == "softmax 之前填负无穷（−∞）"
         assert ngettext("{n} token", "{n} tokens", 3) == "3 个 token"
@@ -166,8 +167,8 @@ def test_the_files_of_the_language_machinery_have_no_unmarked_english():
 # --- the language of a visit ----------------------------------------------------------------------------------
 
 def test_the_browsers_locale_picks_the_language():
-    assert [from_locale(x) for x in ("zh-CN", "zh_TW", "zh", "ZH-hans")] == ["zh"] * 4
-    assert [from_locale(x) for x in ("en-US", "de-DE", "", None, "zu")] == ["en"] * 5
+    assert [from_locale(x) for x in ("zh-CN", "zh_TW", CHINESE, "ZH-hans")] == [CHINESE] * 4
+    assert [from_locale(x) for x in ("en-US", "de-DE", "", None, "zu")] == [ENGLISH] * 5
 
 
 def test_a_fragments_rerun_speaks_the_sessions_language(monkeypatch):
@@ -177,21 +178,22 @@ def test_a_fragments_rerun_speaks_the_sessions_language(monkeypatch):
 
     import streamlit.runtime.scriptrunner as runner
 
-    session = types.SimpleNamespace(session_state={"lang": "zh"})
+    session = types.SimpleNamespace(session_state={"lang": CHINESE})
     monkeypatch.setattr(runner, "get_script_run_ctx", lambda suppress_warning=False: session)
     fresh = contextvars.Context()  # no language set in it, as on the fragment's new thread
-    assert fresh.run(i18n.lang) == "zh" and fresh.run(_, "Masking method") == "掩码方法"
+    assert fresh.run(i18n.lang) == CHINESE and fresh.run(_, "Masking method") == "掩码方法"
     session.session_state = {}
-    assert fresh.run(i18n.lang) == "en"
+    assert fresh.run(i18n.lang) == ENGLISH
 
 
 def test_the_page_declares_its_language():
-    assert i18n.html_lang_script("zh").startswith('<script>document.documentElement.lang = "zh-CN";')
+    assert i18n.html_lang_script(CHINESE).startswith('<script>document.documentElement.lang = "zh-CN";')
     # Streamlit's own "Help for X" and "Choose an option" get this run's words in Chinese
-    assert '"Help for ": "“{label}”的说明"' in i18n.html_lang_script("zh") and "请选择" in i18n.html_lang_script("zh")
-    assert "attnLabWords = null" in i18n.html_lang_script("en")
-    assert 'lang = "en"' in i18n.html_lang_script("en")
-    for code, want in (("zh", "zh-CN"), ("en", "en")):
+    script = i18n.html_lang_script(CHINESE)
+    assert '"Help for ": "“{label}”的说明"' in script and "请选择" in script
+    assert "attnLabWords = null" in i18n.html_lang_script(ENGLISH)
+    assert 'lang = "en"' in i18n.html_lang_script(ENGLISH)
+    for code, want in ((CHINESE, "zh-CN"), (ENGLISH, ENGLISH)):
         at = new_app()
         at.query_params["lang"] = code
         at.run()
@@ -201,21 +203,21 @@ def test_the_page_declares_its_language():
 
 def test_a_chinese_link_shows_the_sidebar_in_chinese_and_keeps_lang():
     at = new_app(sentence="Your journey starts with one step")
-    at.query_params["lang"] = "zh"
+    at.query_params["lang"] = CHINESE
     at.run()
     assert not at.exception
     assert english_left(at.sidebar) == []  # every sidebar text: its knobs, the missing models' how-to, presenting
     assert at.sidebar.get("text_area")[0].label == "句子"
     assert [b.label for b in at.sidebar.button][:1] == ["书中的例子"]
-    assert at.query_params["lang"] == "zh"
+    assert at.query_params["lang"] == CHINESE
     at.sidebar.number_input(key="d_out").set_value(4).run()  # a knob's change keeps the language in the link
-    assert at.query_params["lang"] == "zh" and at.query_params["d_out"] == "4"
+    assert at.query_params["lang"] == CHINESE and at.query_params["d_out"] == "4"
 
 
 def test_a_plain_link_is_english_and_says_so_in_the_link():
     at = new_app()
     at.run()  # AppTest has no browser locale: English, the source language
-    assert at.query_params["lang"] == "en"
+    assert at.query_params["lang"] == ENGLISH
     assert at.sidebar.get("text_area")[0].label == "Sentence"
 
 
@@ -223,11 +225,11 @@ def test_the_switch_reruns_in_the_other_language_and_writes_the_link():
     at = new_app()
     at.run()
     switch = at.sidebar.get("segmented_control")[0]
-    assert list(switch.options) == ["English", "中文"] and switch.value == "en"
-    switch.set_value("zh").run()
-    assert at.query_params["lang"] == "zh" and at.sidebar.get("text_area")[0].label == "句子"
-    at.sidebar.get("segmented_control")[0].set_value("en").run()
-    assert at.query_params["lang"] == "en" and at.sidebar.get("text_area")[0].label == "Sentence"
+    assert list(switch.options) == ["English", "中文"] and switch.value == ENGLISH
+    switch.set_value(CHINESE).run()
+    assert at.query_params["lang"] == CHINESE and at.sidebar.get("text_area")[0].label == "句子"
+    at.sidebar.get("segmented_control")[0].set_value(ENGLISH).run()
+    assert at.query_params["lang"] == ENGLISH and at.sidebar.get("text_area")[0].label == "Sentence"
 
 
 def test_a_bad_lang_gets_the_one_bad_link_warning():
@@ -236,14 +238,14 @@ def test_a_bad_lang_gets_the_one_bad_link_warning():
     at.run()
     assert [w.value for w in at.warning] == [
         "The link's **lang** = ` fr ` is not valid here: using English instead."]
-    assert at.query_params["lang"] == "en"
+    assert at.query_params["lang"] == ENGLISH
     at.run()  # said once
     assert not at.warning
 
 
 def test_bad_link_values_are_warned_in_chinese():
     at = new_app(d_out="x9")
-    at.query_params["lang"] = "zh"
+    at.query_params["lang"] = CHINESE
     at.run()
     assert any("链接中的 **d\\_out** = ` x9 ` 在这里无效（应为 1 到 1024 之间的整数）：改用 2。" in w.value
                for w in at.warning), [w.value for w in at.warning]
@@ -251,7 +253,7 @@ def test_bad_link_values_are_warned_in_chinese():
 
 def test_a_page_with_its_own_controls_names_the_knob_pages_from_main():
     at = new_app()
-    at.query_params["lang"] = "zh"
+    at.query_params["lang"] = CHINESE
     at.run()
     at.switch_page("app_pages/kv_cost.py").run()
     caption = at.sidebar.caption[0].value
@@ -266,14 +268,14 @@ def test_the_poll_join_link_carries_the_teachers_language(monkeypatch):
 
     monkeypatch.setattr(type(st.context), "url", property(lambda self: "http://10.0.0.5:8501/explore"),
                         raising=False)
-    with language("zh"):
+    with language(CHINESE):
         assert ui.join_link("AB12") == "http://10.0.0.5:8501/answer?code=AB12&lang=zh"
     assert ui.join_link("AB12").endswith("?code=AB12&lang=en")
 
 
 def test_the_phone_page_is_chinese_with_its_own_switch():
     at = new_app()
-    at.query_params["lang"] = "zh"
+    at.query_params["lang"] = CHINESE
     at.run()
     at.switch_page("app_pages/answer.py").run()
     assert not at.exception
@@ -294,7 +296,7 @@ def test_a_models_caption_is_made_from_its_config_in_both_languages():
         "M's own sizes: GroupedQueryAttention, 9 query heads sharing 3 K/V heads, causal. RoPE rotates its queries "
         "and keys. Its q/k/v projections have no biases. Its input vectors are layer 3's input: the residual stream "
         "after RMSNorm. The chapter's masking method and dropout below act on this layer's copy only.")
-    with language("zh"):
+    with language(CHINESE):
         assert model_caption(gpt_like, "G", 1) == (
             "G 自己的尺寸：MultiHeadAttention，12 个头，因果。它的 token 带有学习得到的位置嵌入。"
             "它的 q/k/v 投影有偏置。它的输入向量就是第 1 层的输入：经过 LayerNorm 的残差流。"
@@ -338,23 +340,23 @@ def test_an_exported_chinese_title_is_set_in_a_sans_cjk_face():
 def test_one_chinese_name_per_thing():
     """Issue 52 item 14: 汇聚 token beside 注意力汇聚 token, 掩码实验 beside 掩码实验室, and the Benchmark page
     性能测试 in the sidebar but 基准测试 in its heading."""
-    texts = [t for m in i18n_tools.translations("zh").values()
+    texts = [t for m in i18n_tools.translations(CHINESE).values()
              for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
     assert not [t for t in texts if re.search(r"(?<!注意力)汇聚 token", t)]
     assert not [t for t in texts if re.search(r"掩码实验(?!室)", t)]
-    with language("zh"):
+    with language(CHINESE):
         page, heading = _("Benchmark"), _("Benchmark: every implementation on this machine")
     assert heading.startswith(page + "：") and page == "基准测试"
 
 
 def test_chinese_reads_as_written_not_as_translated():
     """Issue 52 item 15: a native reader's list of phrasings that read translated, and signs doubled with words."""
-    texts = [t for m in i18n_tools.translations("zh").values()
+    texts = [t for m in i18n_tools.translations(CHINESE).values()
              for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
     stiff = ["按行的相对颜色", "每个部分都跟着它", "换一个）", "完整的 {ratio} 倍", "按 **", "进行训练", "多出 **+",
              "少了 **−", "} B 对 {"]
     assert {p: [t for t in texts if p in t] for p in stiff if any(p in t for t in texts)} == {}
-    with language("zh"):
+    with language(CHINESE):
         assert _("Relative colours per row") == "按行相对着色"
         assert _("Look at one head (every section follows it)") == "查看单个头（以下各部分都显示这个头）"
         assert _("{ratio}x full", ratio="12.4") == "是完整因果注意力的 12.4 倍"

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from i18n_check import english_left
+from langs import CHINESE, ENGLISH, LANGS
 
 from apptest_utils import chart_data, messages, new_app, table_text
 from dashboard.app_pages.samples import CAT_ZH, TEA_ZH
@@ -63,12 +64,12 @@ def check_chinese(at, where: str) -> None:
 
 @pytest.mark.parametrize("section", EXPLORE_SECTIONS)
 def test_explore_sections_in_chinese(section):
-    at = run_page(None, "zh", {"section": section}, **GQA, train_mode="true", dropout="0.5")
+    at = run_page(None, CHINESE, {"section": section}, **GQA, train_mode="true", dropout="0.5")
     check_chinese(at, f"explore/{section}")
 
 
 def test_explore_segment_labels_translated_and_link_values_kept():
-    at = run_page(None, "zh", section="Scores")  # a link made in English opens the same section in Chinese
+    at = run_page(None, CHINESE, section="Scores")  # a link made in English opens the same section in Chinese
     sections = at.button_group(key="section")
     assert sections.value == "Scores"  # the value (and so the link) stays the English id
     assert "分数" in sections.options and "Scores" not in sections.options, sections.options  # shown translated
@@ -77,24 +78,24 @@ def test_explore_segment_labels_translated_and_link_values_kept():
 
 def test_explore_numbers_identical_in_both_languages():
     rows = {}
-    for lang in ("en", "zh"):
+    for lang in LANGS:
         at = run_page(None, lang, {"section": "Weights"})
         rows[lang] = [(r["q"], r["k"], r["value"]) for r in chart_data(at, "weights")]
         story = [m.value for m in at.markdown if "1. **" in m.value]
         rows[lang + "_story"] = re.findall(r"-?\d+\.\d+", story[0])
-    assert rows["en"] == rows["zh"] and rows["en"]
+    assert rows[ENGLISH] == rows[CHINESE] and rows[ENGLISH]
     assert rows["en_story"] == rows["zh_story"] and rows["en_story"]
 
 
 def test_explore_on_a_chinese_sentence():
     """GPT-2's byte pieces and the real model's tokens on a Chinese sentence: Explore and Model view run, labels
     stay readable (no replacement characters)."""
-    at = run_page(None, "zh", {"section": "Tokens"}, sentence=ZH_SENTENCE)
+    at = run_page(None, CHINESE, {"section": "Tokens"}, sentence=ZH_SENTENCE)
     labels = list(at.dataframe[0].value.iloc[:, 0])
     assert labels and all("\ufffd" not in label for label in labels)
     assert any("猫" in label for label in labels) and any(label.endswith("/3)") for label in labels)  # byte pieces
     assert any("UTF-8" in c.value for c in at.caption)  # the byte pieces are explained
-    click_section(at, "zh", "section", "Model view")
+    click_section(at, CHINESE, "section", "Model view")
     assert not messages(at)["exception"] and not messages(at)["error"], messages(at)
     pieces = list(table_text(at.table[0]).iloc[:, 0])
     assert pieces and all("\ufffd" not in p for p in pieces)
@@ -102,27 +103,27 @@ def test_explore_on_a_chinese_sentence():
 
 def test_model_view_numbers_identical_in_both_languages():
     probs = {}
-    for lang in ("en", "zh"):
+    for lang in LANGS:
         at = run_page(None, lang, {"section": "Model view"}, model="SmolLM2-135M-Instruct")  # named: zh starts on Gemma
         probs[lang] = list(table_text(at.table[0]).iloc[:, 1])
-    assert probs["en"] == probs["zh"] and probs["en"]
+    assert probs[ENGLISH] == probs[CHINESE] and probs[ENGLISH]
 
 
 def test_shape_flow_in_chinese_with_the_same_numbers():
     seen = {}
-    for lang in ("en", "zh"):
+    for lang in LANGS:
         at = run_page(FLOW, lang, **GQA)
-        if lang == "zh":
+        if lang == CHINESE:
             check_chinese(at, "shape_flow")
         cells = [c for t in at.dataframe for c in t.value.to_numpy().ravel().tolist()]
         cells += [c for t in at.table for c in table_text(t).to_numpy().ravel().tolist()]
         seen[lang] = [m.value for m in at.metric] + [c for c in cells if re.search(r"\d", str(c))]  # not "yes"
-    assert seen["en"] == seen["zh"] and len(seen["en"]) > 20
+    assert seen[ENGLISH] == seen[CHINESE] and len(seen[ENGLISH]) > 20
 
 
 @pytest.mark.parametrize("section", T2V_SECTIONS)
 def test_text_to_vectors_sections_in_chinese(section):
-    at = run_page(T2V, "zh", {"t2v_section": section})
+    at = run_page(T2V, CHINESE, {"t2v_section": section})
     check_chinese(at, f"t2v/{section}")
 
 
@@ -130,12 +131,12 @@ def test_text_to_vectors_numbers_identical_and_chinese_sample_readable():
     from apptest_utils import md_tables
 
     tables, cells = {}, {}
-    for lang in ("en", "zh"):
+    for lang in LANGS:
         at = run_page(T2V, lang, {"t2v_section": "BPE side by side"})
         tables[lang] = [[list(row.values()) for row in table.values()] for table in md_tables(at)]
         # a row's cells as a set: Chinese puts its default model (Gemma) first among the columns
         cells[lang] = [[sorted(map(str, row)) for row in table] for table in tables[lang]]
-    assert len(tables["en"]) == 2 and cells["en"] == cells["zh"]  # counts and pieces: the same cells
-    row = next(r for r in tables["zh"][1] if r[0] == TEA_ZH)
+    assert len(tables[ENGLISH]) == 2 and cells[ENGLISH] == cells[CHINESE]  # counts and pieces: the same cells
+    row = next(r for r in tables[CHINESE][1] if r[0] == TEA_ZH)
     assert "你" in row[1]  # GPT-2's pieces name the character their bytes spell, never mojibake
     assert "\ufffd" not in " ".join(str(c) for c in row)

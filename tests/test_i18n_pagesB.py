@@ -10,6 +10,7 @@ import re
 
 import pytest
 from i18n_check import english_left
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, new_app, table_text
 
@@ -80,7 +81,7 @@ def _rerun(at, lang: str, **state):
 
 
 def _both(page: str, state: dict | None = None, **query: str):
-    return _open(page, "en", state, **query), _open(page, "zh", state, **query)
+    return _open(page, ENGLISH, state, **query), _open(page, CHINESE, state, **query)
 
 
 @pytest.fixture(autouse=True)
@@ -93,22 +94,22 @@ def test_masking_lab_in_chinese_section_by_section():
     assert zh.title[0].value == "掩码实验室"
     assert own_english(en, {"d_k"})  # the same check finds the English page's sentences
     for section in ("Methods", "Mistakes", "Precision", "Dropout", "Scaling"):
-        en, zh = _rerun(en, "en", lab_section=section), _rerun(zh, "zh", lab_section=section)
+        en, zh = _rerun(en, ENGLISH, lab_section=section), _rerun(zh, CHINESE, lab_section=section)
         assert own_english(zh, {"d_k"}) == [], (section, own_english(zh, {"d_k"}))
         assert same_numbers(numbers(en), numbers(zh)), section
         assert numbers(zh), section  # a section that shows no number would compare nothing
     # every mistake, each its own verdict and panels
-    en, zh = _rerun(en, "en", lab_section="Mistakes"), _rerun(zh, "zh", lab_section="Mistakes")
+    en, zh = _rerun(en, ENGLISH, lab_section="Mistakes"), _rerun(zh, CHINESE, lab_section="Mistakes")
     import torch
 
     from attn_core.labs.lab import masking_variants
 
     for v in masking_variants(torch.zeros(3, 3), 3)[2:]:
-        en, zh = _rerun(en, "en", mistake=v.name), _rerun(zh, "zh", mistake=v.name)
+        en, zh = _rerun(en, ENGLISH, mistake=v.name), _rerun(zh, CHINESE, mistake=v.name)
         assert own_english(zh) == [], (v.name, own_english(zh))
         assert same_numbers(numbers(en), numbers(zh)), v.name
     # a sidebar dropout of 0: the lab says it uses 0.5, in Chinese
-    zh = _rerun(zh, "zh", lab_section="Dropout")
+    zh = _rerun(zh, CHINESE, lab_section="Dropout")
     assert any("这里用 0.5" in m.value for m in zh.markdown), [m.value for m in zh.markdown]
 
 
@@ -116,13 +117,13 @@ def test_an_english_link_opens_the_same_section_and_mistake_in_chinese():
     """The link keeps the options' English values whatever the language shows (Streamlit's own URL binding would
     have written the translated text, and dropped an English one)."""
     mistake = "mistake: renormalize raw scores"
-    zh = _open(MASKING, "zh", lab_section="Mistakes", mistake=mistake)
+    zh = _open(MASKING, CHINESE, lab_section="Mistakes", mistake=mistake)
     assert [h.value for h in zh.subheader if h.value[:1].isdigit()][0].startswith("2 · ")
     assert zh.session_state["mistake"] == mistake
-    zh = _rerun(zh, "zh", lab_section="Scaling")
+    zh = _rerun(zh, CHINESE, lab_section="Scaling")
     assert zh.query_params.get("lab_section") == "Scaling"
     assert "mistake" not in zh.query_params  # a link copied here opens the scaling, not the mistakes
-    zh = _rerun(zh, "zh", lab_section="Methods")
+    zh = _rerun(zh, CHINESE, lab_section="Methods")
     assert "lab_section" not in zh.query_params
 
 
@@ -134,7 +135,7 @@ def test_walkthrough_in_chinese_every_step_the_same_numbers():
     n = len(zh.select_slider[0].options)
     assert n >= 15
     for i in range(n):
-        en, zh = _rerun(en, "en", walk_step=i), _rerun(zh, "zh", walk_step=i)
+        en, zh = _rerun(en, ENGLISH, walk_step=i), _rerun(zh, CHINESE, walk_step=i)
         assert own_english(zh) == [], (i, own_english(zh))
         assert same_numbers(numbers(en), numbers(zh)), i
         assert zh.success or zh.error  # every step says whether it agrees with the book
@@ -158,14 +159,14 @@ def test_walkthrough_prepares_the_next_step_in_chinese_too(monkeypatch):
             return real(*args, **kwargs)
         return build
 
-    zh = _open(WALK, "zh", sentence="The cat sat on the mat", input_mode="learned")
+    zh = _open(WALK, CHINESE, sentence="The cat sat on the mat", input_mode="learned")
     monkeypatch.setattr(heatmaps, "heatmap_frame", counted(heatmaps.heatmap_frame))
     for i in range(1, 4):
         work = zh.session_state["walk_ahead"]
         assert work.started.wait(30)
         work.take()
         built.clear()
-        zh = _rerun(zh, "zh", walk_step=i)
+        zh = _rerun(zh, CHINESE, walk_step=i)
         assert not [b for b in built if not b.startswith(ahead.THREAD_NAME)], f"step {i + 1} built on the click"
     assert any("（你的句子）" in m.value for m in zh.markdown)
 
@@ -174,7 +175,7 @@ def test_walkthrough_on_your_own_sentence_in_chinese():
     query = dict(sentence="The cat sat on the mat", input_mode="learned")
     en, zh = _both(WALK, **query)
     for i in (0, 6, 15):
-        en, zh = _rerun(en, "en", walk_step=i), _rerun(zh, "zh", walk_step=i)
+        en, zh = _rerun(en, ENGLISH, walk_step=i), _rerun(zh, CHINESE, walk_step=i)
         assert own_english(zh, {"cat", "sat", "mat"}) == [], (i, own_english(zh, {"cat", "sat", "mat"}))
         assert same_numbers(numbers(en), numbers(zh)), i
     assert any("学习得到的 token 嵌入" in c.value for c in zh.caption)
@@ -192,19 +193,19 @@ def test_tiled_in_chinese_every_tile(query):
     assert own_english(en)
     skipped = 0
     for n in range(len(zh.select_slider[0].options)):
-        en, zh = _rerun(en, "en", tile_step=n), _rerun(zh, "zh", tile_step=n)
+        en, zh = _rerun(en, ENGLISH, tile_step=n), _rerun(zh, CHINESE, tile_step=n)
         assert own_english(zh) == [], (n, own_english(zh))
         assert same_numbers(numbers(en), numbers(zh)), n
         skipped += any("被跳过" in m.value for m in zh.markdown)
     assert skipped == 3 if not query else skipped > 0  # the book's sentence in tiles of 2: the 3 upper tiles
     if "num_heads" in query and "window" not in query:  # head 2 of the book example corrects its running max
-        en, zh = _rerun(en, "en", tile_head=1), _rerun(zh, "zh", tile_head=1)
+        en, zh = _rerun(en, ENGLISH, tile_head=1), _rerun(zh, CHINESE, tile_head=1)
         assert any("被修正了" in c.value for c in zh.caption), [c.value for c in zh.caption]
         assert own_english(zh) == [] and same_numbers(numbers(en), numbers(zh))
 
 
 def test_tiled_too_many_tiles_in_chinese():
-    zh = _open(TILED, "zh", sentence=" ".join(["word"] * 100), input_mode="learned", context_length="256")
+    zh = _open(TILED, CHINESE, sentence=" ".join(["word"] * 100), input_mode="learned", context_length="256")
     assert any("太多" in w.value for w in zh.warning) and own_english(zh, {"word"}) == []
 
 
@@ -217,10 +218,10 @@ def test_windows_in_chinese_every_section():
     assert zh.title[0].value == "滑动窗口与注意力汇聚"
     assert own_english(en)
     for section in ("Window and sinks", "Sinks in every layer", "RoPE on real queries and keys"):
-        en, zh = _rerun(en, "en", win_section=section), _rerun(zh, "zh", win_section=section)
+        en, zh = _rerun(en, ENGLISH, win_section=section), _rerun(zh, CHINESE, win_section=section)
         assert own_english(zh) == [], (section, own_english(zh))
         assert same_numbers(numbers(en), numbers(zh)), section
-    zh = _rerun(zh, "zh", win_section="Window and sinks", sentence="Your journey starts with one step")
+    zh = _rerun(zh, CHINESE, win_section="Window and sinks", sentence="Your journey starts with one step")
     assert any("你的文本只有" in w.value for w in zh.warning)
     if (real := models.default_model()) is None:
         return
@@ -240,12 +241,12 @@ def test_ask_the_class_in_chinese_teacher_and_phone(tmp_path, monkeypatch):
 
     monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
     try:
-        teacher = _open(MASKING, "zh")
+        teacher = _open(MASKING, CHINESE)
         assert own_english(teacher, {"d_k"}) == [], own_english(teacher, {"d_k"})  # the popover included
         teacher.button(key="poll_ask_masking_lab").click().run()
         assert not messages(teacher)["exception"], messages(teacher)
         code = teacher.session_state["poll_room"]["code"]
-        phone = new_app(code=code, lang="zh")
+        phone = new_app(code=code, lang=CHINESE)
         phone.run()
         phone.switch_page("app_pages/answer.py").run()
         assert not messages(phone)["exception"], messages(phone)

@@ -10,6 +10,7 @@ import re
 
 import pytest
 from i18n_check import english_left
+from langs import CHINESE, ENGLISH
 
 import attn_core.labs.jobs as jobs
 from apptest_utils import _rows, messages, new_app
@@ -70,7 +71,7 @@ def same_numbers(en, zh) -> None:
 
 # Learn -----------------------------------------------------------------------------------------------------------
 def test_learn_before_training_in_chinese():
-    at = open_in("zh", LEARN)
+    at = open_in(CHINESE, LEARN)
     assert at.title[0].value == "学习：看注意力头如何形成"
     assert at.button(key="learn_start").label == "开始" and at.button(key="learn_load").label == "已训练的模型"
     assert at.selectbox(key="learn_task").label == "任务"
@@ -90,7 +91,7 @@ def trained(lang: str):
 
 
 def test_learn_trained_model_in_chinese_shows_the_same_numbers():
-    zh = trained("zh")
+    zh = trained(CHINESE)
     progress = zh.get("progress")[0].proto.text
     assert progress.startswith("已完成 · 第 1000 / 1000 步 · 已训练 ") and " · 损失 " in progress, progress
     assert any(m.value.startswith("**第 500 步：探测输入上的注意力**（行：查询") for m in zh.markdown)
@@ -101,14 +102,14 @@ def test_learn_trained_model_in_chinese_shows_the_same_numbers():
     table = zh.dataframe[0].value  # the heads' scores: Chinese headers, each verdict in Chinese
     assert {"层", "头", "结论", "平均距离"} <= set(table.columns), list(table.columns)
     assert all(CJK.search(str(v)) for v in table["结论"]), list(table["结论"])
-    en = trained("en")
+    en = trained(ENGLISH)
     assert en.get("progress")[0].proto.text.startswith("done · step 1000 / 1000")
     same_numbers(en, zh)
 
 
 def test_learn_queue_in_chinese(monkeypatch):
     monkeypatch.setattr(jobs, "MAX_JOBS", jobs.live_jobs() + 1)  # one free slot: the first Start takes it
-    apps = [open_in("en", LEARN), open_in("zh", LEARN)]
+    apps = [open_in(ENGLISH, LEARN), open_in(CHINESE, LEARN)]
     try:
         for at in apps:
             at.selectbox(key="learn_task").set_value("previous")
@@ -130,7 +131,7 @@ def test_learn_queue_in_chinese(monkeypatch):
 
 # KV cache cost ---------------------------------------------------------------------------------------------------
 def test_kv_cost_in_chinese_shows_the_same_numbers():
-    zh = open_in("zh", KV)
+    zh = open_in(CHINESE, KV)
     assert zh.title[0].value == "KV 缓存开销：各注意力变体存什么"
     total = zh.dataframe[0].value
     assert list(total.columns) == ["变体", "每个 token", "32,768 个 token", "缩小倍数"]
@@ -143,17 +144,17 @@ def test_kv_cost_in_chinese_shows_the_same_numbers():
     assert {"实测字节数", "公式字节数", "相等"} <= set(next(iter(measured)))
     assert {r["相等"] for r in measured} <= {"是", "–"} and "未测量 ¹" in {r["实测字节数"] for r in measured}
     assert ours(zh) == []
-    en = open_in("en", KV)
+    en = open_in(ENGLISH, KV)
     same_numbers(en, zh)
 
 
 def test_kv_cost_own_numbers_and_their_errors_in_chinese():
-    zh = open_in("zh", KV, kv_preset="Your own numbers")
+    zh = open_in(CHINESE, KV, kv_preset="Your own numbers")
     assert zh.selectbox(key="kv_preset").value == "Your own numbers"  # the link keeps the English value
     assert "自定义数值" in zh.selectbox(key="kv_preset").options
     assert zh.number_input(key="kv_local").label == "窗口层数/全注意力层"
     assert ours(zh) == []
-    en = open_in("en", KV, kv_preset="Your own numbers")
+    en = open_in(ENGLISH, KV, kv_preset="Your own numbers")
     same_numbers(en, zh)
     zh.number_input(key="kv_kv_heads").set_value(5)
     zh.number_input(key="kv_emb").set_value(4100).run()
@@ -187,7 +188,7 @@ def bench(lang: str, results=None):
 
 
 def test_benchmark_before_a_run_in_chinese():
-    zh = bench("zh")
+    zh = bench(CHINESE)
     assert zh.title[0].value == "基准测试：本机上的每种实现"
     assert "点击“运行基准测试”" in zh.info[0].value and zh.button(key="bench_run").label == "运行基准测试"
     assert list(zh.multiselect(key="bench_passes").options) == ["前向", "前向+反向"]
@@ -200,7 +201,7 @@ def test_benchmark_before_a_run_in_chinese():
 
 def test_benchmark_results_in_chinese_show_the_same_numbers():
     rows, scaling = finished_run()
-    zh = bench("zh", (rows, scaling))
+    zh = bench(CHINESE, (rows, scaling))
     results, ratios = zh.dataframe[0].value, zh.dataframe[-1].value  # two sizes, then time vs T
     assert list(results.columns) == ["实现", "中位数（ms）", "最快（ms）", "最慢（ms）", "重复次数",
                                      "相对 raw SDPA（×）"]
@@ -210,7 +211,7 @@ def test_benchmark_results_in_chinese_show_the_same_numbers():
     assert any(h.value == "为什么一种实现可以更快，这里是否如此" for h in zh.header)
     assert zh.download_button(key="bench_csv").label == "下载结果（CSV）"
     assert ours(zh) == []
-    en = bench("en", (rows, scaling))
+    en = bench(ENGLISH, (rows, scaling))
     same_numbers(en, zh)
 
 
@@ -224,8 +225,8 @@ def test_generate_in_chinese_names_every_model_in_chinese():
     sentence; the labels come from attn_core's families as messages, translated here."""
     from dashboard.i18n import language
 
-    with language("zh"):  # the AppTest formats a selectbox's options outside the run: in the same language
-        at = open_in("zh", GEN)
+    with language(CHINESE):  # the AppTest formats a selectbox's options outside the run: in the same language
+        at = open_in(CHINESE, GEN)
         options = at.selectbox(key="gen_model").options
         assert options and all(CJK.search(o) for o in options), options  # "（真实权重，Llama 系列）", "随机权重：…"
         for name in ("random-small", at.selectbox(key="gen_model").value):

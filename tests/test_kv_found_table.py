@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from langs import CHINESE, ENGLISH, LANGS
 
 from apptest_utils import md_tables, open_page, phone_page
 
@@ -27,7 +28,7 @@ def tiny_models(tmp_path, monkeypatch):
     models.forget_found()
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_on_a_phone_each_found_model_gets_a_table_with_every_number(tiny_models, lang):
     wide = open_page(KV, lang=lang)
     sizes, cache = wide.dataframe[-2].value, wide.dataframe[-1].value  # the projector's: sizes; cache
@@ -50,10 +51,10 @@ def test_on_a_phone_each_found_model_gets_a_table_with_every_number(tiny_models,
     # Gemma: 2,048 bytes a token a layer; 128 tokens in the global layer, 4 in each of the five local ones
     assert list(gemma.values())[-3:] == ["303.10 kB", "1.57 MB", f"{768 / 148:.2f}"]
     assert list(qwen.values())[-3:] == ["786.43 kB", "786.43 kB", "1.00"]
-    assert gemma[sizes.columns[3]] == {"en": "5 of 6: 4 tokens", "zh": "5 层（共 6 层）：4 个 token"}[lang]
+    assert gemma[sizes.columns[3]] == {ENGLISH: "5 of 6: 4 tokens", CHINESE: "5 层（共 6 层）：4 个 token"}[lang]
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_on_a_phone_the_variants_and_the_measured_rows_show_every_number(tiny_models, lang):
     """The variants' table and the measured rows (grids that scrolled sideways inside themselves on a phone) as
     Markdown: the variants one table, each measured row a small table of its own, every cell the projector's."""
@@ -76,13 +77,13 @@ def test_on_a_phone_the_variants_and_the_measured_rows_show_every_number(tiny_mo
         assert rows[row[first]] == {c: str(row[c]) for c in rest}, row[first]
 
 
-GEMMA_WORDS = {"en": ("15 of 18: 512 tokens",
+GEMMA_WORDS = {ENGLISH: ("15 of 18: 512 tokens",
                       "Gemma 3 270M, real (18 layers, 15 over a window of 512, 4 q / 1 K/V heads)"),
-               "zh": ("15 层（共 18 层）：512 个 token",
+               CHINESE: ("15 层（共 18 层）：512 个 token",
                       "Gemma 3 270M，真实模型（18 层，其中 15 层用 512 的滑动窗口，4 个查询头 / 1 个 K/V 头）")}
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_gemma_3_270m_named_once_with_its_sliding_windows(gemma3, lang):
     """Gemma 3 270M from its package: named once in every table (its label carries its quantization, "Gemma 3 270M
     · Q4_K_M"; its file's metadata said "Gemma 3 270m · 270M"), its cache from 3 full layers and 15 that keep 512

@@ -455,3 +455,44 @@ def test_model_defaults_live_in_the_config_dataclass():
     bad = {p.name: hits for p in sorted(MODELS_DIR.glob("*.py"))
            if (hits := _literal_defaults(p.read_text(encoding="utf-8")))}
     assert not bad, f"put the default in ArchConfig or the family's GGUFArch: {bad}"
+
+
+def _language_codes() -> set[str]:
+    """Every language's code, <html lang> and catalog folder, as its data beside its catalog states them."""
+    import tomllib
+
+    out = set()
+    for path in (ROOT / "dashboard" / "locale").glob("*/language.toml"):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        out |= {data["code"], data["html_lang"], path.parent.name}
+    return out
+
+
+# the one place that reads the languages, and names the source language (English) as its default
+LANGUAGE_DATA_READER = "dashboard/languages.py"
+
+
+def _code_literals(tree: ast.AST, codes: set[str]) -> list[str]:
+    prose = _docstrings(tree)
+    return [f"line {node.lineno}: {node.value!r}" for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and node.value in codes and id(node) not in prose]
+
+
+def test_the_language_code_finder_finds_what_it_should():
+    codes = {"en", "zh", "zh-CN"}
+    assert len(_code_literals(ast.parse('x = "zh" if lang() == "zh-CN" else "en"\n'), codes)) == 3
+    assert _code_literals(ast.parse('"""Chinese: "zh"."""\nst.code(x, language="python")\n'), codes) == []
+
+
+def test_no_module_names_a_language_outside_its_data():
+    """A language is its catalog folder (dashboard/languages.py reads its data): adding one edits no code, so no
+    module compares with, or keys on, a language's code."""
+    codes = _language_codes()
+    assert {"en", "zh"} <= codes  # the finder reads the real folders
+    bad = {}
+    for path in modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel != LANGUAGE_DATA_READER and (hits := _code_literals(ast.parse(path.read_text(encoding="utf-8")),
+                                                                    codes)):
+            bad[rel] = hits
+    assert not bad, f"say it in the language's data (dashboard/locale/<folder>/language.toml): {bad}"

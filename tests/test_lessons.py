@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from langs import CHINESE, ENGLISH
 
 from dashboard.classroom import lessons as L
 from dashboard.classroom import step_views
@@ -245,13 +246,13 @@ def test_a_step_is_drawn_once_and_shared_by_every_replica(url):
     step_views.clear()
     one, two = L.LessonStore(ps.PollStore(url)), L.LessonStore(ps.PollStore(url))
     step = L.ready()["steps"][2]
-    first = step_views.rendered(step, "en", one)
+    first = step_views.rendered(step, ENGLISH, one)
     for _unused in range(30):  # thirty phones on this replica
-        assert step_views.rendered(step, "en", one) is first
+        assert step_views.rendered(step, ENGLISH, one) is first
     step_views._memory.clear()  # another replica: its memory is empty, the store has it
-    assert step_views.rendered(step, "en", two) == first
+    assert step_views.rendered(step, ENGLISH, two) == first
     assert sum(step_views.DRAWN.values()) == 1
-    zh = step_views.rendered(step, "zh", two)  # a phone switched to Chinese: its own drawing, once
+    zh = step_views.rendered(step, CHINESE, two)  # a phone switched to Chinese: its own drawing, once
     assert zh["spec"] != first["spec"] and sum(step_views.DRAWN.values()) == 2
 
 

@@ -4,6 +4,7 @@ keeps its English id (a stepper its step number) in the link, and reads an older
 from __future__ import annotations
 
 import pytest
+from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, new_app
 from dashboard.i18n import language
@@ -14,7 +15,7 @@ WALK = "app_pages/walkthrough.py"
 TILED = "app_pages/tiled.py"
 KV = "app_pages/kv_cost.py"
 MHA = dict(variant="MultiHeadAttention", d_out="8", num_heads="4")
-OTHER = {"en": "zh", "zh": "en"}
+OTHER = {ENGLISH: CHINESE, CHINESE: ENGLISH}
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +55,7 @@ def link(at) -> dict[str, str]:
     return {k: str(v) for k, v in at.query_params.items() if k != "lang"}
 
 
-@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("lang", [CHINESE, ENGLISH])
 def test_explore_section_and_head_open_the_same_in_the_other_language(lang):
     at = rerun(open_in(lang, EXPLORE, **MHA), lang, section="Scores", head=2)
     made = link(at)
@@ -67,27 +68,27 @@ def test_explore_section_and_head_open_the_same_in_the_other_language(lang):
 
 def test_explore_reads_a_link_written_in_chinese_labels():
     """A link copied while the URL held the shown labels (before the ids) still opens its section and head."""
-    with language("zh"):
+    with language(CHINESE):
         from dashboard.i18n import _
 
         section, head = _("Scores"), _("head {head}", head=3)
     assert section != "Scores"
-    at = open_in("en", EXPLORE, section=section, head=head, **MHA)
+    at = open_in(ENGLISH, EXPLORE, section=section, head=head, **MHA)
     assert at.session_state["section"] == "Scores" and at.session_state["head"] == 2
     assert not messages(at)["warning"]
     assert link(at)["section"] == "Scores" and link(at)["head"] == "head 3"  # rewritten as the ids
 
 
 def test_a_bad_section_is_named_once_and_leaves_the_link():
-    at = open_in("zh", EXPLORE, section="<b>nope</b>")
+    at = open_in(CHINESE, EXPLORE, section="<b>nope</b>")
     warned = messages(at)["warning"]
     assert len(warned) == 1 and "section" in warned[0] and "nope" in warned[0], warned
     assert at.session_state["section"] == "Weights" and "section" not in at.query_params
-    at = rerun(at, "zh")
+    at = rerun(at, CHINESE)
     assert not messages(at)["warning"]
 
 
-@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("lang", [CHINESE, ENGLISH])
 def test_masking_lab_section_and_mistake_open_the_same_in_the_other_language(lang):
     mistake = "mistake: renormalize raw scores"  # not the first: it is written into the link
     at = rerun(open_in(lang, LAB), lang, lab_section="Mistakes")
@@ -100,7 +101,7 @@ def test_masking_lab_section_and_mistake_open_the_same_in_the_other_language(lan
     assert not messages(there)["warning"], messages(there)["warning"]
 
 
-@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("lang", [CHINESE, ENGLISH])
 def test_walkthrough_step_opens_the_same_in_the_other_language(lang):
     at = open_in(lang, WALK)
     click(at, lang, "walk_step_next", 3)
@@ -111,17 +112,17 @@ def test_walkthrough_step_opens_the_same_in_the_other_language(lang):
 
 
 def test_an_older_walkthrough_link_with_a_chinese_label_opens_its_step():
-    at = open_in("zh", WALK)
-    click(at, "zh", "walk_step_next", 5)
-    with language("zh"):
+    at = open_in(CHINESE, WALK)
+    click(at, CHINESE, "walk_step_next", 5)
+    with language(CHINESE):
         label = next(s for s in at.select_slider if s.key.startswith("walk_step_slider")).format_func(5)
     assert label.startswith("6/") and any("\u4e00" <= c <= "\u9fff" for c in label), label
-    there = open_in("en", WALK, walk_step=label)  # what the slider bound to the link wrote before
+    there = open_in(ENGLISH, WALK, walk_step=label)  # what the slider bound to the link wrote before
     assert there.session_state["walk_step"] == 5 and not messages(there)["warning"]
     assert link(there) == {"walk_step": "6"}
 
 
-@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("lang", [CHINESE, ENGLISH])
 def test_tiled_step_opens_the_same_in_the_other_language(lang):
     at = open_in(lang, TILED)
     click(at, lang, "tile_step_next", 2)
@@ -131,7 +132,7 @@ def test_tiled_step_opens_the_same_in_the_other_language(lang):
     assert not messages(there)["warning"], messages(there)["warning"]
 
 
-@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("lang", [CHINESE, ENGLISH])
 def test_kv_cost_preset_opens_the_same_in_the_other_language(lang):
     from attn_core.labs.kv_cost import PRESETS
 
@@ -145,19 +146,19 @@ def test_kv_cost_preset_opens_the_same_in_the_other_language(lang):
 
 
 def test_kv_cost_reads_the_chinese_label_of_your_own_numbers():
-    with language("zh"):
+    with language(CHINESE):
         from dashboard.i18n import _
 
         label = _("Your own numbers")
-    at = open_in("en", KV, kv_preset=label, kv_layers="16")
+    at = open_in(ENGLISH, KV, kv_preset=label, kv_layers="16")
     assert at.session_state["kv_preset"] == "Your own numbers" and at.number_input(key="kv_layers").value == 16
     assert link(at)["kv_preset"] == "Your own numbers"
 
 
 def test_a_head_kept_from_more_heads_falls_back_to_head_1():
-    at = rerun(open_in("zh", EXPLORE, **MHA), "zh", head=3)
+    at = rerun(open_in(CHINESE, EXPLORE, **MHA), CHINESE, head=3)
     assert link(at)["head"] == "head 4"
-    at = rerun(at, "zh", num_heads=2)
+    at = rerun(at, CHINESE, num_heads=2)
     assert at.session_state["head"] == 0 and "head" not in at.query_params
 
 

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from peers import transformers_peer
 
 from attn_core.attention.kv_cache import KVCache
 from attn_core.labs.scores import head_scores
@@ -40,14 +41,9 @@ def ours(smollm2):
 
 @pytest.fixture(scope="session")
 def peer(ours):
-    """transformers' model and tokenizer from the same GGUF file (eager attention: it returns the weights)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    model = AutoModelForCausalLM.from_pretrained(GGUF.parent, gguf_file=GGUF.name, dtype=torch.float32,
-                                                 attn_implementation="eager").eval()
-    return model, AutoTokenizer.from_pretrained(GGUF.parent, gguf_file=GGUF.name)
+    """transformers' model and tokenizer from the same GGUF file (eager attention: it returns the weights;
+    tests/peers.py)."""
+    return transformers_peer(GGUF)
 
 
 def ids_of(model: RopeLM, text: str) -> torch.Tensor:

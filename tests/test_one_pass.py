@@ -13,7 +13,7 @@ import torch
 from apptest_utils import chart_with, messages, open_page, table_text
 from attn_core.labs.heads import head_ablation, rollout, token_losses, weights_and_moved
 from attn_core.labs.knockout import top_next
-from attn_core.models.traced import walk_layers
+from attn_core.models.traced import walk_layers, walk_many
 
 SMOL = "SmolLM2-135M-Instruct"
 pytestmark = pytest.mark.usefixtures("fresh_caches")  # tests/conftest.py
@@ -111,6 +111,20 @@ def test_the_walk_keeps_what_gives_every_loss(smollm2):
     assert [i for i, _p in top] == [i for i, _p in top_next(smollm2, idx, [(3, 1), (7, 4)], "mean")]
 
 
+def test_a_batched_pass_reads_out_each_sentences_losses_and_last_logits(smollm2):
+    texts = ["One", "The cat sat on the mat", "A longer sentence, so that the others are padded behind it: " * 6]
+    seqs = [smollm2.tokenizer.encode(t) for t in texts]
+    assert len(seqs[0]) == 1 and sum(map(len, seqs)) > 64  # one token (no loss); rows over two read-out chunks
+    for walk, ids in zip(walk_many(smollm2, seqs, losses=True), seqs):
+        idx = torch.tensor([ids])
+        with torch.no_grad():
+            logits = smollm2(idx)  # the model's own forward, all logits at once
+        assert walk.losses.shape == (len(ids) - 1,)
+        torch.testing.assert_close(walk.losses, token_losses(logits, idx), atol=1e-4, rtol=0)
+        torch.testing.assert_close(walk.last_logits, logits[0, -1], atol=1e-3, rtol=1e-4)
+    assert walk_many(smollm2, seqs)[1].losses is None  # not asked: not read out
+
+
 def test_sessions_waiting_for_the_model_share_one_pass_and_each_gets_its_own(smollm2, passes):
     """Eight sessions ask for eight sentences at once: fewer passes than sentences, and every session's walk and
     model view equal the one it gets alone (to float rounding), never another session's."""
@@ -130,6 +144,9 @@ def test_sessions_waiting_for_the_model_share_one_pass_and_each_gets_its_own(smo
         assert view.ids == ids and view.thumbs.shape[:2] == (30, 9)
         assert walk.final.shape == alone.final.shape
         torch.testing.assert_close(walk.last_logits, alone.last_logits, atol=1e-3, rtol=1e-4)
+        with torch.no_grad():
+            own = token_losses(smollm2(torch.tensor([ids])), torch.tensor([ids]))
+        torch.testing.assert_close(walk.losses, own, atol=1e-4, rtol=0)
         for a, b in zip(walk.inputs, alone.inputs):
             torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
         single = models.model_view(SMOL, ids)

@@ -17,6 +17,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from langs import CHINESE, ENGLISH
 from PIL import Image
 
 from apptest_utils import messages, new_app
@@ -300,7 +301,7 @@ def test_explore_offers_the_open_sections_charts_named_by_head(registered):
     assert any(s.startswith("scores_head1_MultiHeadAttention_T6") for s in stems), stems
 
 
-@pytest.mark.parametrize(("lang", "title"), [("en", "attention weights, head 1"), ("zh", "注意力权重，头 1")])
+@pytest.mark.parametrize(("lang", "title"), [(ENGLISH, "attention weights, head 1"), (CHINESE, "注意力权重，头 1")])
 def test_the_weights_slide_is_titled_in_the_pages_language(registered, lang, title):
     """The weights heatmap's slide says what it is in the page's language (it was titled "weights" in English)."""
     run_page(EXPLORE, registered, lang=lang, variant="MultiHeadAttention", num_heads="2", d_out="4")

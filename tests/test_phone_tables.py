@@ -5,11 +5,12 @@ projector's. Browser check of the KV cache page: tests/test_browser_kv_table.py.
 from __future__ import annotations
 
 import pytest
+from langs import CHINESE, LANGS
 
 from apptest_utils import md_tables, open_page, phone_page, shown_number, tile_tables
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_tiled_tables_are_markdown_with_minus_infinity_on_a_projector_and_a_phone(lang):
     """Tiled attention's score and m / α / ℓ tables. The grid wrote "-Infinity" where the chapter writes −∞, its
     six-column running table scrolled sideways in the half column (Chinese, 1280x720) and on a phone its toolbar
@@ -33,7 +34,7 @@ def test_tiled_tables_are_markdown_with_minus_infinity_on_a_projector_and_a_phon
     assert tile_tables(wide)[1].equals(tile_tables(phone)[1]) and len(tile_tables(phone)[1]) == 3
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_text_to_vectors_word_ids_one_word_a_row_on_a_phone(lang):
     """The word / id tables, words along one row on a projector, scrolled ~560 px sideways on a phone."""
     wide = open_page("app_pages/text_to_vectors.py", lang=lang)
@@ -49,7 +50,7 @@ def test_text_to_vectors_word_ids_one_word_a_row_on_a_phone(lang):
 def test_code_blocks_wrap_on_a_phone(page):
     """Shape flow's and the walkthrough's code scrolled sideways on a phone (545 px of code in a 358 px box): every
     code block wraps its lines (the source of Shape flow's step too, once opened)."""
-    at = phone_page(page, lang="zh")
+    at = phone_page(page, lang=CHINESE)
     if page.endswith("shape_flow.py"):
         at.session_state["flow_source"] = True  # the expander with the step's line in its whole source
         at.run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from langs import CHINESE
 
 from apptest_utils import new_app
 from dashboard.drawing.present import parse
@@ -39,7 +40,7 @@ def test_an_unreadable_present_value_is_named_with_the_accepted_ones():
 
 
 def test_the_present_warning_is_chinese_in_a_chinese_session():
-    at = new_app(present="ja", lang="zh")
+    at = new_app(present="ja", lang=CHINESE)
     at.run()
     text = " ".join(w.value for w in at.warning)
     assert "ja" in text and "演示模式" in text, text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from langs import CHINESE, LANGS
 
 from apptest_utils import _rows, messages, new_app, open_page, spec_nodes
 from attn_core.labs.questions import PROOF_VALUES, Question, printed
@@ -27,7 +28,7 @@ def proving_charts(at) -> list[tuple[list[dict], dict]]:
     return [(rows, spec) for rows, spec in charts if any(str(r.get("label", "")).startswith("✓ ") for r in rows)]
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", list(LANGS))
 def test_a_phone_sees_the_proving_row_at_the_reveal(class_db, lang):
     teacher = open_page()
     teacher.button(key="poll_ask_explore").click().run()
@@ -50,7 +51,7 @@ def test_a_phone_sees_the_proving_row_at_the_reveal(class_db, lang):
     assert any(n.get("format") == f".{q.proof['decimals']}f" for n in spec_nodes(spec))  # the proving precision
     assert not any(n.get("mark") in ("rect", {"type": "rect"}) for n in spec_nodes(spec))  # a row, not a heatmap
     title = str(spec.get("title", ""))
-    assert ("注意力权重" in title) if lang == "zh" else title.startswith("weights"), title  # the phone's language
+    assert ("注意力权重" in title) if lang == CHINESE else title.startswith("weights"), title  # the phone's language
 
 
 def test_a_near_tie_is_printed_to_the_decimals_that_tell_it():
@@ -86,7 +87,7 @@ def test_the_head_question_reads_in_chinese_and_proves_at_its_decimals(smollm2):
     from dashboard.i18n import language, message
 
     question = harmful_head(smollm2, repeated_words(smollm2.tokenizer, 20, seed=1))
-    with language("zh"):
+    with language(CHINESE):
         zh = Question.from_dict(json.loads(json.dumps(question.to_dict()))).in_words(message)
     words = [zh.prompt, zh.explain, zh.proof["title"], *zh.choices]
     assert all("layer" not in w and "head" not in w and "loss" not in w for w in words), words

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from langs import CHINESE
 
 from attn_core.attention.kv_cache import KVCache
 from attn_core.messages import Problem
@@ -189,6 +190,6 @@ def test_the_messages_read_in_chinese(tmp_path):
     foreign = write_gguf(tmp_path / "falcon.gguf", randomize(arch_model(qwen_cfg("qwen3"))), "falcon")
     with pytest.raises(Problem) as e:
         registry.load_model(foreign)
-    with language("zh"):
+    with language(CHINESE):
         assert "架构" in message(e.value) and "qwen3" in message(e.value)
         assert "ATTENTION_LAB_GGUF_DIR" in message(QWEN.how_to_get()) and "下载" in message(QWEN.how_to_get())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from langs import CHINESE
 
 from apptest_utils import messages, new_app, open_page, show_section, table_text
 from attn_core.text.scripts import has_cjk
@@ -46,7 +47,7 @@ def test_byte_pieces_in_words_in_both_languages():
 
     assert open_words(OpenCharacter("", 1, 1, 3)) == "byte 1 of a 3-byte character"
     assert open_words(OpenCharacter("的", 1, 2, 3)) == "的 + bytes 1–2 of a 3-byte character"
-    with language("zh"):
+    with language(CHINESE):
         assert open_words(OpenCharacter("", 1, 1, 3)) == "一个 3 字节字符的第 1 个字节"
 
 
@@ -99,7 +100,7 @@ def test_generate_in_english_keeps_the_tokens_own_space_only(smollm2):
 
 
 def test_generate_in_chinese_starts_on_gemma_and_writes_chinese_without_bos(gemma3):
-    at = open_page(PAGE, lang="zh")
+    at = open_page(PAGE, lang=CHINESE)
     assert at.selectbox(key="gen_model").value == GEMMA
     prompt = at.text_input(key="gen_prompt").value
     assert prompt == "每一份努力都让你"
@@ -120,7 +121,7 @@ def test_generate_in_chinese_starts_on_gemma_and_writes_chinese_without_bos(gemm
 
 
 def test_a_model_in_the_link_or_picked_by_hand_wins_over_the_default(gemma3, smollm2):
-    at = open_page(PAGE, lang="zh", gen_model=SMOL)
+    at = open_page(PAGE, lang=CHINESE, gen_model=SMOL)
     assert at.selectbox(key="gen_model").value == SMOL  # the link wins over Chinese's default
     assert not any("选用" in c.value for c in at.caption)
     at = open_page(PAGE)

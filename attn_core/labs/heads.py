@@ -24,11 +24,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attn_core.messages import Problem
-from attn_core.models.traced import TracedLM, trace_layer, walk_layers
+from attn_core.models.traced import LOSS_ROWS, TracedLM, read_out, trace_layer, walk_layers
 from attn_core.tracing.trace import Trace
 
 HOWS = ("zero", "mean")
-LOSS_ROWS = 64  # positions per log-softmax: Qwen's (T, 151,936) would double the logits' memory (docs/measurements.md)
 Edit = Callable[[torch.Tensor], torch.Tensor]  # (b, num_tokens, num_heads, head_dim) -> the same, edited
 
 
@@ -124,11 +123,8 @@ def token_losses(logits: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 def losses_of(model: TracedLM, hidden: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """:func:`token_losses` from the final-normed hidden states (1, T, emb_dim), ``out_head`` LOSS_ROWS positions
     at a time: no (T, vocab_size) logits are ever held, and a kept forward pass (a walk) needs no second one."""
-    rows, targets = hidden[0, :-1], idx[0, 1:]
     with torch.no_grad():
-        return torch.cat([F.cross_entropy(model.out_head(rows[i:i + LOSS_ROWS]).float(), targets[i:i + LOSS_ROWS],
-                                          reduction="none")
-                          for i in range(0, max(len(targets), 1), LOSS_ROWS)])
+        return read_out(model, hidden, idx, [idx.shape[1]], losses=True)[1][0]
 
 
 def top_of(model: TracedLM, hidden: torch.Tensor, k: int = 5) -> list[tuple[int, float]]:

@@ -117,7 +117,7 @@ def precision_table(attn_scores: torch.Tensor, d_k: int, device: str = "cpu") ->
             if torch.isnan(first).any():
                 said = Msg("NaN (0/0: every exp(−∞) is 0)")
             else:
-                said = Msg("uniform 1/T = {weight} (attends to masked keys!)", weight=f"{first[0].item():.3f}")
+                said = Msg("uniform 1/T = {weight} (attends to masked keys!)", weight=format(first[0].item(), ".3f"))
             finite = bool(torch.isfinite(w).all() and torch.isfinite(wf).all())  # the fully masked row too
             rows.append(PrecisionRow(name, str(s.device), label, diff, str(said), finite, said))
     return rows

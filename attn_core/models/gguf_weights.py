@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,10 +165,10 @@ def read_config(reader, path: Path) -> dict:
         return _field(reader, f"{arch}.{key}", default)
 
     def need(key: str) -> int:
-        value = get(key)
+        value, full_key = get(key), f"{arch}.{key}"  # formatted before the call: Babel skips a call holding one
         if value is None:
             raise Problem("{path} lacks the metadata {key}: not a complete {arch} GGUF file", path=str(path),
-                          key=f"{arch}.{key}", arch=arch)
+                          key=full_key, arch=arch)
         return int(value)
 
     cfg = {"arch": arch} | {name: need(key) for key, name in CONFIG_KEYS.items()}
@@ -320,7 +321,9 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
     if tensors.is_file() and meta.is_file():
         try:
             info = json.loads(meta.read_text(encoding="utf-8"))
-            return GGUFWeights(path, info["cfg"], load_file(tensors), info["tokenizer"], info["types"])
+            weights = GGUFWeights(path, info["cfg"], load_file(tensors), info["tokenizer"], info["types"])
+            drop_stale_entries(base, path)  # also those a cache version before this cleanup left
+            return weights
         except (OSError, ValueError, KeyError, json.JSONDecodeError):
             pass  # a damaged cache entry: read the file again
     weights = read_gguf(path)
@@ -332,6 +335,20 @@ def cached_weights(path: str | os.PathLike) -> GGUFWeights:
         info = {"cfg": weights.cfg, "tokenizer": weights.tokenizer, "types": weights.types, "source": str(path)}
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, meta)
+        drop_stale_entries(base, path)
     except OSError:
         pass  # a read-only home: the model still loads, only not faster next time
     return weights
+
+
+def drop_stale_entries(base: Path, path: Path) -> None:
+    """Delete the cache entries of ``path``'s name other than ``base``: a replaced file's, an older cache
+    version's, and the names before version 3 (cut at the first dot); each is never read again."""
+    keyed = re.compile(re.escape(path.stem) + r"-\d+-\d+-v\d+\.(safetensors|json)")
+    legacy = {path.name.split(".")[0] + ext for ext in (".safetensors", ".json")}
+    try:
+        for entry in base.parent.iterdir():
+            if not entry.name.startswith(base.name + ".") and (keyed.fullmatch(entry.name) or entry.name in legacy):
+                entry.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only cache keeps its old entries; they cost disk, not correctness

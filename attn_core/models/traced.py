@@ -21,11 +21,15 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from attn_core.attention.kv_cache import KVCache
 from attn_core.messages import Problem
 from attn_core.tracing.steps import scope_name
 from attn_core.tracing.trace import Trace, scope
+
+LOSS_ROWS = 64  # positions per log-softmax: Qwen's (T, 151,936) would double the logits' memory (docs/measurements.md)
+NO_TARGET = -100  # cross_entropy's ignore_index: a sequence's last position has no next token
 
 
 class TracedLM(nn.Module):
@@ -135,6 +139,7 @@ class Walk:
     inputs: list[torch.Tensor]  # per layer (1, T, emb_dim): the residual stream after that block's norm1
     last_logits: torch.Tensor  # (vocab_size,): the logits after the last token (not T x vocab_size)
     final: torch.Tensor  # (1, T, emb_dim): after the final norm; out_head of a few rows at a time gives any logits
+    losses: torch.Tensor | None = None  # (T - 1,) nats of each next token, when the pass was asked for them
 
 
 def walk_layers(model: TracedLM, idx: torch.Tensor,
@@ -156,23 +161,25 @@ def walk_layers(model: TracedLM, idx: torch.Tensor,
 
 
 def walk_many(model: TracedLM, seqs: Sequence[Sequence[int]],
-              on_layer: Sequence[Callable[[int, torch.Tensor], None] | None] | None = None) -> list[Walk]:
+              on_layer: Sequence[Callable[[int, torch.Tensor], None] | None] | None = None,
+              losses: bool = False) -> list[Walk]:
     """:func:`walk_layers` of several token sequences in one padded pass (their ``on_layer`` each, or none): each
     is right-padded to the longest with its own last id. Attention is causal, so no real token sees a pad and every
     position is placed as alone (RoPE or learned positions from 0); each walk is cut back to its own length. Equal to
-    one walk at a time up to float rounding; the weights of a batch are read once instead of once a sequence."""
+    one walk at a time up to float rounding; the weights of a batch are read once instead of once a sequence.
+    ``losses``: each walk also holds its per-token losses (:func:`read_out`)."""
     if not seqs or any(len(s) == 0 for s in seqs):
         raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}", shape=(1, 0))
     lengths = [len(s) for s in seqs]
     T = max(lengths)
     idx = torch.tensor([list(s) + [s[-1]] * (T - len(s)) for s in seqs])  # (b, T): pads after each
     model.check_ids(idx)
-    return _walk(model, idx, lengths, list(on_layer or [None] * len(seqs)), None)
+    return _walk(model, idx, lengths, list(on_layer or [None] * len(seqs)), None, losses)
 
 
 def _walk(model: TracedLM, idx: torch.Tensor, lengths: list[int],
           on_layer: list[Callable[[int, torch.Tensor], None] | None],
-          progress: Callable[[int], None] | None) -> list[Walk]:
+          progress: Callable[[int], None] | None, losses: bool = False) -> list[Walk]:
     """The loop of :func:`walk_layers` / :func:`walk_many` on ids (b, T) whose sequence ``k`` is ``lengths[k]`` long."""
     one = len(lengths) == 1
 
@@ -201,11 +208,31 @@ def _walk(model: TracedLM, idx: torch.Tensor, lengths: list[int],
             if progress is not None:
                 progress(i)
         final = model.final_norm(x)
-        walks = []
-        for k, n in enumerate(lengths):
-            last = model.out_head(final[k:k + 1, n - 1:n, :])[0, -1]
-            walks.append(Walk(inputs[k], last, cut(final, k)))
-    return walks
+        last, nats = read_out(model, final, idx, lengths, losses)
+    return [Walk(inputs[k], last[k], cut(final, k), nats[k]) for k in range(len(lengths))]
+
+
+def read_out(model: TracedLM, final: torch.Tensor, idx: torch.Tensor, lengths: list[int],
+             losses: bool) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """Each sequence's last logits (vocab_size,) and, with ``losses``, its per-token cross-entropy (n - 1,) from
+    the final-normed ``final`` (b, T, emb_dim): ``out_head`` over the whole batch's rows, LOSS_ROWS at a time, so
+    its weights are read once a chunk rather than once a sequence, and no (T, vocab_size) logits are held."""
+    if not losses:
+        last = model.out_head(final[torch.arange(len(lengths)), torch.tensor(lengths) - 1])  # (b, vocab_size)
+        return [row.clone() for row in last], [None] * len(lengths)
+    ends = torch.tensor(lengths).cumsum(0) - 1  # each sequence's last row among the batch's rows
+    rows = torch.cat([final[k, :n] for k, n in enumerate(lengths)])  # (sum of lengths, emb_dim)
+    # each row's next token; none after a sequence's last
+    targets = torch.cat([torch.cat([idx[k, 1:n], idx.new_full((1,), NO_TARGET)]) for k, n in enumerate(lengths)])
+    nats = torch.empty(len(rows))
+    last = [torch.empty(0)] * len(lengths)
+    for i in range(0, len(rows), LOSS_ROWS):
+        logits = model.out_head(rows[i:i + LOSS_ROWS]).float()
+        nats[i:i + LOSS_ROWS] = F.cross_entropy(logits, targets[i:i + LOSS_ROWS], reduction="none",
+                                                ignore_index=NO_TARGET)
+        for k in torch.nonzero((ends >= i) & (ends < i + LOSS_ROWS)).flatten().tolist():
+            last[k] = logits[int(ends[k]) - i].clone()
+    return last, [nats[int(e) + 1 - n:int(e)].clone() for e, n in zip(ends, lengths)]
 
 
 def trace_layer(model: TracedLM, idx: torch.Tensor, layer: int, cache: KVCache | None = None) -> Trace:

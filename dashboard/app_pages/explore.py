@@ -189,23 +189,23 @@ def dropout_section(v: View) -> None:
     p = cfg.dropout
     top = 1 / (1 - p)
     st.markdown(_("**p = {p}: every surviving weight is multiplied by 1/(1−p) = {top}**, so the colour scale of "
-                  "these two panels runs from 0 to {top} (brightest = scaled survivors).", p=f"{p:g}",
-                  top=f"{top:.3g}"))
+                  "these two panels runs from 0 to {top} (brightest = scaled survivors).", p=format(p, "g"),
+                  top=format(top, ".3g")))
     c_dm, c_dw = sized_columns([1, 2])
     show_matrix(c_dm, dmask, v.labels, v.labels, Look(scale="mask", mask_labels=scales.DROPOUT_MASK_LABELS,
                                                       max_px=c_dm.fit(cap(200), v.labels, legend=False)),
                 key="dropout_mask", name=v.name("dropout_mask"), title=_("dropped cells (1 = zeroed)"),
                 cache_key=(v.run.key, "dropout_mask", v.head))
     show_panels(c_dw, [weights, dropped],
-                [_("attention weights"), _("after dropout (survivors × {top})", top=f"{top:.3g}")],
+                [_("attention weights"), _("after dropout (survivors × {top})", top=format(top, ".3g"))],
                 v.labels, look=Look(scale=scales.weights_scale(top), columns=2,
                                     max_px=c_dw.fit(cap(210), v.labels, panels=2)),
                 key="dropout", name=v.name("dropout"),
                 cache_key=(v.run.key, "dropout", v.head))
     st.caption(ngettext("{dropped} of {n} non-zero weight zeroed. Row sums now range {low} … {high} (1 on average).",
                         "{dropped} of {n} non-zero weights zeroed. Row sums now range {low} … {high} (1 on average).",
-                        int((weights != 0).sum()), dropped=f"{dmask.sum():.0f}",
-                        low=f"{dropped.sum(1).min():.3f}", high=f"{dropped.sum(1).max():.3f}"))
+                        int((weights != 0).sum()), dropped=format(dmask.sum(), ".0f"),
+                        low=format(dropped.sum(1).min(), ".3f"), high=format(dropped.sum(1).max(), ".3f")))
 
 
 def output_section(v: View) -> None:

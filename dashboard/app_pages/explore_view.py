@@ -109,15 +109,15 @@ def cell_story_text(v: View, pick: tuple[int, int] | None) -> None:
     vec = lambda x: "[" + ", ".join(f"{a:.3f}" for a in x[:8]) + (", …]" if len(x) > 8 else "]")  # noqa: E731
     lines = [] if pick else [_("_(click a weight cell to pick another)_") + "\n"]  # one numbered step a line
     lines.append(_("1. **Score** q{i} · k{j} = {q} · {k} = **{dot}**", i=i + 1, j=j + 1, q=vec(story.query),
-                   k=vec(story.key), dot=f"{story.dot:.4f}"))
+                   k=vec(story.key), dot=format(story.dot, ".4f")))
     lines.append(_("2. **Scaled** by √d_k = √{d_k} = {root} → **{scaled}**", d_k=story.d_k,
-                   root=f"{story.d_k ** 0.5:.3f}", scaled=f"{story.scaled:.4f}")
+                   root=format(story.d_k ** 0.5, ".3f"), scaled=format(story.scaled, ".4f"))
                  if story.scaled is not None else _("2. No scaling in simplified attention."))
     lines.append(step3(story, v.run.cfg.mask_kind))
     if story.weight_used != story.weight:
-        lines.append(_("4. **Dropout**: weight used = {used}", used=f"{story.weight_used:.4f}"))
+        lines.append(_("4. **Dropout**: weight used = {used}", used=format(story.weight_used, ".4f")))
     lines.append(_("5. **Contribution** to context z{i} = {used} × v{j} = {part}", i=i + 1, j=j + 1,
-                   used=f"{story.weight_used:.4f}", part=vec(story.contribution)))
+                   used=format(story.weight_used, ".4f"), part=vec(story.contribution)))
     lines.append(_("6. z{i} (sum over all keys) = {z}", i=i + 1, z=vec(story.context)))
     st.markdown("\n".join(lines))
     finite = story.row_scaled[np.isfinite(story.row_scaled)]
@@ -141,14 +141,15 @@ def step3(story: CellStory, mk: MaskKind) -> str:
     if story.renormalized:
         if story.masked:
             return _("3. **Softmax over all {n} keys** gives key {j} {share}; {why}, so it is **zeroed after "
-                     "softmax** → weight 0.", n=n, j=j, share=f"{story.share_all:.4f}", why=why)
+                     "softmax** → weight 0.", n=n, j=j, share=format(story.share_all, ".4f"), why=why)
         if mk == MaskKind():
             return _("3. **Softmax over all {n} keys**: {share}; the future zeroed, row {i} sums to {kept}; ÷ that "
                      "row sum → **{weight}** ({percent}% of the attention of token {i})", n=n, i=i,
-                     share=f"{story.share_all:.4f}", kept=f"{story.kept:.4f}", weight=weight, percent=percent)
+                     share=format(story.share_all, ".4f"), kept=format(story.kept, ".4f"), weight=weight,
+                     percent=percent)
         return _("3. **Softmax over all {n} keys**: {share}; the hidden keys zeroed, row {i} sums to {kept}; ÷ that "
                  "row sum → **{weight}** ({percent}% of the attention of token {i})", n=n, i=i,
-                 share=f"{story.share_all:.4f}", kept=f"{story.kept:.4f}", weight=weight, percent=percent)
+                 share=format(story.share_all, ".4f"), kept=format(story.kept, ".4f"), weight=weight, percent=percent)
     if story.masked:
         return _("3. **Masked**: {why}, so it is hidden (−∞ → weight 0).", why=why)
     return _("3. **Softmax share** of this key in row {i}: **{weight}** ({percent}% of the attention of token {i})",

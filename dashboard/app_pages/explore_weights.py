@@ -44,7 +44,7 @@ def uniform_note(v: View) -> None:
         st.info(_("**Why the weights look alike:** random (untrained) weights spread each query's attention almost "
                   "evenly, about 1/{T} = {share} per key in the last row (a typical row's largest weight is "
                   "{typical}). Turn on **per-row relative colours** to see which keys each row still prefers.",
-                  T=v.T, share=f"{1 / v.T:.4f}", typical=f"{typical:.3f}"))
+                  T=v.T, share=format(1 / v.T, ".4f"), typical=format(typical, ".3f")))
     relative_toggle(v.top or st)
 
 
@@ -107,7 +107,8 @@ def weights_and_story(s: Settings, head: int, wscale: str) -> None:
     if pick is not None and max(pick) >= T:  # from another sentence
         pick = None
     row_sums = weights.sum(axis=1)
-    c_w.caption(_("Row sums: min {low}, max {high}.", low=f"{row_sums.min():.6f}", high=f"{row_sums.max():.6f}"))
+    c_w.caption(_("Row sums: min {low}, max {high}.", low=format(row_sums.min(), ".6f"),
+                  high=format(row_sums.max(), ".6f")))
     ask_the_class(c_w, "explore", run.trace, labels, head=head, query=pick[0] if pick else None,
                   kinds=("attends_most", "masking", "previous_token_head"), layer=run.layer if run.pretrained else None)
     with c_story:

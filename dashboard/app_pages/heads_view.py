@@ -133,8 +133,10 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
     without = ngettext("without {n} head", "without {n} heads", len(heads))
     losses = {_("every head"): plain} if not heads else {_("every head"): plain, without: after}
     frame = heads_charts.loss_frame(losses, pieces)
-    draw_chart(st, lambda: heads_charts.loss_chart(frame, min(cap(760), content_px() - 60), _("token position"),
-                                                   _("loss of this token (nats)")),
+    width, titles = min(cap(760), content_px() - 60), (_("token position"), _("loss of this token (nats)"))
+    # the spec is built once for its settings and sizes; each sentence swaps in its data (a class: thirty sentences)
+    draw_chart(st, lambda: heads_charts.loss_chart(frame, width, *titles), lambda: frame,
+               ("heads_loss", tuple(losses), width, titles), (source, ids, tuple(sorted(heads)), how, tuple(losses)),
                key="heads_loss", name="heads_loss", title=_("Per-token loss with and without the heads"))
     if heads:
         st.caption(_("Mean loss over the text: {before:.2f} nats with every head, {after:.2f} without {heads}.",

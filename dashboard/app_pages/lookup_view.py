@@ -61,7 +61,7 @@ def lookup_section(sent: str) -> None:
         best = dict(share=f"{soft.weights[soft.best]:.0%}", value=code_span(values[soft.best]))
         st.markdown(_("**Attention** returns every value, weighted: {share} {value}.", **best) if soft.blend is None
                     else _("**Attention** returns every value, weighted: {share} {value}; blended year {year}.",
-                           year=f"{float(soft.blend):,.1f}", **best))
+                           year=format(float(soft.blend), ",.1f"), **best))
     st.caption(_("Scores: cosine similarity of the names' letter trigrams (1 = same name). Lower the temperature: "
                  "the blend becomes a hard lookup of the best match, which, unlike a dict, also finds a misspelled "
                  "key."))

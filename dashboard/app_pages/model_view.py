@@ -99,11 +99,9 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]
-    types = np.array([[HEAD_TYPES[head_type(view.scores, layer, h, view.T)] for h in range(n_heads)]
-                      for layer in range(n_layers)])
-    lines = [_(verdict_msg(view.scores, layer, h)[1]) for layer in range(n_layers) for h in range(n_heads)]
-    flip = transposed(n_layers, n_heads)
     view_key = (models.source_key(name), shown)
+    types, lines = memo((view_key, "verdicts", lang()), lambda: verdicts(view))
+    flip = transposed(n_layers, n_heads)
     opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
     cmap = colour_map()
     url = memo((view_key, "grid_png", cmap), lambda: "data:image/png;base64," + base64.b64encode(
@@ -142,6 +140,14 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                         view.T, **values)
     st.caption(text)
     show_heads(name, shown, opened)
+
+
+def verdicts(view: models.ModelView) -> tuple[np.ndarray, list[str]]:
+    """Each head's type (layers, heads) and its verdict in words, layer by layer."""
+    n_layers, n_heads = view.thumbs.shape[:2]
+    types = np.array([[HEAD_TYPES[head_type(view.scores, layer, h, view.T)] for h in range(n_heads)]
+                      for layer in range(n_layers)])
+    return types, [_(verdict_msg(view.scores, layer, h)[1]) for layer in range(n_layers) for h in range(n_heads)]
 
 
 def next_token_table(name: str, ids: tuple[int, ...]) -> None:

@@ -138,8 +138,8 @@ def word_section(text: str, sent: str) -> None:
                         _("**The study notes**: {split}", split=split))
             n_words = len(vocab) - len(SPECIAL_TOKENS)
             st.metric(_("vocabulary (book)") if name == "book" else _("vocabulary (notes)"),
-                      ngettext("{count} word", "{count} words", n_words, count=f"{n_words:,}"))
-            st.caption(_("+ {n} special tokens (V2) = {ids} ids", n=len(SPECIAL_TOKENS), ids=f"{len(vocab):,}"))
+                      ngettext("{count} word", "{count} words", n_words, count=format(n_words, ",")))
+            st.caption(_("+ {n} special tokens (V2) = {ids} ids", n=len(SPECIAL_TOKENS), ids=format(len(vocab), ",")))
             st.markdown(_("first: {first}  \nlast: {last}", first=code_span(" ".join(words[:6])),
                           last=code_span(" ".join(words[-4:]))))
             st.markdown(_("SimpleTokenizerV2 ids: {ids}", ids=code_span(str(ids))))
@@ -148,13 +148,14 @@ def word_section(text: str, sent: str) -> None:
     if not only_notes and not only_book:
         st.markdown(_("**Why {book} vs {notes}:** both patterns give the same words here: no word of this text is "
                       "written right before `:` or `;` (the only characters the notes' pattern does not split at).",
-                      book=f"{len(vocabs['book']) - 2:,}", notes=f"{len(vocabs['notes']) - 2:,}"))
+                      book=format(len(vocabs['book']) - 2, ","), notes=format(len(vocabs['notes']) - 2, ",")))
     else:
         st.markdown(_(
             "**Why {book} vs {notes}:** the notes' pattern has no `:` and `;`, so a word written before one stays "
             "glued to it: **+{added}** words such as {added_words}; and **−{lost}** words that occur only before `:` "
             "or `;` never appear alone ({lost_words}). The ids after a changed word shift with it.",
-            book=f"{len(vocabs['book']) - 2:,}", notes=f"{len(vocabs['notes']) - 2:,}", added=len(only_notes),
+            book=format(len(vocabs['book']) - 2, ","), notes=format(len(vocabs['notes']) - 2, ","),
+            added=len(only_notes),
             added_words=code_span(" ".join(only_notes[:5])), lost=len(only_book),
             lost_words=code_span(" ".join(only_book[:5]))))
     v1 = SimpleTokenizerV1(build_vocab(text))
@@ -218,7 +219,7 @@ def bpe_section(text: str, sent: str) -> None:
                  "Chinese characters into their UTF-8 bytes, one token per piece (each names its character and "
                  "which piece it holds: 猫(1/3) 猫(2/3) 猫(3/3)), and `<|endoftext|>` is one special token (50256). "
                  "The word tokenizer maps every word outside its {n}-word vocabulary to `<|unk|>` and loses it.",
-                 n=f"{len(vocab) - 2:,}"))
+                 n=format(len(vocab) - 2, ",")))
     if not names:
         st.caption(_(":material/info: The real model's tokenizer (SmolLM2) shows here beside GPT-2's once it is "
                      "installed."))
@@ -337,7 +338,7 @@ def embedding_section(text: str, sent: str) -> None:
                   "`{tok}` + position embeddings `{pos}` → input embeddings `{total}` (the position rows broadcast "
                   "over the batch). One-hot × W equals the lookup on all {n} ids: **{equal}** (max difference "
                   "{diff}).", tok=tok, pos=pos, total=total, n=tok[0] * tok[1], equal=s["equal"],
-                  diff=f"{s['diff']:.1e}"))
+                  diff=format(s['diff'], ".1e")))
     st.code("token_embeddings = token_embedding_layer(inputs)               # " + str(tok) + "\n"
             "pos_embeddings = pos_embedding_layer(torch.arange(max_length))  # " + str(pos) + "\n"
             "input_embeddings = token_embeddings + pos_embeddings           # " + str(total), language="python")
@@ -365,7 +366,7 @@ def render() -> None:
     else:
         text = verdict_text()
         c2.caption(_("Edith Wharton, *The Verdict* (1908; public domain): {n} characters, the book's chapter-2 "
-                     "text.", n=f"{len(text):,}"))
+                     "text.", n=format(len(text), ",")))
     sent = c2.text_input(_("Sentence to encode"), BOOK_EXAMPLE, key="t2v_sentence",
                          help=_("The book's example; try a Chinese one too, such as {sample}", sample=TEA_ZH))
     if not text.strip():

@@ -16,6 +16,7 @@ from attn_core.models.traced import walk_layers
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
 from attn_core.tracing.trace import Trace
+from dashboard import languages
 from dashboard.app_pages.windows_rope import show_rope
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.chart_cache import altair
@@ -28,10 +29,8 @@ from dashboard.state.links import error_text, md_escape
 
 RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
 RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
-SAMPLE = N_("The Verdict (the book's sample text)")  # the option's id; in Chinese the Chinese text is the sample
-SAMPLE_ZH = N_("An essay on attention in Chinese (written for this app)")
-SAMPLE_FILES = {"en": "the-verdict.txt", "zh": "attention-zh.txt"}  # both pass a 512-token window by far
-SAMPLE_NAMES = {"en": N_("The Verdict"), "zh": N_("the Chinese essay on attention")}  # in a sentence
+SAMPLE = N_("The Verdict (the book's sample text)")  # the option's id; a language's data may name its own sample
+SAMPLE_NAME = N_("The Verdict")  # in a sentence
 YOURS = N_("Your sentence (sidebar)")
 ROPE_TOKENS = 64  # the sample's first tokens the RoPE section runs on
 TOKENS, MAX_TOKENS = 512, 2048  # the token count's default and most (a model's local window: twice that window)
@@ -55,17 +54,26 @@ def _label(name: str) -> str:
 
 def _short_label(name: str) -> str:
     """The model's name as a chart title."""
-    return _("Random weights") if name == RANDOM else models.label(name).split(" (")[0].split("（")[0]  # zh: "（"
+    return _("Random weights") if name == RANDOM else languages.before_aside(models.label(name))
+
+
+def _sample(code: str) -> languages.Language:
+    """The language whose sample text ``code`` reads: its own when its data names one, else the source's."""
+    return languages.get(code) if languages.get(code).sample_text else languages.source()
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _sample_text(code: str = "en") -> str:
-    """The sample text in the interface's language (``code``): The Verdict, or a Chinese essay on attention."""
-    return asset(SAMPLE_FILES.get(code, SAMPLE_FILES["en"])).read_text(encoding="utf-8")
+def _sample_text(code: str) -> str:
+    """The sample text in the interface's language (``code``): The Verdict, or e.g. a Chinese essay on attention."""
+    return asset(_sample(code).sample_text).read_text(encoding="utf-8")
 
 
 def _sample_label(option: str) -> str:
-    return _(SAMPLE_ZH) if option == SAMPLE and lang() == "zh" else _(option)
+    return (_sample(lang()).sample_label or _(option)) if option == SAMPLE else _(option)
+
+
+def _sample_name() -> str:
+    return _sample(lang()).sample_name or _(SAMPLE_NAME)
 
 
 def _follow(key: str, auto: object) -> None:
@@ -186,7 +194,7 @@ def render() -> None:
         _sinks(name, ids, names)
     else:
         show_rope(None if name == RANDOM else name, s, ids[:ROPE_TOKENS] if source == SAMPLE else None,
-                  _(SAMPLE_NAMES.get(lang(), SAMPLE_NAMES["en"])))
+                  _sample_name())
 
 
 def _own_mix(name: str, ids: tuple[int, ...]) -> None:

@@ -11,6 +11,7 @@ import altair as alt
 import pandas as pd
 
 from dashboard.i18n import _
+from dashboard.languages import get
 
 MAX_RECT_CELLS = 16_384  # above this a chart is drawn as a PNG (rect marks cost browser time per cell)
 MAX_PANEL_CELLS = 6_144  # the same for a grid of panels (heads, q/k/v): they are side shows, keep them quick
@@ -27,14 +28,14 @@ LABEL_PX = 13
 MIN_TEXT_PX = 12  # the smallest cell value printed at all
 NUMBER_LABELS_PX = 30  # how far a number axis's labels reach from its line ("0.25", "1,000" at 13 px)
 TOP_LEGEND_PX = 30  # a legend above a plot keeps this far from it: clear of a level vertical axis title
-UPRIGHT_LANGS = frozenset({"zh"})  # languages read upright only: Chinese turned 90° is read sideways
 
 
 def axis_title_config(code: str) -> dict:
     """Vega-Lite ``config`` for every chart's vertical axes in language ``code``: where words read upright only
-    (:data:`UPRIGHT_LANGS`), the axis title level, above the axis's labels with its end at the axis line (it covers
-    no label and no cell); elsewhere nothing (the usual title turned 90°). Horizontal axes keep their titles."""
-    if code not in UPRIGHT_LANGS:
+    (its data's ``upright``: Chinese turned 90° is read sideways), the axis title level, above the axis's labels
+    with its end at the axis line (it covers no label and no cell); elsewhere nothing (the usual title turned 90°).
+    Horizontal axes keep their titles."""
+    if not get(code).upright:
         return {}
     level = {"titleAngle": 0, "titleBaseline": "bottom", "titleY": -10}
     # a token axis's labels are wide, its title short: the title ends at the axis line, over the labels; a number

@@ -12,7 +12,7 @@ import pandas as pd
 from PIL import Image
 
 from dashboard.drawing.cells import layered, shown_labels
-from dashboard.drawing.rasters import raster_rgb
+from dashboard.drawing.rasters import GREY, raster_index
 from dashboard.drawing.scales import DEFAULT_COLOUR_MAP
 from dashboard.i18n import N_, _
 
@@ -25,26 +25,30 @@ HEAD_TYPE_DASHES = {N_("previous-token"): [1, 0], N_("first-token (sink)"): [1, 
 GRID_LABEL_PX = 13  # the grid's axis and legend labels (16 in presentation mode), as every chart's at 1280×720
 GRID_TILE_PX = 64  # each head's cell in the grid's PNG (drawn at about half that: sharp on a 2x screen)
 GRID_MARGIN = 0.08  # of a cell, around each thumbnail: room for its verdict's frame
+TRANSPARENT = GREY  # the margins' palette index: softmax weights are never masked, so no thumbnail cell is grey
 
 
 def model_grid_png(thumbs: np.ndarray, tile_px: int = GRID_TILE_PX, margin: float = GRID_MARGIN,
                    transpose: bool = False, cmap: str = DEFAULT_COLOUR_MAP) -> bytes:
     """One PNG of (layers, heads, S, S) weights: row = layer, column = head (``transpose``: row = head, column =
     layer), each thumbnail colour-mapped on the fixed 0-1 scale in ``cmap`` and scaled (nearest) into its cell, the
-    margins transparent."""
-    n_layers, n_heads = thumbs.shape[:2]
+    margins transparent. A palette image built in one array: a class of sessions each encodes its own grid."""
+    n_layers, n_heads, side = thumbs.shape[:3]
     pad = round(tile_px * margin)
     inner = tile_px - 2 * pad
-    cols, rows = (n_layers, n_heads) if transpose else (n_heads, n_layers)
-    canvas = Image.new("RGBA", (cols * tile_px, rows * tile_px), (0, 0, 0, 0))
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            tile = Image.fromarray(raster_rgb(thumbs[layer, head], "weights", cmap=cmap)).resize((inner, inner),
-                                                                                               Image.NEAREST)
-            col, row = (layer, head) if transpose else (head, layer)
-            canvas.paste(tile, (col * tile_px + pad, row * tile_px + pad))
+    index, palette = raster_index(thumbs.reshape(-1, side), "weights", cmap=cmap)
+    index = index.reshape(n_layers, n_heads, side, side)
+    if transpose:
+        index = index.transpose(1, 0, 2, 3)  # (rows, cols, S, S): rows are heads, columns layers
+    rows, cols = index.shape[:2]
+    src = ((np.arange(inner) + 0.5) * side / inner).astype(int)  # nearest-neighbour, pixel centres as PIL's
+    tiles = index[:, :, src][:, :, :, src]  # (rows, cols, inner, inner)
+    canvas = np.full((rows, tile_px, cols, tile_px), TRANSPARENT, np.uint8)
+    canvas[:, pad:pad + inner, :, pad:pad + inner] = tiles.transpose(0, 2, 1, 3)
+    img = Image.fromarray(canvas.reshape(rows * tile_px, cols * tile_px), mode="P")
+    img.putpalette(palette.tobytes())
     buf = io.BytesIO()
-    canvas.save(buf, format="PNG", compress_level=1)
+    img.save(buf, format="PNG", compress_level=1, transparency=TRANSPARENT)
     return buf.getvalue()
 
 

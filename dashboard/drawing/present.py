@@ -13,6 +13,7 @@ import streamlit as st
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
 from dashboard.drawing.cells import axis_title_config
 from dashboard.i18n import _
+from dashboard.languages import SOURCE
 from dashboard.state.links import link_warning
 
 KEY = "present"
@@ -130,7 +131,7 @@ def ink() -> str:
     return "#f5f5f5" if dark() else "#111111"
 
 
-def chart_config(big: bool, grow: float = 1.0, code: str = "en") -> dict:
+def chart_config(big: bool, grow: float = 1.0, code: str = SOURCE) -> dict:
     """A Vega-Lite ``config`` for every chart: labels in the theme's contrast colour, in presentation
     mode large enough to read from the back of a classroom, and ``grow`` times larger on a screen
     larger than the 1280×720 projector (as the charts' cells are); vertical axes' titles as language ``code``

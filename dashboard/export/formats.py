@@ -26,16 +26,16 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dashboard import languages
 from dashboard.drawing.cells import axis_title_config
 from dashboard.i18n import N_, _, lang, ngettext
 
 PNG_SCALE = 2
 SLIDE_PADDING = {"left": 10, "top": 10, "right": 24, "bottom": 24}
-# Where a machine keeps a font with Chinese glyphs (Debian's fonts-noto-cjk, macOS, Windows): registered with
-# vl-convert before its first picture, so a Chinese title or token label is drawn, never a row of empty boxes.
-CJK_FONT_DIRS = ("/usr/share/fonts/opentype/noto", "/usr/share/fonts/truetype/noto", "/usr/share/fonts/noto-cjk",
-                 "/System/Library/Fonts", "C:\\Windows\\Fonts")
-SLIDE_FONTS = "Liberation Sans, Arial, Helvetica, Noto Sans CJK SC, PingFang SC, Microsoft YaHei, sans-serif"
+# Where a machine keeps fonts with every language's glyphs (each language's data): registered with vl-convert
+# before its first picture, so a Chinese title or token label is drawn, never a row of empty boxes.
+CJK_FONT_DIRS = languages.font_dirs()
+SLIDE_FONTS = ", ".join([*languages.export_fonts(), "sans-serif"])
 _fonts_lock = threading.Lock()
 _fonts_done: list[str] = []
 
@@ -208,7 +208,7 @@ class PageChart:
 
 
 # A sans CJK face first: vl-convert takes the first family of a list, a browser (SVG) the first it has.
-CJK_TITLE_FONTS = "Noto Sans CJK SC, PingFang SC, Microsoft YaHei, sans-serif"
+CJK_TITLE_FONTS = ", ".join([*languages.export_fonts(cjk_only=True), "sans-serif"])
 
 
 def _has_cjk(text: object) -> bool:

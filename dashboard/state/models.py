@@ -10,7 +10,7 @@ by every session:
 - a *walk* (``attn_core.models.traced.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
   T = 1,024), the hidden states after the final norm and the last logits; a layer switch, the loss with every head,
   α·‖f(x)‖ and rollout then cost attention layers or ``out_head``, not a forward pass (one pass a sentence);
-- the *model view*: per layer, the head scores and each head's weights pooled to at most ``THUMB`` x ``THUMB``.
+- the *model view* (:mod:`dashboard.state.view_data`): per layer, the head scores and each head's weights pooled small.
   Each layer's (heads, T, T) weights exist only while that layer is scored (48 MB at T = 1,024), never all at once;
 - a layer's traced run (a :class:`~dashboard.state.compute.Run`, kept with the random-weights runs): the chosen
   layer's attention module with the model's weights on that layer's real input.
@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -30,7 +29,6 @@ import torch.nn as nn
 from attn_core import MAX_POSITIONS, AttentionConfig, Token, Trace, run_attention
 from attn_core.attention.variants import variant
 from attn_core.labs import heads as heads_lab
-from attn_core.labs.scores import head_scores
 from attn_core.messages import Msg, Problem
 from attn_core.models import registry
 from attn_core.models.decoding import TOP
@@ -38,17 +36,17 @@ from attn_core.models.family import Family, Found, ModelConfig
 from attn_core.models.traced import Walk, walk_layers, walk_many
 from attn_core.text.scripts import has_cjk
 from attn_core.text.tokens import BPETokenizer
-from attn_core.tracing.views import pool
 from dashboard.i18n import N_, _, message, writes_cjk
+from dashboard.languages import before_aside
 from dashboard.state.batcher import Batcher
 from dashboard.state.cache import ByteLRU
 from dashboard.state.compute import CACHE_IDLE_S, Run, cached_tokens, remember_run, reserve
 from dashboard.state.links import code_span
+from dashboard.state.view_data import Collect, ModelView, Progress, view_nbytes
 
 RANDOM = "random"  # the chapter's random weights: the Weights setting's default
 INPUT_NAME = N_("normed residual stream")  # what a real model's layer reads (LayerNorm in GPT-2, RMSNorm in a Llama)
 FIND_EVERY_S = 10.0  # the folders are looked for again after this long (a teacher copies one in while it runs)
-THUMB = 64  # the model view keeps each head's weights pooled to at most this many cells a side
 WALK_CACHE_BYTES = 128 * 2**20  # 3 GPT-2-small sentences at T = 1,024, hundreds of short ones (docs/measurements.md)
 VIEW_CACHE_BYTES = 64 * 2**20  # a model view's thumbnails: dozens of views (docs/measurements.md)
 BATCH_MOST_T = 256  # sequences up to this long share a pass with other sessions' (longer: alone, with progress)
@@ -64,8 +62,9 @@ def label(name: str) -> str:
 
 def short_label(name: str) -> str:
     """A weights choice named once, without its family or quantization, where a table's column or row names it:
-    "Gemma 3 270M · Q4_K_M" -> "Gemma 3 270M", "SmolLM2-135M (Llama family)" -> "SmolLM2-135M" (zh: "（")."""
-    return label(name).split(" (")[0].split("（")[0].split(" · ")[0]
+    "Gemma 3 270M · Q4_K_M" -> "Gemma 3 270M", "SmolLM2-135M (Llama family)" -> "SmolLM2-135M" (each language's
+    aside: its data's ``aside``)."""
+    return before_aside(label(name)).split(" · ")[0]
 
 
 _FOUND: list = [0.0, []]  # (when looked, [Found] of every family): looking in the Hugging Face cache stats ~16 files
@@ -216,35 +215,15 @@ def tokens_of(name: str, text: str) -> list[Token]:
 
 def _walk_nbytes(walk: Walk) -> int:
     kept = [*walk.inputs, walk.final]
-    return sum(t.untyped_storage().nbytes() for t in kept) + walk.last_logits.nbytes + 4096
+    losses = 0 if walk.losses is None else walk.losses.nbytes
+    return sum(t.untyped_storage().nbytes() for t in kept) + walk.last_logits.nbytes + losses + 4096
 
 
 _WALKS: ByteLRU[Walk] = ByteLRU(WALK_CACHE_BYTES, _walk_nbytes, idle_s=CACHE_IDLE_S)
 
 
-@dataclass(frozen=True)
-class ModelView:
-    """Every head of a model on one token sequence: what the model view draws."""
-
-    ids: tuple[int, ...]
-    thumbs: np.ndarray  # (layers, heads, S, S) weights, max-pooled to S <= THUMB cells a side
-    pooled: int  # the block side of the pooling (1: not pooled)
-    scores: dict[str, np.ndarray]  # attn_core.labs.scores.head_scores: name -> (layers, heads)
-
-    @property
-    def T(self) -> int:
-        return len(self.ids)
-
-
-def _view_nbytes(view: ModelView) -> int:
-    return view.thumbs.nbytes + sum(s.nbytes for s in view.scores.values()) + 8 * len(view.ids) + 4096
-
-
-_VIEWS: ByteLRU[ModelView] = ByteLRU(VIEW_CACHE_BYTES, _view_nbytes, idle_s=CACHE_IDLE_S)
+_VIEWS: ByteLRU[ModelView] = ByteLRU(VIEW_CACHE_BYTES, view_nbytes, idle_s=CACHE_IDLE_S)
 _BATCHER = Batcher()
-
-Progress = Callable[[float, str], None] | None
-
 
 def _ids_tensor(ids: tuple[int, ...]) -> torch.Tensor:
     return torch.tensor([list(ids)])
@@ -269,57 +248,34 @@ def model_view(name: str, ids: tuple[int, ...], progress: Progress = None) -> Mo
     if inputs is None:
         return _read(name, ids, progress)[1]
     lm = model(name)
-    collect = _Collect(ids, lm.cfg["n_layers"], progress)
+    collect = Collect(ids, lm.cfg["n_layers"], progress)
     with torch.no_grad():
         for i, x in enumerate(inputs.inputs):
             collect(i, _layer_weights(lm, i, x))
     return _VIEWS.get(key, collect.view)
 
 
-class _Collect:
-    """What the model view keeps of each layer's weights as a pass hands them over: scores and pooled thumbnails
-    (the (heads, T, T) weights themselves are dropped with the layer's trace)."""
-
-    def __init__(self, ids: tuple[int, ...], n_layers: int, progress: Progress) -> None:
-        self.ids, self.n_layers, self.progress = ids, n_layers, progress
-        self.thumbs: list[np.ndarray] = []
-        self.scores: list[dict[str, np.ndarray]] = []
-        self.pooled = 1
-
-    def __call__(self, i: int, weights: torch.Tensor) -> None:
-        w = weights.numpy()  # (heads, T, T)
-        self.scores.append(head_scores(w, self.ids))
-        thumbs = [pool(m, THUMB, "max") for m in w]
-        self.pooled = thumbs[0][1]
-        self.thumbs.append(np.stack([t for t, _ in thumbs]))
-        if self.progress is not None:
-            self.progress((i + 1) / self.n_layers, _("layer {layer} of {n_layers}", layer=i + 1,
-                                                     n_layers=self.n_layers))
-
-    def view(self) -> ModelView:
-        scores = {k: np.stack([s[k] for s in self.scores]) for k in self.scores[0]}
-        return ModelView(self.ids, np.stack(self.thumbs), self.pooled, scores)
-
-
 def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
     """One forward pass over ``ids``: its walk and its model view, both kept."""
     lm = model(name)
     key = (source_key(name), ids)
-    collect = _Collect(ids, lm.cfg["n_layers"], progress)
+    collect = Collect(ids, lm.cfg["n_layers"], progress)
     walked = _WALKS.get(key, lambda: _pass(name, lm, ids, collect))
     if len(collect.thumbs) < lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
         return walked, model_view(name, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
 
-def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: _Collect) -> Walk:
+def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: Collect) -> Walk:
     """One traced pass over ``ids``: a short sequence shares a padded pass with the other sessions' waiting for the
-    same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it)."""
+    same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it) and keeps its
+    per-token losses, read out with the batch's (a long one's are read when asked)."""
     if not 0 < len(ids) <= BATCH_MOST_T:
         return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
     lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
     collect.progress = None
-    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: walk_many(lm, seqs, each))
+    return _BATCHER.run_one(source_key(name), ids, collect,
+                            lambda seqs, each: walk_many(lm, seqs, each, losses=True))
 
 
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
@@ -346,8 +302,9 @@ def knocked(name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
         losses, top = heads_lab.knocked(lm, idx, list(heads), how)
         return losses.numpy(), top
     heads_lab.check_tokens(lm, idx)
-    final = walk(name, ids).final
-    return heads_lab.losses_of(lm, final, idx).numpy(), next_tokens(name, ids, 5)
+    walked = walk(name, ids)
+    losses = walked.losses if walked.losses is not None else heads_lab.losses_of(lm, walked.final, idx)
+    return losses.numpy(), next_tokens(name, ids, 5)
 
 
 def weights_and_moved(name: str, ids: tuple[int, ...], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
