@@ -242,7 +242,7 @@ def add_metadata(w: gguf.GGUFWriter, cfg: dict, arch: str, *, window: int | None
     w.add_feed_forward_length(cfg["hidden_dim"])
     w.add_head_count(cfg["n_heads"])
     w.add_head_count_kv(cfg["n_kv_groups"])
-    if arch != "phi3":  # transformers reads no head_dim of a Phi-3 (emb_dim / n_heads)
+    if arch != "phi3":  # llama.cpp writes none for a Phi-3: head_dim is emb_dim / n_heads, the reader's default
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
     w.add_rope_freq_base(cfg["rope_base"])
