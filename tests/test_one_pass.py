@@ -125,6 +125,26 @@ def test_a_batched_pass_reads_out_each_sentences_losses_and_last_logits(smollm2)
     assert walk_many(smollm2, seqs)[1].losses is None  # not asked: not read out
 
 
+def test_a_batch_split_over_threads_gives_each_sentence_its_own_walk(smollm2):
+    """``workers=2``: the sentences dealt out to two padded passes on two threads; every walk, loss and layer's
+    weights handed over are the ones the single padded pass gives, in the sessions' order."""
+    texts = ["A short one", "The cat sat on the mat and looked at the door", "Two words", "One more sentence here"]
+    seqs = [smollm2.tokenizer.encode(t) for t in texts]
+    seen: list[dict] = [{}, {}]
+    hand = [[lambda i, w, k=k, run=run: seen[run].setdefault((k, i), w.clone()) for k in range(4)] for run in range(2)]
+    one = walk_many(smollm2, seqs, hand[0], losses=True)
+    two = walk_many(smollm2, seqs, hand[1], losses=True, workers=2)
+    for a, b, ids in zip(one, two, seqs):
+        assert b.final.shape == (1, len(ids), smollm2.cfg["emb_dim"])
+        torch.testing.assert_close(b.final, a.final, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(b.losses, a.losses, atol=1e-5, rtol=0)
+        torch.testing.assert_close(b.last_logits, a.last_logits, atol=1e-4, rtol=1e-5)
+    assert seen[0].keys() == seen[1].keys() and len(seen[0]) == 4 * 30
+    for key, w in seen[0].items():
+        assert w.shape == (9, len(seqs[key[0]]), len(seqs[key[0]]))
+        torch.testing.assert_close(seen[1][key], w, atol=1e-5, rtol=1e-5)
+
+
 def test_sessions_waiting_for_the_model_share_one_pass_and_each_gets_its_own(smollm2, passes):
     """Eight sessions ask for eight sentences at once: fewer passes than sentences, and every session's walk and
     model view equal the one it gets alone (to float rounding), never another session's."""

@@ -17,6 +17,7 @@ Each block is called ``block(x, *model.block_args(i), trace, cache)``. :func:`ru
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -162,19 +163,39 @@ def walk_layers(model: TracedLM, idx: torch.Tensor,
 
 def walk_many(model: TracedLM, seqs: Sequence[Sequence[int]],
               on_layer: Sequence[Callable[[int, torch.Tensor], None] | None] | None = None,
-              losses: bool = False) -> list[Walk]:
+              losses: bool = False, workers: int = 1) -> list[Walk]:
     """:func:`walk_layers` of several token sequences in one padded pass (their ``on_layer`` each, or none): each
     is right-padded to the longest with its own last id. Attention is causal, so no real token sees a pad and every
     position is placed as alone (RoPE or learned positions from 0); each walk is cut back to its own length. Equal to
     one walk at a time up to float rounding; the weights of a batch are read once instead of once a sequence.
-    ``losses``: each walk also holds its per-token losses (:func:`read_out`)."""
+    ``losses``: each walk also holds its per-token losses (:func:`read_out`). ``workers``: the sequences, shortest
+    first, split into that many padded passes run on threads of their own (each a core where torch runs one thread
+    a call): a batch no longer waits on one core while the others idle."""
     if not seqs or any(len(s) == 0 for s in seqs):
         raise Problem("expected token ids of shape (1, num_tokens), at least one token; got {shape}", shape=(1, 0))
+    each = list(on_layer or [None] * len(seqs))
+    order = sorted(range(len(seqs)), key=lambda k: len(seqs[k]))  # dealt out sorted: like shares of long and short
+    groups = [g for g in (order[i::max(1, workers)] for i in range(max(1, workers))) if g]
+    if len(groups) == 1:
+        return _walk_padded(model, seqs, each, losses)
+    with ThreadPoolExecutor(len(groups)) as pool:
+        parts = list(pool.map(lambda g: _walk_padded(model, [seqs[k] for k in g], [each[k] for k in g], losses),
+                              groups))
+    walks: list[Walk] = [None] * len(seqs)  # type: ignore[list-item]
+    for group, part in zip(groups, parts):
+        for k, walked in zip(group, part):
+            walks[k] = walked
+    return walks
+
+
+def _walk_padded(model: TracedLM, seqs: Sequence[Sequence[int]],
+                 on_layer: list[Callable[[int, torch.Tensor], None] | None], losses: bool) -> list[Walk]:
+    """One padded pass of ``seqs`` (:func:`walk_many`)."""
     lengths = [len(s) for s in seqs]
     T = max(lengths)
     idx = torch.tensor([list(s) + [s[-1]] * (T - len(s)) for s in seqs])  # (b, T): pads after each
     model.check_ids(idx)
-    return _walk(model, idx, lengths, list(on_layer or [None] * len(seqs)), None, losses)
+    return _walk(model, idx, lengths, on_layer, None, losses)
 
 
 def _walk(model: TracedLM, idx: torch.Tensor, lengths: list[int],

@@ -19,6 +19,7 @@ by every session:
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Mapping
 
@@ -274,8 +275,8 @@ def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: Collect) -> W
         return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
     lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
     collect.progress = None
-    return _BATCHER.run_one(source_key(name), ids, collect,
-                            lambda seqs, each: walk_many(lm, seqs, each, losses=True))
+    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: walk_many(
+        lm, seqs, each, losses=True, workers=min(len(seqs), os.cpu_count() or 1)))
 
 
 def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
