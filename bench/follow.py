@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,12 +192,37 @@ async def _wait_all(followers: list[Follower], step: int, t0: float) -> None:
         await asyncio.sleep(0.02)
 
 
-async def main_async(args) -> int:
-    from dashboard.classroom import lessons as L
-    from dashboard.classroom import step_views
-    from dashboard.classroom.store import PollStore
-    from dashboard.i18n import LANGS
+class Teacher:
+    """The teacher's side of the ready lesson, through the class store as the Lesson page's Next does it: a step's
+    poll asked, or its drawing shared, before the class moves to it."""
 
+    def __init__(self, db: str) -> None:
+        from dashboard.classroom import lessons as L
+        from dashboard.classroom.store import PollStore
+
+        self.polls = PollStore(db)
+        self.store = L.LessonStore(self.polls)
+        self.lesson = L.ready()
+        self.code, self.secret = self.polls.create_room()
+        self.store.start(self.code, self.secret, self.lesson)
+
+    def go(self, i: int, clock: Callable[[], float] = time.perf_counter) -> float:
+        """Move the class to step ``i``; ``clock()`` read just before it moves (the click's time)."""
+        from dashboard.classroom import step_views
+        from dashboard.i18n import LANGS
+
+        step = self.lesson["steps"][i]
+        if step["kind"] == "poll":
+            self.polls.ask(self.code, self.secret, step_views.question(step))
+        else:
+            for lang in LANGS:
+                step_views.rendered(step, lang, self.store)
+        t = clock()
+        self.store.go(self.code, self.secret, i)
+        return t
+
+
+async def main_async(args) -> int:
     with ExitStack() as stack:
         if args.postgres:
             import postgres
@@ -206,24 +232,9 @@ async def main_async(args) -> int:
             db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
         port = free_port()
         course = stack.enter_context(Course(args.replicas, port, class_db=db, timeout=120))
-        polls = PollStore(db)
-        store = L.LessonStore(polls)
-        lesson = L.ready()
-        steps = min(args.steps, len(lesson["steps"]) - 1)
-        code, secret = polls.create_room()
-
-        def go(i: int) -> float:
-            step = lesson["steps"][i]
-            if step["kind"] == "poll":
-                polls.ask(code, secret, step_views.question(step))
-            else:
-                for lang in LANGS:
-                    step_views.rendered(step, lang, store)
-            t = time.perf_counter()
-            store.go(code, secret, i)
-            return t
-
-        store.start(code, secret, lesson)
+        teacher = Teacher(db)
+        code, go = teacher.code, teacher.go
+        steps = min(args.steps, len(teacher.lesson["steps"]) - 1)
         t_first = go(0)
         await _warm(course, urlencode({"code": code}))
         await asyncio.sleep(1.0)

@@ -53,33 +53,19 @@ def _quantile(values: list[float], q: float) -> float:
 def run(args) -> int:
     from playwright.sync_api import sync_playwright
 
-    from dashboard.classroom import lessons as L
-    from dashboard.classroom import step_views
+    from bench.follow import Teacher
     from dashboard.classroom.follow import FOLLOW_REFRESH_S
-    from dashboard.classroom.store import PollStore
-    from dashboard.i18n import LANGS
 
     with ExitStack() as stack:
         db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
         course = stack.enter_context(Course(args.replicas, free_port(), class_db=db, timeout=120))
-        polls = PollStore(db)
-        store = L.LessonStore(polls)
-        lesson = L.ready()
-        steps = min(args.steps, len(lesson["steps"]) - 1)
-        code, secret = polls.create_room()
+        teacher = Teacher(db)
+        code = teacher.code
+        steps = min(args.steps, len(teacher.lesson["steps"]) - 1)
 
         def go(i: int) -> float:
-            step = lesson["steps"][i]
-            if step["kind"] == "poll":
-                polls.ask(code, secret, step_views.question(step))
-            else:
-                for lang in LANGS:
-                    step_views.rendered(step, lang, store)
-            t = time.time() * 1000
-            store.go(code, secret, i)
-            return t
+            return teacher.go(i, lambda: time.time() * 1000)  # the phones' clock: Date.now()
 
-        store.start(code, secret, lesson)
         go(0)
         pw = stack.enter_context(sync_playwright())
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
