@@ -293,3 +293,22 @@ def transformers_model(path: Path):
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
                                                  attn_implementation="eager").eval()
     return model, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def assert_equal_to_peer(ours: RopeLM, theirs, idx: torch.Tensor, atol: float = 1e-4) -> None:
+    """Our logits, traced and fused (SDPA, no trace), and every layer's attention weights equal transformers' (eager
+    attention) on ``idx``."""
+    from attn_core.models.traced import layer_trace
+    from attn_core.tracing.trace import Trace
+
+    trace = Trace(copy=False)
+    with torch.no_grad():
+        out = theirs(idx, output_attentions=True)
+        logits = ours(idx, trace=trace)
+        fast = ours(idx)
+    torch.testing.assert_close(logits, out.logits, atol=atol, rtol=0)
+    torch.testing.assert_close(fast, out.logits, atol=atol, rtol=0)
+    for layer in range(ours.cfg["n_layers"]):
+        weights = layer_trace(trace, layer)["attn_weights"].tensor
+        assert weights.shape == (1, ours.cfg["n_heads"], idx.shape[1], idx.shape[1])
+        torch.testing.assert_close(weights, out.attentions[layer], atol=atol, rtol=0)

@@ -16,9 +16,16 @@ from attn_core.models.decoding import decode_step, prefill
 from attn_core.models.family_gemma3 import FAMILY as GEMMA
 from attn_core.models.gpt import generate
 from attn_core.models.rope_attention import apply_rope, compute_rope_params
-from attn_core.models.traced import layer_trace, trace_layer
-from attn_core.tracing.trace import Trace
-from tests.gguf_fixtures import TEXTS, arch_model, gemma_cfg, randomize, transformers_model, write_gguf
+from attn_core.models.traced import trace_layer
+from tests.gguf_fixtures import (
+    TEXTS,
+    arch_model,
+    assert_equal_to_peer,
+    gemma_cfg,
+    randomize,
+    transformers_model,
+    write_gguf,
+)
 
 WINDOW = 4
 
@@ -75,17 +82,7 @@ def test_tokens_equal_transformers_tokenizer(files):
 
 def test_logits_and_attention_weights_equal_transformers(files):
     _path, ours, theirs, _tok = files
-    idx = ids_of(ours, TEXTS[0] + " " + TEXTS[1])
-    trace = Trace(copy=False)
-    with torch.no_grad():
-        out = theirs(idx, output_attentions=True)
-        logits = ours(idx, trace=trace)
-        fast = ours(idx)  # the efficient path (SDPA with a window mask)
-    torch.testing.assert_close(logits, out.logits, atol=1e-4, rtol=0)
-    torch.testing.assert_close(fast, out.logits, atol=1e-4, rtol=0)
-    for layer in range(6):
-        weights = layer_trace(trace, layer)["attn_weights"].tensor
-        torch.testing.assert_close(weights, out.attentions[layer], atol=1e-4, rtol=0)
+    assert_equal_to_peer(ours, theirs, ids_of(ours, TEXTS[0] + " " + TEXTS[1]))
 
 
 def test_local_layers_mask_exactly_their_window(files):

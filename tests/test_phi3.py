@@ -13,9 +13,15 @@ from attn_core.messages import Problem
 from attn_core.models import registry
 from attn_core.models.family_phi3 import FAMILY as PHI3
 from attn_core.models.gpt import generate
-from attn_core.models.traced import layer_trace
-from attn_core.tracing.trace import Trace
-from tests.gguf_fixtures import TEXTS, arch_model, phi3_cfg, randomize, transformers_model, write_gguf
+from tests.gguf_fixtures import (
+    TEXTS,
+    arch_model,
+    assert_equal_to_peer,
+    phi3_cfg,
+    randomize,
+    transformers_model,
+    write_gguf,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -56,18 +62,7 @@ def test_the_fused_tensors_load_split_into_the_books_names(files):
 
 def test_logits_and_attention_weights_equal_transformers(files):
     _path, _written, ours, theirs, _tok = files
-    idx = ids_of(ours, TEXTS[0] + " " + TEXTS[1])
-    trace = Trace(copy=False)
-    with torch.no_grad():
-        out = theirs(idx, output_attentions=True)
-        logits = ours(idx, trace=trace)
-        fast = ours(idx)  # the fused path (SDPA), no trace
-    torch.testing.assert_close(logits, out.logits, atol=1e-4, rtol=0)
-    torch.testing.assert_close(fast, out.logits, atol=1e-4, rtol=0)
-    for layer in range(2):
-        weights = layer_trace(trace, layer)["attn_weights"].tensor
-        assert weights.shape == (1, 4, idx.shape[1], idx.shape[1])
-        torch.testing.assert_close(weights, out.attentions[layer], atol=1e-4, rtol=0)
+    assert_equal_to_peer(ours, theirs, ids_of(ours, TEXTS[0] + " " + TEXTS[1]))
 
 
 def test_tokens_equal_transformers_tokenizer(files):

@@ -15,9 +15,16 @@ from attn_core.models import registry
 from attn_core.models.family_llama import FAMILY as LLAMA
 from attn_core.models.family_qwen import FAMILY as QWEN
 from attn_core.models.gpt import generate
-from attn_core.models.traced import layer_trace, trace_layer, walk_layers
-from attn_core.tracing.trace import Trace
-from tests.gguf_fixtures import TEXTS, arch_model, qwen_cfg, randomize, transformers_model, write_gguf
+from attn_core.models.traced import trace_layer, walk_layers
+from tests.gguf_fixtures import (
+    TEXTS,
+    arch_model,
+    assert_equal_to_peer,
+    qwen_cfg,
+    randomize,
+    transformers_model,
+    write_gguf,
+)
 
 load_model = QWEN.load_file
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -72,18 +79,7 @@ def test_tokens_equal_transformers_tokenizer(files):
 
 def test_logits_and_attention_weights_equal_transformers(files):
     _arch, _path, ours, theirs, _tok = files
-    idx = ids_of(ours, TEXTS[0] + " " + TEXTS[1])
-    trace = Trace(copy=False)
-    with torch.no_grad():
-        out = theirs(idx, output_attentions=True)
-        logits = ours(idx, trace=trace)
-        fast = ours(idx)  # the efficient path (SDPA), no trace
-    torch.testing.assert_close(logits, out.logits, atol=1e-4, rtol=0)
-    torch.testing.assert_close(fast, out.logits, atol=1e-4, rtol=0)
-    for layer in range(3):
-        weights = layer_trace(trace, layer)["attn_weights"].tensor
-        assert weights.shape == (1, 4, idx.shape[1], idx.shape[1])
-        torch.testing.assert_close(weights, out.attentions[layer], atol=1e-4, rtol=0)
+    assert_equal_to_peer(ours, theirs, ids_of(ours, TEXTS[0] + " " + TEXTS[1]))
 
 
 def test_steps_before_and_after_norm_and_rope(files):
