@@ -57,3 +57,24 @@ def test_code_blocks_wrap_on_a_phone(page):
     blocks = at.get("code")
     assert len(blocks) >= (3 if page.endswith("shape_flow.py") else 1)
     assert all(b.proto.wrap_lines for b in blocks), [b.proto.code_text[:40] for b in blocks if not b.proto.wrap_lines]
+
+
+@pytest.mark.parametrize("lang", list(LANGS))
+def test_bpe_side_by_side_is_one_small_table_an_example_on_a_phone(lang):
+    """The counts and pieces tables of BPE side by side reached 91–179 px past a phone's screen, and the Chinese
+    tokens-per-character grid scrolled sideways: on a phone each example is one two-column table (its counts, then
+    its pieces) and each model one, every cell as the projector shows it."""
+    query = dict(lang=lang, t2v_section="BPE side by side")
+    wide = open_page("app_pages/text_to_vectors.py", **query)
+    phone = phone_page("app_pages/text_to_vectors.py", **query)
+    counts, pieces = [t for t in md_tables(wide) if len(next(iter(t.values()))) > 2][:2]
+    shown = {}
+    for table in md_tables(phone):
+        header = list(next(iter(table.values())))
+        assert len(header) == 2, header
+        shown[header[1]] = {row: cells[header[1]] for row, cells in table.items()}
+    assert len(counts) >= 3
+    for example, row in counts.items():  # the phone shows the default model's columns only, beside GPT-2's
+        both = {**row, **pieces[example]}
+        assert shown[example].items() <= both.items() and len(shown[example]) >= 7, (example, shown[example])
+    assert all(d.value.shape[1] <= 2 for d in phone.dataframe if d.value.shape[0] > 1)  # no wide grid left

@@ -41,7 +41,7 @@ from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import content_px, narrow
-from dashboard.drawing.text import show_table
+from dashboard.drawing.text import row_tables, show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
@@ -92,7 +92,10 @@ def chinese_table(sent: str) -> None:
     zh = sent if _has_chinese(sent) else TEA_ZH
     rows = _chinese_rows(zh, models.default_first(zh))
     st.markdown(_("**Tokens per Chinese character** on {sentence}", sentence=code_span(zh[:120])))
-    show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
+    if narrow():  # a phone: the grid's columns scrolled sideways; one small table a model
+        row_tables(st, pd.DataFrame(rows))
+    else:
+        show_table(st, pd.DataFrame(rows), hide_index=True, width="stretch")
     rate = _("tokens per character")
     best = min(rows[1:], key=lambda r: r[rate], default=None)
     if best is not None and best[rate] <= 1:
@@ -212,9 +215,11 @@ def bpe_section(text: str, sent: str) -> None:
             piece[_("{model} pieces", model=models.short_label(name))] = " · ".join(own)
         counts.append(count)
         pieces.append(piece)
-    # two tables, each narrow enough that its columns share the projector's main column: counts, then pieces
-    st.markdown(_wrapping_table(counts, _("text")))
-    st.markdown(_wrapping_table(pieces, _("text")))
+    if narrow():  # a phone: one small table an example (its counts, then its pieces), every cell wrapping
+        row_tables(st, pd.DataFrame([{**count, **piece} for count, piece in zip(counts, pieces)]))
+    else:  # two tables, each narrow enough that its columns share the projector's main column: counts, then pieces
+        st.markdown(_wrapping_table(counts, _("text")))
+        st.markdown(_wrapping_table(pieces, _("text")))
     st.caption(_("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji or most "
                  "Chinese characters into their UTF-8 bytes, one token per piece (each names its character and "
                  "which piece it holds: 猫(1/3) 猫(2/3) 猫(3/3)), and `<|endoftext|>` is one special token (50256). "
