@@ -13,6 +13,7 @@ the pages its facts (heads, K/V heads, biases, positions, per-layer windows and 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -139,6 +140,13 @@ class Family:
     def stamp(self, found: Found) -> tuple:
         """What changes when the files are replaced (the app's caches key on it)."""
         return files_stamp(found.path)
+
+
+@functools.lru_cache(maxsize=256)
+def resolved(path: str) -> Path:
+    """``path`` with ``~`` expanded and its links followed, worked out once per process: a page asks for its model
+    many times a run, and each ``Path.resolve`` looked at every folder on the way."""
+    return Path(path).expanduser().resolve()
 
 
 def file_stamp(path: Path | None) -> tuple:

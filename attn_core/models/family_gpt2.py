@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 from attn_core.messages import N_, Msg, Problem, fill
-from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
+from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp, resolved
 from attn_core.models.family_book import gpt_config, gpt_layer_attention
 from attn_core.models.gpt import GPTModel
 from attn_core.models.hf_weights import (
@@ -223,7 +223,7 @@ def load_gpt2_shared(source: str | os.PathLike) -> GPTModel:
     same file at once share one load; a model already loaded is returned without waiting for a load."""
     weights, config_file = resolve_source(source)
     stamp = (file_stamp(weights), file_stamp(config_file))
-    return _SHARED.get(weights.resolve(), stamp, lambda: load_gpt2(source))
+    return _SHARED.get(resolved(str(weights)), stamp, lambda: load_gpt2(source))
 
 
 def clear_shared() -> None:

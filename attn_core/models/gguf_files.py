@@ -15,7 +15,7 @@ from pathlib import Path
 import torch.nn as nn
 
 from attn_core.messages import Msg, Problem
-from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp
+from attn_core.models.family import Family, Found, ModelConfig, Shared, file_stamp, resolved
 from attn_core.models.gguf_packages import Packaged, installed, packaged_at
 from attn_core.models.gguf_reader import read_header
 from attn_core.models.gguf_weights import GGUFArch, architectures, cached_weights
@@ -134,7 +134,7 @@ class GGUFFamily(Family):
 
     def load_shared(self, path: str | os.PathLike) -> RopeLM:
         """:meth:`load_file` once per process per file (keyed by path, size and mtime); callers only read it."""
-        p = Path(path).expanduser().resolve()
+        p = resolved(str(path))
         return self.shared.get(p, file_stamp(p) if p.is_file() else (), lambda: self.load_file(p))
 
     def load_file(self, path: str | os.PathLike) -> RopeLM:

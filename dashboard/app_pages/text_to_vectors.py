@@ -41,7 +41,7 @@ from dashboard.drawing import text_charts
 from dashboard.drawing.chart_cache import memo
 from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import content_px, narrow
-from dashboard.drawing.text import row_tables, show_table
+from dashboard.drawing.text import row_tables, show_table, wrapping_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
 from dashboard.i18n import N_, _, ngettext
 from dashboard.state import models
@@ -182,22 +182,6 @@ def word_section(text: str, sent: str) -> None:
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------
 
-def _wrapping_table(rows: list[dict[str, object]], literal: str) -> str:
-    """``rows`` as a Markdown table, whose cells wrap (a data grid's do not: its pieces and the text were cut off at
-    1280x720): column ``literal`` (the user's text) as code spans, so a URL in it stays text; the rest escaped;
-    numbers right-aligned."""
-    def cell(column: str, value: object) -> str:
-        if column == literal:
-            return code_span(str(value)).replace("|", "\\|")
-        return md_escape(" ".join(str(value).splitlines()))
-
-    columns = list(rows[0])
-    rule = ["---:" if isinstance(rows[0][c], int) else "---" for c in columns]
-    lines = ["| " + " | ".join(md_escape(c) for c in columns) + " |", "|" + "|".join(rule) + "|"]
-    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def bpe_section(text: str, sent: str) -> None:
     vocab = build_vocab(text, specials=SPECIAL_TOKENS)
     v2 = SimpleTokenizerV2(vocab)
@@ -218,8 +202,8 @@ def bpe_section(text: str, sent: str) -> None:
     if narrow():  # a phone: one small table an example (its counts, then its pieces), every cell wrapping
         row_tables(st, pd.DataFrame([{**count, **piece} for count, piece in zip(counts, pieces)]))
     else:  # two tables, each narrow enough that its columns share the projector's main column: counts, then pieces
-        st.markdown(_wrapping_table(counts, _("text")))
-        st.markdown(_wrapping_table(pieces, _("text")))
+        st.markdown(wrapping_table(counts, _("text")))
+        st.markdown(wrapping_table(pieces, _("text")))
     st.caption(_("BPE has no unknown words: a word it never saw splits into known sub-words, an emoji or most "
                  "Chinese characters into their UTF-8 bytes, one token per piece (each names its character and "
                  "which piece it holds: 猫(1/3) 猫(2/3) 猫(3/3)), and `<|endoftext|>` is one special token (50256). "

@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from dashboard.drawing.present import presenting
-from dashboard.state.links import md_escape
+from dashboard.state.links import code_span, md_escape
 
 NUMBERS_KEY = "numbers_"  # a container keyed with this prefix right-aligns its tables' cells (present.NUMBERS_CSS)
 
@@ -81,3 +81,19 @@ def formatted(fmt: str, value: object) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "−∞" if value < 0 else "∞"
     return fmt % value
+
+
+def wrapping_table(rows: list[dict[str, object]], literal: str) -> str:
+    """``rows`` as a Markdown table, whose cells wrap (a data grid's do not: its pieces and the text were cut off at
+    1280x720): column ``literal`` (the user's text) as code spans, so a URL in it stays text; the rest escaped;
+    numbers right-aligned."""
+    def cell(column: str, value: object) -> str:
+        if column == literal:
+            return code_span(str(value)).replace("|", "\\|")
+        return md_escape(" ".join(str(value).splitlines()))
+
+    columns = list(rows[0])
+    rule = ["---:" if isinstance(rows[0][c], int) else "---" for c in columns]
+    lines = ["| " + " | ".join(md_escape(c) for c in columns) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
