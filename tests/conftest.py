@@ -12,6 +12,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from attn_core import BOOK_INPUTS  # noqa: E402
 
+# One folder of kept results (dashboard/state/kept.py) for this run: its servers and workers share what one computed,
+# and nothing from an earlier run or from the user's own ~/.cache is read.
+if not os.environ.get("PYTEST_XDIST_WORKER"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["ATTENTION_LAB_RESULTS"] = tempfile.mkdtemp(prefix="attention-lab-results-")
+    atexit.register(shutil.rmtree, os.environ["ATTENTION_LAB_RESULTS"], True)
+
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # xdist: the cores shared out, not every worker on all of them
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 

@@ -20,7 +20,7 @@ from browser import TABLES_FIT_JS, chromium_page, require, require_browser
 
 pytestmark = pytest.mark.browser
 
-LOAD_MS = 120_000
+LOAD_MS = 300_000  # a bound only: a page that runs a real model four times (Windows, Chinese) on a busy CI box
 RULE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 BLOCKING = ("serious", "critical")
 # Every st.Page's url path in dashboard/main.py ("" is Explore, the default page).

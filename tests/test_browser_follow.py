@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import CATCH_UP_MS, chromium_page, require_browser, streamlit_server, wait_idle
+from browser import CATCH_UP_MS, chromium_page, click_until, require_browser, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -93,10 +93,12 @@ def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(l
         wait_idle(late)
         fits(late)
 
-        late.locator(".st-key-follow_prev button").click()  # a student looks back on their own
-        late.get_by_text(f"step 2 of {n} · looking around").wait_for(timeout=CATCH_UP_MS)
-        late.locator(".st-key-follow_back button").click()
-        late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
+        # a student looks back on their own, then returns; the watch fragment redraws the page every few seconds,
+        # and a click that lands during that redraw is lost (as in a browser), so it is clicked until it took
+        looking = late.get_by_text(f"step 2 of {n} · looking around")
+        click_until(late.locator(".st-key-follow_prev button"), looking.is_visible, CATCH_UP_MS / 1000)
+        following = late.get_by_text(f"step 3 of {n} · following the teacher")
+        click_until(late.locator(".st-key-follow_back button"), following.is_visible, CATCH_UP_MS / 1000)
         for page in (phone, late):
             page.close()
 

@@ -6,18 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 
 from attn_core.attention.masks import causal_mask
-from attn_core.labs.scores import first_token_score
-from attn_core.labs.windows import CLOSE, masked_like, own_mix_losses, sink_effect, token_losses
-from attn_core.models.gpt import GPT_CONFIG_124M, GPTModel
-from attn_core.models.traced import walk_layers
+from attn_core.labs.windows import CLOSE, sink_effect
 from attn_core.paths import asset
 from attn_core.text.tokens import tokenize
-from attn_core.tracing.trace import Trace
 from dashboard import languages
+from dashboard.app_pages import windows_runs as runs
 from dashboard.app_pages.windows_rope import show_rope
+from dashboard.app_pages.windows_runs import OWN, RANDOM, model
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.sizes import cap, cells_across, column_px, content_px
@@ -27,8 +24,6 @@ from dashboard.state import models
 from dashboard.state.controls import settings
 from dashboard.state.links import error_text, md_escape
 
-RANDOM = "random-small"  # a small GPTModel with random weights: nothing learned, no sink
-RANDOM_CFG = GPT_CONFIG_124M | {"emb_dim": 192, "n_heads": 6, "n_layers": 6, "drop_rate": 0.0}
 SAMPLE = N_("The Verdict (the book's sample text)")  # the option's id; a language's data may name its own sample
 SAMPLE_NAME = N_("The Verdict")  # in a sentence
 YOURS = N_("Your sentence (sidebar)")
@@ -36,16 +31,6 @@ ROPE_TOKENS = 64  # the sample's first tokens the RoPE section runs on
 TOKENS, MAX_TOKENS = 512, 2048  # the token count's default and most (a model's local window: twice that window)
 SINKMAP_CHROME_PX = 150  # what the sink map needs beside its cells (axis labels, legend), to fit a phone's column
 SECTIONS = (N_("Window and sinks"), N_("Sinks in every layer"), N_("RoPE on real queries and keys"))  # English in links
-
-
-@st.cache_resource(show_spinner=False)
-def _random_model() -> GPTModel:
-    torch.manual_seed(0)
-    return GPTModel(RANDOM_CFG).eval()
-
-
-def _model(name: str) -> torch.nn.Module:
-    return _random_model() if name == RANDOM else models.model(name)
 
 
 def _label(name: str) -> str:
@@ -110,43 +95,7 @@ def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
     """The first ``n`` tokens of ``text`` in the model's own tokenizer."""
     if name == RANDOM:
         return tuple(t.id for t in tokenize(text[: n * 12]))[:n]
-    return tuple(_model(name).tokenizer.encode(text[: n * 12]))[:n]
-
-
-@st.cache_data(show_spinner=False, max_entries=48)
-def _losses(name: str, ids: tuple[int, ...], window: int | None, sinks: int, method: str) -> np.ndarray:
-    return token_losses(_model(name), torch.tensor([ids]), window, sinks, method).numpy()
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _own_losses(name: str, ids: tuple[int, ...]) -> np.ndarray:
-    return own_mix_losses(_model(name), torch.tensor([ids])).numpy()
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _first_token_shares(name: str, ids: tuple[int, ...]) -> np.ndarray:
-    """(layers, heads): each head's mean weight on token 1 (queries 2..T)."""
-    model = _model(name)
-    if name != RANDOM:
-        return models.model_view(name, ids).scores["first_token"]
-    shares = []
-    walk_layers(model, torch.tensor([ids]), on_layer=lambda i, w: shares.append(first_token_score(w.numpy())))
-    return np.stack(shares)
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _methods_differ(name: str, ids: tuple[int, ...], window: int, sinks: int) -> tuple[float, float, float]:
-    """(perplexity −∞, perplexity renormalize, largest |weight difference| in layer 1) on the window + sinks mask."""
-    weights = []
-    for method in ("neg_inf", "renormalize"):
-        view = masked_like(_model(name), len(ids), window, sinks, method)
-        trace = Trace(copy=False)
-        with torch.no_grad():  # not inference_mode: a trace that shares tensors checks their version counters
-            view(torch.tensor([ids]), trace, trace_layers=[0])
-        weights.append(trace.of_kind("weights")[-1].tensor)
-    neg_inf = float(np.exp(_losses(name, ids, window, sinks, "neg_inf").mean()))
-    renorm = float(np.exp(_losses(name, ids, window, sinks, "renormalize").mean()))
-    return neg_inf, renorm, float((weights[0] - weights[1]).abs().max())
+    return tuple(model(name).tokenizer.encode(text[: n * 12]))[:n]
 
 
 def render() -> None:
@@ -171,7 +120,7 @@ def render() -> None:
         st.caption(line)
     text = _sample_text(lang()) if source == SAMPLE else s.text
     try:
-        ids = _ids(name, text, min(n, _model(name).cfg["context_length"]))
+        ids = _ids(name, text, min(n, model(name).cfg["context_length"]))
     except ValueError as e:
         st.error(error_text(e))
         st.stop()
@@ -217,8 +166,8 @@ def _own_mix(name: str, ids: tuple[int, ...]) -> None:
     show_table(st, table, width="stretch")
     try:
         with st.spinner(_("Running {model} with its own mix…", model=_label(name))):
-            own = float(np.exp(_own_losses(name, ids).mean()))
-            full = float(np.exp(_losses(name, ids, None, 0, "neg_inf").mean()))
+            own = float(np.exp(runs.own_losses(name, ids).mean()))
+            full = float(np.exp(runs.losses(name, ids, None, 0, "neg_inf").mean()))
     except ValueError as e:
         st.error(error_text(e))
         return
@@ -253,7 +202,12 @@ def _own_mix_verdict(model: str, T: int, window: int, own: float, full: float) -
 
 def _windows(name: str, ids: tuple[int, ...]) -> None:
     T = len(ids)
-    if name != RANDOM and models.config(name).sliding_layers:
+    own_mix = name != RANDOM and bool(models.config(name).sliding_layers)
+    # the sliders' values as they will be drawn below, so that every run of the section starts at once
+    window, sinks = min(st.session_state.get("win_window", min(32, T)), max(2, T)), st.session_state.get("win_sinks", 4)
+    with st.spinner(_("Running {model} on {n} tokens, each mask side by side…", model=_label(name), n=T)):
+        runs.prepare(name, ids, [(None, 0), (window, 0), (window, sinks)] + ([(OWN, 0)] if own_mix else []))
+    if own_mix:
         _own_mix(name, ids)
     c_w, c_s = st.columns(2)
     window = int(c_w.slider(_("Window W (keys each query sees)"), 1, max(2, T), min(32, T), key="win_window"))
@@ -264,7 +218,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
                  (window, sinks)}
     try:
         with st.spinner(_("Running {model} three times on {n} tokens…", model=_label(name), n=T)):
-            losses = {label: _losses(name, ids, w, k, "neg_inf") for label, (w, k) in settings_.items()}
+            losses = {label: runs.losses(name, ids, w, k, "neg_inf") for label, (w, k) in settings_.items()}
     except ValueError as e:
         st.error(error_text(e))
         return
@@ -297,7 +251,7 @@ def _windows(name: str, ids: tuple[int, ...]) -> None:
     with st.expander(_("−∞ or renormalize on the window + sinks mask")):
         if st.button(_("Compare the two masking methods"), key="win_compare"):
             with st.spinner(_("Running both methods…")):
-                neg_inf, renorm, diff = _methods_differ(name, ids, window, sinks)
+                neg_inf, renorm, diff = runs.methods_differ(name, ids, window, sinks)
             a, b, c = st.columns(3)
             a.metric(_("Perplexity, −∞ before softmax"), f"{neg_inf:,.3f}")
             b.metric(_("Perplexity, softmax → zero → renormalize"), f"{renorm:,.3f}")
@@ -380,7 +334,7 @@ def _sinks(name: str, ids: tuple[int, ...], names: list[str]) -> None:
     for col, model_name in zip(cols, shown):
         model_ids = ids if model_name == name else _ids(model_name, _sample_text(lang()), len(ids))
         with st.spinner(_("Reading every head of {model}…", model=_label(model_name))):
-            shares = _first_token_shares(model_name, model_ids)
+            shares = runs.first_token_shares(model_name, model_ids)
         sinks_at = int((shares.max(axis=1) > 0.5).sum())
         cell = cells_across(shares.shape[1], column_px([1] * len(shown), 0), SINKMAP_CHROME_PX,
                             24 if len(shown) > 2 else 30)
