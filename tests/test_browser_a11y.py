@@ -5,13 +5,16 @@ and in Chinese on the pages with the most coloured text.
 Also two layouts of issue 41 (item 15) at 1280x720 with the sidebar open: KV cache cost's chart with its whole
 legend above the fold, and BPE side by side's tables with every column and cell inside the page.
 
+Also, on every page and section opened: no request leaves the machine (every request the browser makes goes to the
+app itself), and the pages listed here are every page of the navigation.
+
 Cost: one server and one Chromium for the module; each page is one load. Waits are conditions on the page (the
 script has finished, nothing stale, the screen measured, every chart drawn), never sleeps.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from langs import CHINESE, ENGLISH
@@ -25,7 +28,7 @@ RULE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 BLOCKING = ("serious", "critical")
 # Every st.Page's url path in dashboard/main.py ("" is Explore, the default page).
 PAGES = ["text-to-vectors", "", "shape-flow", "masking-lab", "tiled", "windows", "walkthrough", "learn", "generate",
-         "kv-cache", "benchmark", "answer"]
+         "kv-cache", "benchmark", "lesson", "answer"]
 ZH_PAGES = ["text-to-vectors", "windows"]
 # A page of sections draws one at a time: each is opened by its link (the section's English id) and checked too.
 SECTION_KEYS = {"": "section", "text-to-vectors": "t2v_section", "masking-lab": "lab_section", "windows": "win_section"}
@@ -59,18 +62,26 @@ def axe_missing_reason() -> str | None:
     return None
 
 
+OUTSIDE: list[str] = []  # requests the module's pages made to any host but the app's
+
+
 @pytest.fixture(scope="module")
-def page():
+def page(server):
     require_browser()
     require(axe_missing_reason(), "the accessibility test")
+    own = urlsplit(server).netloc
     with chromium_page(1280, 720) as p:
         p.set_default_timeout(LOAD_MS)
+        p.context.on("request", lambda r: OUTSIDE.append(r.url) if urlsplit(r.url).scheme in (
+            "http", "https", "ws", "wss") and urlsplit(r.url).netloc != own else None)
         yield p
 
 
 def open_drawn(page, url: str) -> None:
+    """Open ``url`` and wait until it is drawn; no page may have asked another host for anything."""
     page.goto(url)
     page.wait_for_function(READY_JS, arg="/answer" in url, timeout=LOAD_MS, polling=200)
+    assert not OUTSIDE, f"requests to other hosts: {sorted(set(OUTSIDE))[:10]}"
 
 
 def axe_problems(page, where: str) -> list[str]:
@@ -117,6 +128,10 @@ def page_problems(page, server: str, path: str, lang: str, sections: bool = True
 def test_every_page_has_no_serious_accessibility_violation(server, page, path):
     problems = page_problems(page, server, path, ENGLISH)
     assert not problems, "\n".join(problems)
+    if path == "":  # the navigation lists no page this module does not open
+        links = page.locator('[data-testid="stSidebarNavLink"]')
+        listed = {urlsplit(links.nth(i).get_attribute("href")).path.strip("/") for i in range(links.count())}
+        assert len(listed) >= 5 and listed <= set(PAGES), sorted(listed - set(PAGES))
 
 
 @pytest.mark.parametrize("path", ZH_PAGES)
