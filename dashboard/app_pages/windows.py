@@ -14,7 +14,7 @@ from attn_core.text.tokens import tokenize
 from dashboard import languages
 from dashboard.app_pages import windows_runs as runs
 from dashboard.app_pages.windows_rope import show_rope
-from dashboard.app_pages.windows_runs import OWN, RANDOM, model
+from dashboard.app_pages.windows_runs import OWN, RANDOM, run_model
 from dashboard.drawing import window_charts as charts
 from dashboard.drawing.chart_cache import altair
 from dashboard.drawing.sizes import cap, cells_across, column_px, content_px
@@ -95,7 +95,7 @@ def _ids(name: str, text: str, n: int) -> tuple[int, ...]:
     """The first ``n`` tokens of ``text`` in the model's own tokenizer."""
     if name == RANDOM:
         return tuple(t.id for t in tokenize(text[: n * 12]))[:n]
-    return tuple(model(name).tokenizer.encode(text[: n * 12]))[:n]
+    return tuple(run_model(name).tokenizer.encode(text[: n * 12]))[:n]
 
 
 def render() -> None:
@@ -120,7 +120,7 @@ def render() -> None:
         st.caption(line)
     text = _sample_text(lang()) if source == SAMPLE else s.text
     try:
-        ids = _ids(name, text, min(n, model(name).cfg["context_length"]))
+        ids = _ids(name, text, min(n, run_model(name).cfg["context_length"]))
     except ValueError as e:
         st.error(error_text(e))
         st.stop()

@@ -27,7 +27,7 @@ def random_model() -> GPTModel:
     return GPTModel(RANDOM_CFG).eval()
 
 
-def model(name: str) -> torch.nn.Module:
+def run_model(name: str) -> torch.nn.Module:
     """The shared model, or the small random one."""
     return random_model() if name == RANDOM else models.model(name)
 
@@ -42,8 +42,8 @@ def compute(name: str, ids: tuple[int, ...], window: int | str | None, sinks: in
             method: str) -> Callable[[], np.ndarray]:
     """The run itself, for :mod:`dashboard.state.kept`."""
     if window == OWN:
-        return lambda: own_mix_losses(model(name), torch.tensor([ids])).numpy()
-    return lambda: token_losses(model(name), torch.tensor([ids]), window, sinks, method).numpy()
+        return lambda: own_mix_losses(run_model(name), torch.tensor([ids])).numpy()
+    return lambda: token_losses(run_model(name), torch.tensor([ids]), window, sinks, method).numpy()
 
 
 def prepare(name: str, ids: tuple[int, ...], runs: list[tuple[int | str | None, int]]) -> None:
@@ -72,7 +72,7 @@ def first_token_shares(name: str, ids: tuple[int, ...]) -> np.ndarray:
     if name != RANDOM:
         return models.model_view(name, ids).scores["first_token"]
     shares = []
-    walk_layers(model(name), torch.tensor([ids]), on_layer=lambda i, w: shares.append(first_token_score(w.numpy())))
+    walk_layers(run_model(name), torch.tensor([ids]), on_layer=lambda i, w: shares.append(first_token_score(w.numpy())))
     return np.stack(shares)
 
 
@@ -81,7 +81,7 @@ def methods_differ(name: str, ids: tuple[int, ...], window: int, sinks: int) -> 
     """(perplexity −∞, perplexity renormalize, largest |weight difference| in layer 1) on the window + sinks mask."""
     weights = []
     for method in ("neg_inf", "renormalize"):
-        view = masked_like(model(name), len(ids), window, sinks, method)
+        view = masked_like(run_model(name), len(ids), window, sinks, method)
         trace = Trace(copy=False)
         with torch.no_grad():  # not inference_mode: a trace that shares tensors checks their version counters
             view(torch.tensor([ids]), trace, trace_layers=[0])

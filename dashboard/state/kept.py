@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT_ENV = "ATTENTION_LAB_RESULTS"  # where results are kept (default ~/.cache/attention-lab/results)
-MAX_FILES = 512  # a Gemma 3 result at 1,024 tokens is 4 kB: the folder stays a few MB
+MAX_FILES = 512  # a result is one float a token: the folder stays small
 
 
 @lru_cache(maxsize=1)
