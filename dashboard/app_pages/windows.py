@@ -156,14 +156,7 @@ def _own_mix(name: str, ids: tuple[int, ...]) -> None:
                          "**{model}'s own mix**: {n} of its {layers} layers are local (marked below): each keeps "
                          "only its window of keys; the others see every earlier token.", len(local),
                          model=md_escape(_label(name)), layers=config.n_layers))
-    local_word, global_word = _("local"), _("global")
-    table = pd.DataFrame({str(i + 1): [local_word if config.window(i) else global_word,
-                                       f"{config.window(i):,}" if config.window(i) else "–",
-                                       f"{config.rope_bases[i]:,.0f}" if config.rope_bases else "–"]
-                          for i in range(config.n_layers)},
-                         index=[_("attention"), _("window (tokens)"), _("RoPE base")])
-    table.columns.name = _("layer")
-    show_table(st, table, width="stretch")
+    show_table(st, _layers_table(config), hide_index=True, width="content")
     try:
         with st.spinner(_("Running {model} with its own mix…", model=_label(name))):
             own = float(np.exp(runs.own_losses(name, ids).mean()))
@@ -179,6 +172,22 @@ def _own_mix(name: str, ids: tuple[int, ...]) -> None:
                  "full lets the local layers see the whole text too. The sliders below set one window for every "
                  "layer instead.", n=len(ids)))
     st.markdown(_own_mix_verdict(_label(name), len(ids), max(w for w in config.windows if w), own, full))
+
+
+def _layers_table(config) -> pd.DataFrame:
+    """A row per run of layers alike (Gemma 3: 1–5 local, 6 global, …): every layer on one screen, a phone's too,
+    and the model's pattern read at a glance."""
+    local_word, global_word = _("local"), _("global")
+    rows: list[list] = []
+    for i in range(config.n_layers):
+        cells = [local_word if config.window(i) else global_word, f"{config.window(i):,}" if config.window(i) else "–",
+                 f"{config.rope_bases[i]:,.0f}" if config.rope_bases else "–"]
+        if rows and rows[-1][1:] == cells:
+            rows[-1][0] = (rows[-1][0][0], i + 1)
+        else:
+            rows.append([(i + 1, i + 1), *cells])
+    return pd.DataFrame([[f"{a}–{b}" if a != b else str(a), *cells] for (a, b), *cells in rows],
+                        columns=[_("layers"), _("attention"), _("window (tokens)"), _("RoPE base")])
 
 
 def _own_mix_verdict(model: str, T: int, window: int, own: float, full: float) -> str:
