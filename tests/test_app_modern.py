@@ -63,7 +63,6 @@ def test_impossible_sizes_say_what_works(query, message):
 
 
 def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
-    from dashboard.state import models
 
     at = open_page("app_pages/kv_cost.py")
     table = at.dataframe[0].value
@@ -73,8 +72,9 @@ def test_the_kv_cost_page_reproduces_the_books_numbers_and_measures_the_cache():
     from apptest_utils import md_tables
 
     every = next(t for t in md_tables(at) if "measured bytes" in next(iter(t.values())))  # Markdown: cells wrap
-    real = tuple(models.short_label(f.name) for f in models.found())  # the real models' own rows, when installed
-    rows = [cells for name, cells in every.items() if not name.startswith(real)]
+    # the real models' own rows, when installed, say so in their name: read from the page as drawn, not from a
+    # second look for the models after the run (on a busy CI box it once disagreed with the page's)
+    rows = [cells for name, cells in every.items() if ", real (" not in name]
     measured = [cells for cells in rows if cells["equal"] != "–"]
     assert len(measured) == 4 and all(c["measured bytes"] == c["formula bytes"] for c in measured), measured
     assert {c["equal"] for c in measured} == {"yes"}
