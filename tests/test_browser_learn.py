@@ -24,6 +24,8 @@ def progress_step(page) -> int:
 def test_start_redraws_loss_and_heads_then_pause(tmp_path):
     require_browser()
     with streamlit_server() as url, chromium_page(1280, 720) as page:
+        errors: list[str] = []  # a frontend exception blanks the whole page: say which, rather than time out
+        page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"{url}/learn")
         start = page.get_by_role("button", name="Start")
         start.wait_for(timeout=60_000)
@@ -44,6 +46,7 @@ def test_start_redraws_loss_and_heads_then_pause(tmp_path):
         t0 = time.monotonic()
         zoom = page.locator(".st-key-learn_zoom input")
         click_until(page.get_by_text("Look at one head closely"), lambda: zoom.is_checked())
+        assert not errors, errors
         page.wait_for_function(  # loss, scores over steps, and now the labelled close-up, each drawn
             """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
                      .filter(c => c.querySelector('canvas, svg')).length >= 3""",
@@ -56,3 +59,4 @@ def test_start_redraws_loss_and_heads_then_pause(tmp_path):
         assert "paused" in page.locator(PROGRESS).first.inner_text()
         page.screenshot(path=str(tmp_path / "learn.png"))
         assert answered < 30, f"a control took {answered:.1f} s to answer while training"
+        assert not errors, errors

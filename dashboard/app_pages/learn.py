@@ -73,7 +73,7 @@ def controls() -> TrainingJob | None:
     state = job.state if job else "ready"
     st.session_state["learn_drawn"] = state  # the live view reruns the page when the state moves on
     # the first button's column holds "Leave queue" with its icon at 1280×720 (at 1 part of 6.8 it read "Leave q…")
-    c7, c8, c9, _unused = st.columns([1.35, 1, 1.3, 3.15])
+    c7, c8, c9, c10 = st.columns([1.35, 1, 1.3, 3.15])
     if state == "queued":
         if c7.button(_("Leave queue"), icon=":material/close:", key="learn_leave", width="stretch"):
             job.pause()
@@ -107,6 +107,8 @@ def controls() -> TrainingJob | None:
         st.session_state.pop("learn_at", None)
         st.rerun()
 
+    if job is not None:
+        close_up_controls(c10, job.trainer)
     if big:
         st.caption(_("**{title}.** **What should grow:** {expect}", title=_(task.title), expect=_(task.expect)))
     else:
@@ -122,6 +124,17 @@ def controls() -> TrainingJob | None:
         st.fragment(run_every=5.0)(server_line)()  # the teacher's view of the class, kept current
         return None
     return job
+
+
+def close_up_controls(where, tr: Trainer) -> None:
+    """The close-up's switch and head, outside the live fragment: a click there reruns the page, because a widget
+    inside a fragment that a timer reruns could blank the whole page on a busy server (a Streamlit 1.67 race)."""
+    left, right = where.columns([2.4, 1], vertical_alignment="bottom")  # a head is "L1 H1": the switch gets the room
+    if left.toggle(_("Look at one head closely"), key="learn_zoom",
+                   help=_("Its weights drawn large, with every token id on the axes, under the scores.")):
+        n_l, n_h = tr.config["n_layers"], tr.config["n_heads"]
+        right.selectbox(_("Head"), [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
+                        format_func=lambda lh: learn_charts.head_name(*lh))
 
 
 def server_line() -> None:
@@ -276,9 +289,7 @@ def live(job: TrainingJob) -> None:
                lambda: learn_charts.scores_frame(snap_steps, scores, at_step=at), ("learn_scores", tr.steps, lang()),
                (uid, "scores", snap_steps[-1], at, lang()), key="learn_scores", name="head_scores",
                title=_("Head scores over training"))
-    if st.toggle(_("Look at one head closely (with token ids)"), key="learn_zoom"):
-        pick = st.selectbox(_("Head"), [(layer, h) for layer in range(n_l) for h in range(n_h)], key="learn_head",
-                            format_func=lambda lh: learn_charts.head_name(*lh))
+    if st.session_state.get("learn_zoom") and (pick := st.session_state.get("learn_head")) is not None:
         labels = tr.task.labels(tr.probe_tokens)
         head = snap.weights[pick[0], pick[1]]
         st.markdown(_("**{head} at step {step}**", head=learn_charts.head_name(*pick), step=at))
