@@ -38,8 +38,20 @@ def shots(tmp_path: Path) -> Path:
 
 def new_phone(teacher, url: str):
     phone = teacher.context.browser.new_page(viewport={"width": 360, "height": 640}, is_mobile=True, has_touch=True)
+    errors: list[str] = []  # a frontend exception blanks the page: a timeout then says which
+    phone.on("pageerror", lambda e: errors.append(str(e)))
+    phone.page_errors = errors
     phone.goto(url)
     return phone
+
+
+def shows(phone, text: str) -> None:
+    """Wait until the phone shows ``text``; if it never does, say what it shows and any frontend exception."""
+    try:
+        phone.get_by_text(text).wait_for(timeout=CATCH_UP_MS)
+    except Exception as e:  # noqa: BLE001 - re-raised with what the phone shows
+        seen = phone.evaluate("() => document.body.innerText.slice(0, 600)")
+        raise AssertionError(f"{text!r} not shown; page errors {phone.page_errors}; the phone shows {seen!r}") from e
 
 
 def fits(phone) -> None:
@@ -82,14 +94,14 @@ def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(l
 
         teacher.locator(".st-key-lesson_next button").click()  # step 3: −∞ before softmax
         phone.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
-        phone.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=CATCH_UP_MS)
+        shows(phone, "Causal mask: −∞ before softmax")
         wait_idle(phone)
         fits(phone)
         phone.screenshot(path=out / "phone_360x640_step3.png")
 
         late = new_phone(teacher, f"{lesson_server}/answer?code={code.lower()}")  # joins now: lands on step 3
         late.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=60_000)
-        late.get_by_text("Causal mask: −∞ before softmax").wait_for(timeout=CATCH_UP_MS)
+        shows(late, "Causal mask: −∞ before softmax")
         wait_idle(late)
         fits(late)
 
