@@ -54,3 +54,12 @@ def test_the_works_errors_are_raised_by_take():
 def test_the_work_runs_at_lower_priority():
     work = Ahead(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), pause=0)
     assert work.started.wait(60) and work.take() >= 10
+
+
+def test_settle_waits_for_every_pending_work_its_pause_cut_short():
+    ran: list[int] = []
+    started = time.monotonic()
+    works = [Ahead(lambda k=k: ran.append(k), pause=600) for k in range(3)]
+    ahead.settle()
+    assert sorted(ran) == [0, 1, 2] and all(w.done() for w in works)
+    assert time.monotonic() - started < 60  # not the long pauses they were given

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
@@ -32,6 +33,7 @@ def _lower_priority() -> None:
 
 # every session's work ahead, server-wide: up to two computing at once (one per core) beside two pausing
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix=THREAD_NAME, initializer=_lower_priority)
+_PENDING: weakref.WeakSet[Ahead] = weakref.WeakSet()  # work handed to the pool and not yet done
 
 
 class Ahead(Generic[T]):
@@ -42,6 +44,7 @@ class Ahead(Generic[T]):
         self._now = threading.Event()
         self.started = threading.Event()  # set once a thread has picked the work up (its pause begins)
         self._future = _POOL.submit(self._run, work, PAUSE_S if pause is None else pause)
+        _PENDING.add(self)
 
     def _run(self, work: Callable[[], T], pause: float) -> T:
         self.started.set()
@@ -58,6 +61,17 @@ class Ahead(Generic[T]):
 
     def done(self) -> bool:
         return self._future.done()
+
+
+def settle(timeout: float = 120.0) -> None:
+    """Wait until no work ahead is left, its pauses cut short (tests: an earlier test's pending step must not run
+    inside the next test, where it would count as that test's work)."""
+    for ahead in list(_PENDING):
+        ahead._now.set()
+        try:
+            ahead._future.result(timeout)
+        except Exception:  # noqa: BLE001 - its owner sees the failure on take(); here it is only waited for
+            pass
 
 
 def prefetch(work: Callable[[], None]) -> Ahead[None]:
