@@ -135,17 +135,16 @@ def url(request, tmp_path):
 def class_app_db(tmp_path, monkeypatch, fresh_caches):
     """A fresh SQLite class store for AppTests of the class pages (lessons, follow mode), its process caches
     emptied after."""
-    from dashboard.classroom import follow, step_views
+    from dashboard.classroom import step_views, watch
     from dashboard.classroom import store as ps
-    from dashboard.classroom.follow import _lessons
     from dashboard.classroom.ui import _stores
 
     monkeypatch.setenv(ps.DB_ENV, str(tmp_path / "class.sqlite3"))
     step_views.clear()
     yield tmp_path / "class.sqlite3"
     _stores.clear()
-    _lessons.clear()
-    follow._positions.clear()
+    watch._lessons.clear()
+    watch._positions.clear()
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -10,7 +10,7 @@ from i18n_check import english_left
 from langs import CHINESE, ENGLISH
 
 from apptest_utils import messages, new_app
-from dashboard.classroom import follow, step_views
+from dashboard.classroom import follow, step_views, watch
 from dashboard.classroom import lessons as L
 from dashboard.classroom import store as ps
 
@@ -159,13 +159,13 @@ def test_a_replicas_phones_share_one_read_of_the_step(monkeypatch):
     calls = []
     real = L.LessonStore.position
     monkeypatch.setattr(L.LessonStore, "position", lambda self, c: calls.append(c) or real(self, c))
-    follow._positions.clear()
+    watch._positions.clear()
     for _unused in range(30):  # thirty phones' watch fragments on this replica
-        assert follow.position(code)[0] == 0
+        assert watch.room_now(code).step == 0
     assert len(calls) == 1
     store.go(code, secret, 2)  # the teacher's Next, on another replica
-    time.sleep(follow.POSITION_TTL_S + 0.05)
-    assert follow.position(code)[0] == 2 and len(calls) == 2
+    time.sleep(watch.POSITION_TTL_S + 0.05)
+    assert watch.room_now(code).step == 2 and len(calls) == 2
 
 
 def _tally_caption(at) -> str:

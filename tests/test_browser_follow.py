@@ -96,6 +96,7 @@ def test_phones_follow_the_teacher_and_a_late_joiner_lands_on_the_current_step(l
         phone.get_by_text(f"step 3 of {n} · following the teacher").wait_for(timeout=CATCH_UP_MS)
         shows(phone, "Causal mask: −∞ before softmax")
         wait_idle(phone)
+        assert phone.locator(".st-key-poll_choices").count() == 0  # step 2's question is gone, not left above it
         fits(phone)
         phone.screenshot(path=out / "phone_360x640_step3.png")
 

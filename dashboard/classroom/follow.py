@@ -2,30 +2,28 @@
 current step (read-only: its chart, its one-line reading, the poll when the step is a poll).
 
 The room's lesson and its current step live in the class store (dashboard/classroom/lessons.py), so a phone that
-joins late, or reconnects to another replica after one died, lands on the current step. A phone reads only the
-step number every :data:`FOLLOW_REFRESH_S` seconds in a small fragment; when it moves, the page reruns once and
+joins late, or reconnects to another replica after one died, lands on the current step. A phone reads only where
+the room is in a small timed fragment (dashboard/classroom/watch.py); when it moves, the page reruns once and
 shows the step's drawing, made once per (step, language) and shared (dashboard/classroom/step_views.py).
 """
 
 from __future__ import annotations
 
 import base64
-import threading
-import time
 
 import streamlit as st
 
 from dashboard.classroom import fragment_order, step_views
-from dashboard.classroom.lessons import PAGES, BadLesson, LessonStore, check_step, step_key
+from dashboard.classroom.lessons import PAGES, BadLesson, check_step, step_key
 from dashboard.classroom.store import NoSuchPoll, PollError
-from dashboard.classroom.student import _student_live
+from dashboard.classroom.student import poll_view
 from dashboard.classroom.ui import join_link, qr_png, remember_room, store, teacher_panel
+from dashboard.classroom.watch import FOLLOW_REFRESH_S, POSITION_TTL_S, Now, forget, lessons, room_now, watch
 from dashboard.drawing.chart_cache import styled
-from dashboard.i18n import LANGS, _, lang, message
+from dashboard.i18n import LANGS, _, lang
 from dashboard.state.links import error_text, md_escape
 
-FOLLOW_REFRESH_S = 0.5  # how often a phone asks where the teacher is (docs/measurements.md)
-POSITION_TTL_S = 0.2  # a replica's phones of one class share one read of the step for this long
+__all__ = ["FOLLOW_REFRESH_S", "POSITION_TTL_S", "add_view_button", "follower_view", "lesson_bar", "lessons"]
 LOCAL_KEY = "follow_local"  # the step a student looks at on their own (None: the teacher's)
 DRAFT_KEY = "lesson_draft"  # the lesson the teacher is building (this session)
 STEP_KEY = "lesson_step"  # the step the teacher's bar shows (moved by Next / Back before the page redraws)
@@ -33,19 +31,7 @@ FOLLOW_CSS = """<style>
 .st-key-follow_nav button {min-height: 3rem; font-size: 1.05rem;}
 </style>"""
 
-fragment_order.install()  # a phone's _watch timer must not throw away the step its full rerun just drew
-
-_lessons: dict[int, LessonStore] = {}
-_positions: dict[str, tuple[float, tuple[int, float] | None]] = {}
-_positions_lock = threading.Lock()
-
-
-def lessons() -> LessonStore:
-    """This process's lesson store: the poll store's database (one connection)."""
-    polls = store()
-    if id(polls) not in _lessons:
-        _lessons[id(polls)] = LessonStore(polls)
-    return _lessons[id(polls)]
+fragment_order.install()  # a phone's watch timer must not throw away the step its full rerun just drew
 
 
 def teacher_room(create: bool = False) -> dict | None:
@@ -56,29 +42,6 @@ def teacher_room(create: bool = False) -> dict | None:
         remember_room(*store().create_room())  # in the teacher's link too: another replica can reclaim the lesson
         room = st.session_state["poll_room"]
     return room
-
-
-def position(code: str) -> tuple[int, float] | None:
-    """The room's step as :meth:`LessonStore.position` says, read at most once per :data:`POSITION_TTL_S` by this
-    process: thirty phones of a class on one replica make one database read, not thirty."""
-    now = time.monotonic()
-    with _positions_lock:
-        hit = _positions.get(code)
-        if hit is not None and now - hit[0] < POSITION_TTL_S:
-            return hit[1]
-    where = lessons().position(code)
-    _remember(code, where, now)
-    return where
-
-
-def _remember(code: str, where: tuple[int, float] | None, now: float | None = None) -> None:
-    """What this process read (or wrote) last of a room's step: a full run's read, the teacher's own Next."""
-    now = time.monotonic() if now is None else now
-    with _positions_lock:
-        _positions[code] = (now, where)
-        if len(_positions) > 1000:  # rooms long gone
-            for old in [c for c, (t, _w) in _positions.items() if now - t > 60]:
-                del _positions[old]
 
 
 # -- "Add this view" (the sidebar of any page) -------------------------------------------------------------------
@@ -124,7 +87,7 @@ def go(lesson: dict, index: int) -> None:
         else:
             _prepare(step)
         st.session_state[STEP_KEY] = lessons().go(room["code"], room["secret"], index)
-        _remember(room["code"], (st.session_state[STEP_KEY], time.time()))
+        forget(room["code"])  # this replica's phones read the new step at once
     except (PollError, ValueError) as e:
         st.session_state["lesson_msg"] = error_text(e)
 
@@ -144,7 +107,7 @@ def stop() -> None:
     room = teacher_room() or {}
     try:
         lessons().stop(room.get("code", ""), room.get("secret", ""))
-        _remember(room.get("code", ""), None)
+        forget(room.get("code", ""))
     except PollError as e:
         st.session_state["lesson_msg"] = error_text(e)
 
@@ -234,6 +197,7 @@ def show_step(step: dict) -> None:
 def follower_view(code: str, session: str) -> bool:
     """The phone's view when the room runs a lesson (True), else nothing drawn (False: the plain poll page)."""
     try:
+        now = room_now(code, fresh=True)  # read before drawing: a change after it redraws the page
         running = lessons().running(code)
     except NoSuchPoll:
         return False
@@ -244,11 +208,10 @@ def follower_view(code: str, session: str) -> bool:
         return False
     st.html(FOLLOW_CSS)
     lesson, teacher = running
-    _remember(code, (teacher, time.time()))
     n = len(lesson["steps"])
     local = st.session_state.get(LOCAL_KEY)
     shown = teacher if local is None else max(0, min(n - 1, local))
-    _watch(code, teacher, local is None)
+    watch(code, Now(shown, now.poll), following=local is None)  # the phone's one timer, first on every phone page
     if local is None:
         st.caption(_("Class {code} · step {step} of {n} · following the teacher", code=code, step=shown + 1, n=n))
     else:
@@ -256,7 +219,7 @@ def follower_view(code: str, session: str) -> bool:
     step = lesson["steps"][shown]
     if step["kind"] == "poll":
         if shown == teacher:
-            _student_live(code, session, headed=False)  # the step line above is its heading
+            poll_view(code, session, headed=False)  # the step line above is its heading
         else:
             st.markdown(f"#### {md_escape(step_views.title(step))}")
             st.info(_("A question for the class: it opens when the teacher reaches this step."))
@@ -276,20 +239,3 @@ def follower_view(code: str, session: str) -> bool:
 
 def _look(index: int | None) -> None:
     st.session_state[LOCAL_KEY] = index
-
-
-@st.fragment(run_every=FOLLOW_REFRESH_S)
-def _watch(code: str, shown: int, following: bool) -> None:
-    """Where the teacher is: when it moves (or the lesson ends), the page redraws once; nothing else reruns."""
-    try:
-        where = position(code)
-    except NoSuchPoll:
-        where = None
-    except PollError as e:
-        st.caption(message(e))
-        return
-    now = None if where is None else where[0]
-    if (now != shown and following) or now is None:
-        st.rerun(scope="app")
-    if not following:
-        st.caption(_("The teacher is at step {step}.", step=now + 1))

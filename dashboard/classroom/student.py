@@ -1,5 +1,6 @@
 """The students' page of "Ask the class" (``/answer?code=``): one question with big buttons, the reveal and its
-proving row when the teacher reveals; a room running a lesson draws the teacher's step instead (:mod:`.follow`)."""
+proving row when the teacher reveals; a room running a lesson draws the teacher's step instead (:mod:`.follow`).
+The page is redrawn whole when the room changes (:func:`.watch.watch`, the phone's one timer)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from dashboard.classroom.charts import proof_bars, tally_chart
 from dashboard.classroom.device import student_id
 from dashboard.classroom.store import PollError, normalize_code
 from dashboard.classroom.ui import store
+from dashboard.classroom.watch import room_now, watch
 from dashboard.drawing.present import A11Y_CSS
 from dashboard.i18n import _, message
 from dashboard.i18n import switch as language_switch
 from dashboard.state.links import error_text, md_escape
 
-STUDENT_REFRESH_S = 1.5  # a student's page notices a close, a reveal or the next question
 STUDENT_CSS = """<style>
 .st-key-poll_choices button {min-height: 3.4rem; font-size: 1.15rem;}
 .st-key-poll_choices button p {font-size: 1.15rem;}
@@ -53,8 +54,15 @@ def student_page(follow: Callable[[str, str], bool] | None = None) -> None:
             st.rerun()
         return
     me = student_id()
-    if follow is None or not follow(code, me):  # a room running a lesson: the phone follows the teacher
-        _student_live(code, me)
+    if follow is not None and follow(code, me):  # a room running a lesson: the phone follows the teacher
+        return
+    try:
+        drawn = room_now(code, fresh=True)  # read before drawing: a change after it redraws the page
+    except PollError as e:
+        st.error(error_text(e))
+        return
+    watch(code, drawn)
+    poll_view(code, me)
 
 
 def _send(code: str, seq: int, session: str, choice: int) -> None:
@@ -65,8 +73,7 @@ def _send(code: str, seq: int, session: str, choice: int) -> None:
         st.session_state["poll_msg"] = error_text(e)
 
 
-@st.fragment(run_every=STUDENT_REFRESH_S)
-def _student_live(code: str, session: str, headed: bool = True) -> None:
+def poll_view(code: str, session: str, headed: bool = True) -> None:
     """The class's current question on a phone; ``headed``: under its own "Class X · question N" line (a lesson's
     phone has its "Class X · step N of M" line above instead)."""
     try:
