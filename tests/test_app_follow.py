@@ -105,6 +105,11 @@ def test_phones_follow_next_and_back_and_a_late_joiner_lands_on_the_current_step
     t.button(key="lesson_back").click().run()
     early.run()
     assert shown_step(early).startswith(f"Class {code} · step 3 of {n}")
+    again = t.button(key="lesson_start")  # under a running lesson: not a second red "Start" but a restart
+    assert (again.label, again.proto.type) == ("Restart from step 1", "secondary"), again.label
+    again.click().run()
+    early.run()
+    assert shown_step(early).startswith(f"Class {code} · step 1 of {n}")
 
 
 def test_a_student_looks_around_and_comes_back_to_the_teacher():

@@ -145,8 +145,13 @@ def render() -> None:
         exported = None
     s2.download_button(_("Export as JSON"), exported or "", file_name="lesson.json", mime="application/json",
                        key="lesson_export", icon=":material/download:", width="stretch", disabled=exported is None)
-    s3.button(_("Start the lesson with the class"), key="lesson_start", type="primary", on_click=_start,
-              icon=":material/cast_for_education:", width="stretch", disabled=not lesson["steps"])
+    if running is None:
+        s3.button(_("Start the lesson with the class"), key="lesson_start", type="primary", on_click=_start,
+                  icon=":material/cast_for_education:", width="stretch", disabled=not lesson["steps"])
+    else:  # a second red "Start" under the running lesson's bar reads as if nothing had started
+        s3.button(_("Restart from step 1"), key="lesson_start", on_click=_start, icon=":material/replay:",
+                  width="stretch", disabled=not lesson["steps"],
+                  help=_("The class goes back to step 1 of the lesson as it stands in this editor."))
     with st.expander(_("Saved lessons and files")):
         try:
             titles = follow.lessons().titles()
