@@ -68,6 +68,17 @@ def text_px(px: int, big: bool, cap: int = 13, grow: float = 1.0, signed: bool =
     return min(round(cap * grow), max(MIN_TEXT_PX, px // 3 + 2)) if px >= value_cell_px(big, 1, signed) else None
 
 
+def text_fitting(px: int, font: int | None, texts: Sequence[str]) -> int | None:
+    """``font``, made smaller where the widest of ``texts`` would cross a ``px`` cell's edges (in the charts' Source
+    Sans a digit or a minus sign is ~0.5 em, a point ~0.25 em; a little more here, and a 3 px margin), or None where
+    it fits only below ``MIN_TEXT_PX``."""
+    if font is None or not texts:
+        return font
+    em = max(sum(0.28 if c in ".,:" else 0.52 for c in text) for text in texts)
+    fit = int((px - 3) / em)
+    return min(font, fit) if fit >= MIN_TEXT_PX else None
+
+
 def value_cell_px(big: bool, grow: float = 1.0, signed: bool = True) -> float:
     """The smallest cell that holds its value (:func:`text_px`): 40 px for a 16 px "-0.25", 34 for "0.25" in
     presentation mode (times ``grow``); 30 and 26 px otherwise."""

@@ -36,6 +36,7 @@ from dashboard.drawing.cells import (
     needs_raster,
     rows_crowded,
     spec_signature,
+    text_fitting,
     text_px,
     token_axes,
     wrap_expr,
@@ -195,6 +196,14 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
     df = heatmap_frame(m, row_labels, col_labels, offset_rows, offset_cols, scale)
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow, growing)
     font = text_px(px, big, grow=grow, signed=diverging(scale))
+    text_format, fixed = look.text_format, look.text_format != ".2f"
+    if fixed and np.isfinite(m).any():  # text_px is sized for "-0.25": a wider "-0.123" shrinks, or keeps 2 decimals
+        ends = m[np.isfinite(m)].min(), m[np.isfinite(m)].max()
+        fitted = text_fitting(px, font, [format(end, text_format) for end in ends])
+        if fitted is None and font is not None:
+            text_format = ".2f"
+            fitted = text_fitting(px, font, [format(end, text_format) for end in ends])
+        font = fitted
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
     kind = scale_parts(scale)[0]
@@ -236,7 +245,7 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
     if px >= 20:  # smaller grey cells speak for themselves (the caption says grey = masked)
         layers.append(_masked_text(base, font or min(14, px // 2), aria))
     if show_text:
-        layers.append(_value_text(base, font or 12, look.text_format, aria))
+        layers.append(_value_text(base, font or 12, text_format, aria, fixed))
     if diverging(scale):  # last, so the cells stay layer 0 (its two points have no size: they catch no pointer)
         layers.append(symmetric_domain(scale, _(LEGEND_TITLES[kind])))
     # "pad": the cells keep their size and the labels and legend come on top (Streamlit's default "fit"
@@ -262,14 +271,15 @@ def _masked_text(base: alt.Chart, size: int, aria: bool = True) -> alt.Chart:
             .encode(text=alt.TextValue("−∞"), color=alt.ColorValue("#555555")))
 
 
-def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool = True) -> alt.Chart:
-    """Each unmasked cell's value as text, black on light cells and white on dark ones (``LIGHT_CELL``). With
-    the default format an exact zero prints "0" and a value that would round to "0.00" prints in
-    scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
+def _value_text(base: alt.Chart, size: int, text_format: str = ".2f", aria: bool = True,
+                fixed: bool = False) -> alt.Chart:
+    """Each unmasked cell's value as text, black on light cells and white on dark ones (``LIGHT_CELL``). Unless
+    ``fixed`` (every value in ``text_format``), an exact zero prints "0" and a value that would round to "0.00"
+    prints in scientific notation ("3e-3"), so no coloured cell claims a zero it does not hold."""
     # the channel object, not alt.condition(..., alt.value(...)): Altair 6.3 turns such a dict into a channel
     # through from_dict, rebuilding its table of ~570 schema classes each time (slow: docs/measurements.md)
     color = alt.ColorValue("white", condition={"test": LIGHT_CELL, "value": "black"})
-    if text_format != ".2f":
+    if fixed:
         return base.transform_filter("!datum.masked").mark_text(fontSize=size, aria=aria).encode(
             text=alt.Text("value:Q", format=text_format), color=color)
     label = ("datum.value === 0 ? '0' : abs(datum.value) < 0.005 ? format(datum.value, '.0e') "
