@@ -174,10 +174,9 @@ def word_section(text: str, sent: str) -> None:
             ids = SimpleTokenizerV2(vocabs[name], pattern).encode(sent)
             ids_of = _("book id") if name == "book" else _("notes id")
             table = pd.DataFrame({_("word"): words, ids_of: ids}).astype(str)
-            if narrow():  # a phone: the words' one long row scrolled sideways; one word a row
-                show_table(col, table, hide_index=True, width="stretch")
-            else:
-                show_table(col, table.T, width="stretch")
+            # one word a row: the words in one long row scrolled sideways (a phone, and half of 1280 px), and the two
+            # tables side by side put each word's book id next to its notes id
+            show_table(col, table, hide_index=True, width="stretch", height=38 + 35 * min(len(words), 12))
 
 
 # 2. BPE side by side -------------------------------------------------------------------------------------------
