@@ -36,7 +36,7 @@ TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 TABLE_CSS = """.stApp [data-testid="stTable"] {overflow-x: auto; max-width: 100%;}
 """
 # A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
-# Full white on a darker patch of the button's own red.
+# Full white on a darker patch of the button's own red. A phone has no Page Up key: no hint there.
 KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
@@ -61,6 +61,7 @@ A11Y_CSS = "".join(
     for sel, colour in _TOKENS.items()) + """.stApp button[data-selected="true"]
     {color: color-mix(in srgb, #c53948 60%, currentColor) !important;}
 .stApp kbd {color: inherit !important; opacity: 0.75 !important;}
+@media (hover: none) and (pointer: coarse), (max-width: 640px) {.stApp button kbd {display: none !important;}}
 """
 # Streamlit's page text is sized in rem: one rule scales it. A phone keeps 1 rem a side (3 rem took a quarter of
 # its width). Captions lose their light grey. Tables (st.table) and
