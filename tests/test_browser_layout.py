@@ -369,6 +369,7 @@ PHONE_PAGES = {  # name: link
     "windows-sinks": "windows?win_section=Sinks+in+every+layer",
     "windows-rope": "windows?win_section=RoPE+on+real+queries+and+keys",
     "tiled": "tiled",
+    "shape-flow": "shape-flow?lang=zh",  # its `MultiHeadAttentionWrapper` vs `MultiHeadAttention` heading
     "tiled-presentation": "tiled?" + urlencode({"present": "true", "sentence": TEN_TOKENS}),  # its tables
     "walkthrough-presentation": "walkthrough?present=true",
     "walkthrough-yours": "walkthrough?" + urlencode({"walk_step": "12", "sentence": TEN_TOKENS}),
@@ -409,6 +410,9 @@ def test_a_phone_screen_never_scrolls_sideways(browser_page, server, name):
     assert not wide["past"], f"{name} at 390x844: {wide}"
     hints = page.locator("button kbd").evaluate_all("ks => ks.filter(k => k.offsetParent).map(k => k.innerText)")
     assert not hints, f"{name} at 390x844 shows the hints of keys a phone has not: {hints}"
+    cut = page.evaluate("() => [...document.querySelectorAll(':is(h1, h2, h3) code')]"
+                        ".filter(c => c.getClientRects().length > 1).map(c => c.innerText)")
+    assert not cut, f"{name} at 390x844 breaks these names in its headings mid-word: {cut}"
     if name.startswith("explore-all-heads"):  # one head a row, 6 tokens: cells >= 24 px, text >= 12 px
         heads = page.evaluate(HEADS_JS)
         assert heads and heads["cells"] >= 4 * 36, heads

@@ -262,7 +262,7 @@ def render() -> None:
                   "needed)."))
 
     # --- wrapper vs efficient class ---------------------------------------------------------------------
-    st.header("`MultiHeadAttentionWrapper` vs `MultiHeadAttention`")
+    st.header(_("{wrapper} vs {mha}", wrapper="`MultiHeadAttentionWrapper`", mha="`MultiHeadAttention`"))
     head_width = max(1, cfg.d_out // cfg.num_heads)
     wcfg = dataclasses.replace(cfg, variant="MultiHeadAttentionWrapper", d_out=head_width, dropout=0.0,
                                train_mode=False)

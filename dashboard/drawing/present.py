@@ -36,7 +36,7 @@ TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 TABLE_CSS = """.stApp [data-testid="stTable"] {overflow-x: auto; max-width: 100%;}
 """
 # A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
-# Full white on a darker patch of the button's own red. A phone has no Page Up key: no hint there.
+# Full white on a darker patch of the button's own red.
 KBD_CSS = """.stApp [data-testid="stBaseButton-primary"] kbd
     {opacity: 1 !important; color: #ffffff !important; background: rgba(0, 0, 0, 0.3); border-radius: 0.25rem;
      padding: 0 0.3rem;}
@@ -61,7 +61,12 @@ A11Y_CSS = "".join(
     for sel, colour in _TOKENS.items()) + """.stApp button[data-selected="true"]
     {color: color-mix(in srgb, #c53948 60%, currentColor) !important;}
 .stApp kbd {color: inherit !important; opacity: 0.75 !important;}
-@media (hover: none) and (pointer: coarse), (max-width: 640px) {.stApp button kbd {display: none !important;}}
+"""
+# A phone has no Page Up key: no key hints there. A class name in a heading (`MultiHeadAttentionWrapper`) was cut
+# mid-word at a phone's heading size: smaller there.
+PHONE_CSS = """@media (hover: none) and (pointer: coarse), (max-width: 640px)
+    {.stApp button kbd {display: none !important;}}
+@media (max-width: 640px) {.stApp :is(h1, h2, h3) code {font-size: 0.6em;}}
 """
 # Streamlit's page text is sized in rem: one rule scales it. A phone keeps 1 rem a side (3 rem took a quarter of
 # its width). Captions lose their light grey. Tables (st.table) and
@@ -79,7 +84,7 @@ _CSS = """
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
 @media (max-width: 640px) {.stApp [data-testid="stMainBlockContainer"] {padding-left: 1rem; padding-right: 1rem;}}
-""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + PHONE_CSS + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -88,7 +93,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + PHONE_CSS + """</style>
 """
 
 
