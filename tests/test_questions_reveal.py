@@ -9,6 +9,7 @@ import pytest
 from langs import CHINESE, LANGS
 
 from apptest_utils import _rows, messages, new_app, open_page, spec_nodes
+from attn_core.labs import questions as qs
 from attn_core.labs.questions import PROOF_VALUES, Question, printed
 from dashboard.classroom import store as ps
 from dashboard.classroom.charts import RIGHT, proof_bars, proof_chart
@@ -140,3 +141,91 @@ def test_the_masking_polls_tally_shows_every_choice_whole():
         assert "…" not in shown, shown
         for choice in choices:
             assert choice.replace(" ", "") in ("✓" + shown).replace(" ", "").replace("✓", ""), (choice, shown)
+
+
+# Each chart's axis labels that Vega drew (a label it hid for touching another has opacity 0), its bars and its box.
+DRAWN_JS = """(scope) => [...document.querySelectorAll(`${scope} [data-testid="stVegaLiteChart"]`)].map(c => {
+    const box = e => { const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left}; };
+    const seen = e => { for (let n = e; n && n !== c; n = n.parentElement)
+        if (getComputedStyle(n).opacity === '0') return false; return true; };
+    const labels = [...c.querySelectorAll('svg .role-axis-label text')].filter(seen).map(t => ({...box(t),
+        text: [...t.querySelectorAll('tspan')].map(s => s.textContent).join('') || t.textContent}));
+    const bars = [...c.querySelectorAll('svg path[aria-roledescription="bar"]')].map(box);
+    return {box: box(c), labels, bars};
+})"""
+
+
+@pytest.fixture(scope="module")
+def masking_room(tmp_path_factory):
+    """The ready lesson running at its masking poll on the real app, answered and revealed, the answer the issue's
+    ("renormalize raw scores (no softmax)", marked ✓): (url, code, secret, question)."""
+    from browser import require_browser, streamlit_server
+    from dashboard.classroom import lessons as L
+    from dashboard.classroom import step_views
+
+    require_browser()
+    db = str(tmp_path_factory.mktemp("masking") / "class.sqlite3")
+    polls = ps.PollStore(db)
+    code, secret = polls.create_room()
+    lesson = L.ready()
+    k = next(i for i, s in enumerate(lesson["steps"]) if s.get("question") == "masking")
+    L.LessonStore(polls).start(code, secret, lesson, step=k)
+    run, head = step_views.step_run(lesson["steps"][k]["params"])
+    question = next(q for q in (qs.masking(run.trace, run.labels, head, seed=s) for s in range(20))
+                    if str(q.choices[q.answer]).startswith("renormalize raw"))
+    seq = L.LessonStore(polls).ask_step(code, secret, k, question.to_dict())
+    for n, choice in enumerate([0, 1, 1, 2, 3, 3]):
+        polls.answer(code, seq, f"phone{n}", choice)
+    polls.set_state(code, secret, "revealed")
+    with streamlit_server(env={ps.DB_ENV: db}) as url:
+        yield url, code, secret, question
+
+
+def _names_every_bar(chart: dict, names: list[str], per_name: int = 1) -> None:
+    """Each of ``names`` drawn whole (``per_name`` times: once per block of bars), inside the chart, beside its
+    bar; no two of those labels on each other; no two bars on each other."""
+    def plain(text: str) -> str:
+        return "".join(text.removeprefix("✓ ").split())
+
+    shown = [lab for lab in chart["labels"] if plain(lab["text"]) in {plain(n) for n in names}]
+    assert sorted(plain(lab["text"]) for lab in shown) == sorted(plain(n) for n in names * per_name), \
+        ([lab["text"] for lab in chart["labels"]], names)
+    assert all(lab["left"] >= chart["box"]["left"] - 0.5 for lab in shown), (chart["box"], shown)  # not cut
+    shown.sort(key=lambda lab: lab["top"])
+    assert all(b["top"] >= a["bottom"] - 1 for a, b in zip(shown, shown[1:])), shown
+    bars = sorted(chart["bars"], key=lambda b: b["top"])
+    assert len(bars) == len(shown) and all(b["top"] >= a["bottom"] - 0.5 for a, b in zip(bars, bars[1:])), bars
+    for lab, bar in zip(shown, bars):
+        assert lab["top"] - 1 <= (bar["top"] + bar["bottom"]) / 2 <= lab["bottom"] + 1, (lab, bar)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lang", list(LANGS))
+def test_the_masking_polls_tally_and_proof_name_every_bar_on_the_page(masking_room, lang):
+    """Issue 52 items 5 and 6, in Streamlit's page (its theme hides an axis label that touches the next; the
+    exports' renderer has no such theme): the teacher's tally at 1280x720 and the phone's proof and tally at
+    390x844 after Reveal name every bar, whole, none on another."""
+    from browser import chromium_page, wait_drawn
+    from dashboard.i18n import language, message
+
+    url, code, secret, question = masking_room
+    with language(lang):
+        q = Question.from_dict(question.to_dict()).in_words(message)
+    choices, tokens = list(q.choices), [str(t) for t in q.proof["labels"]]
+    with chromium_page(1280, 720) as teacher:
+        teacher.goto(f"{url}/lesson?room={code}&key={secret}&lang={lang}")
+        panel = ".st-key-poll_panel_lesson"
+        teacher.wait_for_function(f"() => document.querySelectorAll('{panel} [data-testid=\"stVegaLiteChart\"] svg')"
+                                  ".length === 2", timeout=120_000)  # the tally and the proof
+        wait_drawn(teacher)
+        _names_every_bar(teacher.evaluate(DRAWN_JS, panel)[0], choices)
+
+        phone = teacher.context.browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                                 has_touch=True)
+        phone.goto(f"{url}/answer?code={code}&lang={lang}")
+        phone.wait_for_function("() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] svg')"
+                                ".length === 2", timeout=120_000)  # the proof, then the tally
+        wait_drawn(phone)
+        proof, tally = phone.evaluate(DRAWN_JS, "")
+        _names_every_bar(proof, tokens, per_name=len(choices))
+        _names_every_bar(tally, choices)

@@ -13,6 +13,9 @@ TALLY_LABEL_PX = 180  # a tally's choice labels wrap to this width (a phone keep
 PHONE_BARS_PX = 220  # a proving row's bars on a phone: with the labels beside them it fits a 360-px screen
 BAR_PX = 26  # one bar of a proving row: a finger's width, its value printed at 13 px
 PAD = alt.AutoSizeParams(type="pad")  # the sizes given are the plot's
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")  # the page's width; the height given is the plot's
+# Streamlit's theme hides an axis label whose box touches the next one's (and flushes the end ones): a bar unnamed
+NAMED = {"labelOverlap": False, "labelFlush": False, "labelBound": False}
 METHOD_BAR_PX = 20  # a masking proof draws a row per method: thinner bars keep the four on about one phone screen
 
 
@@ -44,7 +47,7 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
     lines = max(len(_lines(n, TALLY_LABEL_PX, 14)) for n in names)
     y = alt.Y("choice:N", sort=alt.EncodingSortField("order", op="min"), title=None,
               axis=alt.Axis(labelExpr=f"{json.dumps(dict(zip(names, (_lines(n, TALLY_LABEL_PX, 14) for n in names))))}"
-                                      "[datum.label]", labelLimit=TALLY_LABEL_PX + 40, labelFontSize=14))
+                                      "[datum.label]", labelLimit=TALLY_LABEL_PX + 40, labelFontSize=14, **NAMED))
     x_max = max(1, max(counts)) * 1.2
     bars = alt.Chart().mark_bar().encode(y=y, x=alt.X("count:Q", title=x_title,
                                                           scale=alt.Scale(domain=[0, x_max]),
@@ -52,8 +55,8 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
                                          color=alt.Color("colour:N", scale=None),
                                          tooltip=["choice:N", "count:Q", alt.Tooltip("share:Q", format=".0%")])
     text = alt.Chart().mark_text(align="left", dx=4, fontSize=14).encode(y=y, x="count:Q", text="count:Q")
-    return alt.layer(bars, text, data=frame).properties(width=width or "container",
-                                                        height=max(44, 18 * lines + 10) * len(choices))
+    return alt.layer(bars, text, data=frame).properties(  # the x axis below the bars, not in their height
+        width=width or "container", height=max(44, 18 * lines + 10) * len(choices), autosize=PAD if width else FIT_X)
 
 
 def proof_chart(proof: dict, width: int | None = None) -> alt.Chart | None:
@@ -73,7 +76,7 @@ def proof_chart(proof: dict, width: int | None = None) -> alt.Chart | None:
     x = alt.X("label:N", sort=alt.EncodingSortField("k", op="min"), title=None,
               axis=alt.Axis(labelAngle=-40, labelFontSize=13, orient="top"))
     y = alt.Y("row:N", sort=alt.EncodingSortField("r", op="min"), title=None,
-              axis=alt.Axis(labelFontSize=12, labelLimit=260) if len(rows) > 1 else None)
+              axis=alt.Axis(labelFontSize=12, labelLimit=260, **NAMED) if len(rows) > 1 else None)
     cells = alt.Chart().mark_rect().encode(
         x=x, y=y, color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis", domain=[lo, top]), legend=None),
         stroke=alt.StrokeValue(None, condition={"test": "datum.mark", "value": "#d7191c"}),
@@ -107,7 +110,7 @@ def proof_bars(proof: dict, width: int | None = None) -> alt.Chart | alt.FacetCh
                           for k, (label, v) in enumerate(zip(labels, row))])
     lo, top = min(0.0, frame["value"].min()), max(frame["value"].max(), 1e-9) * 1.3  # room for the printed value
     y = alt.Y("label:N", sort=alt.EncodingSortField("k", op="min"), title=None,
-              axis=alt.Axis(labelFontSize=13, labelLimit=130))
+              axis=alt.Axis(labelFontSize=13, labelLimit=130, **NAMED))
     x = alt.X("value:Q", title=None, scale=alt.Scale(domain=[lo, top]), axis=None)
     row_px = METHOD_BAR_PX if many else BAR_PX
     bars = alt.Chart().mark_bar(height=row_px - 6).encode(
