@@ -43,7 +43,7 @@ def tally_chart(choices: list[str], counts: list[int], answer: int | None = None
                           "share": [n / total for n in counts],
                           "colour": [RIGHT if answer == k else (OTHER if answer is not None else PENDING)
                                      for k in range(len(choices))]})
-    # whole labels, wrapped: cut at 180 px, "renormalize raw scores (no s…" hid where the choices differ
+    # whole labels, wrapped: cut at their limit, "renormalize raw scores (no s…" hid where the choices differ
     lines = max(len(_lines(n, TALLY_LABEL_PX, 14)) for n in names)
     y = alt.Y("choice:N", sort=alt.EncodingSortField("order", op="min"), title=None,
               axis=alt.Axis(labelExpr=f"{json.dumps(dict(zip(names, (_lines(n, TALLY_LABEL_PX, 14) for n in names))))}"
