@@ -98,3 +98,50 @@ def test_streamlit_still_drops_a_replaced_runners_output():
     assert "self._create_scriptrunner(rerun_data)" in request
     shutdown = handle[handle.index("ScriptRunnerEvent.SHUTDOWN:"):]
     assert "self._scriptrunner = None" in shutdown[:1500]
+
+
+class _Queue:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def is_empty(self) -> bool:
+        return self.n == 0
+
+
+def test_the_teachers_step_number_leaves_before_the_full_rerun_clears_the_queue(monkeypatch):
+    """``sent`` holds the fragment until the runtime's flush emptied the session's queue: "Step k of n" must reach
+    the teacher before ``st.rerun()``'s full run starts and clears what is unsent."""
+    import threading
+    import types
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    queue = _Queue(2)  # "Step k of n" and the Back/Next buttons, not yet sent
+    session = types.SimpleNamespace(_event_loop=loop, _browser_queue=queue)
+    manager = types.SimpleNamespace(get_active_session_info=lambda sid: types.SimpleNamespace(session=session))
+    monkeypatch.setattr(fragment_order.Runtime, "exists", staticmethod(lambda: True))
+    monkeypatch.setattr(fragment_order.Runtime, "instance", staticmethod(lambda: types.SimpleNamespace(
+        _session_mgr=manager)))
+    monkeypatch.setattr(fragment_order, "get_script_run_ctx", lambda **kw: types.SimpleNamespace(session_id="s"))
+    try:
+        assert fragment_order.sent(timeout_s=0.2) is False  # never flushed: the bound, then the rerun anyway
+        flush = threading.Timer(0.05, lambda: loop.call_soon_threadsafe(setattr, queue, "n", 0))
+        flush.start()
+        assert fragment_order.sent(timeout_s=30) is True and queue.n == 0
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_outside_a_server_nothing_is_waited_for():
+    assert fragment_order.sent(timeout_s=30) is True  # no script run here (AppTest: no runtime)
+
+
+def test_streamlit_still_clears_unsent_messages_when_a_full_run_starts():
+    """The reason for ``sent``, read from Streamlit: when this fails, Streamlit changed and ``sent`` may go."""
+    handle = inspect.getsource(AppSession._handle_scriptrunner_event_on_event_loop)
+    started = handle[handle.index("ScriptRunnerEvent.SCRIPT_STARTED"):]
+    assert "self._clear_queue(fragment_ids_this_run)" in started[:2500]
+    assert hasattr(AppSession, "flush_browser_queue")

@@ -173,6 +173,7 @@ def _step_nav(lesson: dict, shown: int) -> None:
     b3.button(_("Next"), key="lesson_next", icon=":material/arrow_forward:", type="primary", width="stretch",
               disabled=index == n - 1, on_click=go, args=(lesson, index + 1))
     if index != shown or "lesson_msg" in st.session_state:  # the step itself, or what went wrong, on the page
+        fragment_order.sent()  # "Step k of n" on the teacher's screen first: the full run would drop it unsent
         st.rerun()
 
 

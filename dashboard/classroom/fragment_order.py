@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 
+from streamlit.runtime import Runtime
 from streamlit.runtime.app_session import AppSession, AppSessionState
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 WAIT_S = 0.005  # how often a waiting fragment rerun looks again whether the finished runner has shut down
 # Then it starts its runner anyway, as Streamlit would have at once. A bound in time, not in tries: a busy server's
@@ -67,3 +70,31 @@ def install() -> None:
 
 def installed() -> bool:
     return bool(getattr(AppSession._create_scriptrunner, _MARK, False))
+
+
+def sent(timeout_s: float = 1.0) -> bool:
+    """Wait (on the script's thread, at most ``timeout_s``) until what this run has drawn so far has left the session's
+    queue for the browser; True when it has. A full rerun asked for next (``st.rerun()``) clears the unsent
+    messages when it starts (``AppSession._clear_queue``): on a busy server that dropped the teacher's early
+    "Step k of n". Outside a server (AppTest) nothing to wait for: True."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    info = Runtime.instance()._session_mgr.get_active_session_info(ctx.session_id) if (
+        ctx is not None and Runtime.exists()) else None
+    if info is None:
+        return True
+    session, done = info.session, threading.Event()
+    loop = session._event_loop
+
+    def check() -> None:  # queued after this run's messages (one FIFO of callbacks): they are in the queue by now
+        if session._browser_queue.is_empty():
+            done.set()
+        elif not done.is_set():
+            loop.call_later(WAIT_S, check)
+
+    try:
+        loop.call_soon_threadsafe(check)
+    except RuntimeError:  # the loop is closed: the server is stopping
+        return True
+    flushed = done.wait(timeout_s)
+    done.set()  # a check still waiting stops
+    return flushed
