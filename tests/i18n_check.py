@@ -22,7 +22,9 @@ KEPT = {
     "Lab", "The", "Verdict", "Build", "Large", "Language", "Model", "From", "Scratch", "head", "heads",
 }
 _CODE = re.compile(r"`[^`]*`|\$[^$]*\$|https?://\S+|<[^>]+>|\*\*|__")
-_RUN = re.compile(r"(?:\b[A-Za-z][A-Za-z'’-]+\b[ ,]+){2,}\b[A-Za-z][A-Za-z'’-]+\b")
+# ASCII word boundaries: a Chinese character is a word character to Unicode's \b, so "为normed residual stream（" was
+# no run of English words at all
+_RUN = re.compile(r"(?:\b[A-Za-z][A-Za-z'’-]+\b[ ,]+){2,}\b[A-Za-z][A-Za-z'’-]+\b", re.ASCII)
 
 
 def _widget_texts(at: AppTest) -> list[str]:

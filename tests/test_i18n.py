@@ -362,3 +362,12 @@ def test_chinese_reads_as_written_not_as_translated():
         assert _("{ratio}x full", ratio="12.4") == "是完整因果注意力的 12.4 倍"
         assert _("Passes") == "计算" and _("temperature") == "温度" and _("seed") == "随机种子"
         assert _("{explicit} B vs {tiled} B", explicit=144, tiled=48) == "144 B（对比 48 B）"
+
+
+def test_english_words_glued_to_chinese_text_are_found():
+    """A translated sentence with an untranslated name inside ("输入为normed residual stream（d_in 576）"): Unicode's
+    word boundary does not fall between 为 and n, so the run went unseen."""
+    from i18n_check import english_runs
+
+    assert english_runs(["输入为normed residual stream（d_in 576）"]) == ["normed residual stream"]
+    assert english_runs(["输入为归一化后的残差流（d_in 576）", "softmax 之前填负无穷（−∞）"]) == []

@@ -101,6 +101,14 @@ def test_explore_on_a_chinese_sentence():
     assert pieces and all("\ufffd" not in p for p in pieces)
 
 
+def test_explore_on_a_real_models_layer_names_its_input_in_chinese():
+    """The summary line read "normed residual stream 输入" on a real model's layer: the input's name went in
+    untranslated."""
+    at = run_page(None, CHINESE, model="SmolLM2-135M-Instruct", layer="3")
+    check_chinese(at, "Explore on SmolLM2's layer 3")
+    assert any("输入为归一化后的残差流" in m.value for m in at.markdown), [m.value for m in at.markdown][:3]
+
+
 def test_model_view_numbers_identical_in_both_languages():
     probs = {}
     for lang in LANGS:

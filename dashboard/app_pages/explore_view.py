@@ -84,13 +84,13 @@ def mask_words(cfg: AttentionConfig) -> str:
 
 
 def summary(v: View) -> str:
-    cfg, spec = v.run.cfg, v.run.cfg.spec
     """The line over the page, its parts joined by " · ": model, variant, tokens, inputs, sizes, mask, output."""
+    cfg, spec = v.run.cfg, v.run.cfg.spec
     model = (_("**{model}, layer {layer}**", model=md_escape(models.label(v.run.weights)), layer=v.run.layer + 1)
              + " · " if v.run.pretrained else "")
     mode = v.run.input_mode  # what the run used, whatever the link asked
     inputs = (_(INPUT_WORDS[mode], d_in=cfg.d_in) if mode in INPUT_WORDS
-              else _("{inputs} inputs (d_in {d_in})", inputs=mode, d_in=cfg.d_in))
+              else _("{inputs} inputs (d_in {d_in})", inputs=_(mode), d_in=cfg.d_in))  # a real model's layer input
     sizes = spec.sizes(cfg)
     return (f"{model}**{_(spec.label)}** · " + ngettext("{n} token", "{n} tokens", v.T) + f" · {inputs}"
             + (" · " + _(sizes) if sizes is not None else "") + mask_words(cfg) + " · "
