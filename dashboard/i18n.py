@@ -266,10 +266,12 @@ def switch(container) -> None:
                                 on_change=_switched, label_visibility="collapsed", width="stretch")
 
 
-# Streamlit's own English words no parameter replaces: a help icon's aria-label "Help for X" and a selectbox's
-# search placeholder "Choose an option"; the page's script puts this run's words in their place.
+# Streamlit's own English words no parameter replaces: a help icon's aria-label "Help for X", a selectbox's
+# search placeholder "Choose an option" and a text box's hint under it while typing ("Press Ctrl+Enter to apply");
+# the page's script puts this run's words in their place.
 CHROME = {"Help for ": N_("Help for {label}"), "Choose an option": N_("Choose an option"),
-          "Choose options": N_("Choose options")}
+          "Choose options": N_("Choose options"), "Press Ctrl+Enter to apply": N_("Press Ctrl+Enter to apply"),
+          "Press ⌘+Enter to apply": N_("Press ⌘+Enter to apply"), "Press Enter to apply": N_("Press Enter to apply")}
 _RENAME = """(() => {
 const words = %s; window.attnLabWords = words;
 if (window.attnLabRename) { window.attnLabRename(document); return; }
@@ -277,10 +279,13 @@ const rename = (root) => { const w = window.attnLabWords; if (!w) return;
   for (const el of root.querySelectorAll('[aria-label^="Help for "]'))
     el.setAttribute('aria-label', w["Help for "].replace('{label}', el.getAttribute('aria-label').slice(9)));
   for (const el of root.querySelectorAll('input[placeholder="Choose an option"], input[placeholder="Choose options"]'))
-    el.setAttribute('placeholder', w[el.getAttribute('placeholder')]); };
+    el.setAttribute('placeholder', w[el.getAttribute('placeholder')]);
+  for (const el of root.querySelectorAll('[data-testid="InputInstructions"] span'))
+    for (const t of el.childNodes)  // the text node React keeps: its next update is seen and renamed again
+      if (t.nodeType === 3 && w[t.nodeValue] && t.nodeValue.startsWith('Press ')) t.nodeValue = w[t.nodeValue]; };
 window.attnLabRename = rename; rename(document);
-new MutationObserver(() => rename(document)).observe(document.body,
-  {subtree: true, childList: true, attributes: true, attributeFilter: ['aria-label', 'placeholder']});
+new MutationObserver(() => rename(document)).observe(document.body, {subtree: true, childList: true,
+  characterData: true, attributes: true, attributeFilter: ['aria-label', 'placeholder']});
 })();"""
 
 

@@ -121,6 +121,16 @@ def test_streamlits_own_english_words_are_chinese_on_a_chinese_page_and_come_bac
         page.locator('[aria-label="“变体”的说明"]').first.wait_for(state="attached", timeout=LOAD_MS)
         assert streamlit_english(page) == []
         assert page.locator('input[placeholder="请选择"]').count() >= 3  # the sidebar's selectboxes
+        box = page.locator('[data-testid="stSidebar"] textarea').first  # typing: the hint under the box
+        box.click()
+        box.press("End")
+        box.type(" again")
+        hint = page.locator('[data-testid="stSidebar"] [data-testid="InputInstructions"]').first
+        hint.wait_for(timeout=LOAD_MS)
+        page.wait_for_function("(el) => el.innerText.includes('即可应用')", arg=hint.element_handle(), timeout=LOAD_MS)
+        assert "Press" not in hint.inner_text(), hint.inner_text()
+        box.press("Control+Enter")  # applied: the page runs again in Chinese
+        sidebar_label(page, "变体")
         page.locator('[data-testid="stSidebar"] button', has_text="English").first.click()
         sidebar_label(page, "Variant")
         page.locator('[aria-label="Help for Variant"]').first.wait_for(state="attached", timeout=LOAD_MS)
