@@ -133,7 +133,7 @@ def test_a_gemma_shows_its_own_local_layers_and_their_perplexity(tmp_path, monke
     idx = torch.tensor([model.tokenizer.encode(zh_text[: 64 * 12])[:64]])
     with torch.no_grad():
         own_zh = math.exp(float(F.cross_entropy(model(idx)[0, :-1], idx[0, 1:])))
-    assert _metric(zh, "困惑度 · 自己的层搭配") == pytest.approx(own_zh, abs=0.051)
+    assert _metric(zh, "困惑度 · 原本的层配置") == pytest.approx(own_zh, abs=0.051)
     assert not english_left(zh, {"Tiny"}), english_left(zh, {"Tiny"})
     models.forget_found()
 
@@ -252,9 +252,9 @@ def test_gemma_in_chinese_starts_on_itself_with_a_text_past_its_window(gemma3):
     assert any("Gemma" in c and "ai.google.dev/gemma/terms" in c.replace("\\", "") for c in captions), captions
     assert at.session_state["win_tokens"] == 1024
     assert any("1024" in c for c in captions)  # the loss chart's caption: over the first 1,024 tokens
-    own, full = _metric(at, "困惑度 · 自己的层搭配"), _metric(at, "困惑度 · 每层完整注意力")
+    own, full = _metric(at, "困惑度 · 原本的层配置"), _metric(at, "困惑度 · 每层完整注意力")
     assert full > 1.5 * own, (own, full)  # past 512 tokens the local layers' window matters
-    said = next(m.value for m in at.markdown if "倍" in m.value and "自己的层搭配" in m.value)
+    said = next(m.value for m in at.markdown if "倍" in m.value and "原本的层配置" in m.value)
     assert f"{full:,.1f}" in said and f"{own:,.1f}" in said, said
     values = [m.value for m in at.metric][-3:]  # full, window 32, window 32 + 4 sinks
     sentence = next(m.value for m in at.markdown if "数字说明" in m.value and "窗口 32" in m.value)

@@ -354,14 +354,15 @@ def test_chinese_reads_as_written_not_as_translated():
     texts = [t for m in i18n_tools.translations(CHINESE).values()
              for t in (m.string if isinstance(m.string, (list, tuple)) else [m.string]) if t]
     stiff = ["按行的相对颜色", "每个部分都跟着它", "换一个）", "完整的 {ratio} 倍", "按 **", "进行训练", "多出 **+",
-             "少了 **−", "} B 对 {"]
+             "少了 **−", "} B 对 {", "崩坏", "层搭配", "*汇聚*", "Learn 页面", "逐个走过", "侧边栏的 **句子** 框"]
     assert {p: [t for t in texts if p in t] for p in stiff if any(p in t for t in texts)} == {}
     with language(CHINESE):
         assert _("Relative colours per row") == "按行相对着色"
         assert _("Look at one head (every section follows it)") == "查看单个头（以下各部分都显示这个头）"
         assert _("{ratio}x full", ratio="12.4") == "是完整因果注意力的 12.4 倍"
         assert _("Passes") == "计算" and _("temperature") == "温度" and _("seed") == "随机种子"
-        assert _("{explicit} B vs {tiled} B", explicit=144, tiled=48) == "144 B（对比 48 B）"
+        assert _("{explicit} B vs {tiled} B", explicit=144, tiled=48) == "144 B 对比 48 B"  # fits its box at 1280
+        assert _("training") == "训练"  # the sidebar's toggle: "训练模式" was cut to "训练…" beside the seed
 
 
 def test_english_words_glued_to_chinese_text_are_found():
