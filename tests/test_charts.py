@@ -594,3 +594,13 @@ def test_values_with_three_decimals_are_printed_only_where_they_fit_their_cells(
         (layer,) = text_layers(px, signed)
         font = layer["mark"]["fontSize"]
         assert layer["encoding"]["text"]["format"] == ".3f" and 12 <= font and font * (5 * 0.52 + 0.28) <= px - 3
+
+
+def test_chinese_labels_count_double_for_the_key_labels_angle_and_the_label_room():
+    """A Chinese character is drawn about twice as wide as a Latin one: "第一个词" levelled in a 40 px cell ran into
+    its neighbours (the walkthrough's step 12 on a phone, in Chinese)."""
+    from dashboard.drawing.cells import key_label_angle, label_chars
+
+    assert label_chars(["你好", "one"]) == 4 and label_chars(["ab"]) == 2 and label_chars([]) == 1
+    assert key_label_angle(40, ["word"]) == 0  # 4 Latin characters fit
+    assert key_label_angle(40, ["第一个词"]) != 0  # the same count of Chinese characters does not

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Sequence
 
 import altair as alt
@@ -96,10 +97,16 @@ def rows_crowded(px: int, big: bool, grow: float = 1.0) -> bool:
 TILT_MIN_PX = 18  # key labels at -45° lie ~0.7 cell apart: in narrower cells they ran together ("1: one2: two")
 
 
-def key_label_angle(px: int, widest: int) -> int:
-    """The angle of the key (column) labels: level when the widest label (in characters, ~8 px each) fits a
+def label_chars(labels: Sequence) -> int:
+    """The widest of ``labels`` in Latin characters: a Chinese character (East Asian wide or full-width) is drawn
+    about twice as wide, and counts two."""
+    return max((sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in str(s)) for s in labels), default=1)
+
+
+def key_label_angle(px: int, labels: Sequence) -> int:
+    """The angle of the key (column) labels: level when the widest label (:func:`label_chars`, ~8 px each) fits a
     cell, -45° while cells are at least ``TILT_MIN_PX`` wide, upright (-90°, one cell apart) below that."""
-    if widest * 8 <= px:  # e.g. the column numbers 0-7 of a 6 x 8 output in 25 px cells
+    if label_chars(labels) * 8 <= px:  # e.g. the column numbers 0-7 of a 6 x 8 output in 25 px cells
         return 0
     return -45 if px >= TILT_MIN_PX else -90
 
@@ -180,8 +187,7 @@ def spec_signature(n_rows: int, n_cols: int, col_labels: Sequence[str], max_px: 
     """Everything about a matrix's shape and labels that its heatmap spec depends on (the labels only
     through the angle they are drawn at): charts with the same signature share one spec template."""
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow, growing)
-    widest = max((len(str(c)) for c in col_labels), default=1)
-    return (px, width, height, key_label_angle(round(px / grow), widest), rows_crowded(px, big, grow),
+    return (px, width, height, key_label_angle(round(px / grow), col_labels), rows_crowded(px, big, grow),
             max(n_rows, n_cols) <= TEXT_MAX_TOKENS, many_cells(n_rows * n_cols))
 
 
@@ -193,7 +199,7 @@ def token_axes(n_rows: int, n_cols: int, px: int, col_labels: Sequence[str], x_t
     only the data, which Streamlit's chart swaps in place instead of building a new Vega view (much
     faster after a sentence change, docs/measurements.md). A sort by field is one aggregate
     (never sort by a list of labels: O(T^3)). ``grow``: labels (and cells) that much larger."""
-    angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
+    angle = key_label_angle(round(px / grow), col_labels)
     # upright labels' boxes are exact: Vega then drops only labels that would clash
     limit = round(120 * grow)
     xa = (dict(labelAngle=angle, labelLimit=limit, labelOverlap=n_cols > 24 or angle == -90, orient="top")

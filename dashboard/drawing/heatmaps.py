@@ -311,7 +311,7 @@ def facet_grid(matrices: Sequence[np.ndarray], panel_titles: Sequence[str], row_
     small = max(n_rows, n_cols) > 24
     axis = dict(labelLimit=round(90 * grow), labelOverlap=False, labels=not small, ticks=not small)
     # level when the labels fit a cell ("1", "2" for dims); upright labels' boxes are exact: Vega drops only clashes
-    angle = key_label_angle(round(px / grow), max((len(str(c)) for c in col_labels), default=1))
+    angle = key_label_angle(round(px / grow), col_labels)
     x, y = token_axes(n_rows, n_cols, px, col_labels, x_title, y_title,
                       x_axis=dict(axis, labelAngle=angle, labelOverlap=angle == -90, orient="bottom"),
                       y_axis=dict(axis, labelOverlap=rows_crowded(px, big, grow)))

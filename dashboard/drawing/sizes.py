@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from dashboard.drawing import screen
+from dashboard.drawing.cells import label_chars
 from dashboard.drawing.present import presenting
 
 CONTENT_PX = screen.WIDTHS[0]  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
@@ -94,7 +95,7 @@ def column_px(weights: Sequence[float], index: int, total: int | None = None) ->
 def label_px(labels: Sequence[str], limit: int = 120) -> int:
     """The widest axis label, as drawn (Vega cuts labels at ``limit`` px)."""
     char = (BIG_CHAR_PX if presenting() else CHAR_PX) * grow()
-    return round(min(limit * grow(), char * max((len(str(s)) for s in labels), default=1))) + 8
+    return round(min(limit * grow(), char * label_chars(labels))) + 8
 
 
 def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
