@@ -145,3 +145,15 @@ def test_gemma_3_270m_rows_are_whole_on_the_projector_and_a_phone(server, lang, 
     assert not found["problems"], found
     assert GEMMA_ROW[lang] in cells, cells  # whole, in a table cell whose text fits
     assert "Q4_K_M" not in " ".join(text + cells)
+
+
+@pytest.mark.parametrize("lang", list(LANGS))
+def test_the_measured_tables_headers_keep_their_words_whole_at_1280x720(server, lang):
+    """相等 stood one character a line over a column of 是: a header breaks at spaces, never inside a word."""
+    with chromium_page(1280, 720) as page:
+        open_found(page, server, lang)
+        split = page.evaluate("""() => [...document.querySelectorAll('.st-key-kv_measured th')].filter(th => {
+            const r = document.createRange(); r.selectNodeContents(th);
+            const lines = new Set([...r.getClientRects()].map(x => Math.round(x.top)));
+            return !th.innerText.trim().includes(' ') && lines.size > 1; }).map(th => th.innerText)""")
+    assert split == [], split

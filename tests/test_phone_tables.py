@@ -35,15 +35,16 @@ def test_tiled_tables_are_markdown_with_minus_infinity_on_a_projector_and_a_phon
 
 
 @pytest.mark.parametrize("lang", list(LANGS))
-def test_text_to_vectors_word_ids_one_word_a_row_on_a_phone(lang):
-    """The word / id tables, words along one row on a projector, scrolled ~560 px sideways on a phone."""
-    wide = open_page("app_pages/text_to_vectors.py", lang=lang)
-    strips = [d.value for d in wide.dataframe if d.value.shape[0] == 2][:2]
-    phone = phone_page("app_pages/text_to_vectors.py", lang=lang)
-    columns = [d.value for d in phone.dataframe if d.value.shape[1] == 2][:2]
-    assert len(strips) == len(columns) == 2
-    for strip, column in zip(strips, columns):
-        assert column.shape[0] > 2 and column.values.tolist() == strip.T.values.tolist()
+def test_text_to_vectors_word_ids_one_word_a_row_on_a_phone_and_a_projector(lang):
+    """The word / id tables, words along one row, scrolled ~560 px sideways on a phone and showed 7 of 16 words at
+    1280x720: one word a row on both, the book's table beside the notes' (each word's two ids side by side)."""
+    tables = {}
+    for screen, at in (("projector", open_page("app_pages/text_to_vectors.py", lang=lang)),
+                       ("phone", phone_page("app_pages/text_to_vectors.py", lang=lang))):
+        tables[screen] = [d.value for d in at.dataframe if d.value.shape[1] == 2][:2]
+        assert len(tables[screen]) == 2 and all(t.shape[0] > 2 for t in tables[screen]), (screen, tables[screen])
+    for wide, narrow in zip(tables["projector"], tables["phone"]):
+        assert wide.values.tolist() == narrow.values.tolist()
 
 
 @pytest.mark.parametrize("page", ["app_pages/shape_flow.py", "app_pages/walkthrough.py"])

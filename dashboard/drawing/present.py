@@ -32,8 +32,10 @@ NUMBERS_CSS = """.stApp [class*="st-key-numbers_"] :is(td, thead th)
 # Download and Previous / Next buttons. Inside the chart's top-right corner it covers nothing to click.
 TOOLBAR_CSS = """.stApp [data-testid="stElementToolbar"] {top: 0 !important;}
 """
-# A static table (st.table) wider than its column scrolls inside its box, not the page (a phone's 390 px screen).
+# A static table (st.table) wider than its column scrolls inside its box, not the page (a phone's 390 px screen). A
+# Markdown table's header keeps a Chinese word whole: the KV cache table's 相等 stood one character a line.
 TABLE_CSS = """.stApp [data-testid="stTable"] {overflow-x: auto; max-width: 100%;}
+.stApp [data-testid="stMarkdownContainer"] th {word-break: keep-all;}
 """
 # A primary (red) button's shortcut hint ("PageDown") is drawn faded: pink on red, unreadable on a projector.
 # Full white on a darker patch of the button's own red.
