@@ -30,7 +30,7 @@ from dashboard.drawing.present import presenting
 from dashboard.drawing.sizes import cap, content_px, narrow
 from dashboard.drawing.text import markdown_table, row_tables, show_table
 from dashboard.export.slides import draw_chart, page_downloads, slide_settings
-from dashboard.i18n import N_, Msg, _, message, ngettext
+from dashboard.i18n import N_, Msg, _, lang, message, ngettext
 from dashboard.state.url_state import linked_choice, url_choice, url_int
 
 OWN = N_("Your own numbers")  # the option's value in the link stays this English
@@ -300,7 +300,8 @@ def render() -> None:
     from dashboard.state import models
 
     found = tuple(models.source_key(f.name) for f in models.found())  # a model copied in is measured too
-    measured = measured_table(memo(("kv_measured", found), measured_rows))
+    # the models' names are in the rows as this language writes them (a table kept for another read "⟦SmolLM2…")
+    measured = measured_table(memo(("kv_measured", found, lang()), measured_rows))
     with st.container(key="kv_measured"):
         if narrow():  # a phone: its five columns scrolled sideways inside the grid; one small table a row
             row_tables(st, measured)
