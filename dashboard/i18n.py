@@ -271,22 +271,47 @@ def switch(container) -> None:
 # the page's script puts this run's words in their place.
 CHROME = {"Help for ": N_("Help for {label}"), "Choose an option": N_("Choose an option"),
           "Choose options": N_("Choose options"), "Press Ctrl+Enter to apply": N_("Press Ctrl+Enter to apply"),
-          "Press ⌘+Enter to apply": N_("Press ⌘+Enter to apply"), "Press Enter to apply": N_("Press Enter to apply")}
+          "Press ⌘+Enter to apply": N_("Press ⌘+Enter to apply"), "Press Enter to apply": N_("Press Enter to apply"),
+          "Shortcut ": N_("Shortcut {key}"), "Skip to main content": N_("Skip to main content")}
+# What a screen reader says of Streamlit's own controls and of every chart (its aria-label), word for word
+ARIA = {"Collapse sidebar": N_("Collapse sidebar"), "Expand sidebar": N_("Expand sidebar"), "Sidebar": N_("Sidebar"),
+        "App pages": N_("App pages"), "Main menu": N_("Main menu"), "Show data": N_("Show data"),
+        "Fullscreen": N_("Fullscreen"), "Close fullscreen": N_("Close fullscreen"),
+        "Exit fullscreen": N_("Exit fullscreen"), "Increment": N_("Increment"), "Decrement": N_("Decrement"),
+        "Close": N_("Close"), "Clear value": N_("Clear value"), "Vega visualization": N_("Vega visualization")}
 _RENAME = """(() => {
 const words = %s; window.attnLabWords = words;
 if (window.attnLabRename) { window.attnLabRename(document); return; }
+const put = (el, attr, said) => {  // the English it replaces kept beside it: a switch back to English restores it
+  el.dataset['attnEn' + attr.replace(/(^|-)(.)/g, (m, a, c) => c.toUpperCase())] = el.getAttribute(attr);
+  el.setAttribute(attr, said); };
 const rename = (root) => { const w = window.attnLabWords; if (!w) return;
   for (const el of root.querySelectorAll('[aria-label^="Help for "]'))
-    el.setAttribute('aria-label', w["Help for "].replace('{label}', el.getAttribute('aria-label').slice(9)));
+    put(el, 'aria-label', w["Help for "].replace('{label}', el.getAttribute('aria-label').slice(9)));
   for (const el of root.querySelectorAll('input[placeholder="Choose an option"], input[placeholder="Choose options"]'))
-    el.setAttribute('placeholder', w[el.getAttribute('placeholder')]);
-  for (const el of root.querySelectorAll('[data-testid="InputInstructions"] span'))
+    put(el, 'placeholder', w[el.getAttribute('placeholder')]);
+  for (const [en, said] of Object.entries(w.aria))
+    for (const el of root.querySelectorAll(`[aria-label="${en}"]`)) put(el, 'aria-label', said);
+  for (const el of root.querySelectorAll('[aria-label^="Shortcut "]'))
+    put(el, 'aria-label', w["Shortcut "].replace('{key}', el.getAttribute('aria-label').slice(9)));
+  for (const el of root.querySelectorAll('[data-testid="InputInstructions"] span, [data-testid="stSkipToContent"]'))
     for (const t of el.childNodes)  // the text node React keeps: its next update is seen and renamed again
-      if (t.nodeType === 3 && w[t.nodeValue] && t.nodeValue.startsWith('Press ')) t.nodeValue = w[t.nodeValue]; };
+      if (t.nodeType === 3 && w[t.nodeValue] && /^(Press|Skip) /.test(t.nodeValue)) {
+        el.dataset.attnEnText = t.nodeValue;
+        t.nodeValue = w[t.nodeValue]; } };
 window.attnLabRename = rename; rename(document);
 new MutationObserver(() => rename(document)).observe(document.body, {subtree: true, childList: true,
   characterData: true, attributes: true, attributeFilter: ['aria-label', 'placeholder']});
 })();"""
+# Back in English: Streamlit's words as it wrote them (a control it does not draw again keeps what was put there)
+_RESTORE = """window.attnLabWords = null;
+for (const el of document.querySelectorAll('[data-attn-en-aria-label]')) {
+  el.setAttribute('aria-label', el.dataset.attnEnAriaLabel); delete el.dataset.attnEnAriaLabel; }
+for (const el of document.querySelectorAll('[data-attn-en-placeholder]')) {
+  el.setAttribute('placeholder', el.dataset.attnEnPlaceholder); delete el.dataset.attnEnPlaceholder; }
+for (const el of document.querySelectorAll('[data-attn-en-text]')) {
+  for (const t of el.childNodes) if (t.nodeType === 3) t.nodeValue = el.dataset.attnEnText;
+  delete el.dataset.attnEnText; }"""
 
 
 def html_lang_script(code: str) -> str:
@@ -296,10 +321,11 @@ def html_lang_script(code: str) -> str:
     script = f'document.documentElement.lang = "{get(code).html_lang}";'
     if code != DEFAULT:
         with language(code):
-            words = {k: _(v, label="{label}") if "{label}" in v else _(v) for k, v in CHROME.items()}
+            words: dict = {k: _(v, label="{label}", key="{key}") for k, v in CHROME.items()}
+            words["aria"] = {k: _(v) for k, v in ARIA.items()}
         script += _RENAME % json.dumps(words, ensure_ascii=False)
     else:
-        script += "window.attnLabWords = null;"  # back in English: Streamlit's own words stand
+        script += _RESTORE  # back in English: Streamlit's own words stand
     return f"<script>{script}</script>"
 
 

@@ -105,14 +105,17 @@ def test_a_link_with_lang_wins_over_the_browser(server):
     visit(server, "/?lang=zh", "en-US", check)
 
 
-STREAMLIT_ENGLISH = ("Help for ", "Choose an option", "Choose options", "Select all")  # words Streamlit writes itself
+STREAMLIT_ENGLISH = ("Help for ", "Choose an option", "Choose options", "Select all", "Shortcut ", "Collapse sidebar",
+                     "App pages", "Main menu", "Vega visualization", "Increment", "Decrement")  # Streamlit's own
 
 
 def streamlit_english(page) -> list[str]:
-    """Streamlit's own English words left in attributes (help icons' aria-labels, selectboxes' placeholders)."""
+    """Streamlit's own English words left in attributes (help icons' and controls' aria-labels, selectboxes'
+    placeholders) and in its skip link, which only a screen reader or the Tab key finds."""
     return page.evaluate("""(words) => [...document.querySelectorAll('[aria-label], [placeholder]')]
         .flatMap(e => [e.getAttribute('aria-label') || '', e.getAttribute('placeholder') || ''])
-        .filter(v => words.some(w => v.startsWith(w)))""", list(STREAMLIT_ENGLISH))
+        .concat([...document.querySelectorAll('[data-testid="stSkipToContent"]')].map(e => e.textContent))
+        .filter(v => words.some(w => v.startsWith(w)) || v === 'Skip to main content')""", list(STREAMLIT_ENGLISH))
 
 
 def test_streamlits_own_english_words_are_chinese_on_a_chinese_page_and_come_back_in_english(server):
@@ -134,5 +137,6 @@ def test_streamlits_own_english_words_are_chinese_on_a_chinese_page_and_come_bac
         page.locator('[data-testid="stSidebar"] button', has_text="English").first.click()
         sidebar_label(page, "Variant")
         page.locator('[aria-label="Help for Variant"]').first.wait_for(state="attached", timeout=LOAD_MS)
+        page.locator('[aria-label="Collapse sidebar"]').first.wait_for(state="attached", timeout=LOAD_MS)
 
     visit(server, "/?lang=zh", "zh-CN", check)

@@ -372,3 +372,22 @@ def test_english_words_glued_to_chinese_text_are_found():
 
     assert english_runs(["输入为normed residual stream（d_in 576）"]) == ["normed residual stream"]
     assert english_runs(["输入为归一化后的残差流（d_in 576）", "softmax 之前填负无穷（−∞）"]) == []
+
+
+def test_every_chinese_bold_closes_as_markdown_renders_it():
+    """"**本机计时：**这" printed its asterisks: CommonMark closes bold after a punctuation mark only before a space or
+    another mark, so a bold label ending in ：or 。 runs straight into Chinese text unbolded. The mark goes outside."""
+    from babel.messages.pofile import read_po
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+
+    def stars(text: str) -> int:  # asterisk pairs left over in the rendered text, code spans aside
+        return re.sub(r"<code>.*?</code>", "", md.render(text), flags=re.S).count("**")
+
+    with open(Path(i18n.get(CHINESE).po), "rb") as f:
+        catalog = read_po(f)
+    unclosed = [str(t)[:60] for m in catalog if m.id
+                for i, t in zip(*(x if isinstance(x, (list, tuple)) else [x] for x in (m.id, m.string)))
+                if "**" in t and stars(t) > stars(i)]
+    assert unclosed == [], unclosed

@@ -116,7 +116,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
     with right:
         next_token_table(name, ids)
     counts = Counter(types.ravel().tolist())
-    frames = " · ".join(f"{n} {_(kind)}" for kind, n in counts.most_common())
+    frames = " · ".join(_("{n} {head_type}", n=n, head_type=_(kind)) for kind, n in counts.most_common())
     values = dict(model=label, T=view.T, pool=view.pooled, frames=frames)
     if again and view.pooled > 1:
         text = _("Every layer × head of {model} on the sentence twice ({T} tokens); each thumbnail is max-pooled over "
