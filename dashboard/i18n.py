@@ -283,7 +283,8 @@ _RENAME = """(() => {
 const words = %s; window.attnLabWords = words;
 if (window.attnLabRename) { window.attnLabRename(document); return; }
 const put = (el, attr, said) => {  // the English it replaces kept beside it: a switch back to English restores it
-  el.dataset['attnEn' + attr.replace(/(^|-)(.)/g, (m, a, c) => c.toUpperCase())] = el.getAttribute(attr);
+  const key = attr.replace(/(^|-)(.)/g, (m, a, c) => c.toUpperCase());  // data-attn-en-aria-label
+  el.dataset['attnEn' + key] = el.getAttribute(attr); el.dataset['attnSaid' + key] = said;
   el.setAttribute(attr, said); };
 const rename = (root) => { const w = window.attnLabWords; if (!w) return;
   for (const el of root.querySelectorAll('[aria-label^="Help for "]'))
@@ -305,10 +306,11 @@ new MutationObserver(() => rename(document)).observe(document.body, {subtree: tr
 })();"""
 # Back in English: Streamlit's words as it wrote them (a control it does not draw again keeps what was put there)
 _RESTORE = """window.attnLabWords = null;
-for (const el of document.querySelectorAll('[data-attn-en-aria-label]')) {
-  el.setAttribute('aria-label', el.dataset.attnEnAriaLabel); delete el.dataset.attnEnAriaLabel; }
-for (const el of document.querySelectorAll('[data-attn-en-placeholder]')) {
-  el.setAttribute('placeholder', el.dataset.attnEnPlaceholder); delete el.dataset.attnEnPlaceholder; }
+for (const [attr, key] of [['aria-label', 'AriaLabel'], ['placeholder', 'Placeholder']])
+  for (const el of document.querySelectorAll(`[data-attn-en-${attr}]`)) {
+    // only what still reads as put there: a label Streamlit has already redrawn in English ("Help for Variant") stays
+    if (el.getAttribute(attr) === el.dataset['attnSaid' + key]) el.setAttribute(attr, el.dataset['attnEn' + key]);
+    delete el.dataset['attnEn' + key]; delete el.dataset['attnSaid' + key]; }
 for (const el of document.querySelectorAll('[data-attn-en-text]')) {
   for (const t of el.childNodes) if (t.nodeType === 3) t.nodeValue = el.dataset.attnEnText;
   delete el.dataset.attnEnText; }"""
