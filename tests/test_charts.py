@@ -580,8 +580,8 @@ def test_sized_columns_know_their_widths():
 def test_values_with_three_decimals_are_printed_only_where_they_fit_their_cells():
     """Explore's context vectors print ".3f" values: "-0.452" in a 33 px cell (the book's 6 x 2 at 1280x720) ran over
     both neighbours (text_px is sized for "-0.25"). The font shrinks to fit, or the values keep 2 fixed decimals."""
-    def text_layers(px: int, m: np.ndarray) -> list[dict]:
-        chart = heatmaps.heatmap(m, LABELS[:2], LABELS[:2], Look(scale="scores", max_px=2 * px, text_format=".3f"))
+    def text_layers(px: int, m: np.ndarray, scale: str = "scores") -> list[dict]:
+        chart = heatmaps.heatmap(m, LABELS[:2], LABELS[:2], Look(scale=scale, max_px=2 * px, text_format=".3f"))
         return [layer for layer in chart.to_dict()["layer"]
                 if layer["encoding"].get("text", {}).get("field") == "value"]
 
@@ -589,7 +589,9 @@ def test_values_with_three_decimals_are_printed_only_where_they_fit_their_cells(
     (two,) = text_layers(33, signed)  # "-0.750" at 12 px needs 38 px; "-0.75" fits
     assert two["encoding"]["text"]["format"] == ".2f" and two["mark"]["fontSize"] == 12
     assert text_layers(33, signed / 1000)[0]["encoding"]["text"]["format"] == ".2f"  # "-0.00", never "-8e-4"
-    assert text_layers(33, np.abs(signed) / 2)[0]["encoding"]["text"]["format"] == ".3f"  # "0.375" fits 33 px
+    # decided by the scale, not the values: the spec is shared by every sentence of that shape, negative or not
+    assert text_layers(33, np.abs(signed) / 2)[0]["encoding"]["text"]["format"] == ".2f"
+    assert text_layers(33, np.abs(signed) / 2, "weights")[0]["encoding"]["text"]["format"] == ".3f"  # "0.375" fits
     for px in (40, 44):
         (layer,) = text_layers(px, signed)
         font = layer["mark"]["fontSize"]

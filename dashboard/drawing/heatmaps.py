@@ -197,12 +197,13 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
     px, width, height = cell_layout(n_rows, n_cols, max_px, big, grow, growing)
     font = text_px(px, big, grow=grow, signed=diverging(scale))
     text_format, fixed = look.text_format, look.text_format != ".2f"
-    if fixed and np.isfinite(m).any():  # text_px is sized for "-0.25": a wider "-0.123" shrinks, or keeps 2 decimals
-        ends = m[np.isfinite(m)].min(), m[np.isfinite(m)].max()
-        fitted = text_fitting(px, font, [format(end, text_format) for end in ends])
+    if fixed:  # text_px is sized for "-0.25": a wider "-0.123" shrinks, or keeps 2 decimals
+        # from the scale, not the values: one spec template serves every sentence of this shape (Look.structure)
+        widest = -0.5 if diverging(scale) else 0.5
+        fitted = text_fitting(px, font, [format(widest, text_format)])
         if fitted is None and font is not None:
             text_format = ".2f"
-            fitted = text_fitting(px, font, [format(end, text_format) for end in ends])
+            fitted = text_fitting(px, font, [format(widest, text_format)])
         font = fitted
     if show_text is None:
         show_text = max(n_rows, n_cols) <= TEXT_MAX_TOKENS and font is not None and scale != "mask"
