@@ -341,3 +341,22 @@ def test_many_bad_link_values_make_one_box():
     at = open_page(d_out="abc")
     boxes = [w.value for w in at.warning if "not valid here" in w.value]
     assert len(boxes) == 1 and boxes[0].startswith("The link's **d\\_out**"), boxes
+
+
+def test_a_sentence_a_word_longer_keeps_the_weights_charts_spec():
+    """Past the sizes where cells shrink, the weights chart is as large for 32 tokens as for 33 and its labels' room
+    does not follow the longest word by a character: its spec stays (only the data's name changes), so the browser
+    swaps data into the Vega view it has instead of building a new one."""
+    words = " ".join(["word"] * 31)
+    specs, sizes = [], []
+    at = new_app()
+    at.run()
+    for text in (words + " end", words + " end again", words + " fin"):
+        at.text_area(key="sentence").set_value(text).run()
+        el = next(el for el in at.get("vega_lite_chart") if el.proto.id.endswith("weights"))
+        spec = json.loads(el.proto.spec)
+        spec.pop("data")
+        specs.append(spec)
+        sizes.append(weights_matrix(at).shape[0])
+    assert sizes == [32, 33, 32]
+    assert specs[0] == specs[1] == specs[2]

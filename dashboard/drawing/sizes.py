@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from dashboard.drawing import screen
-from dashboard.drawing.cells import label_chars
+from dashboard.drawing.cells import TEXT_MAX_TOKENS, label_chars
 from dashboard.drawing.present import presenting
 
 CONTENT_PX = screen.WIDTHS[0]  # main column at 1280×720, sidebar open: 980 px block minus 2 × 80 px padding
@@ -24,6 +24,10 @@ PRESENT_CONTENT_PX = screen.WIDTHS[1]  # the same in presentation mode: sidebar 
 GAP_PX = 16  # between st.columns (gap="small")
 CHAR_PX = 8  # an axis label character at 13 px (present.NORMAL_LABEL_PX; 11 px: "2: journey" was 62 px)
 BIG_CHAR_PX = 10  # the same at 16 px
+# past cells.TEXT_MAX_TOKENS rows (no values in the cells) the row labels' room is at least LABEL_ROOM_CHARS, then
+# whole steps of LABEL_STEP_CHARS: a sentence edited by a word keeps its heatmap's size and spec, and the browser
+# swaps data instead of building a new Vega view
+LABEL_ROOM_CHARS, LABEL_STEP_CHARS = 12, 4
 LEGEND_PX = 80  # a gradient legend with its title and labels ("0.8", "÷ row max")
 AXIS_TITLE_PX = 24
 # A main column narrower than this is a phone's (320-340 px at 390 px): one panel a row, legends below the cells.
@@ -93,9 +97,13 @@ def column_px(weights: Sequence[float], index: int, total: int | None = None) ->
 
 
 def label_px(labels: Sequence[str], limit: int = 120) -> int:
-    """The widest axis label, as drawn (Vega cuts labels at ``limit`` px)."""
+    """The room for the widest axis label (Vega cuts labels at ``limit`` px); for more labels than cells print values
+    for, :data:`LABEL_ROOM_CHARS` at least, then whole steps of :data:`LABEL_STEP_CHARS`."""
     char = (BIG_CHAR_PX if presenting() else CHAR_PX) * grow()
-    return round(min(limit * grow(), char * label_chars(labels))) + 8
+    chars = label_chars(labels)
+    if len(labels) > TEXT_MAX_TOKENS:
+        chars = max(LABEL_ROOM_CHARS, -(-chars // LABEL_STEP_CHARS) * LABEL_STEP_CHARS)
+    return round(min(limit * grow(), char * chars)) + 8
 
 
 def cell_area(avail_px: int, row_labels: Sequence[str], *, legend: bool = True, panels: int = 1,
