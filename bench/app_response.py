@@ -299,10 +299,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-language", action="store_true", help="skip the language switch (older versions lack it)")
     ap.add_argument("--against", type=Path, help="another checkout (e.g. the old main): its language switch is "
                     "measured beside this one's, alternately")
-    ap.add_argument("--cpu", action="store_true", help="with the language switch, the page's main-thread CPU "
-                    "time (a Chrome trace) of each change, and each app's own T=6 sentence change")
+    ap.add_argument("--cpu", action="store_true", help="the page's main-thread CPU time (a Chrome trace) and "
+                    "the Vega views built, for each sentence change and each language switch (and then each app's own "
+                    "T=6 sentence change)")
     ap.add_argument("--switch-tokens", type=int, default=6, help="the language switch on Explore showing a sentence "
                     "of this many tokens")
+    ap.add_argument("--alternate", action="store_true", help="sentence changes alternate T and T + 1 tokens, as the "
+                    "shared probe does (../shared/tools/e2e_probe.py --rerun): every change is a new length")
     ap.add_argument("--load", type=int, default=0, help="CPU-heavy processes running beside the measurement")
     args = ap.parse_args(argv)
     print(f"load average at start {os.getloadavg()[0]:.2f}; {args.load} CPU-heavy process(es) beside the run",
@@ -310,6 +313,10 @@ def main(argv: list[str] | None = None) -> None:
     with cpu_load(args.load):
         measure(args)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+def tabs_of(args: argparse.Namespace) -> list[str]:
+    return ["floor", *args.profiles]
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -329,15 +336,16 @@ def measure(args: argparse.Namespace) -> None:
                 tab.wait_for_function(IDLE_JS, timeout=120_000, polling=50)
                 tabs[name] = tab
             for n in args.sizes:
-                samples: dict[str, list[float]] = {name: [] for name in tabs}
+                samples: dict[str, list[tuple]] = {name: [] for name in tabs}
                 for r in range(args.reps + 1):  # the first change at each size warms caches: not counted
-                    text = sentence(n, r)
+                    text = sentence(n + (r % 2 if args.alternate else 0), r)
                     for name, tab in tabs.items():  # alternate: load on the machine hits each alike
-                        dt = timed_change(tab, lambda tab=tab, text=text: set_sentence(tab, text),
-                                          widget=SENTENCE_WIDGET)
+                        dt = costed_change(browser, tab, lambda tab=tab, text=text: set_sentence(tab, text),
+                                           SENTENCE_WIDGET, args.cpu)
                         if r:
                             samples[name].append(dt)
-                rows[n] = {name: statistics.median(v) for name, v in samples.items()}
+                rows[n] = {name: tuple(statistics.median(x[i] for x in v) for i in range(3))
+                           for name, v in samples.items()}
             steps = {} if args.no_steppers else stepper_times(browser, app_url, tabs["floor"], args.reps)
             switch = {} if args.no_language else switches(browser, app_url, tabs["floor"], args)
             for tab in tabs.values():
@@ -345,13 +353,18 @@ def measure(args: argparse.Namespace) -> None:
         first = {} if args.no_first_page else first_pages(browser, args.reps)
         browser.close()
 
-    print(f"sentence change -> DOM quiet (median of {args.reps}; ratio = Explore / floor, same run)")
+    print(f"sentence change -> DOM quiet (median of {args.reps}; ratio = Explore / floor, same run"
+          + ("; T and T + 1 tokens alternately" if args.alternate else "")
+          + ("; then the page's main-thread CPU and the Vega views it built" if args.cpu else "") + ")")
     head = f"{'T':>5} | {'floor':>7} | " + " | ".join(f"{name:>16}" for name in args.profiles)
     print(head + "\n" + "-" * len(head))
     for n in args.sizes:
-        f = rows[n]["floor"]
-        cells = " | ".join(f"{rows[n][name]:6.2f}s ({rows[n][name] / f:4.2f}x)" for name in args.profiles)
+        f = rows[n]["floor"][0]
+        cells = " | ".join(f"{rows[n][name][0]:6.2f}s ({rows[n][name][0] / f:4.2f}x)" for name in args.profiles)
         print(f"{n:>5} | {f:6.2f}s | {cells}")
+        if args.cpu:
+            cells = " | ".join(f"{rows[n][name][1]:5.0f} ms, {rows[n][name][2]:.0f} view(s)" for name in tabs_of(args))
+            print(f"{'':>5} | {cells}")
     if steps:
         print(f"Next > on a stepper page -> DOM quiet (median of {args.reps}), against the floor's T=6 sentence "
               f"change in the same run ({steps['floor']:.2f} s):")
