@@ -4,8 +4,8 @@ registered): the one way every page finds, loads and reads a model, and the runs
 :func:`found` lists the models on this machine (the families of real weights; ``pretrained=False`` adds the
 families of random weights, which Generate offers), looked for at most every ``FIND_EVERY_S``; :func:`model` loads
 one once per server process (``registry.load_model``), counts its bytes against the run cache
-(``compute.reserve``), and it is only read. What a sentence needs is computed once and kept in bounded caches shared
-by every session:
+(``compute.reserve``), and it is only read; a page resolves it once a run (:func:`handle`) and hands that down.
+What a sentence needs is computed once and kept in bounded caches shared by every session:
 
 - a *walk* (``attn_core.models.traced.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
   T = 1,024), the hidden states after the final norm and the last logits; a layer switch, the loss with every head,
@@ -170,7 +170,10 @@ _HELD: dict[str, int] = {}  # the weights of each model loaded by this process -
 def model(name: str) -> nn.Module:
     """The shared, read-only model of a found model, any family (loaded on first use, a ``Problem`` for bad
     files). What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
-    f = found_model(name)
+    return _loaded(found_model(name))
+
+
+def _loaded(f: Found) -> nn.Module:
     lm = registry.load_model(f)
     key = str(f.path or f.name)
     if key not in _HELD:
@@ -202,16 +205,47 @@ def attention_config(name: str, cfg: AttentionConfig, layer: int | None = None) 
 
 def source_key(name: str) -> tuple:
     """What a model's results depend on: its files as they are now (a replaced file is new)."""
+    return _source(found_model(name))
+
+
+def _source(f: Found) -> tuple:
+    return (f.name, str(f.path), registry.family(f.family).stamp(f))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Handle:
+    """A page's model, resolved once where the page starts and passed down to every part it draws: the model, its
+    facts, its sidebar label (this run's language) and ``source`` (:func:`source_key`: what its results are kept
+    under). Hold it for one run only: a file replaced or removed is seen at the next run's :func:`handle`."""
+
+    name: str
+    lm: nn.Module
+    cfg: ModelConfig
+    label: str
+    source: tuple
+
+    def tokens(self, text: str) -> list[Token]:
+        """``text`` in the model's own tokens (:func:`tokens_of`)."""
+        return _own_tokens(self.lm, text)
+
+
+def handle(name: str) -> Handle:
+    """A found model resolved once (one look in the found list, one load, one stamp of its files): a ``Problem``
+    once it is gone or its files are bad."""
     f = found_model(name)
-    return (name, str(f.path), registry.family(f.family).stamp(f))
+    lm = _loaded(f)
+    return Handle(name, lm, registry.model_config(lm), message(f.label), _source(f))
 
 
 def tokens_of(name: str, text: str) -> list[Token]:
     """``text`` in a model's own tokens (GPT-2's BPE: the cached tokens every page shares)."""
-    tokenizer = model(name).tokenizer
-    if isinstance(tokenizer, BPETokenizer):
+    return _own_tokens(model(name), text)
+
+
+def _own_tokens(lm: nn.Module, text: str) -> list[Token]:
+    if isinstance(lm.tokenizer, BPETokenizer):
         return cached_tokens(text)
-    return tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
+    return lm.tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
 
 
 def _walk_nbytes(walk: Walk) -> int:
