@@ -65,7 +65,7 @@ def bench_model(name: str, T: int, reps: int) -> dict[str, list[float]]:
 
     ways = {"forward": forward, "walk": lambda: walk_layers(lm, idx),
             "explicit": lambda: walk_layers(lm, idx, on_layer=lambda i, w: None),
-            "model view": lambda: models.model_view(name, ids)}
+            "model view": lambda: models.model_view(models.handle(name), ids)}
     times: dict[str, list[float]] = {k: [] for k in ways}
     for r in range(reps + 1):
         for k, fn in ways.items():

@@ -225,7 +225,7 @@ for seed in range(3):  # new texts: CPU time is steadier than wall time on a sha
     ids = tuple(torch.randint(0, models.model(name).cfg["vocab_size"], (T,), generator=rng).tolist())
     models.clear_caches()
     cpu, wall = time.process_time(), time.perf_counter()
-    models.model_view(name, ids)
+    models.model_view(models.handle(name), ids)
     cpus.append(time.process_time() - cpu)
     walls.append(time.perf_counter() - wall)
 out |= {"view cpu": round(min(cpus), 3), "view wall": round(min(walls), 3)} | rss()

@@ -281,7 +281,7 @@ def test_a_sampled_token_below_the_shown_candidates_is_named():
     at.segmented_control(key="gen_how").set_value("sample").run()
     at.number_input(key="gen_top_k").set_value(0).run()
     at.number_input(key="gen_temperature").set_value(2.0).run()
-    from dashboard.state import readable
+    from dashboard.state import models, readable
     from dashboard.state.links import md_escape
 
     outside = 0
@@ -294,7 +294,8 @@ def test_a_sampled_token_below_the_shown_candidates_is_named():
             assert "◀ marks the chosen one" in heading and table.count("◀") == 1
         else:
             outside += 1
-            token = readable.next_piece(at.selectbox(key="gen_model").value, step_ids[:-1], step.token_id)
+            h = models.handle(at.selectbox(key="gen_model").value)
+            token = readable.next_piece(h, step_ids[:-1], step.token_id)
             assert f"the chosen one, {md_escape(token)}, was sampled from below them" in heading, heading
             assert "◀" not in table
     assert outside >= 1
@@ -309,7 +310,7 @@ def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells
     from apptest_utils import _rows, spec_json, spec_nodes
     from dashboard.drawing.rasters import raster_rgb
     from dashboard.drawing.scales import DEFAULT_COLOUR_MAP
-    from dashboard.state import readable
+    from dashboard.state import models, readable
 
     at = open_page(PAGE)
     for _unused in range(5):
@@ -322,7 +323,7 @@ def test_the_no_cache_matrix_has_token_axes_and_says_the_colour_its_masked_cells
                  if any(n.get("title") == keys_title for n in spec_nodes(json.loads(spec_json(el)))))
     cells = _rows(chart)
     name = at.selectbox(key="gen_model").value
-    labels = [f"{i + 1}: {p}" for i, p in enumerate(readable.pieces(name, gen.ids))]
+    labels = [f"{i + 1}: {p}" for i, p in enumerate(readable.pieces(models.handle(name), gen.ids))]
     assert [r["col"] for r in sorted(cells, key=lambda r: r["k"]) if r["q"] == 0] == labels  # keys: every token
     assert [r["row"] for r in sorted(cells, key=lambda r: r["q"]) if r["k"] == 0] == labels  # queries: every token
     nodes = spec_nodes(json.loads(spec_json(chart)))

@@ -154,8 +154,9 @@ def test_sessions_waiting_for_the_model_share_one_pass_and_each_gets_its_own(smo
 
     texts = [f"Session {k} reads its own sentence with {k + 2} small words " + "more " * k for k in range(8)]
     seqs = [tuple(t.id for t in models.tokens_of(SMOL, text)) for text in texts]
+    smol = models.handle(SMOL)
     with ThreadPoolExecutor(8) as pool:
-        together = list(pool.map(lambda ids: (models.walk(SMOL, ids), models.model_view(SMOL, ids)), seqs))
+        together = list(pool.map(lambda ids: (models.walk(smol, ids), models.model_view(smol, ids)), seqs))
     assert len(passes) < len(seqs), passes
     assert sorted(passes, reverse=True)[0] == max(len(s) for s in seqs)  # padded to the longest of a batch
     models.clear_caches()
@@ -169,7 +170,7 @@ def test_sessions_waiting_for_the_model_share_one_pass_and_each_gets_its_own(smo
         torch.testing.assert_close(walk.losses, own, atol=1e-4, rtol=0)
         for a, b in zip(walk.inputs, alone.inputs):
             torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
-        single = models.model_view(SMOL, ids)
+        single = models.model_view(smol, ids)
         np.testing.assert_allclose(view.thumbs, single.thumbs, atol=1e-5)
         for name, scores in view.scores.items():
             np.testing.assert_allclose(scores, single.scores[name], atol=1e-5)

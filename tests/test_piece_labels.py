@@ -65,18 +65,17 @@ def test_gpt2_labels_read_back_to_the_text(text):
     assert check_runs(tokens, text) > 0
 
 
-def test_the_generate_and_head_pages_label_a_sequence_by_its_runs(monkeypatch):
-    """Generate's and the head panel's labels (dashboard.state.models.pieces) name the character on every byte token
-    of a run, where one token alone (readable_piece) can show only hex."""
+def test_the_generate_and_head_pages_label_a_sequence_by_its_runs():
+    """Generate's and the head panel's labels (dashboard.state.readable.pieces) name the character on every byte
+    token of a run, where one token alone (readable_piece) can show only hex."""
     from types import SimpleNamespace
 
     from attn_core.text.tokens import BPETokenizer
-    from dashboard.state import models, readable
+    from dashboard.state import readable
 
     tokenizer = BPETokenizer()
-    monkeypatch.setattr(models, "model", lambda name: SimpleNamespace(tokenizer=tokenizer))
     ids = tokenizer.encode(ZH)
-    labels = readable.pieces("gpt2", ids)
+    labels = readable.pieces(SimpleNamespace(lm=SimpleNamespace(tokenizer=tokenizer)), ids)  # a handle's model
     alone = [readable_piece(tokenizer.token_bytes(t)) for t in ids]
     assert len(labels) == len(ids) and "\ufffd" not in "".join(labels)
     split = [k for k, a in enumerate(alone) if "⟨" in a]  # a token that alone is only bytes

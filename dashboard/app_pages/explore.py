@@ -235,24 +235,27 @@ def trained_section(v: View) -> None:
 
 
 def model_section(v: View) -> None:
-    """The pretrained model's heads; with random weights, SmolLM2's (when installed) on the same sentence."""
+    """The pretrained model's heads; with random weights, SmolLM2's (when installed) on the same sentence. The model
+    is resolved here once (:func:`models.handle`) and handed to every part of the view."""
     if v.run.pretrained:
-        show_model_view(v.run.weights, tuple(t.id for t in v.run.tokens), (v.run.layer, v.head), "section", WEIGHTS)
+        show_model_view(models.handle(v.run.weights), tuple(t.id for t in v.run.tokens), (v.run.layer, v.head),
+                        "section", WEIGHTS)
         return
     name = models.default_model(v.run.text)
     try:
-        ids = tuple(t.id for t in models.tokens_of(name, v.run.text))
+        h = models.handle(name)
+        ids = tuple(t.id for t in h.tokens(v.run.text))
     except ValueError as e:
         st.error(error_text(e))
         return
     st.caption(_("The sidebar's weights are random: this view shows {model} on your sentence (its own tokens). "
                  "Click a head to switch the Weights to it and open that head in every section.",
-                 model=md_escape(models.label(name))))
+                 model=md_escape(h.label)))
     if why := models.why_default(name, v.run.text):
         st.caption(md_escape(why))
     if licence := models.notice(name):
         st.caption(licence)
-    show_model_view(name, ids, None, "section", WEIGHTS)
+    show_model_view(h, ids, None, "section", WEIGHTS)
 
 
 def sections(v: View) -> dict[str, Callable[[View], None]]:

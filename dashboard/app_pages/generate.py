@@ -143,11 +143,11 @@ def shown_layer(gen: Generation, model: nn.Module, step: DecodeStep, layer: int)
     return step if step.layer == layer else show_layer(step, model, gen.ids, gen.cache, layer)
 
 
-def text_so_far(gen: Generation, name: str) -> str:
+def text_so_far(gen: Generation, h: models.Handle) -> str:
     """The text so far as a person reads it (every piece escaped: it is Markdown): decoded as one run of bytes, so
     byte tokens join into their characters, without the BOS the tokenizer put first; the newest token's characters
     marked (one that starts a character still open: :func:`newest`)."""
-    tokenizer = models.model(name).tokenizer
+    tokenizer = h.lm.tokenizer
     shown = gen.ids[text_start(tokenizer, gen.ids):]
     raws = [tokenizer.token_bytes(t) for t in shown]
     if len(gen.ids) == gen.prompt_len or not raws:
@@ -157,18 +157,18 @@ def text_so_far(gen: Generation, name: str) -> str:
     while cut > 0 and 0x80 <= data[cut] < 0xC0 and len(data) - len(raws[-1]) - cut < 3:  # back to its character's lead
         cut -= 1
     opened = open_character(raws[:-1], raws[-1])
-    new = data[cut:].decode("utf-8", errors="replace") if opened is None else newest(gen, name)
+    new = data[cut:].decode("utf-8", errors="replace") if opened is None else newest(gen, h)
     head = data[:cut].decode("utf-8", errors="replace")
     core = new.strip()
     lead = new[:len(new) - len(new.lstrip())]
     return md_escape(head + lead) + marked(md_escape(core) if core else ("⏎" if "\n" in new else "␣"))
 
 
-def newest(gen: Generation, name: str) -> str:
+def newest(gen: Generation, h: models.Handle) -> str:
     """The newest token as a person reads it: a byte piece that starts a character is named by the character its
     likeliest continuation makes ("猫(1/3)", worked out with its step), else says which of its bytes it holds."""
     closing = gen.last.closing.get(gen.ids[-1], ()) if gen.last is not None else ()
-    return readable.next_piece(name, gen.ids[:-1], gen.ids[-1], closing)
+    return readable.next_piece(h, gen.ids[:-1], gen.ids[-1], closing)
 
 
 def marked(text: str) -> str:
@@ -176,11 +176,10 @@ def marked(text: str) -> str:
     return f":orange-background[**{text}**]"
 
 
-def show_step(gen: Generation, name: str, layer: int) -> None:
-    model = models.model(name)
-    step = gen.last = shown_layer(gen, model, gen.last, layer)
-    pieces = readable.pieces(name, gen.ids)
-    pieces[-1] = newest(gen, name)  # a byte piece that starts a character: named by its likeliest continuation
+def show_step(gen: Generation, h: models.Handle, layer: int) -> None:
+    step = gen.last = shown_layer(gen, h.lm, gen.last, layer)
+    pieces = readable.pieces(h, gen.ids)
+    pieces[-1] = newest(gen, h)  # a byte piece that starts a character: named by its likeliest continuation
     labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
     H = step.row.shape[0]
     st.markdown(ngettext("**Step {step}: token {position} is “{token}”.** Its query attends over the {n} key in the "
@@ -203,9 +202,9 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
                 key="gen_row", name=f"new_row_layer{layer + 1}")
     with right:
         n = 5 if presenting() else len(step.top_ids)  # on the projector: what fits above the fold
-        show_candidates(step, name, gen.ids[:step.position], n)
+        show_candidates(step, h, gen.ids[:step.position], n)
     st.markdown(timing(gen, step))
-    c = models.config(name)
+    c = h.cfg
     st.markdown(_("**The KV cache, every layer** (each layer keeps its own keys and values, each of this shape; it "
                   "grows by one token a step)"))
     bytes_col = _("bytes, each layer")
@@ -217,13 +216,13 @@ def show_step(gen: Generation, name: str, layer: int) -> None:
         show_full(step, gen, pieces, labels, layer)
 
 
-def show_candidates(step: DecodeStep, name: str, before: list[int], n: int) -> None:
+def show_candidates(step: DecodeStep, h: models.Handle, before: list[int], n: int) -> None:
     """The distribution the new token was drawn from (this step's, not the next one's): its ``n`` most likely
     tokens after the tokens ``before`` it, read as characters (a byte token names its character), the chosen one
     marked."""
     token_col, prob_col, chosen_col = _("token"), _("probability"), _("chosen")
     # plain text: markdown_table escapes every cell
-    top = pd.DataFrame({token_col: [readable.next_piece(name, before, t, step.closing.get(t, ()))
+    top = pd.DataFrame({token_col: [readable.next_piece(h, before, t, step.closing.get(t, ()))
                                    for t in step.top_ids[:n]],
                         prob_col: step.top_probs[:n],
                         chosen_col: ["◀" if t == step.token_id else "" for t in step.top_ids[:n]]})
@@ -233,7 +232,7 @@ def show_candidates(step: DecodeStep, name: str, before: list[int], n: int) -> N
     else:
         st.markdown(_("**The {n} most likely tokens at this step**: the distribution the new token was chosen "
                       "from; the chosen one, {token}, was sampled from below them.", n=n,
-                      token=md_escape(readable.next_piece(name, before, step.token_id))))
+                      token=md_escape(readable.next_piece(h, before, step.token_id))))
     markdown_table(st, top, formats={prob_col: "%.4f"})
 
 
@@ -340,14 +339,15 @@ def live(gen: Generation, ctl: Controls) -> None:
             advance(ctl)
             if not st.session_state["gen_playing"]:  # the limit: redraw the buttons, and stop the timer
                 st.rerun(scope="app")
-        st.markdown(text_so_far(gen, ctl.name))
+        h = models.handle(ctl.name)  # once a redraw: the text, the step and its candidates read it
+        st.markdown(text_so_far(gen, h))
         if gen.last is None:
             st.info(ngettext("The prompt is {n} token, all in the cache now. Press **Next token** (or Page Down) to "
                              "generate the next one, or **Play**.",
                              "The prompt is {n} tokens, all in the cache now. Press **Next token** (or Page Down) to "
                              "generate the next one, or **Play**.", gen.prompt_len))
         else:
-            show_step(gen, ctl.name, ctl.layer)
+            show_step(gen, h, ctl.layer)
         look_ahead(gen, ctl)
 
     st.fragment(run_every=PLAY_EVERY_S if playing else None)(body)()

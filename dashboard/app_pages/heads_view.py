@@ -33,12 +33,12 @@ MOST_K = 12
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def ablation(source: tuple, name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
+def ablation(source: tuple, _handle: models.Handle, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
              how: str) -> tuple[np.ndarray, list]:
     """Per-token losses and the top-5 next tokens with ``heads`` knocked out (numbers only: the words are added
     where shown, in the session's language): none read off the sentence's one pass, else one pass of their own.
-    Keyed on the model's ``source`` (its files as they are now)."""
-    return models.knocked(name, ids, heads, how)
+    Keyed on the model's ``source`` (its files as they are now; ``_handle`` is not hashed: it holds the model)."""
+    return models.knocked(_handle, ids, heads, how)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -50,16 +50,17 @@ def comparison(source: tuple, _lm: nn.Module, k: int, kind: str) -> dict:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def weighed(source: tuple, name: str, ids: tuple[int, ...], layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+def weighed(source: tuple, _handle: models.Handle, ids: tuple[int, ...], layer: int,
+            head: int) -> tuple[np.ndarray, np.ndarray]:
     """One head's α (T, T) and ‖f_h(x)‖ (T,) from the layer's kept input: one head kept, not the layer's."""
-    attn_weights, moved = models.weights_and_moved(name, ids, layer)
+    attn_weights, moved = models.weights_and_moved(_handle, ids, layer)
     return attn_weights[head].numpy().copy(), moved[head].numpy().copy()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def rolled(source: tuple, name: str, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rolled(source: tuple, _handle: models.Handle, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first and last layers' head-averaged attention and the rollout through every layer (T, T) each."""
-    means = models.mean_attention(name, ids)
+    means = models.mean_attention(_handle, ids)
     return means[0].numpy(), means[-1].numpy(), rollout_of(means)[-1].numpy()
 
 
@@ -92,8 +93,9 @@ def heads_named(heads: list[tuple[int, int]], n_layers: int, n_heads: int) -> st
     return _(both(layers))
 
 
-def show_heads(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None) -> None:
-    """The section under the grid, for model ``name`` on token ids ``ids``; ``opened``: the head the page shows."""
+def show_heads(h: models.Handle, ids: tuple[int, ...], opened: tuple[int, int] | None) -> None:
+    """The section under the grid, for the model of ``h`` on token ids ``ids``; ``opened``: the head the page
+    shows."""
     st.markdown("#### " + _("Does this head matter?"))
     st.caption(_("The grid shows where each head looks. A head can look hard at a token and still move almost "
                  "nothing: remove it, or weigh its attention by what it moves, to see whether it matters."))
@@ -101,22 +103,22 @@ def show_heads(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None) 
     if part != "compare" and len(ids) < 2:
         st.info(_("Type at least two tokens: a loss needs a token and the one after it."))
         return
-    pieces = readable.pieces(name, ids)
+    pieces = readable.pieces(h, ids)
     try:
         if part == "knock":
-            knock_part(name, ids, pieces)
+            knock_part(h, ids, pieces)
         elif part == "compare":
-            compare_part(name)
+            compare_part(h)
         elif part == "value":
-            value_part(name, ids, pieces, opened)
+            value_part(h, ids, pieces, opened)
         else:
-            rollout_part(name, ids, pieces)
+            rollout_part(h, ids, pieces)
     except ValueError as e:
         st.error(message(e))
 
 
-def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
-    cfg = models.config(name)
+def knock_part(h: models.Handle, ids: tuple[int, ...], pieces: list[str]) -> None:
+    cfg = h.cfg
     options = [(layer, head) for layer in range(cfg.n_layers) for head in range(cfg.n_heads)]
     left, right = st.columns([3, 1])
     # Streamlit's own "Select all" is English: a button of ours picks every head
@@ -126,10 +128,10 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
                 on_click=st.session_state.__setitem__, args=("heads_out", options))
     how = right.radio(_("Replace their context vectors by"), list(HOW_NAMES), format_func=lambda h: _(HOW_NAMES[h]),
                       key="heads_how")
-    source = models.source_key(name)
+    source = h.source
     with st.spinner(_("Running the model without those heads…")):
-        plain, top_before = ablation(source, name, ids, (), "zero")
-        after, top_after = ablation(source, name, ids, tuple(sorted(heads)), how) if heads else (plain, top_before)
+        plain, top_before = ablation(source, h, ids, (), "zero")
+        after, top_after = ablation(source, h, ids, tuple(sorted(heads)), how) if heads else (plain, top_before)
     without = ngettext("without {n} head", "without {n} heads", len(heads))
     losses = {_("every head"): plain} if not heads else {_("every head"): plain, without: after}
     frame = heads_charts.loss_frame(losses, pieces)
@@ -147,18 +149,18 @@ def knock_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
                      before=float(plain.mean())))
 
     def cells(top: list, closing: dict) -> list[str]:
-        return [f"{md_escape(readable.next_piece(name, ids, i, closing.get(i, ())))} ({p:.1%})" for i, p in top]
+        return [f"{md_escape(readable.next_piece(h, ids, i, closing.get(i, ())))} ({p:.1%})" for i, p in top]
 
     st.markdown("**" + _("Next token, top 5") + "**")
-    table = {_("every head"): cells(top_before, readable.closing(name, ids, [i for i, _p in top_before]))}
+    table = {_("every head"): cells(top_before, readable.closing(h, ids, [i for i, _p in top_before]))}
     if heads:  # the full model's continuation would not be the knocked-out one's: a byte piece says its bytes
         table[without] = cells(top_after, {})
     st.table(pd.DataFrame(table, index=pd.RangeIndex(1, 6)))
 
 
-def compare_part(name: str) -> None:
+def compare_part(h: models.Handle) -> None:
     names = [f.name for f in models.found(pretrained=False)]
-    names = [name] + [n for n in names if n != name]
+    names = [h.name] + [n for n in names if n != h.name]
     a, b, c = st.columns([2, 2, 1])
     chosen = a.selectbox(_("Model"), names, format_func=models.label, key="heads_model",
                          help=_("The model of the view; random weights are the control: they have no heads that "
@@ -166,7 +168,8 @@ def compare_part(name: str) -> None:
     kind = b.selectbox(_("Heads to knock out"), list(KINDS), format_func=lambda k: _(KIND_NAMES[k]), key="heads_kind")
     k = c.number_input(_("How many"), 1, MOST_K, 6, key="heads_k")
     with st.spinner(_("Knocking out the top heads, then three random sets…")):
-        result = comparison(models.source_key(chosen), models.model(chosen), int(k), kind)
+        other = h if chosen == h.name else models.handle(chosen)  # the view's model is resolved already
+        result = comparison(other.source, other.lm, int(k), kind)
     st.caption(_("The text: {n} words of The Verdict (the book's story) in random order, then the same {n} again. "
                  "On the repeat, a model that copies can predict every token; its loss there says how much the heads "
                  "that copy carry.", n=REPEAT_HALF))
@@ -179,10 +182,10 @@ def compare_part(name: str) -> None:
                key="heads_ratio", name="heads_knockout", title=_("Top heads vs random heads"))
     st.markdown(_("Without the top {k} {kind} heads ({heads}), the loss on the repeat goes from {plain:.2f} to "
                   "{top:.2f} nats ({ratio:.1f}×); without {k} random heads, {low:.2f} to {high:.2f}.",
-                  k=k, kind=_(KIND_NAMES[kind]), heads=", ".join(head_label(h) for h in result["top"]),
+                  k=k, kind=_(KIND_NAMES[kind]), heads=", ".join(head_label(pair) for pair in result["top"]),
                   plain=result["plain"], top=result["top_loss"], ratio=result["top_loss"] / result["plain"],
                   low=min(result["random_losses"]), high=max(result["random_losses"])))
-    lm = models.model(chosen)
+    lm = other.lm
     ask_question(st, "heads", _("Which head, knocked out alone, hurts the repeat most?"),
                  lambda: harmful_head(lm, repeated_words(lm.tokenizer, REPEAT_HALF)),
                  _("The choices: the strongest induction, previous-token and first-token heads and one other head. "
@@ -203,8 +206,8 @@ def token_choice(label: str, key: str, pieces: list[str], container=st) -> int:
                                format_func=lambda i: f"{i + 1}: {pieces[i]}")
 
 
-def value_part(name: str, ids: tuple[int, ...], pieces: list[str], opened: tuple[int, int] | None) -> None:
-    cfg = models.config(name)
+def value_part(h: models.Handle, ids: tuple[int, ...], pieces: list[str], opened: tuple[int, int] | None) -> None:
+    cfg = h.cfg
     layer0, head0 = opened if opened and 0 <= opened[0] < cfg.n_layers and 0 <= opened[1] < cfg.n_heads else (0, 0)
     _pick("heads_vlayer", layer0)
     _pick("heads_vhead", head0)
@@ -213,13 +216,13 @@ def value_part(name: str, ids: tuple[int, ...], pieces: list[str], opened: tuple
     head = b.selectbox(_("Head"), range(cfg.n_heads), format_func=lambda i: str(i + 1), key="heads_vhead")
     query = token_choice(_("Query token"), "heads_vquery", pieces, c)
     with st.spinner(_("Running the model up to that layer…")):
-        alpha, moved = weighed(models.source_key(name), name, ids, int(layer), int(head))
+        alpha, moved = weighed(h.source, h, ids, int(layer), int(head))
     weighted = alpha * moved[None, :]
     shares = weighted / np.maximum(weighted.sum(axis=-1, keepdims=True), 1e-30)  # each row: the share of what moves
     labels = [f"{i + 1}: {p}" for i, p in enumerate(pieces)]
     left, right = sized_columns(2)
     look = Look(scale="weights", max_px=min(cap(380), left.px))
-    key = (models.source_key(name), ids, int(layer), int(head), lang())
+    key = (h.source, ids, int(layer), int(head), lang())
     show_matrix(left, alpha, labels, labels, look, key="heads_alpha", name="heads_alpha",
                 title=_("α: attention weights"), cache_key=(*key, "alpha"))
     show_matrix(right, shares, labels, labels, look, key="heads_moved", name="heads_moved",
@@ -232,11 +235,11 @@ def value_part(name: str, ids: tuple[int, ...], pieces: list[str], opened: tuple
                  "times the head's slice of the output projection (Kobayashi et al. 2020)."))
 
 
-def rollout_part(name: str, ids: tuple[int, ...], pieces: list[str]) -> None:
-    n_layers = models.config(name).n_layers
+def rollout_part(h: models.Handle, ids: tuple[int, ...], pieces: list[str]) -> None:
+    n_layers = h.cfg.n_layers
     query = token_choice(_("Where did this token's information come from?"), "heads_rquery", pieces)
     with st.spinner(_("Running every layer…")):
-        first, last, rollout = rolled(models.source_key(name), name, ids)
+        first, last, rollout = rolled(h.source, h, ids)
     rows = {_("layer 1, heads averaged"): first[query, :query + 1],
             _("layer {n}, heads averaged", n=n_layers): last[query, :query + 1],
             _("rollout through all {n} layers", n=n_layers): rollout[query, :query + 1]}

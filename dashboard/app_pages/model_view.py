@@ -69,11 +69,12 @@ def grid_layout(n_layers: int, n_heads: int) -> tuple[int, bool]:
     return max(8, min(full, want)), False
 
 
-def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | None, section_key: str,
+def show_model_view(h: models.Handle, ids: tuple[int, ...], opened: tuple[int, int] | None, section_key: str,
                     open_section: str) -> None:
-    """The grid of every head of model ``name`` on token ids ``ids`` (with the sentence repeated when the toggle
-    says) and the next-token table; ``opened``: the (layer, head) the other sections show, framed."""
-    cfg = models.model(name).cfg
+    """The grid of every head of the model of ``h`` (made once where the page starts: every part below reads it) on
+    token ids ``ids`` (with the sentence repeated when the toggle says) and the next-token table; ``opened``: the
+    (layer, head) the other sections show, framed."""
+    cfg = h.lm.cfg
     context = min(cfg["context_length"], models.MAX_POSITIONS)
     px, beside = grid_layout(cfg["n_layers"], cfg["n_heads"])
     if beside:
@@ -86,20 +87,20 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                                 "looks at the token that followed the same token in the first copy."))
     shown = repeated(ids, context) if again else ids
     bar = left.empty()
-    label = md_escape(models.label(name))  # a folder's name, in Markdown
+    label = md_escape(h.label)  # a folder's name, in Markdown
 
     def progress(fraction: float, words: str) -> None:
         bar.progress(fraction, text=_("{model}: every head, {step}", model=label, step=message(words)))
 
     try:
-        view = models.model_view(name, shown, progress)
+        view = models.model_view(h, shown, progress)
     except ValueError as e:
         bar.empty()
         left.error(error_text(e))
         return
     bar.empty()
     n_layers, n_heads = view.thumbs.shape[:2]
-    view_key = (models.source_key(name), shown)
+    view_key = (h.source, shown)
     types, lines = memo((view_key, "verdicts", lang()), lambda: verdicts(view))
     flip = transposed(n_layers, n_heads)
     opened = opened or (-1, -1)  # plain values in the lambdas below: the export keeps them
@@ -111,10 +112,10 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                    lambda: grid_charts.model_grid_frame(url, types, lines, opened, transpose=flip),
                    ("model_grid", n_layers, n_heads, px, presenting(), grow(), flip),
                    (view_key, "grid", lang(), cmap, *opened), key=GRID_KEY, selectable=True, selection="head_pick",
-                   on_select=lambda: _open_head(section_key, open_section, name), name="model_view",
-                   title=_("{model}: every head on the sentence", model=models.label(name)))
+                   on_select=lambda: _open_head(section_key, open_section, h.name), name="model_view",
+                   title=_("{model}: every head on the sentence", model=h.label))
     with right:
-        next_token_table(name, ids)
+        next_token_table(h, ids)
     counts = Counter(types.ravel().tolist())
     frames = " · ".join(_("{n} {head_type}", n=n, head_type=_(kind)) for kind, n in counts.most_common())
     values = dict(model=label, T=view.T, pool=view.pooled, frames=frames)
@@ -139,7 +140,7 @@ def show_model_view(name: str, ids: tuple[int, ...], opened: tuple[int, int] | N
                         "{frames}. Hover for a head's verdict; click one to open it in every section.",
                         view.T, **values)
     st.caption(text)
-    show_heads(name, shown, opened)
+    show_heads(h, shown, opened)
 
 
 def verdicts(view: models.ModelView) -> tuple[np.ndarray, list[str]]:
@@ -150,15 +151,16 @@ def verdicts(view: models.ModelView) -> tuple[np.ndarray, list[str]]:
     return types, [_(verdict_msg(view.scores, layer, h)[1]) for layer in range(n_layers) for h in range(n_heads)]
 
 
-def next_token_table(name: str, ids: tuple[int, ...]) -> None:
-    """The model's top next-token probabilities after the sentence (softmax of the last position's logits)."""
-    top = models.next_tokens(name, ids)
+def next_token_table(h: models.Handle, ids: tuple[int, ...]) -> None:
+    """The top next-token probabilities of ``h``'s model after the sentence (softmax of the last position's
+    logits)."""
+    top = models.next_tokens(h, ids)
     if presenting():  # on the projector: the rows that fit beside the grid, above the fold
         top = top[:7]
 
-    closing = readable.closing(name, ids, [i for i, _p in top])  # a byte piece: named by the character it starts
+    closing = readable.closing(h, ids, [i for i, _p in top])  # a byte piece: named by the character it starts
     st.markdown(_("**Next token** (top {n})", n=len(top)))
-    df = pd.DataFrame({_("token"): [md_escape(readable.next_piece(name, ids, i, closing.get(i, ()))) for i, _p in top],
+    df = pd.DataFrame({_("token"): [md_escape(readable.next_piece(h, ids, i, closing.get(i, ()))) for i, _p in top],
                        _("probability"): [f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for _i, p in top]},
                       index=pd.RangeIndex(1, len(top) + 1))
     st.table(df)

@@ -70,7 +70,7 @@ def own_losses(name: str, ids: tuple[int, ...]) -> np.ndarray:
 def first_token_shares(name: str, ids: tuple[int, ...]) -> np.ndarray:
     """(layers, heads): each head's mean weight on token 1 (queries 2..T)."""
     if name != RANDOM:
-        return models.model_view(name, ids).scores["first_token"]
+        return models.model_view(models.handle(name), ids).scores["first_token"]
     shares = []
     walk_layers(run_model(name), torch.tensor([ids]), on_layer=lambda i, w: shares.append(first_token_score(w.numpy())))
     return np.stack(shares)

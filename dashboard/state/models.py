@@ -4,8 +4,8 @@ registered): the one way every page finds, loads and reads a model, and the runs
 :func:`found` lists the models on this machine (the families of real weights; ``pretrained=False`` adds the
 families of random weights, which Generate offers), looked for at most every ``FIND_EVERY_S``; :func:`model` loads
 one once per server process (``registry.load_model``), counts its bytes against the run cache
-(``compute.reserve``), and it is only read. What a sentence needs is computed once and kept in bounded caches shared
-by every session:
+(``compute.reserve``), and it is only read; a page resolves it once a run (:func:`handle`) and hands that down.
+What a sentence needs is computed once and kept in bounded caches shared by every session:
 
 - a *walk* (``attn_core.models.traced.walk_layers``): every layer's attention input (T x emb_dim each, 3 MB a layer at
   T = 1,024), the hidden states after the final norm and the last logits; a layer switch, the loss with every head,
@@ -170,7 +170,10 @@ _HELD: dict[str, int] = {}  # the weights of each model loaded by this process -
 def model(name: str) -> nn.Module:
     """The shared, read-only model of a found model, any family (loaded on first use, a ``Problem`` for bad
     files). What the loaded models hold comes out of the run cache's bound (``compute.reserve``)."""
-    f = found_model(name)
+    return _loaded(found_model(name))
+
+
+def _loaded(f: Found) -> nn.Module:
     lm = registry.load_model(f)
     key = str(f.path or f.name)
     if key not in _HELD:
@@ -202,16 +205,47 @@ def attention_config(name: str, cfg: AttentionConfig, layer: int | None = None) 
 
 def source_key(name: str) -> tuple:
     """What a model's results depend on: its files as they are now (a replaced file is new)."""
+    return _source(found_model(name))
+
+
+def _source(f: Found) -> tuple:
+    return (f.name, str(f.path), registry.family(f.family).stamp(f))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Handle:
+    """A page's model, resolved once where the page starts and passed down to every part it draws: the model, its
+    facts, its sidebar label (this run's language) and ``source`` (:func:`source_key`: what its results are kept
+    under). Hold it for one run only: a file replaced or removed is seen at the next run's :func:`handle`."""
+
+    name: str
+    lm: nn.Module
+    cfg: ModelConfig
+    label: str
+    source: tuple
+
+    def tokens(self, text: str) -> list[Token]:
+        """``text`` in the model's own tokens (:func:`tokens_of`)."""
+        return _own_tokens(self.lm, text)
+
+
+def handle(name: str) -> Handle:
+    """A found model resolved once (one look in the found list, one load, one stamp of its files): a ``Problem``
+    once it is gone or its files are bad."""
     f = found_model(name)
-    return (name, str(f.path), registry.family(f.family).stamp(f))
+    lm = _loaded(f)
+    return Handle(name, lm, registry.model_config(lm), message(f.label), _source(f))
 
 
 def tokens_of(name: str, text: str) -> list[Token]:
     """``text`` in a model's own tokens (GPT-2's BPE: the cached tokens every page shares)."""
-    tokenizer = model(name).tokenizer
-    if isinstance(tokenizer, BPETokenizer):
+    return _own_tokens(model(name), text)
+
+
+def _own_tokens(lm: nn.Module, text: str) -> list[Token]:
+    if isinstance(lm.tokenizer, BPETokenizer):
         return cached_tokens(text)
-    return tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
+    return lm.tokenizer.tokens(text, max_tokens=MAX_POSITIONS)
 
 
 def _walk_nbytes(walk: Walk) -> int:
@@ -230,52 +264,51 @@ def _ids_tensor(ids: tuple[int, ...]) -> torch.Tensor:
     return torch.tensor([list(ids)])
 
 
-def walk(name: str, ids: tuple[int, ...], progress: Progress = None) -> Walk:
-    """Every layer's attention input and the last logits of ``ids`` (cached). A new sequence is read in one pass
-    that also builds its model view (:func:`model_view`): at T = 1,024 a second pass for the view cost ~4 s more.
-    ``progress(fraction, words)`` during that pass."""
-    held = _WALKS.peek((source_key(name), ids))
-    return held if held is not None else _read(name, ids, progress)[0]
+def walk(h: Handle, ids: tuple[int, ...], progress: Progress = None) -> Walk:
+    """Every layer's attention input and the last logits of ``ids`` on the model of ``h`` (cached). A new sequence is
+    read in one pass that also builds its model view (:func:`model_view`): at T = 1,024 a second pass for the view
+    cost ~4 s more. ``progress(fraction, words)`` during that pass."""
+    held = _WALKS.peek((h.source, ids))
+    return held if held is not None else _read(h, ids, progress)[0]
 
 
-def model_view(name: str, ids: tuple[int, ...], progress: Progress = None) -> ModelView:
+def model_view(h: Handle, ids: tuple[int, ...], progress: Progress = None) -> ModelView:
     """Every head's pooled weights and scores on ``ids`` (cached). With only the walk of ``ids`` kept (its view let
     go), each layer's attention runs again on its kept input; else one pass gives both."""
-    key = (source_key(name), ids)
+    key = (h.source, ids)
     held = _VIEWS.peek(key)
     if held is not None:
         return held
     inputs = _WALKS.peek(key)
     if inputs is None:
-        return _read(name, ids, progress)[1]
-    lm = model(name)
-    collect = Collect(ids, lm.cfg["n_layers"], progress)
+        return _read(h, ids, progress)[1]
+    collect = Collect(ids, h.lm.cfg["n_layers"], progress)
     with torch.no_grad():
         for i, x in enumerate(inputs.inputs):
-            collect(i, _layer_weights(lm, i, x))
+            collect(i, _layer_weights(h.lm, i, x))
     return _VIEWS.get(key, collect.view)
 
 
-def _read(name: str, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
+def _read(h: Handle, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
     """One forward pass over ``ids``: its walk and its model view, both kept."""
-    lm = model(name)
-    key = (source_key(name), ids)
-    collect = Collect(ids, lm.cfg["n_layers"], progress)
-    walked = _WALKS.get(key, lambda: _pass(name, lm, ids, collect))
-    if len(collect.thumbs) < lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
-        return walked, model_view(name, ids, progress)
+    key = (h.source, ids)
+    collect = Collect(ids, h.lm.cfg["n_layers"], progress)
+    walked = _WALKS.get(key, lambda: _pass(h, ids, collect))
+    if len(collect.thumbs) < h.lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
+        return walked, model_view(h, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
 
-def _pass(name: str, lm: nn.Module, ids: tuple[int, ...], collect: Collect) -> Walk:
+def _pass(h: Handle, ids: tuple[int, ...], collect: Collect) -> Walk:
     """One traced pass over ``ids``: a short sequence shares a padded pass with the other sessions' waiting for the
     same model (:mod:`dashboard.state.batcher`; no progress bar: another session's thread may run it) and keeps its
     per-token losses, read out with the batch's (a long one's are read when asked)."""
+    lm = h.lm
     if not 0 < len(ids) <= BATCH_MOST_T:
         return walk_layers(lm, _ids_tensor(ids), on_layer=collect)
     lm.check_ids(_ids_tensor(ids))  # bad ids: this session's message, never the batch's
     collect.progress = None
-    return _BATCHER.run_one(source_key(name), ids, collect, lambda seqs, each: walk_many(
+    return _BATCHER.run_one(h.source, ids, collect, lambda seqs, each: walk_many(
         lm, seqs, each, losses=True, workers=min(len(seqs), os.cpu_count() or 1)))
 
 
@@ -286,66 +319,64 @@ def _layer_weights(lm: nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
     return trace.of_kind("weights")[-1].tensor[0]
 
 
-def next_tokens(name: str, ids: tuple[int, ...], k: int = TOP) -> list[tuple[int, float]]:
+def next_tokens(h: Handle, ids: tuple[int, ...], k: int = TOP) -> list[tuple[int, float]]:
     """The ``k`` likeliest next token ids after ``ids`` with their probabilities (softmax of the last logits)."""
-    probs = torch.softmax(walk(name, ids).last_logits, dim=-1)
+    probs = torch.softmax(walk(h, ids).last_logits, dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))
     return [(int(i), float(p)) for p, i in zip(top.values, top.indices)]
 
 
-def knocked(name: str, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
+def knocked(h: Handle, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...],
             how: str) -> tuple[np.ndarray, list[tuple[int, float]]]:
     """Per-token losses and the top-5 next tokens with ``heads`` knocked out (``how``: :data:`heads.HOWS`): with
     none, read off the sentence's walk (no pass of the model); else one edited pass."""
-    lm = model(name)
     idx = _ids_tensor(ids)
     if heads:
-        losses, top = heads_lab.knocked(lm, idx, list(heads), how)
+        losses, top = heads_lab.knocked(h.lm, idx, list(heads), how)
         return losses.numpy(), top
-    heads_lab.check_tokens(lm, idx)
-    walked = walk(name, ids)
-    losses = walked.losses if walked.losses is not None else heads_lab.losses_of(lm, walked.final, idx)
-    return losses.numpy(), next_tokens(name, ids, 5)
+    heads_lab.check_tokens(h.lm, idx)
+    walked = walk(h, ids)
+    losses = walked.losses if walked.losses is not None else heads_lab.losses_of(h.lm, walked.final, idx)
+    return losses.numpy(), next_tokens(h, ids, 5)
 
 
-def weights_and_moved(name: str, ids: tuple[int, ...], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+def weights_and_moved(h: Handle, ids: tuple[int, ...], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer ``layer``'s α (heads, T, T) and ‖f_h(x_j)‖ (heads, T) (:func:`attn_core.labs.heads.weights_and_moved`)
     from the layer's kept input: one attention layer, no pass of the blocks before it."""
-    lm = model(name)
-    heads_lab.check_layer(lm, layer)
+    heads_lab.check_layer(h.lm, layer)
     trace = Trace(copy=False)
     with torch.no_grad():
-        registry.layer_attention(lm, layer)(walk(name, ids).inputs[layer], trace)
-    return heads_lab.moved_of(lm, layer, trace)
+        registry.layer_attention(h.lm, layer)(walk(h, ids).inputs[layer], trace)
+    return heads_lab.moved_of(h.lm, layer, trace)
 
 
-def mean_attention(name: str, ids: tuple[int, ...]) -> torch.Tensor:
+def mean_attention(h: Handle, ids: tuple[int, ...]) -> torch.Tensor:
     """(layers, T, T): each layer's weights averaged over its heads, from the kept inputs (attention only)."""
-    lm = model(name)
     with torch.no_grad():
-        return torch.stack([_layer_weights(lm, i, x).mean(dim=0) for i, x in enumerate(walk(name, ids).inputs)])
+        return torch.stack([_layer_weights(h.lm, i, x).mean(dim=0) for i, x in enumerate(walk(h, ids).inputs)])
 
 
 def layer_run(text: str, name: str, layer: int, cfg: AttentionConfig, progress: Progress = None) -> Run:
     """The traced run of ``layer`` of the model on ``text``: its attention, with the model's weights and
     ``cfg``'s masking method, dropout and seed, on the layer's real input. ``cfg`` comes from
     :func:`attention_config`."""
-    tokens: list[Token] = tokens_of(name, text)
+    h = handle(name)
+    tokens: list[Token] = h.tokens(text)
     ids = tuple(t.id for t in tokens)
-    lm = model(name)
+    lm = h.lm
     if not 0 <= layer < lm.cfg["n_layers"]:
-        raise Problem("{model} has layers 1 to {n_layers}; pick one of them", model=label(name),
+        raise Problem("{model} has layers 1 to {n_layers}; pick one of them", model=h.label,
                       n_layers=lm.cfg["n_layers"])
 
     def build() -> Run:
-        x = walk(name, ids, progress).inputs[layer]
+        x = walk(h, ids, progress).inputs[layer]
         # its own attention (a Llama's: GQA with RoPE), with the chapter's knobs
         att = registry.layer_attention(lm, layer, mask_method=cfg.mask_method, dropout=cfg.dropout,
                                        train=cfg.train_mode)
         output, trace = run_attention(cfg, x, att)
         return Run(text, INPUT_NAME, cfg, tokens, x, output, trace, weights=name, layer=layer)
 
-    return remember_run((text, INPUT_NAME, cfg, source_key(name), layer), build)
+    return remember_run((text, INPUT_NAME, cfg, h.source, layer), build)
 
 
 def clear_caches() -> None:

@@ -20,23 +20,23 @@ _CLOSING: dict[tuple, dict[int, tuple[int, ...]]] = {}  # (model, ids, candidate
 _LOCK = threading.Lock()
 
 
-def pieces(name: str, token_ids: list[int]) -> list[str]:
-    """A sequence of a model's tokens as a person reads it: the byte tokens of one character each name it
+def pieces(h: models.Handle, token_ids: list[int]) -> list[str]:
+    """A sequence of the tokens of ``h``'s model as a person reads it: the byte tokens of one character each name it
     ("猫(1/3)" …, :func:`attn_core.text.tokens.piece_labels`), where one token alone could show only hex."""
     try:
-        tokenizer = models.model(name).tokenizer
+        tokenizer = h.lm.tokenizer
         return piece_labels([tokenizer.token_bytes(t) for t in token_ids])
     except (KeyError, ValueError):  # an id outside the vocabulary: each token on its own
-        return [next_piece(name, [], t) for t in token_ids]
+        return [next_piece(h, [], t) for t in token_ids]
 
 
-def next_piece(name: str, before: Sequence[int], token_id: int, closing: Sequence[int] = ()) -> str:
-    """A token as a person reads it after the tokens ``before`` it (a next-token candidate, the newest token): a
-    byte token that completes a character names it ("猫(3/3)"), and so does one that starts a character the tokens
-    ``closing`` it complete (its likeliest continuation: "你(1/2)"); one left open says which of its bytes it holds
-    (:func:`open_words`), never hex alone."""
+def next_piece(h: models.Handle, before: Sequence[int], token_id: int, closing: Sequence[int] = ()) -> str:
+    """A token of ``h``'s model as a person reads it after the tokens ``before`` it (a next-token candidate, the
+    newest token): a byte token that completes a character names it ("猫(3/3)"), and so does one that starts a
+    character the tokens ``closing`` it complete (its likeliest continuation: "你(1/2)"); one left open says which of
+    its bytes it holds (:func:`open_words`), never hex alone."""
     try:
-        tokenizer = models.model(name).tokenizer
+        tokenizer = h.lm.tokenizer
         context = [tokenizer.token_bytes(t) for t in before[-CONTEXT_PIECES:]]
         raw = tokenizer.token_bytes(token_id)
         after = [tokenizer.token_bytes(t) for t in closing]
@@ -47,11 +47,11 @@ def next_piece(name: str, before: Sequence[int], token_id: int, closing: Sequenc
     return open_words(opened) if opened is not None and (not after or "⟨" in shown) else shown
 
 
-def closing(name: str, ids: tuple[int, ...], candidates: Sequence[int]) -> dict[int, tuple[int, ...]]:
+def closing(h: models.Handle, ids: tuple[int, ...], candidates: Sequence[int]) -> dict[int, tuple[int, ...]]:
     """For the candidates after ``ids`` that start a character: the likeliest tokens closing it
     (``decoding.closing_tokens``, after one pass over ``ids`` into a KV cache), for texts of up to
     ``CLOSING_TOKENS`` tokens; nothing to run (``{}``) when no candidate is a byte piece, as in English."""
-    tokenizer = models.model(name).tokenizer
+    tokenizer = h.lm.tokenizer
     try:
         context = [tokenizer.token_bytes(t) for t in ids[-CONTEXT_PIECES:]]
         if len(ids) > CLOSING_TOKENS or all(open_character(context, tokenizer.token_bytes(t)) is None
@@ -59,10 +59,10 @@ def closing(name: str, ids: tuple[int, ...], candidates: Sequence[int]) -> dict[
             return {}
     except (KeyError, ValueError):
         return {}
-    key = (models.source_key(name), ids, tuple(candidates))
+    key = (h.source, ids, tuple(candidates))
     held = _CLOSING.get(key)
     if held is None:
-        lm = models.model(name)
+        lm = h.lm
         cache = KVCache(lm.cfg["n_layers"])
         prefill(lm, list(ids), cache)
         held = closing_tokens(lm, list(ids), cache, list(candidates))
