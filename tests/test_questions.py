@@ -175,6 +175,35 @@ def test_the_default_row_wins_by_a_margin_the_heatmap_prints():
         q.default_query(trace, 0)
 
 
+def test_the_default_row_is_the_row_by_row_rules_choice():
+    """default_query sorts every row at once and asks for decimals only from the widest gap down; its row is the
+    one the rule picks going row by row: among rows of 3+ visible keys whose two largest print apart, the fewest
+    decimals, then the widest gap, then the latest row (random weights, rounded so that ties and near ties occur)."""
+    def row_by_row(w: np.ndarray) -> int | None:
+        best, best_key = None, None
+        for i in range(w.shape[0]):
+            visible, decimals, gap = q._margin(w[i])
+            if visible >= q.MIN_CHOICES and decimals is not None and gap > q.TIE:
+                if best_key is None or (-decimals, gap) >= best_key:
+                    best, best_key = i, (-decimals, gap)
+        return best
+
+    trace, _labels = traced(0)
+    weights = trace.of_kind("weights")[0].tensor
+    rng = np.random.default_rng(7)
+    T = weights.shape[-1]
+    for trial in range(300):
+        w = np.round(rng.dirichlet(np.full(T, 0.3 + trial % 3), size=T), 2 + trial % 3) * np.tril(np.ones((T, T)))
+        w[T - 1] = np.where(np.arange(T) <= T // 2, w[T // 2], 0.0) if trial % 2 else w[T - 1]  # two equal rows
+        weights[0, 0] = torch.tensor(w, dtype=weights.dtype)
+        want = row_by_row(q._weights(trace, 0))
+        if want is None:
+            with pytest.raises(ValueError):
+                q.default_query(trace, 0)
+        else:
+            assert q.default_query(trace, 0) == want, trial
+
+
 def test_previous_token_head_proves_a_close_call_at_three_decimals():
     T = 5
     w = np.tile(np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None], (4, 1, 1))

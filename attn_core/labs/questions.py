@@ -150,13 +150,20 @@ def default_query(trace: Trace, head: int = 0) -> int:
     weight prints larger than the next at :data:`SHOWN_DECIMALS` (else at the fewest decimals that tell them apart),
     the widest gap first, the latest of equal gaps."""
     w = _weights(trace, head)
+    rows = np.sort(np.nan_to_num(w.astype(np.float64), nan=0.0), axis=-1)[:, ::-1]  # (T, T): each row, largest first
+    gaps = rows[:, 0] - rows[:, 1] if rows.shape[-1] > 1 else np.zeros(len(rows))
+    candidates = np.flatnonzero(((rows > 0).sum(axis=-1) >= MIN_CHOICES) & (gaps > TIE))
     best, best_key = None, None
-    for i in range(w.shape[0]):
-        visible, decimals, gap = _margin(w[i])
-        if visible >= MIN_CHOICES and decimals is not None and gap > TIE:
-            key = (-decimals, gap)
-            if best_key is None or key >= best_key:
-                best, best_key = i, key
+    # the widest gap first, the latest of equal gaps first: the first row that tells its two at SHOWN_DECIMALS wins
+    for i in sorted(candidates.tolist(), key=lambda i: (gaps[i], i), reverse=True):
+        decimals = decimals_to_tell(rows[i, 0], rows[i, 1])
+        if decimals is None:
+            continue
+        key = (-decimals, float(gaps[i]))
+        if best_key is None or key > best_key:
+            best, best_key = i, key
+        if decimals == SHOWN_DECIMALS:
+            break
     if best is None:
         raise Problem("No row of this picture has one clear largest weight over 3 or more keys (even to {decimals} "
                       "decimals): pick another head or type another sentence", decimals=MAX_DECIMALS)
