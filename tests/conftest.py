@@ -36,9 +36,11 @@ def batch() -> torch.Tensor:
     return torch.stack((BOOK_INPUTS, BOOK_INPUTS), dim=0)  # (2, 6, 3)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
-    """The real app (`streamlit run dashboard/app.py`) on 127.0.0.1, for one test module's browser tests."""
+    """The real app (`streamlit run dashboard/app.py`) on 127.0.0.1, shared by the browser tests of a test process
+    (each xdist worker starts one): a test changes only its own browser session, and a server start is seconds of
+    CPU on a busy 2-core box. A test that needs another server (other settings, replicas) starts its own."""
     from browser import require_browser, streamlit_server
 
     require_browser()
