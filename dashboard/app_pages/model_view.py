@@ -74,9 +74,8 @@ def show_model_view(h: models.Handle, ids: tuple[int, ...], opened: tuple[int, i
     """The grid of every head of the model of ``h`` (made once where the page starts: every part below reads it) on
     token ids ``ids`` (with the sentence repeated when the toggle says) and the next-token table; ``opened``: the
     (layer, head) the other sections show, framed."""
-    cfg = h.lm.cfg
-    context = min(cfg["context_length"], models.MAX_POSITIONS)
-    px, beside = grid_layout(cfg["n_layers"], cfg["n_heads"])
+    context = min(h.cfg.context_length, models.MAX_POSITIONS)
+    px, beside = grid_layout(h.cfg.n_layers, h.cfg.n_heads)
     if beside:
         left, right = st.columns(GRID_WIDTHS)
         toggle_box = right

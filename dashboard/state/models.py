@@ -282,7 +282,7 @@ def model_view(h: Handle, ids: tuple[int, ...], progress: Progress = None) -> Mo
     inputs = _WALKS.peek(key)
     if inputs is None:
         return _read(h, ids, progress)[1]
-    collect = Collect(ids, h.lm.cfg["n_layers"], progress)
+    collect = Collect(ids, h.cfg.n_layers, progress)
     with torch.no_grad():
         for i, x in enumerate(inputs.inputs):
             collect(i, _layer_weights(h.lm, i, x))
@@ -292,9 +292,9 @@ def model_view(h: Handle, ids: tuple[int, ...], progress: Progress = None) -> Mo
 def _read(h: Handle, ids: tuple[int, ...], progress: Progress) -> tuple[Walk, ModelView]:
     """One forward pass over ``ids``: its walk and its model view, both kept."""
     key = (h.source, ids)
-    collect = Collect(ids, h.lm.cfg["n_layers"], progress)
+    collect = Collect(ids, h.cfg.n_layers, progress)
     walked = _WALKS.get(key, lambda: _pass(h, ids, collect))
-    if len(collect.thumbs) < h.lm.cfg["n_layers"]:  # another session's pass just kept the walk: attention only
+    if len(collect.thumbs) < h.cfg.n_layers:  # another session's pass just kept the walk: attention only
         return walked, model_view(h, ids, progress)
     return walked, _VIEWS.get(key, collect.view)
 
