@@ -2,7 +2,7 @@
 page declares it (``<html lang>``), the link then carries it, and the sidebar's switch changes it with the settings
 kept. AppTest cannot set a browser locale, so this is the test of ``st.context.locale``.
 
-Cost: one server for the module, one Chromium per case; every wait is a condition on the page.
+Cost: one server for the module, a browser context per case; every wait is a condition on the page.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from langs import CHINESE, ENGLISH
 
-from browser import CHROMIUM, CHROMIUM_ARGS, wait_idle
+from browser import chromium_page, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -25,17 +25,10 @@ def query(page) -> dict[str, str]:
 
 def visit(server: str, link: str, locale: str, check) -> None:
     """Open ``link`` in a Chromium whose language is ``locale`` and run ``check(page)``."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 720}, locale=locale)
-            page.goto(server + link)
-            wait_idle(page, timeout=LOAD_MS)
-            check(page)
-        finally:
-            browser.close()
+    with chromium_page(1280, 720, locale=locale) as page:
+        page.goto(server + link)
+        wait_idle(page, timeout=LOAD_MS)
+        check(page)
 
 
 def sidebar_label(page, text: str) -> None:
