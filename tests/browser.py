@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -90,16 +91,13 @@ _browsers: dict[tuple[str, ...], object] = {}  # extra Chromium flags -> the bro
 
 
 def shared_browser(extra_args: tuple[str, ...] = ()) -> object:
-    """This process's Chromium with ``extra_args`` (launched on first use, closed at exit): a launch costs about a
-    second of CPU that a new context does not."""
+    """This process's Chromium with ``extra_args``, launched on first use and kept until :func:`close_shared` (the
+    test modules' fixture) or exit: a launch costs about a second of CPU that a new context does not."""
     global _playwright
     if _playwright is None:
-        import atexit
-
         from playwright.sync_api import sync_playwright
 
         _playwright = sync_playwright().start()
-        atexit.register(_stop)
     browser = _browsers.get(extra_args)
     if browser is None or not browser.is_connected():
         browser = _browsers[extra_args] = _playwright.chromium.launch(
@@ -107,13 +105,22 @@ def shared_browser(extra_args: tuple[str, ...] = ()) -> object:
     return browser
 
 
-def _stop() -> None:
+def close_shared() -> None:
+    """Close the shared Chromium and stop Playwright, whose sync API holds an event loop that any later
+    ``asyncio.run()`` in this thread would find running."""
+    global _playwright
     for browser in _browsers.values():
         try:
             browser.close()
         except Exception:  # already gone with its driver
             pass
-    _playwright.stop()
+    _browsers.clear()
+    if _playwright is not None:
+        _playwright.stop()
+        _playwright = None
+
+
+atexit.register(close_shared)
 
 
 @contextmanager

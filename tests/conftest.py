@@ -48,6 +48,16 @@ def server():
         yield url
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_chromium_a_module():
+    """A module's pages share one Chromium (``browser.chromium_page``), closed after the module: Playwright's sync
+    API holds an event loop that a later module's ``asyncio.run()`` would find running."""
+    yield
+    from browser import close_shared
+
+    close_shared()
+
+
 @pytest.fixture
 def fresh_caches():
     """Empty every cache before and after an AppTest test (AppTest shares one process's caches)."""
