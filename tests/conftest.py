@@ -49,13 +49,16 @@ def server():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_chromium_a_module():
-    """A module's pages share one Chromium (``browser.chromium_page``), closed after the module: Playwright's sync
-    API holds an event loop that a later module's ``asyncio.run()`` would find running."""
-    yield
-    from browser import close_shared
+def one_chromium_for_the_browser_modules(request):
+    """The browser modules of a test process share one Chromium (``browser.chromium_page``, a context per page; they
+    run first, see below); it is closed before any other module, since Playwright's sync API holds an event loop that
+    that module's ``asyncio.run()`` would find running."""
+    marks = getattr(request.module, "pytestmark", [])
+    if not any(m.name == "browser" for m in (marks if isinstance(marks, list) else [marks])):
+        from browser import close_shared
 
-    close_shared()
+        close_shared()
+    yield
 
 
 @pytest.fixture
