@@ -19,7 +19,7 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")  # the browser a
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-first-run"]
 # The tests' Chromium: Debian's headless shell (package chromium-headless-shell, the same Blink and V8 without the
-# browser around them) where installed: a page load costs ~1.4 s less CPU (docs/measurements.md). Else the full one.
+# browser around them) where installed: a page load costs less CPU (docs/measurements.md). Else the full one.
 HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
 TEST_CHROMIUM = os.environ.get("CHROMIUM_PATH") or (HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else CHROMIUM)
 TEST_CHROMIUM_ARGS = [a for a in CHROMIUM_ARGS if TEST_CHROMIUM != HEADLESS_SHELL or not a.startswith("--headless")]
