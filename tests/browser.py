@@ -16,13 +16,27 @@ from deploy.processes import free_port  # noqa: F401 - tests and bench/ import i
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")  # the browser a user runs: bench/ measures in it
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-first-run"]
 # The tests' Chromium: Debian's headless shell (package chromium-headless-shell, the same Blink and V8 without the
 # browser around them) where installed: a page load costs less CPU (docs/measurements.md). Else the full one.
 HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
 TEST_CHROMIUM = os.environ.get("CHROMIUM_PATH") or (HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else CHROMIUM)
-TEST_CHROMIUM_ARGS = [a for a in CHROMIUM_ARGS if TEST_CHROMIUM != HEADLESS_SHELL or not a.startswith("--headless")]
+
+
+def chromium_args(executable: str) -> list[str]:
+    """The command line for ``executable``: the shell is headless by itself, the full browser is told to be."""
+    return [*([] if executable == HEADLESS_SHELL else ["--headless=new"]), "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-dev-shm-usage", "--no-first-run"]
+
+
+CHROMIUM_ARGS = chromium_args(CHROMIUM)
+TEST_CHROMIUM_ARGS = chromium_args(TEST_CHROMIUM)
+
+
+def bench_env() -> dict[str, str]:
+    """The environment a test runs a bench/ script in: the tests' Chromium, since a test checks what the script
+    reports and how it ends, not how fast a user's browser is."""
+    return os.environ | {"CHROMIUM_PATH": TEST_CHROMIUM}
 
 # A phone or the teacher's panel catches up by itself (no reload); how fast is bench.follow's and bench.poll's
 # measure: a test's wait is only a bound a busy CI box cannot miss.

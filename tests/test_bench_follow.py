@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from browser import require
+from browser import bench_env, require
 from deploy.course import haproxy_missing_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def test_the_follow_bench_in_real_browsers_times_every_phone_and_step():
     """``--browsers``: phones as Chromium pages; each of 2 steps shown and drawn on both phones."""
     require(haproxy_missing_reason(), "the follow bench")
     out = subprocess.run([sys.executable, "-m", "bench.follow", "--browsers", "2", "--steps", "2", "--replicas", "1",
-                          "--pause", "0.3"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+                          "--pause", "0.3"], cwd=ROOT, capture_output=True, text=True, timeout=240, env=bench_env())
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"phones 2, steps 2, missed 0, p95 shown [\d.]+ s", out.stdout), out.stdout
     assert "(4 shown)" in out.stdout, out.stdout

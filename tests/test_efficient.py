@@ -85,10 +85,11 @@ def test_run_reports_ratios_to_sdpa():
     (["-m", "bench.model_view", "--tokens", "16", "--reps", "1"], "view/forward"),  # the installed real models
 ])
 def test_bench_scripts_smoke(cmd, expected):
-    from browser import browser_missing_reason
+    from browser import bench_env, browser_missing_reason
 
     if "bench.app_response" in cmd and browser_missing_reason() and os.environ.get("CI") != "true":
         pytest.skip(browser_missing_reason())  # it measures in Chromium (CI has it: a failure there)
-    out = subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=bench_env())
     assert out.returncode == 0, out.stderr[-2000:]
     assert expected in out.stdout, out.stdout[-2000:]
