@@ -42,8 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.classroom import rss_mb, text_of, ws_rerun  # noqa: E402
-from deploy import processes  # noqa: E402
-from deploy.course import Course  # noqa: E402
+from deploy.course import Course, free_course_port  # noqa: E402
 
 TOKENS = 200  # 200 x 200 weights > 16k cells: Explore draws them as a pooled PNG (st.image)
 MARK = re.compile(rb"zq(\d{4})q")  # each session's text ends with its own mark, zq0007q
@@ -340,15 +339,6 @@ async def measure(course: Course, n: int, kill: bool = True, seed: int = 0) -> R
     for s in sessions:
         await s.ws.close()
     return report
-
-
-def free_course_port(replicas: int) -> int:
-    """A port for HAProxy whose next ``replicas`` ports are free too."""
-    for _ in range(50):
-        port = processes.free_port()
-        if not any(processes.port_in_use(port + 1 + i) for i in range(replicas)):
-            return port
-    raise RuntimeError("no free run of ports")
 
 
 def run(replicas: int = 3, sessions: int = 90, kill: bool = True, seed: int = 0) -> Report:

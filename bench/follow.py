@@ -48,8 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from bench.classroom import rss_mb  # noqa: E402
 from bench.poll import COOKIE, _cookie, _run  # noqa: E402
-from deploy.course import Course  # noqa: E402
-from deploy.processes import free_port  # noqa: E402
+from deploy.course import Course, free_course_port  # noqa: E402
 
 TIMEOUT = 15.0  # seconds a follower may take to show a step before it counts as missed
 SHOWN = re.compile(r"step (\d+) of (\d+) · following the teacher")
@@ -230,7 +229,7 @@ async def main_async(args) -> int:
             db = stack.enter_context(postgres.cluster())
         else:
             db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
-        port = free_port()
+        port = free_course_port(args.replicas)
         course = stack.enter_context(Course(args.replicas, port, class_db=db, timeout=120))
         teacher = Teacher(db)
         code, go = teacher.code, teacher.go

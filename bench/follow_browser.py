@@ -18,8 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from browser import CHROMIUM, CHROMIUM_ARGS  # tests/browser.py
-from deploy.course import Course
-from deploy.processes import free_port
+from deploy.course import Course, free_course_port
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 TIMEOUT_MS = 30_000
@@ -58,7 +57,7 @@ def run(args) -> int:
 
     with ExitStack() as stack:
         db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
-        course = stack.enter_context(Course(args.replicas, free_port(), class_db=db, timeout=120))
+        course = stack.enter_context(Course(args.replicas, free_course_port(args.replicas), class_db=db, timeout=120))
         teacher = Teacher(db)
         code = teacher.code
         steps = min(args.steps, len(teacher.lesson["steps"]) - 1)

@@ -22,8 +22,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from browser import chromium_page, wait_idle  # noqa: E402
 from dashboard.classroom.lessons import ready  # noqa: E402
-from deploy.course import Course  # noqa: E402
-from deploy.processes import free_port  # noqa: E402
+from deploy.course import Course, free_course_port  # noqa: E402
 
 # when the page first shows ``text`` inside ``selector``: window.__seen (Date.now(), one clock for every page)
 WATCH_JS = """([selector, text]) => {
@@ -49,7 +48,7 @@ def main() -> int:
             db = stack.enter_context(postgres.cluster())
         else:
             db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
-        course = stack.enter_context(Course(3, free_port(), class_db=db, timeout=120))
+        course = stack.enter_context(Course(3, free_course_port(3), class_db=db, timeout=120))
         teacher = stack.enter_context(chromium_page(1280, 720))
         teacher.goto(f"{course.url}/lesson")
         wait_idle(teacher, charts=False)

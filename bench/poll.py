@@ -52,8 +52,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from dashboard.classroom.device import TEACHER_COOKIE  # noqa: E402
 from dashboard.classroom.store import PollStore  # noqa: E402
-from deploy.course import Course  # noqa: E402
-from deploy.processes import free_port  # noqa: E402
+from deploy.course import Course, free_course_port  # noqa: E402
 
 COOKIE = "SERVERID"
 TIMEOUT = 60.0
@@ -244,7 +243,7 @@ async def main_async(args) -> int:
             db = stack.enter_context(postgres.cluster())
         else:
             db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "class.sqlite3")
-        port = free_port()
+        port = free_course_port(args.replicas)
         course = stack.enter_context(Course(args.replicas, port, class_db=db, timeout=120))
         teacher = PollStore(db)
         code, secret = teacher.create_room()

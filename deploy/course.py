@@ -69,6 +69,16 @@ def local_servers(replicas: int, port: int = DEFAULT_PORT) -> list[Server]:
     return [Server(f"app{i + 1}", REPLICA_ADDRESS, port + 1 + i) for i in range(replicas)]
 
 
+def free_course_port(replicas: int) -> int:
+    """A port for HAProxy whose next ``replicas`` ports (:func:`local_servers`) are free too: a free port alone may
+    have a busy neighbour (another server on this machine), and the course would refuse to start."""
+    for _ in range(50):
+        port = processes.free_port()
+        if not any(processes.port_in_use(s.port, s.host) for s in local_servers(replicas, port)):
+            return port
+    raise RuntimeError(f"no run of {replicas + 1} free ports found on {REPLICA_ADDRESS}")
+
+
 def parse_servers(spec: str) -> list[Server]:
     """``host:port,host:port`` (servers started elsewhere, e.g. compose's app1:8501) as app1, app2, ..."""
     out = []

@@ -138,8 +138,7 @@ def test_the_teachers_page_gets_its_poll_back_after_its_replica_is_killed(tmp_pa
     require_browser()
     from playwright.sync_api import Error as PlaywrightError
 
-    from bench.course import free_course_port
-    from deploy.course import Course, haproxy_missing_reason
+    from deploy.course import Course, free_course_port, haproxy_missing_reason
 
     require(haproxy_missing_reason(), "the teacher's failover")
     with Course(2, free_course_port(2), class_db=str(tmp_path / "class.sqlite3"), timeout=180) as course, \

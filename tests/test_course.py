@@ -41,7 +41,8 @@ def readme_commands() -> list[str]:
 def test_two_replicas_ten_sessions_and_a_failover():
     """bench.course's checks, short: 2 replicas + HAProxy, 10 sessions, one replica killed mid-run."""
     require_haproxy()
-    from bench.course import free_course_port, measure
+    from bench.course import measure
+    from deploy.course import free_course_port
 
     with course.Course(2, free_course_port(2), timeout=180) as c:
         # HAProxy and the replicas listen on loopback only (the README's default)
@@ -59,7 +60,7 @@ def test_two_replicas_ten_sessions_and_a_failover():
 
 def test_the_launcher_stops_every_process_on_ctrl_c(tmp_path):
     require_haproxy()
-    from bench.course import free_course_port
+    from deploy.course import free_course_port
 
     port = free_course_port(1)
     proc = subprocess.Popen([sys.executable, "-m", "deploy.course", "--replicas", "1", "--port", str(port),
@@ -133,3 +134,21 @@ def test_the_replicas_know_the_address_the_class_uses(tmp_path):
     env = course.Course(2, 9100, "192.168.1.30", run_dir=tmp_path, class_db=str(tmp_path / "c.sqlite3")).replica_env()
     assert env == {DB_ENV: str(tmp_path / "c.sqlite3"), BIND_ADDRESS_ENV: "192.168.1.30"}
     assert course.Course(1, 9100, run_dir=tmp_path).replica_env()[BIND_ADDRESS_ENV] == "127.0.0.1"
+
+
+def test_a_free_course_port_has_free_ports_after_it_for_the_replicas(monkeypatch):
+    """A free port whose neighbour is taken (another server on the machine) is passed over: the course would refuse
+    to start on it (bench.follow once did, under the test run's other worker)."""
+    import socket
+
+    from deploy import processes
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        real = processes.free_port
+        offered = iter([taken - 2])  # its second replica would need the port held here; then what the OS offers
+        monkeypatch.setattr(processes, "free_port", lambda address="127.0.0.1": next(offered, None) or real(address))
+        port = course.free_course_port(3)
+        assert port != taken - 2 and taken not in range(port, port + 4)
