@@ -19,7 +19,7 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")  # the browser a
 # The tests' Chromium: Debian's headless shell (package chromium-headless-shell, the same Blink and V8 without the
 # browser around them) where installed: a page load costs less CPU (docs/measurements.md). Else the full one.
 HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
-TEST_CHROMIUM = os.environ.get("CHROMIUM_PATH") or (HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else CHROMIUM)
+TEST_CHROMIUM = HEADLESS_SHELL if "CHROMIUM_PATH" not in os.environ and Path(HEADLESS_SHELL).exists() else CHROMIUM
 
 
 def chromium_args(executable: str) -> list[str]:
@@ -49,8 +49,8 @@ def browser_missing_reason() -> str | None:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         return "playwright (Python) is not installed: pip install -r requirements-dev.txt"
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        return f"Chromium not found at {CHROMIUM}: apt-get install chromium"
+    if not (Path(TEST_CHROMIUM).exists() or shutil.which(TEST_CHROMIUM)):  # the one the tests launch
+        return f"Chromium not found at {TEST_CHROMIUM}: apt-get install chromium chromium-headless-shell"
     return None
 
 
