@@ -137,7 +137,7 @@ def test_a_batch_split_over_threads_gives_each_sentence_its_own_walk(smollm2):
     for a, b, ids in zip(one, two, seqs):
         assert b.final.shape == (1, len(ids), smollm2.cfg["emb_dim"])
         torch.testing.assert_close(b.final, a.final, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(b.losses, a.losses, atol=1e-5, rtol=0)
+        torch.testing.assert_close(b.losses, a.losses, atol=1e-5, rtol=1e-5)  # losses ~7: a few ulps of padding
         torch.testing.assert_close(b.last_logits, a.last_logits, atol=1e-4, rtol=1e-5)
     assert seen[0].keys() == seen[1].keys() and len(seen[0]) == 4 * 30
     for key, w in seen[0].items():
