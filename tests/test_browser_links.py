@@ -54,6 +54,13 @@ def go_to_section(page, name: str, shows: str, key: str | None = None) -> None:
     wait_drawn(page, timeout=LOAD_MS)
 
 
+def where(page) -> str:
+    """What the page shows, for a failure's message: the section picked, the link, the start of the main column."""
+    picked = page.locator('.st-key-section [role="radio"][aria-checked="true"]')
+    return (f"section picked: {picked.first.inner_text() if picked.count() else None!r}; link: {page.url}; "
+            f"main: {page.locator('[data-testid=stMain]').inner_text()[:200]!r}")
+
+
 def summary(page) -> str:
     """Explore's one-line summary of what is shown (variant, sizes, mask, output shape)."""
     return page.locator('[data-testid="stMarkdown"]', has_text="output shape").first.inner_text()
@@ -78,9 +85,9 @@ def test_a_prepared_link_keeps_every_setting(server, link, size):
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "4 heads" in shown, shown
         assert "renormalize" in shown, shown
         go_to_section(page, "Dropout", "Dropout is off", key="PageDown")  # what a presentation clicker sends
-        assert query(page) == wanted | {"section": "Dropout"}
+        assert query(page) == wanted | {"section": "Dropout"}, where(page)
         go_to_section(page, "Scores", "Diverging colours")
-        assert query(page) == wanted | {"section": "Scores"}
+        assert query(page) == wanted | {"section": "Scores"}, where(page)
         shown = summary(page)
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "renormalize" in shown, shown
 
