@@ -163,6 +163,12 @@ def class_app_db(tmp_path, monkeypatch, fresh_caches):
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """Browser modules first (stable otherwise): on several workers (xdist, a module each) the long ones start
-    early, and the run does not end on one worker finishing a browser module while the others wait."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is None)
+    """Browser modules first, then every module by its measured seconds, longest first (module_times.py): on several
+    workers (xdist, a module each, in this order: pyproject's --no-loadscope-reorder) the long ones start early, and
+    the run does not end on one worker finishing a long module while the others wait. Chromium stays open through
+    the browser modules (``one_chromium_for_the_browser_modules``)."""
+    from module_times import load
+
+    seconds = load()
+    items.sort(key=lambda item: (item.get_closest_marker("browser") is None,
+                                 -seconds.get(Path(str(item.path)).relative_to(ROOT).as_posix(), 0.0)))

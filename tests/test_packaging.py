@@ -61,3 +61,20 @@ def test_readme_set_up_copies_one_command_at_a_time():
     assert start and tests and not any("pytest" in b for b in start), blocks
     assert "download.pytorch.org/whl/cpu" in readme  # the CPU-only wheel, not gigabytes of CUDA packages
     assert "opens at" not in readme and "open http://localhost:8501" in readme
+
+
+def test_modules_run_longest_first_from_a_measured_run(tmp_path, monkeypatch):
+    """module_times.py sums a JUnit report per module file (a test class's cases to its module); conftest.py orders
+    the modules by it, an order xdist keeps only with --no-loadscope-reorder."""
+    import module_times
+
+    report = tmp_path / "run.xml"
+    report.write_text('<testsuites><testsuite><testcase classname="tests.test_gpt" name="a" time="1.5"/>'
+                      '<testcase classname="tests.test_gpt" name="b" time="2"/>'
+                      '<testcase classname="tests.test_gpt.TestNested" name="c" time="0.5"/>'
+                      '<testcase classname="tests.test_trace" name="d" time="9"/></testsuite></testsuites>')
+    monkeypatch.chdir(ROOT)
+    assert module_times.from_junit(str(report)) == {"tests/test_gpt.py": 4.0, "tests/test_trace.py": 9.0}
+    monkeypatch.setattr(module_times, "FILE", tmp_path / "missing.json")
+    assert module_times.load() == {}
+    assert "--no-loadscope-reorder" in (ROOT / "pyproject.toml").read_text()
