@@ -79,15 +79,17 @@ def test_a_prepared_link_keeps_every_setting(server, link, size):
     # the app writes the language it chose (the browser's: Chromium's is en-US) into the link
     wanted = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()} | {"lang": "en"}
     with chromium_page(*size) as page:
+        links: list[str] = []  # every link the page went through (history.replaceState too), for a failure's message
+        page.on("framenavigated", lambda frame: links.append(frame.url) if frame == page.main_frame else None)
         open_link(page, server, link)
         assert query(page) == wanted
         shown = summary(page)
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "4 heads" in shown, shown
         assert "renormalize" in shown, shown
         go_to_section(page, "Dropout", "Dropout is off", key="PageDown")  # what a presentation clicker sends
-        assert query(page) == wanted | {"section": "Dropout"}, where(page)
+        assert query(page) == wanted | {"section": "Dropout"}, f"{where(page)}; links: {links}"
         go_to_section(page, "Scores", "Diverging colours")
-        assert query(page) == wanted | {"section": "Scores"}, where(page)
+        assert query(page) == wanted | {"section": "Scores"}, f"{where(page)}; links: {links}"
         shown = summary(page)
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "renormalize" in shown, shown
 
