@@ -54,6 +54,16 @@ def go_to_section(page, name: str, shows: str, key: str | None = None) -> None:
     wait_drawn(page, timeout=LOAD_MS)
 
 
+def settle_link(page, section: str) -> None:
+    """Wait (a bound, not a sleep) until the link names ``section``: a run that began from the link before it may still
+    write it once more; a link that stays without it fails the assertion after this."""
+    try:
+        page.wait_for_function("(name) => new URLSearchParams(location.search).get('section') === name", arg=section,
+                               timeout=10_000)
+    except Exception:  # the assertion below says what the page shows and every link it went through
+        pass
+
+
 def where(page) -> str:
     """What the page shows, for a failure's message: the section picked, the link, the start of the main column."""
     picked = page.locator('.st-key-section [role="radio"][aria-checked="true"]')
@@ -87,8 +97,10 @@ def test_a_prepared_link_keeps_every_setting(server, link, size):
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "4 heads" in shown, shown
         assert "renormalize" in shown, shown
         go_to_section(page, "Dropout", "Dropout is off", key="PageDown")  # what a presentation clicker sends
+        settle_link(page, "Dropout")
         assert query(page) == wanted | {"section": "Dropout"}, f"{where(page)}; links: {links}"
         go_to_section(page, "Scores", "Diverging colours")
+        settle_link(page, "Scores")
         assert query(page) == wanted | {"section": "Scores"}, f"{where(page)}; links: {links}"
         shown = summary(page)
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "renormalize" in shown, shown
