@@ -171,4 +171,4 @@ def pytest_collection_modifyitems(items: list) -> None:
 
     seconds = load()
     items.sort(key=lambda item: (item.get_closest_marker("browser") is None,
-                                 -seconds.get(Path(str(item.path)).relative_to(ROOT).as_posix(), 0.0)))
+                                 -seconds.get(item.nodeid.split("::")[0], 0.0)))  # tests/test_x.py

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 FILE = Path(__file__).with_name("module_times.json")
+ROOT = FILE.parent.parent  # module paths are relative to it, as in pytest's node ids
 
 
 def load() -> dict[str, float]:
@@ -29,7 +30,7 @@ def from_junit(path: str) -> dict[str, float]:
     seconds: Counter[str] = Counter()
     for case in ET.parse(path).iter("testcase"):
         parts = case.get("classname", "").split(".")  # tests.test_x, or tests.test_x.TestClass
-        while parts and not Path("/".join(parts) + ".py").is_file():
+        while parts and not (ROOT / ("/".join(parts) + ".py")).is_file():
             parts.pop()
         if parts:
             seconds["/".join(parts) + ".py"] += float(case.get("time") or 0)

@@ -73,7 +73,7 @@ def test_modules_run_longest_first_from_a_measured_run(tmp_path, monkeypatch):
                       '<testcase classname="tests.test_gpt" name="b" time="2"/>'
                       '<testcase classname="tests.test_gpt.TestNested" name="c" time="0.5"/>'
                       '<testcase classname="tests.test_trace" name="d" time="9"/></testsuite></testsuites>')
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)  # paths are the project's, wherever it is run from
     assert module_times.from_junit(str(report)) == {"tests/test_gpt.py": 4.0, "tests/test_trace.py": 9.0}
     monkeypatch.setattr(module_times, "FILE", tmp_path / "missing.json")
     assert module_times.load() == {}
