@@ -138,7 +138,9 @@ def test_the_teachers_link_reclaims_the_poll_on_another_replica(monkeypatch):
 
     teacher = open_page()
     teacher.button(key="poll_ask_explore").click().run()
-    assert teacher.session_state["poll_popover_explore"] is False  # Ask closed the popover: the panel is visible
+    # Ask closed the popover (a new one, under a new key): the panel is visible
+    assert "poll_popover_explore_1" in teacher.session_state and "poll_popover_explore_0" not in teacher.session_state
+    assert teacher.session_state["poll_popover_explore_1"] is False
     code, secret = qp(teacher, "room"), teacher.session_state["poll_room"]["secret"]
     assert code == teacher.session_state["poll_room"]["code"] and "key" not in teacher.query_params
     assert any(f'{TEACHER_COOKIE}={code}.{secret};' in h.proto.body for h in teacher.get("html"))  # the page writes it

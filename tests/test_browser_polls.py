@@ -86,6 +86,17 @@ def test_bad_code_gives_a_message(poll_server):
         assert phone.locator('[data-testid="stException"]').count() == 0
 
 
+def wait_runs(page, n: int) -> None:
+    """Wait until the page has finished ``n`` more runs (the live tally's refreshes count: each is a fragment run)."""
+    page.evaluate("""() => {
+        window.__runs = 0;
+        const app = document.querySelector('[data-testid="stApp"]');
+        new MutationObserver(() => { if (app.dataset.testScriptState === 'notRunning') window.__runs += 1; })
+            .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    }""")
+    page.wait_for_function("(n) => window.__runs >= n", arg=n, timeout=CATCH_UP_MS)
+
+
 def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll_server):
     with chromium_page(1280, 720) as teacher:
         teacher.goto(poll_server)
@@ -103,6 +114,7 @@ def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll
         teacher.get_by_role("button", name="Ask the class").click()
         teacher.get_by_role("button", name="Ask", exact=True).click()  # question 2, open
         panel.get_by_text("question 2").first.wait_for(timeout=30_000)
+        teacher.locator('[data-testid="stPopoverBody"]').wait_for(state="hidden", timeout=CATCH_UP_MS)  # closed again
         assert "key=" not in panel.locator('[data-testid="stCode"]').inner_text()  # the students' link: no secret
         assert "key=" not in teacher.url and f"room={code}" in teacher.url  # the projector shows no secret
         kept = {c["name"]: c["value"] for c in teacher.context.cookies()}.get("attention_lab_teacher", "")
@@ -122,7 +134,7 @@ def test_one_phone_answers_once_from_two_tabs_and_a_reload_shows_its_answer(poll
         me = [re.search(r"me=([\w-]+)", tab.url).group(1) for tab in tabs]
         assert me[0] == me[1]  # the second tab took the first one's id from the cookie
         panel.get_by_text("1 answer", exact=False).first.wait_for(timeout=CATCH_UP_MS)
-        time.sleep(2.5)  # two more refreshes of the teacher's tally: still one answer
+        wait_runs(teacher, 2)  # two more refreshes of the teacher's tally: still one answer
         assert panel.get_by_text(re.compile(r"^1 answer")).count() == 1
 
         tabs[0].reload()  # the store knows this phone's answer (the second tab's, the latest)

@@ -130,8 +130,8 @@ def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> 
     The builder is called in this run, never handed to the button: a callback's arguments live as long as the
     session's widgets, and the builder holds the page's trace."""
     teacher_link()
-    with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=f"poll_popover_{page}",
-                       on_change="rerun"):  # a key and on_change: Ask can close it (see _ask_clicked)
+    with where.popover(_("Ask the class"), icon=":material/how_to_vote:", key=popover_key(page),
+                       on_change="rerun"):  # a widget with a key: a new key is a new, closed popover
         build = inside()
         st.button(_("Ask"), key=f"poll_ask_{page}", type="primary", icon=":material/send:", on_click=_ask_clicked,
                   args=(page,))
@@ -151,10 +151,17 @@ def _control(where, page: str, inside: Callable[[], Callable[[], Question]]) -> 
             teacher_panel()
 
 
+def popover_key(page: str) -> str:
+    """The Ask popover's key: a new one after each Ask (see :func:`_ask_clicked`)."""
+    return f"poll_popover_{page}_{st.session_state.get(f'poll_asks_{page}', 0)}"
+
+
 def _ask_clicked(page: str) -> None:
-    """Ask's callback: close the popover (it would cover the panel); the run that follows asks."""
+    """Ask's callback: the run that follows asks, and draws the popover under a new key, so closed: it would cover
+    the panel. (Setting its state to closed left it open now and then: the browser's own open/close reruns race
+    with it; see docs/measurements.md.)"""
     st.session_state[f"poll_ask_go_{page}"] = True
-    st.session_state[f"poll_popover_{page}"] = False
+    st.session_state[f"poll_asks_{page}"] = st.session_state.get(f"poll_asks_{page}", 0) + 1
 
 
 def remember_room(code: str, secret: str) -> None:
