@@ -64,11 +64,27 @@ def settle_link(page, section: str) -> None:
         pass
 
 
+# Every link the page's own script set (Streamlit's pushState/replaceState), when, and from where in its code
+HISTORY_LOG = """(() => {
+  window.__history = [];
+  for (const kind of ['pushState', 'replaceState']) {
+    const original = history[kind].bind(history);
+    history[kind] = (state, title, url) => {
+      const stack = (new Error().stack || '').split('\\n').slice(2, 5).map((l) => l.trim().slice(0, 80)).join(' < ');
+      window.__history.push([Math.round(performance.now()), kind, String(url), stack]);
+      return original(state, title, url);
+    };
+  }
+})()"""
+
+
 def where(page) -> str:
-    """What the page shows, for a failure's message: the section picked, the link, the start of the main column."""
+    """What the page shows, for a failure's message: the section picked, the link, the start of the main column, and
+    the links the page's script set (with :data:`HISTORY_LOG` installed)."""
     picked = page.locator('.st-key-section [role="radio"][aria-checked="true"]')
+    history = page.evaluate("() => window.__history || []")
     return (f"section picked: {picked.first.inner_text() if picked.count() else None!r}; link: {page.url}; "
-            f"main: {page.locator('[data-testid=stMain]').inner_text()[:200]!r}")
+            f"main: {page.locator('[data-testid=stMain]').inner_text()[:200]!r}; links set: {history}")
 
 
 def summary(page) -> str:
@@ -91,6 +107,7 @@ def test_a_prepared_link_keeps_every_setting(server, link, size):
     with chromium_page(*size) as page:
         links: list[str] = []  # every link the page went through (history.replaceState too), for a failure's message
         page.on("framenavigated", lambda frame: links.append(frame.url) if frame == page.main_frame else None)
+        page.add_init_script(HISTORY_LOG)
         open_link(page, server, link)
         assert query(page) == wanted
         shown = summary(page)
@@ -104,6 +121,27 @@ def test_a_prepared_link_keeps_every_setting(server, link, size):
         assert query(page) == wanted | {"section": "Scores"}, f"{where(page)}; links: {links}"
         shown = summary(page)
         assert "MultiHeadAttention" in shown and "d_out 8" in shown and "renormalize" in shown, shown
+
+
+# Every run the page finished, counted from the first (the attribute's changes to "notRunning")
+RUN_COUNTER = """(() => {
+  window.__runs = 0;
+  new MutationObserver((records) => {
+    for (const r of records) if (r.target.getAttribute('data-test-script-state') === 'notRunning') window.__runs += 1;
+  }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+})()"""
+
+
+@pytest.mark.parametrize("link,screen", [(ITEM1, "1180x100"), (ITEM1.replace("present=true&", ""), "820x100")],
+                         ids=["present", "sidebar-open"])
+def test_a_1280x720_projector_is_drawn_in_one_run(server, link, screen):
+    """The layouts are made for 1280x720: the screen's measurement equals what the first run assumed, so it sends
+    nothing and the page is not drawn twice. (In presentation mode it measured the column before the mode's
+    narrower padding applied, reported 820 px, and sent 1180 only with the next run, Page Down's, which it raced.)"""
+    with chromium_page(*DESKTOP) as page:
+        page.add_init_script(RUN_COUNTER)
+        open_link(page, server, link)
+        assert page.evaluate("() => [document.body.dataset.screen, window.__runs]") == [screen, 1]
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x720", "390x844"])

@@ -67,15 +67,9 @@ WEIGHTS_JS = """() => {
 
 
 def presented(tab) -> None:
-    """Wait for the presentation layout (the main column 1180 px wide). Known race, not this issue's: a fresh tab's
-    first load may measure the column while the sidebar is still open (820 px) and stay there after it collapses
-    (dashboard/drawing/screen.py); a reload, with the collapsed sidebar remembered, measures 1180 px at once."""
-    screen = "document.body.dataset.screen === '1180x100'"
-    try:
-        tab.wait_for_function(screen, timeout=10_000)
-    except Exception:  # the race above: load again
-        tab.reload()
-        tab.wait_for_function(screen, timeout=LOAD_TIMEOUT_MS)
+    """Wait for the presentation layout (the main column 1180 px wide): a fresh tab's first load measures it (it
+    measured the column before presentation mode's padding applied, 820 px, and needed a reload)."""
+    tab.wait_for_function("document.body.dataset.screen === '1180x100'", timeout=LOAD_TIMEOUT_MS)
     wait_still(tab)
 
 

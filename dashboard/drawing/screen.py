@@ -23,15 +23,27 @@ GROW_STEP = 10  # charts grow in steps of 10 % (fewer distinct chart specs, fewe
 
 # Measures the main column (without its padding) and the window; reports [width, grow %] when they differ
 # from what the server used for this run (``data.used``). A ResizeObserver catches the sidebar opening
-# or closing and window resizes (debounced: one rerun per resize).
+# or closing, the page's padding changing (presentation mode) and window resizes (debounced: one rerun per
+# resize). Streamlit calls the function again whenever ``data`` changes, without the last call's cleanup: the page
+# keeps one measurer, this run's (an older one still measured against its old ``used`` and sent stale sizes).
+# A report is never sent during a run nor just after one (SETTLE_MS): the run's widgets take the values the script
+# gave them (Page Down's section) a moment after it ends, and a rerun sent before that carries their old values
+# back. Nor for a second after a click or key, which may have asked for a run the page does not show yet.
+SETTLE_MS = 300
 _JS = """
 export default function ({ data, setStateValue }) {
   const main = document.querySelector('[data-testid="stMainBlockContainer"]');
   if (!main) return;
-  const { widths, base, step, height, used } = data;
-  const measure = () => {
+  if (window.__attentionLabScreen) window.__attentionLabScreen();
+  const { widths, base, step, height, used, settle } = data;
+  const app = document.querySelector('[data-testid="stApp"]');
+  const running = () => !!app && app.getAttribute("data-test-script-state") === "running";
+  const content = () => {
     const cs = getComputedStyle(main);
-    const w = main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    return main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  };
+  const measure = () => {
+    const w = content();
     const fits = widths.filter((s) => s <= w);
     const width = fits.length ? Math.max(...fits) : Math.max(320, Math.floor(w / 20) * 20);
     const room = Math.min(100 * width / base, 100 * window.innerHeight / height);
@@ -39,12 +51,10 @@ export default function ({ data, setStateValue }) {
     return [width, grow];
   };
   let timer = null;
+  let asked = null;
   let sent = null;
-  const app = document.querySelector('[data-testid="stApp"]');
   const report = () => {
-    // never interrupt a run (a session's first run reads the link into its widgets): the observer below
-    // calls again when the run has ended
-    if (app && app.getAttribute("data-test-script-state") === "running") return;
+    if (running() || asked !== null) return;  // called again when the run has ended
     const [width, grow] = measure();
     if (width === used[0] && grow === used[1]) {
       // settled: what tests wait for (written only when new: a page-speed probe counts every DOM change)
@@ -55,23 +65,34 @@ export default function ({ data, setStateValue }) {
       setStateValue("size", [width, grow]);
     }
   };
-  let seen = `${main.clientWidth}x${window.innerHeight}`;
+  const soon = () => { clearTimeout(timer); timer = setTimeout(report, settle); };
+  const runs = new MutationObserver(() => {
+    if (running()) { clearTimeout(asked); asked = null; } else soon();
+  });
+  if (app) runs.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
+  const input = () => { clearTimeout(asked); asked = setTimeout(() => { asked = null; soon(); }, 1000); };
+  let seen = `${content()}x${window.innerHeight}`;
   const later = () => {  // the column grows taller with every run: only a new width or window height counts
-    const now = `${main.clientWidth}x${window.innerHeight}`;
+    const now = `${content()}x${window.innerHeight}`;
     if (now === seen) return;
     seen = now;
     delete document.body.dataset.screen;
-    clearTimeout(timer);
-    timer = setTimeout(report, 300);
+    soon();
   };
-  const runs = new MutationObserver(report);
-  if (app) runs.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
   const resizes = new ResizeObserver(later);
   resizes.observe(main);
   window.addEventListener("resize", later);
-  report();
-  return () => { runs.disconnect(); resizes.disconnect(); window.removeEventListener("resize", later);
-                 clearTimeout(timer); };
+  document.addEventListener("pointerdown", input, true);
+  document.addEventListener("keydown", input, true);
+  soon();
+  const cleanup = () => {
+    runs.disconnect(); resizes.disconnect(); window.removeEventListener("resize", later);
+    document.removeEventListener("pointerdown", input, true); document.removeEventListener("keydown", input, true);
+    clearTimeout(timer); clearTimeout(asked);
+    if (window.__attentionLabScreen === cleanup) delete window.__attentionLabScreen;
+  };
+  window.__attentionLabScreen = cleanup;
+  return cleanup;
 }
 """
 _CSS = "<style>.st-key-screen {display: none;}</style>"
@@ -108,5 +129,5 @@ def measure(container, present: bool) -> None:
     with container:
         st.html(_CSS)
         _component(key=KEY, data={"widths": list(WIDTHS), "base": base, "step": GROW_STEP, "height": BASE_HEIGHT,
-                                  "used": [used.width, round(used.grow * 100)]},
+                                  "used": [used.width, round(used.grow * 100)], "settle": SETTLE_MS},
                    on_size_change=lambda: None)
