@@ -12,6 +12,7 @@ import streamlit as st
 
 from dashboard.drawing.cells import LABEL_PX as NORMAL_LABEL_PX
 from dashboard.drawing.cells import axis_title_config
+from dashboard.drawing.screen import layout_css
 from dashboard.i18n import _
 from dashboard.languages import SOURCE
 from dashboard.state.links import link_warning
@@ -86,7 +87,7 @@ _CSS = """
 .stApp [data-testid="stTable"] :is(th, td), .stApp [data-testid="stTable"] :is(th, td) p {font-size: 1.1rem;}
 .stApp [data-testid="stCode"] pre, .stApp [data-testid="stCode"] code {font-size: 1.05rem;}
 @media (max-width: 640px) {.stApp [data-testid="stMainBlockContainer"] {padding-left: 1rem; padding-right: 1rem;}}
-""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + PHONE_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + PHONE_CSS + layout_css(True) + """</style>
 """
 # The normal page: less empty space above the title, so a section fits a 720-pixel-high projector. Captions in
 # the page's own text colour, a little faded: Streamlit's 60 % grey read poorly on a projector, worst on the dark
@@ -95,7 +96,7 @@ _BASE_CSS = """
 <style>
 .stApp [data-testid="stMainBlockContainer"] {padding-top: 3rem;}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stImageCaption"] {color: inherit; opacity: 0.85;}
-""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + PHONE_CSS + """</style>
+""" + NUMBERS_CSS + TABLE_CSS + TOOLBAR_CSS + A11Y_CSS + KBD_CSS + PHONE_CSS + layout_css(False) + """</style>
 """
 
 

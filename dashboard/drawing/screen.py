@@ -30,12 +30,16 @@ GROW_STEP = 10  # charts grow in steps of 10 % (fewer distinct chart specs, fewe
 # gave them (Page Down's section) a moment after it ends, and a rerun sent before that carries their old values
 # back. Nor for a second after a click or key, which may have asked for a run the page does not show yet.
 SETTLE_MS = 300
+# The page's style (presentation mode's or the normal one, dashboard/drawing/present.py) names its layout in this
+# variable: the column is measured only once this run's style applies (a first run measured the normal padding
+# under a presentation link, sent 820 px and drew the page three times).
+LAYOUT_VAR = "--attention-lab-layout"
 _JS = """
 export default function ({ data, setStateValue }) {
   const main = document.querySelector('[data-testid="stMainBlockContainer"]');
   if (!main) return;
   if (window.__attentionLabScreen) window.__attentionLabScreen();
-  const { widths, base, step, height, used, settle } = data;
+  const { widths, base, step, height, used, settle, layout, layoutVar } = data;
   const app = document.querySelector('[data-testid="stApp"]');
   const running = () => !!app && app.getAttribute("data-test-script-state") === "running";
   const content = () => {
@@ -55,6 +59,7 @@ export default function ({ data, setStateValue }) {
   let sent = null;
   const report = () => {
     if (running() || asked !== null) return;  // called again when the run has ended
+    if (getComputedStyle(main).getPropertyValue(layoutVar).trim() !== layout) { soon(); return; }  // style to come
     const [width, grow] = measure();
     if (width === used[0] && grow === used[1]) {
       // settled: what tests wait for (written only when new: a page-speed probe counts every DOM change)
@@ -105,6 +110,15 @@ class Screen:
     grow: float  # how much larger than at 1280×720 charts (cells, caps, chart text) may be
 
 
+def _layout(present: bool) -> str:
+    return "present" if present else "normal"
+
+
+def layout_css(present: bool) -> str:
+    """The style rule that names the layout (for the page's ``<style>``): the measurer waits for it."""
+    return f'.stApp [data-testid="stMainBlockContainer"] {{{LAYOUT_VAR}: {_layout(present)};}}\n'
+
+
 def _default(present: bool) -> Screen:
     return Screen(WIDTHS[1] if present else WIDTHS[0], 1.0)
 
@@ -129,5 +143,6 @@ def measure(container, present: bool) -> None:
     with container:
         st.html(_CSS)
         _component(key=KEY, data={"widths": list(WIDTHS), "base": base, "step": GROW_STEP, "height": BASE_HEIGHT,
-                                  "used": [used.width, round(used.grow * 100)], "settle": SETTLE_MS},
+                                  "used": [used.width, round(used.grow * 100)], "settle": SETTLE_MS,
+                                  "layout": _layout(present), "layoutVar": LAYOUT_VAR},
                    on_size_change=lambda: None)
